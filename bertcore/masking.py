@@ -1,0 +1,128 @@
+"""Masked-language-model input corruption (Devlin et al. 2019, section 3.1, "Task #1: Masked LM";
+HF ``DataCollatorForLanguageModeling.torch_mask_tokens``), as tensor operations.
+
+Select ``mlm_probability`` (15%) of the eligible positions (never special tokens or padding);
+of those, ``mask_fraction`` (80%) become [MASK], ``random_fraction`` (10%) a random token and
+the rest (10%) stay unchanged. ``labels`` hold the original id at selected positions and -100
+elsewhere. Every position's decision is returned too, so the UI can show it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .heads import IGNORE_INDEX
+
+NOT_SELECTED, MASKED, RANDOM, UNCHANGED = 0, 1, 2, 3
+DECISION_NAMES = {NOT_SELECTED: "not selected", MASKED: "[MASK]", RANDOM: "random token", UNCHANGED: "unchanged"}
+
+
+class MaskingError(ValueError):
+    """Masking parameters out of range (the message names the parameter)."""
+
+
+@dataclass
+class MaskingResult:
+    """Corrupted inputs and what happened at each position.
+
+    Attributes:
+        input_ids: ``(B, T)`` long, the corrupted ids fed to the model.
+        labels: ``(B, T)`` long, the original id where selected, -100 elsewhere.
+        decision: ``(B, T)`` uint8, one of NOT_SELECTED / MASKED / RANDOM / UNCHANGED.
+        eligible: ``(B, T)`` bool, positions that could be selected.
+    """
+
+    input_ids: torch.Tensor
+    labels: torch.Tensor
+    decision: torch.Tensor
+    eligible: torch.Tensor
+
+    def counts(self) -> dict[str, int]:
+        """Numbers of eligible, selected, masked, random and unchanged positions."""
+        d = self.decision
+        return {"eligible": int(self.eligible.sum()), "selected": int((d != NOT_SELECTED).sum()),
+                "masked": int((d == MASKED).sum()), "random": int((d == RANDOM).sum()),
+                "unchanged": int((d == UNCHANGED).sum())}
+
+
+def check_params(mlm_probability: float, mask_fraction: float, random_fraction: float) -> None:
+    """Raise :class:`MaskingError` unless 0 <= p <= 1, fractions >= 0 and their sum <= 1."""
+    if not 0.0 <= mlm_probability <= 1.0:
+        raise MaskingError(f"mlm_probability must be in [0, 1], got {mlm_probability}")
+    if mask_fraction < 0 or random_fraction < 0 or mask_fraction + random_fraction > 1.0 + 1e-9:
+        raise MaskingError(f"mask_fraction ({mask_fraction}) and random_fraction ({random_fraction}) must be "
+                           ">= 0 and add up to at most 1 (the rest is left unchanged)")
+
+
+def mask_tokens(
+    input_ids: torch.Tensor,
+    eligible: torch.Tensor,
+    *,
+    mask_token_id: int,
+    vocab_size: int,
+    mlm_probability: float = 0.15,
+    mask_fraction: float = 0.8,
+    random_fraction: float = 0.1,
+    word_ids: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> MaskingResult:
+    """Corrupt a batch for MLM; no Python loop over positions.
+
+    Args:
+        input_ids: ``(B, T)`` long.
+        eligible: ``(B, T)`` bool, True where a position may be selected (not special, not padding);
+            see :func:`eligible_positions`.
+        mask_token_id: id of [MASK] (read it from the tokenizer).
+        vocab_size: random replacements are drawn uniformly from ``[0, vocab_size)`` (as HF).
+        mlm_probability: chance that an eligible position (or word) is selected.
+        mask_fraction / random_fraction: split of the selected positions; the rest stay unchanged.
+        word_ids: ``(B, T)`` long word index per position (-1 for specials / padding): whole-word
+            masking, where all pieces of a word are selected together (each piece then gets its own
+            80/10/10 decision, as Google's ``create_pretraining_data.py``).
+        generator: for reproducible draws (on the same device as ``input_ids``).
+    Returns:
+        :class:`MaskingResult`.
+    Raises:
+        MaskingError: parameters out of range or shapes that differ.
+    """
+    check_params(mlm_probability, mask_fraction, random_fraction)
+    if eligible.shape != input_ids.shape or (word_ids is not None and word_ids.shape != input_ids.shape):
+        raise MaskingError(f"eligible / word_ids must have the shape of input_ids {tuple(input_ids.shape)}")
+    device = input_ids.device
+    eligible = eligible.to(torch.bool)
+    if word_ids is None:
+        chosen = torch.rand(input_ids.shape, generator=generator, device=device) < mlm_probability  # (B, T)
+    else:
+        n_words = int(word_ids.max().clamp(min=0)) + 1
+        word_draw = torch.rand((input_ids.size(0), n_words), generator=generator, device=device)  # (B, W)
+        chosen = word_draw.gather(1, word_ids.clamp(min=0)) < mlm_probability  # (B, T)
+    selected = chosen & eligible  # (B, T)
+    u = torch.rand(input_ids.shape, generator=generator, device=device)  # (B, T) decides 80/10/10
+    to_mask = selected & (u < mask_fraction)
+    to_random = selected & (u >= mask_fraction) & (u < mask_fraction + random_fraction)
+    random_ids = torch.randint(vocab_size, input_ids.shape, generator=generator, device=device)  # (B, T)
+    corrupted = torch.where(to_mask, torch.full_like(input_ids, mask_token_id), input_ids)
+    corrupted = torch.where(to_random, random_ids, corrupted)
+    labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
+    # decision code: UNCHANGED (3) where selected, minus 2 for [MASK], minus 1 for random
+    decision = selected.to(torch.uint8) * UNCHANGED - to_mask.to(torch.uint8) * 2 - to_random.to(torch.uint8)
+    return MaskingResult(corrupted, labels, decision, eligible)
+
+
+def eligible_positions(tokenizer, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """``(B, T)`` bool: True where the token is not one of the tokenizer's special tokens
+    ([CLS], [SEP], [PAD], [MASK], [UNK] stays eligible as HF) and not padding."""
+    special = torch.tensor(sorted(set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}), device=input_ids.device)
+    eligible = ~torch.isin(input_ids, special)
+    if attention_mask is not None:
+        eligible &= attention_mask.to(torch.bool)
+    return eligible
+
+
+def mask_for_tokenizer(tokenizer, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                       **kwargs) -> MaskingResult:
+    """:func:`mask_tokens` with [MASK], the vocabulary size and eligibility read from ``tokenizer``."""
+    return mask_tokens(input_ids, eligible_positions(tokenizer, input_ids, attention_mask),
+                       mask_token_id=tokenizer.mask_token_id, vocab_size=len(tokenizer), **kwargs)
