@@ -1,0 +1,26 @@
+"""BERT Explorer: run with ``streamlit run app.py``.
+
+The shared sidebar (model picker) is drawn here; each page lives in ``explorer/app_pages/``.
+Add a page with one ``st.Page(...)`` line in PAGES.
+"""
+
+import os
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import streamlit as st  # noqa: E402
+
+from explorer import widgets  # noqa: E402
+
+st.set_page_config(page_title="BERT Explorer", page_icon=":material/hub:", layout="wide")
+
+PAGES = [
+    st.Page("explorer/app_pages/overview.py", title="Overview", icon=":material/home:", default=True),
+    st.Page("explorer/app_pages/tokenization.py", title="Tokenization", icon=":material/text_fields:"),
+    st.Page("explorer/app_pages/attention.py", title="Attention", icon=":material/grid_on:"),
+    st.Page("explorer/app_pages/word_senses.py", title="Word senses", icon=":material/scatter_plot:"),
+]
+
+pg = st.navigation(PAGES)
+widgets.model_picker()
+pg.run()

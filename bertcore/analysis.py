@@ -1,0 +1,6 @@
+"""placeholder"""
+from dataclasses import dataclass
+@dataclass
+class Activations: pass
+@dataclass
+class Occurrences: pass

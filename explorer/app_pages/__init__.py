@@ -1,0 +1,1 @@
+"""One file per page; ``app.py`` lists them with ``st.navigation``."""

@@ -1,0 +1,4 @@
+"""Placeholder."""
+import streamlit as st
+
+st.title("attention")

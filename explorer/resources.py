@@ -1,0 +1,50 @@
+"""Cached resources: models (``st.cache_resource``, shared, read-only) and forward passes
+(``st.cache_data``, keyed by the model source and the text; the model itself is an unhashed
+``_loaded`` argument).
+
+Pages never call these with a model they built themselves: :func:`explorer.widgets.current_model`
+gives them the loaded model of the sidebar's choice, and :func:`source_key` its cache key.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from bertcore import analysis
+from bertcore.sources import LoadedModel, ModelSource, load
+
+
+def source_key(source: ModelSource) -> tuple[str, str]:
+    """The part of a :class:`ModelSource` that identifies its weights: ``(kind, ref)``."""
+    return (source.kind, source.ref)
+
+
+@st.cache_resource(show_spinner="Loading the model ...", max_entries=4)
+def _load_cached(kind: str, ref: str, label: str) -> LoadedModel:
+    return load(ModelSource(kind, ref, label))  # type: ignore[arg-type]
+
+
+def load_model(source: ModelSource) -> LoadedModel:
+    """The model of ``source``, loaded once per process and shared by every session (never mutate it).
+
+    Raises:
+        bertcore.sources.SourceError: the model cannot be found or read (not cached: a later
+            call tries again).
+    """
+    return _load_cached(source.kind, source.ref, source.label)
+
+
+@st.cache_data(show_spinner="Running the model ...", max_entries=12)
+def forward(key: tuple[str, str], text: str, text_pair: str | None, _loaded: LoadedModel) -> analysis.Activations:
+    """:func:`bertcore.analysis.run` for one text (or pair), cached per ``(key, text, text_pair)``.
+
+    ``key`` must be :func:`source_key` of ``_loaded.source`` (the model is not hashed).
+    Raises the same errors as :func:`bertcore.analysis.run` (``TextError``, ``InputError``).
+    """
+    return analysis.run(_loaded.encoder, _loaded.tokenizer, text, text_pair)
+
+
+@st.cache_data(show_spinner="Running the model on every sentence ...", max_entries=8)
+def occurrences(key: tuple[str, str], target: str, sentences: tuple[str, ...], _loaded: LoadedModel) -> analysis.Occurrences:
+    """:func:`bertcore.analysis.word_occurrences` cached per ``(key, target, sentences)``."""
+    return analysis.word_occurrences(_loaded.encoder, _loaded.tokenizer, target, list(sentences))

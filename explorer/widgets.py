@@ -1,0 +1,165 @@
+"""Reusable inputs shared by the pages: the sidebar model picker, text / sentence-pair input,
+layer and head pickers, and :func:`show_error` for bertcore's errors.
+
+Session-state keys: the model choice lives in ``model_*`` keys; a page's own keys start with
+its prefix (``tok_``, ``att_``, ``ws_`` ...), passed to these helpers.
+"""
+
+from __future__ import annotations
+
+import re
+
+import streamlit as st
+
+from bertcore.checkpoint import CheckpointError
+from bertcore.config import ConfigError
+from bertcore.embeddings import InputError
+from bertcore.sources import PACKAGED, LoadedModel, ModelSource, SourceError, list_run_sources
+from bertcore.tokenizer import TextError
+
+from . import resources
+
+SOURCE_KEY = "model_source"  # the ModelSource every page uses
+ERROR_KEY = "model_error"  # message of the last failed load (shown in the sidebar)
+KINDS = {
+    "packaged": "Packaged MiniLM (offline)",
+    "local": "Local Hugging Face folder",
+    "hub": "Hugging Face Hub id",
+    "run": "Checkpoint of a training run",
+}
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^])")
+
+
+def escape_md(text: str) -> str:
+    """Backslash-escape Markdown punctuation so user text shows literally inside st.markdown / st.warning."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
+
+
+# ----------------------------------------------------------------------------- errors
+def show_error(exc: BaseException, where: str = "") -> None:
+    """Show a bertcore error as a message in the page (never a traceback).
+
+    ``TextError`` / ``InputError`` (what the user typed) -> ``st.warning``; ``SourceError``,
+    ``CheckpointError``, ``ConfigError`` (a model that cannot be loaded) -> ``st.error``;
+    a ``ValueError`` from a figure -> ``st.error``; anything else is re-raised.
+    """
+    prefix = f"{where}: " if where else ""
+    message = prefix + escape_md(str(exc))
+    if isinstance(exc, (TextError, InputError)):
+        st.warning(message, icon=":material/edit_note:")
+    elif isinstance(exc, (SourceError, CheckpointError, ConfigError)):
+        st.error(message, icon=":material/error:")
+    elif isinstance(exc, ValueError):
+        st.error(message, icon=":material/error:")
+    else:
+        raise exc
+
+
+# ----------------------------------------------------------------------------- model
+def current_source() -> ModelSource:
+    """The model source chosen in the sidebar (the packaged MiniLM until the user picks another)."""
+    return st.session_state.get(SOURCE_KEY, PACKAGED)
+
+
+def current_model() -> LoadedModel:
+    """The loaded model of the sidebar's choice; on failure shows ``st.error`` and ``st.stop()``s."""
+    source = current_source()
+    try:
+        return resources.load_model(source)
+    except (SourceError, CheckpointError, ConfigError) as exc:
+        show_error(exc, f"Cannot load {source.name}")
+        st.info("Pick another model in the sidebar (the packaged MiniLM always works offline).")
+        st.stop()
+        raise  # unreachable: st.stop() raises
+
+
+def _use(source: ModelSource) -> None:
+    """Try to load ``source``; make it the current model only if that works."""
+    try:
+        resources.load_model(source)
+    except (SourceError, CheckpointError, ConfigError) as exc:
+        st.session_state[ERROR_KEY] = f"Cannot load {source.name}: {exc}"
+        return
+    st.session_state[SOURCE_KEY] = source
+    st.session_state.pop(ERROR_KEY, None)
+
+
+def model_picker() -> None:
+    """Sidebar: choose the model every page uses (packaged, local folder, hub id, run checkpoint).
+
+    The choice changes only when the new model loads; a failure keeps the previous model and
+    shows why in the sidebar.
+    """
+    sb = st.sidebar
+    sb.subheader("Model")
+    kind = sb.radio("Where from", list(KINDS), format_func=KINDS.__getitem__, key="model_kind")
+    if kind == "packaged":
+        if current_source() != PACKAGED:
+            _use(PACKAGED)
+            st.session_state.pop(ERROR_KEY, None)
+    elif kind == "local":
+        path = sb.text_input("Folder (config.json, model.safetensors, vocab.txt)", key="model_local_path",
+                             placeholder="/path/to/bert-folder")
+        if sb.button("Use this folder", key="model_local_use", disabled=not (path or "").strip()):
+            _use(ModelSource("local", path.strip(), path.strip()))
+    elif kind == "hub":
+        hub_id = sb.text_input("Hub id", value="bert-base-uncased", key="model_hub_id",
+                               help="Needs internet. Offline, download the model elsewhere and pick it as a local folder.")
+        if sb.button("Download and use", key="model_hub_use", disabled=not (hub_id or "").strip()):
+            _use(ModelSource("hub", hub_id.strip(), hub_id.strip()))
+    else:
+        runs = list_run_sources()
+        if not runs:
+            sb.info("No checkpoint of a training run yet: train one on the Train page.")
+        else:
+            labels = {r.ref: r.name for r in runs}
+            ref = sb.selectbox("Checkpoint", list(labels), format_func=labels.__getitem__, key="model_run_ref")
+            if sb.button("Use this checkpoint", key="model_run_use"):
+                _use(ModelSource("run", ref, labels[ref]))
+    if ERROR_KEY in st.session_state:
+        sb.error(escape_md(st.session_state[ERROR_KEY]), icon=":material/error:")
+    sb.caption("In use: " + escape_md(current_source().name))
+
+
+# ----------------------------------------------------------------------------- text inputs
+def text_or_pair(prefix: str, default: str, default_pair: str, pair_default: bool = False,
+                 label: str = "Text") -> tuple[str, str | None]:
+    """A text area, and a second one for sentence B when the pair toggle is on.
+
+    Returns ``(text, text_pair)``; ``text_pair`` is None without the toggle. Values are
+    returned raw: :func:`bertcore.tokenizer.encode` checks them (empty, too long ...).
+    """
+    pair = st.toggle("Sentence pair (A + B, as in next-sentence prediction)", value=pair_default,
+                     key=f"{prefix}_pair_on", persist_state="session")
+    text = st.text_area("Sentence A" if pair else label, value=default, key=f"{prefix}_text",
+                        height=100, persist_state="session")
+    text_pair = None
+    if pair:
+        text_pair = st.text_area("Sentence B", value=default_pair, key=f"{prefix}_text_b", height=100,
+                                 persist_state="session")
+    return text or "", (text_pair or "") if pair else None
+
+
+def _clamped_slider(label: str, key: str, lo: int, hi: int, default: int, help: str | None = None,
+                    format_func=None) -> int:
+    if hi <= lo:
+        st.caption(f"{label}: {format_func(lo) if format_func else lo} (the only one)")
+        return lo
+    if key in st.session_state and not lo <= st.session_state[key] <= hi:
+        st.session_state[key] = min(max(st.session_state[key], lo), hi)
+    return int(st.slider(label, lo, hi, value=min(max(default, lo), hi), key=key, help=help))
+
+
+def layer_picker(prefix: str, num_layers: int, include_embeddings: bool = False, default: int | None = None,
+                 label: str = "Layer") -> int:
+    """A layer slider: 1..num_layers, or 0..num_layers with ``include_embeddings`` (0 = the
+    embedding output, before any layer). Returns the chosen number (1-based for layers)."""
+    lo = 0 if include_embeddings else 1
+    return _clamped_slider(label, f"{prefix}_layer", lo, num_layers, num_layers if default is None else default,
+                           help="0 is the embedding layer's output" if include_embeddings else None)
+
+
+def head_picker(prefix: str, num_heads: int, default: int = 1) -> int:
+    """A head slider 1..num_heads; returns the chosen head (1-based)."""
+    return _clamped_slider("Head", f"{prefix}_head", 1, num_heads, default)
