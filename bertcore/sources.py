@@ -9,7 +9,6 @@ it fails with :class:`SourceError` and a message saying so.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ HEAD_CLASSES: dict[str, type[BertPreTrainedModel]] = {
     "pretraining": BertForPreTraining,
     "classification": BertForSequenceClassification,
 }
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
 
 
 class SourceError(RuntimeError):
@@ -171,9 +171,12 @@ def load(source: ModelSource = PACKAGED, head: Head = "auto") -> LoadedModel:
         model = HEAD_CLASSES[chosen].from_pretrained(folder)
     except (CheckpointError, ConfigError) as exc:
         raise SourceError(f"cannot load the model in {folder}: {exc}") from exc
+    if not any((folder / name).is_file() and (folder / name).stat().st_size > 0 for name in TOKENIZER_FILES):
+        # without this check transformers builds a 5-token tokenizer that maps every word to [UNK]
+        raise SourceError(f"no tokenizer in {folder}: expected {' or '.join(TOKENIZER_FILES)}")
     try:
         tokenizer = load_tokenizer(folder)
-    except (OSError, ValueError, json.JSONDecodeError) as exc:
+    except Exception as exc:  # noqa: BLE001 - tokenizers raises bare Exception (non-UTF-8 vocab), KeyError ...
         raise SourceError(f"no usable tokenizer (vocab.txt / tokenizer.json) in {folder}: {exc}") from exc
     if len(tokenizer) > model.config.vocab_size:
         raise SourceError(f"the tokenizer has {len(tokenizer)} tokens but the model only {model.config.vocab_size}")
