@@ -1,0 +1,457 @@
+"""Figures of training runs: curves, progress, probe predictions, test results, and how a model
+changes across a run's checkpoints.
+
+Pure functions: plain data (the records of a run directory, numpy arrays, labels) in,
+``plotly.graph_objects.Figure`` (or a small dataclass / list of rows) out. No Streamlit here.
+Inputs are checked first; a ``ValueError`` says what is wrong and how to fix it.
+
+Record formats are those of ``docs/CONTRACTS.md``: ``metrics.jsonl`` lines
+(``{"step", "split": "train"|"val", "loss", ...}``), ``probe.jsonl`` lines
+(``{"step", "text", "predictions": [[[token, prob], ...] per [MASK]]}``), ``status.json``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+# Which metric keys each task logs (CONTRACTS.md, metrics.jsonl).
+LOSS_KEYS: dict[str, tuple[str, ...]] = {"pretrain": ("loss", "mlm_loss", "nsp_loss"), "finetune": ("loss",)}
+ACC_KEYS: dict[str, tuple[str, ...]] = {"pretrain": ("mlm_acc", "nsp_acc"), "finetune": ("acc", "f1")}
+METRIC_LABELS = {
+    "loss": "total loss", "mlm_loss": "MLM loss", "nsp_loss": "NSP loss", "mlm_acc": "MLM accuracy",
+    "nsp_acc": "NSP accuracy", "acc": "accuracy", "f1": "macro F1", "lr": "learning rate",
+    "tokens_per_s": "tokens / s",
+}
+SPLIT_STYLE = {"train": dict(dash="solid", width=1.5), "val": dict(dash="dot", width=2.5)}
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+STATES = ("queued", "running", "done", "failed", "cancelled")
+
+
+# ----------------------------------------------------------------------------- helpers
+def _check_records(records: Any, what: str) -> list[Mapping[str, Any]]:
+    if isinstance(records, (str, bytes)) or not isinstance(records, Sequence):
+        raise ValueError(f"{what} must be a list of dicts (one per JSON line), got {type(records).__name__}")
+    for i, rec in enumerate(records):
+        if not isinstance(rec, Mapping):
+            raise ValueError(f"{what}[{i}] must be a dict, got {type(rec).__name__}")
+        if "step" not in rec:
+            raise ValueError(f"{what}[{i}] has no 'step' (keys: {sorted(rec)}); is this a metrics.jsonl record?")
+    return list(records)
+
+
+def _empty(title: str, message: str, height: int = 320) -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=message, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5,
+                       font=dict(size=14, color="#666"))
+    fig.update_layout(title=title, height=height, xaxis=dict(visible=False), yaxis=dict(visible=False),
+                      margin=dict(l=40, r=20, t=50, b=40))
+    return fig
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def metric_series(records: Sequence[Mapping[str, Any]], key: str, split: str = "train") -> tuple[list[int], list[float]]:
+    """Steps and values of one metric in one split, sorted by step; records without a finite
+    value for ``key`` are skipped (a run logs some keys only on some steps)."""
+    records = _check_records(records, "metrics")
+    pairs = sorted((int(r["step"]), v) for r in records if r.get("split", "train") == split
+                   and (v := _finite(r.get(key))) is not None)
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+# ----------------------------------------------------------------------------- curves
+def curves_figure(records: Sequence[Mapping[str, Any]], keys: Sequence[str], *, title: str = "",
+                  yaxis_title: str = "", total_steps: int | None = None, height: int = 340) -> go.Figure:
+    """Lines of ``keys`` against step: train solid, validation dotted with markers; one colour per key.
+
+    Args:
+        records: ``metrics.jsonl`` records (dicts with ``step``, ``split`` and the keys).
+        keys: metric names to draw (absent ones are skipped).
+        total_steps: if given, the x axis spans the whole run, so the curve grows into it.
+    Raises:
+        ValueError: records are not a list of dicts with a ``step``; ``keys`` is empty.
+    """
+    records = _check_records(records, "metrics")
+    if isinstance(keys, str) or not keys:
+        raise ValueError("keys must be a non-empty list of metric names, e.g. ['loss', 'mlm_loss']")
+    fig = go.Figure()
+    for i, key in enumerate(keys):
+        color = PALETTE[i % len(PALETTE)]
+        for split in ("train", "val"):
+            steps, values = metric_series(records, key, split)
+            if not steps:
+                continue
+            name = f"{METRIC_LABELS.get(key, key)} ({'validation' if split == 'val' else 'train'})"
+            fig.add_trace(go.Scatter(
+                x=steps, y=values, name=name, mode="lines+markers" if split == "val" or len(steps) < 3 else "lines",
+                line=dict(color=color, **SPLIT_STYLE[split]), legendgroup=key,
+                hovertemplate=f"{name}<br>step %{{x}}<br>%{{y:.4f}}<extra></extra>"))
+    if not fig.data:
+        return _empty(title, "no values logged yet: the curves appear after the first logged step", height)
+    xrange = [0, total_steps] if total_steps and total_steps > 0 else None
+    fig.update_layout(title=title, height=height, hovermode="x unified", margin=dict(l=50, r=20, t=50, b=40),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
+                      xaxis=dict(title="step", range=xrange), yaxis=dict(title=yaxis_title))
+    return fig
+
+
+def _task_keys(table: dict[str, tuple[str, ...]], task: str) -> tuple[str, ...]:
+    if task not in table:
+        raise ValueError(f"unknown task {task!r}; expected one of {', '.join(table)}")
+    return table[task]
+
+
+def loss_figure(records: Sequence[Mapping[str, Any]], task: str, total_steps: int | None = None) -> go.Figure:
+    """Loss curves of a run (pretraining: total, MLM and NSP loss; fine-tuning: loss), train vs val."""
+    return curves_figure(records, _task_keys(LOSS_KEYS, task), title="Loss", yaxis_title="cross-entropy",
+                         total_steps=total_steps)
+
+
+def accuracy_figure(records: Sequence[Mapping[str, Any]], task: str, total_steps: int | None = None) -> go.Figure:
+    """Accuracy curves (pretraining: MLM and NSP accuracy; fine-tuning: accuracy and macro F1), train vs val."""
+    fig = curves_figure(records, _task_keys(ACC_KEYS, task), title="Accuracy", yaxis_title="fraction correct",
+                        total_steps=total_steps)
+    if fig.data:
+        fig.update_yaxes(range=[0, 1.02])
+    return fig
+
+
+# ----------------------------------------------------------------------------- progress
+def format_duration(seconds: float | None) -> str:
+    """``75`` -> ``'1 min 15 s'``; ``None`` or not finite -> ``'unknown'``."""
+    value = _finite(seconds)
+    if value is None or value < 0:
+        return "unknown"
+    s = int(round(value))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {(s % 3600) // 60:02d} min"
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a progress bar shows: ``fraction`` in [0, 1] and a one-line ``text``."""
+
+    fraction: float
+    text: str
+
+
+def progress_summary(status: Mapping[str, Any]) -> Progress:
+    """Fraction done and a line ``step 120 / 300 (40%) · ETA 1 min 05 s · 5,400 tokens/s`` from ``status.json``.
+
+    Raises:
+        ValueError: ``status`` is not a dict or has no ``state``.
+    """
+    if not isinstance(status, Mapping) or "state" not in status:
+        raise ValueError("status must be the dict of a run's status.json (with a 'state')")
+    state = status["state"]
+    step = int(_finite(status.get("step")) or 0)
+    total = int(_finite(status.get("total_steps")) or 0)
+    fraction = min(1.0, max(0.0, step / total)) if total > 0 else 0.0
+    if state == "done":
+        fraction = 1.0
+    parts = [f"{state}", f"step {step:,} / {total:,} ({fraction:.0%})" if total else f"step {step:,}"]
+    if state == "running":
+        parts.append(f"ETA {format_duration(status.get('eta_s'))}")
+    tps = _finite(status.get("tokens_per_s"))
+    if tps is not None:
+        parts.append(f"{tps:,.0f} tokens/s")
+    return Progress(fraction, " · ".join(parts))
+
+
+# ----------------------------------------------------------------------------- probe predictions
+def _check_probe(record: Any) -> list[list[tuple[str, float]]]:
+    if not isinstance(record, Mapping) or "predictions" not in record:
+        raise ValueError("a probe record must be a dict with 'predictions' (a line of probe.jsonl)")
+    preds = record["predictions"]
+    if not isinstance(preds, Sequence) or isinstance(preds, str):
+        raise ValueError("probe 'predictions' must be a list (one list of [token, prob] per [MASK])")
+    out = []
+    for m, cands in enumerate(preds):
+        if not isinstance(cands, Sequence) or isinstance(cands, str):
+            raise ValueError(f"probe predictions[{m}] must be a list of [token, probability] pairs")
+        pairs = []
+        for c in cands:
+            if not isinstance(c, Sequence) or isinstance(c, str) or len(c) != 2 or _finite(c[1]) is None:
+                raise ValueError(f"probe predictions[{m}] holds {c!r}; expected [token, probability]")
+            pairs.append((str(c[0]), float(c[1])))
+        out.append(pairs)
+    return out
+
+
+def probe_figure(record: Mapping[str, Any], top_k: int = 5) -> go.Figure:
+    """Top-k predictions for each [MASK] of the probe sentence at one step: one bar panel per [MASK].
+
+    Raises:
+        ValueError: malformed record, or ``top_k`` < 1.
+    """
+    if not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
+    preds = _check_probe(record)
+    step = record.get("step", "?")
+    title = f"Probe predictions at step {step}"
+    if not preds:
+        return _empty(title, "the probe sentence has no [MASK]", 260)
+    fig = make_subplots(rows=1, cols=len(preds), subplot_titles=[f"[MASK] #{m + 1}" for m in range(len(preds))],
+                        horizontal_spacing=0.12)
+    for m, cands in enumerate(preds):
+        top = sorted(cands, key=lambda c: -c[1])[:top_k][::-1]  # best at the top of a horizontal bar chart
+        fig.add_trace(go.Bar(x=[p for _, p in top], y=[t for t, _ in top], orientation="h", marker_color=PALETTE[0],
+                             text=[f"{p:.0%}" for _, p in top], textposition="auto", showlegend=False,
+                             hovertemplate="%{y}: %{x:.3f}<extra></extra>"), row=1, col=m + 1)
+        fig.update_xaxes(range=[0, 1], title_text="probability", row=1, col=m + 1)
+    fig.update_layout(title=title, height=110 + 34 * min(top_k, max(len(c) for c in preds) or 1),
+                      margin=dict(l=80, r=20, t=70, b=40))
+    return fig
+
+
+def probe_rows(records: Sequence[Mapping[str, Any]], last: int = 10) -> list[dict[str, Any]]:
+    """A table of the ``last`` probe records, newest first: the step and the top guess (with its
+    probability) for each [MASK], to read how the guesses sharpen during pretraining."""
+    records = _check_records(records, "probe records")
+    rows = []
+    for rec in sorted(records, key=lambda r: r["step"], reverse=True)[:max(0, last)]:
+        row: dict[str, Any] = {"step": int(rec["step"])}
+        for m, cands in enumerate(_check_probe(rec)):
+            best = max(cands, key=lambda c: c[1]) if cands else ("", 0.0)
+            row[f"[MASK] #{m + 1}"] = f"{best[0]} ({best[1]:.0%})"
+        rows.append(row)
+    return rows
+
+
+# ----------------------------------------------------------------------------- fine-tuning results
+def _check_matrix(matrix: Any, labels: Sequence[str] | None) -> tuple[np.ndarray, list[str]]:
+    arr = np.asarray(matrix, dtype=float)
+    if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] == 0:
+        raise ValueError(f"a confusion matrix must be square (classes x classes), got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)) or (arr < 0).any():
+        raise ValueError("a confusion matrix holds counts: finite and >= 0")
+    n = arr.shape[0]
+    labels = [str(x) for x in labels] if labels is not None else [str(i) for i in range(n)]
+    if len(labels) != n:
+        raise ValueError(f"{len(labels)} labels for a {n} x {n} confusion matrix; give one label per class")
+    return arr, labels
+
+
+def confusion_matrix_figure(matrix: Any, labels: Sequence[str] | None = None, *, normalize: bool = True,
+                            title: str = "Confusion matrix (test set)") -> go.Figure:
+    """Heatmap of a confusion matrix (rows: true class, columns: predicted), each cell annotated
+    with its count (and the row fraction when ``normalize``, which also colours by row fraction).
+
+    Raises:
+        ValueError: not square, negative or non-finite counts, or a label count that does not match.
+    """
+    arr, labels = _check_matrix(matrix, labels)
+    rows = arr.sum(axis=1, keepdims=True)
+    frac = np.divide(arr, rows, out=np.zeros_like(arr), where=rows > 0)
+    z = frac if normalize else arr
+    text = [[f"{int(arr[i, j]):,}" + (f"<br>{frac[i, j]:.0%}" if normalize else "") for j in range(len(labels))]
+            for i in range(len(labels))]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=labels, y=labels, text=text, texttemplate="%{text}", colorscale="Blues",
+        zmin=0, zmax=1 if normalize else None, colorbar=dict(title="row share" if normalize else "count"),
+        hovertemplate="true %{y}<br>predicted %{x}<br>%{text}<extra></extra>"))
+    fig.update_layout(title=title, height=140 + 60 * len(labels), margin=dict(l=80, r=20, t=50, b=60),
+                      xaxis=dict(title="predicted", side="bottom"),
+                      yaxis=dict(title="true", autorange="reversed"))
+    return fig
+
+
+def report_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Rows of a scikit-learn ``classification_report(..., output_dict=True)``: one per class, then
+    macro and weighted averages; ``accuracy`` (a bare number there) becomes its own row.
+
+    Raises:
+        ValueError: not a dict of dicts with precision / recall / f1-score.
+    """
+    if not isinstance(report, Mapping) or not report:
+        raise ValueError("a classification report must be a non-empty dict (sklearn output_dict=True)")
+    rows = []
+    for name, value in report.items():
+        if isinstance(value, Mapping):
+            missing = {"precision", "recall", "f1-score"} - set(value)
+            if missing:
+                raise ValueError(f"report row {name!r} lacks {sorted(missing)}")
+            rows.append({"class": str(name), "precision": float(value["precision"]), "recall": float(value["recall"]),
+                         "f1-score": float(value["f1-score"]), "support": int(value.get("support", 0))})
+        elif _finite(value) is not None:
+            rows.append({"class": str(name), "precision": None, "recall": None, "f1-score": float(value),
+                         "support": None})
+        else:
+            raise ValueError(f"report entry {name!r} is neither a row (dict) nor a number")
+    return rows
+
+
+def baseline_comparison_figure(model: Mapping[str, float], baseline: Mapping[str, float],
+                               metrics: Sequence[str] | None = None, *, names: tuple[str, str] = (
+                                   "fine-tuned BERT", "TF-IDF + logistic regression"),
+                               majority: float | None = None) -> go.Figure:
+    """Grouped bars: the fine-tuned model's test metrics beside the baseline's, on the same split.
+
+    Args:
+        model / baseline: metric name -> value in [0, 1] (e.g. ``accuracy``, ``macro_f1``).
+        metrics: which to show (default: those both have, in ``model``'s order).
+        majority: accuracy of always predicting the most frequent class, drawn as a line.
+    Raises:
+        ValueError: no metric in common, or a value outside [0, 1].
+    """
+    if not isinstance(model, Mapping) or not isinstance(baseline, Mapping):
+        raise ValueError("model and baseline must be dicts of metric name -> value")
+    if metrics is None:
+        metrics = [k for k in model if k in baseline and _finite(model[k]) is not None
+                   and _finite(baseline[k]) is not None]
+    if not metrics:
+        raise ValueError(f"no metric in common to compare (model has {sorted(model)}, baseline {sorted(baseline)})")
+    for name, values in ((names[0], model), (names[1], baseline)):
+        for k in metrics:
+            v = _finite(values.get(k))
+            if v is None or not 0 <= v <= 1:
+                raise ValueError(f"{name}: metric {k!r} must be a number in [0, 1], got {values.get(k)!r}")
+    labels = [METRIC_LABELS.get(k, k.replace("_", " ")) for k in metrics]
+    fig = go.Figure()
+    for (name, values), color in zip(((names[0], model), (names[1], baseline)), (PALETTE[0], "#999999")):
+        vals = [float(values[k]) for k in metrics]
+        fig.add_trace(go.Bar(name=name, x=labels, y=vals, marker_color=color, text=[f"{v:.3f}" for v in vals],
+                             textposition="outside"))
+    if majority is not None and _finite(majority) is not None:
+        fig.add_hline(y=float(majority), line=dict(dash="dash", color="#666"),
+                      annotation_text=f"majority class {float(majority):.3f}", annotation_position="bottom right")
+    fig.update_layout(title="Test set: fine-tuned BERT vs. baseline", barmode="group", height=360,
+                      yaxis=dict(range=[0, 1.1], title="score"), margin=dict(l=50, r=20, t=50, b=40),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    return fig
+
+
+# ----------------------------------------------------------------------------- across checkpoints
+def _grid(n: int, cols: int) -> tuple[int, int]:
+    cols = max(1, min(cols, n))
+    return math.ceil(n / cols), cols
+
+
+def _check_stack(maps: Sequence[Any], steps: Sequence[int], what: str) -> list[np.ndarray]:
+    if not isinstance(maps, Sequence) or not maps:
+        raise ValueError(f"{what}: give at least one checkpoint's matrix")
+    if len(steps) != len(maps):
+        raise ValueError(f"{what}: {len(maps)} matrices but {len(steps)} steps; give one step per checkpoint")
+    arrays = [np.asarray(m, dtype=float) for m in maps]
+    shape = arrays[0].shape
+    for i, a in enumerate(arrays):
+        if a.ndim != 2 or a.shape[0] != a.shape[1]:
+            raise ValueError(f"{what}: matrix {i} must be square (T x T), got shape {a.shape}")
+        if a.shape != shape:
+            raise ValueError(f"{what}: matrix {i} has shape {a.shape}, matrix 0 {shape}; all checkpoints must see "
+                             "the same tokens / positions")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"{what}: matrix {i} holds NaN or infinite values")
+    return arrays
+
+
+def attention_evolution_figure(maps: Sequence[Any], tokens: Sequence[str], steps: Sequence[int], *,
+                               layer: int | None = None, head: int | None = None, cols: int = 4) -> go.Figure:
+    """Small multiples: one head's attention map (queries down, keys across) at each checkpoint,
+    on one shared 0-1 colour scale so panels compare directly.
+
+    Args:
+        maps: one (T, T) array per checkpoint, rows summing to 1.
+        tokens: the T token strings (same tokenizer for every checkpoint).
+        steps: the training step of each checkpoint (panel titles).
+    Raises:
+        ValueError: shapes differ, a row does not sum to 1, or tokens do not match T.
+    """
+    arrays = _check_stack(maps, steps, "attention maps")
+    t = arrays[0].shape[0]
+    if len(tokens) != t:
+        raise ValueError(f"{len(tokens)} tokens for {t} x {t} attention maps; give one token per row")
+    for i, a in enumerate(arrays):
+        if (a < -1e-6).any() or not np.allclose(a.sum(axis=1), 1.0, atol=1e-3):
+            raise ValueError(f"attention map {i} is not a probability map (each row must sum to 1)")
+    # Make token labels unique so that repeated words stay separate rows/columns.
+    labels = [f"{tok} ·{i}" for i, tok in enumerate(tokens)]
+    rows, cols = _grid(len(arrays), cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"step {s}" for s in steps],
+                        horizontal_spacing=0.04, vertical_spacing=0.08 if rows > 1 else 0.0)
+    for i, a in enumerate(arrays):
+        r, c = divmod(i, cols)
+        fig.add_trace(go.Heatmap(z=a, x=labels, y=labels, coloraxis="coloraxis",
+                                 hovertemplate=f"step {steps[i]}<br>%{{y}} → %{{x}}<br>%{{z:.3f}}<extra></extra>"),
+                      row=r + 1, col=c + 1)
+    fig.update_yaxes(autorange="reversed", showticklabels=False)
+    fig.update_xaxes(showticklabels=False)
+    for r in range(rows):  # labels on the outer panels only, to keep the grid readable
+        fig.update_yaxes(showticklabels=True, tickfont=dict(size=9), row=r + 1, col=1)
+    where = f"layer {layer}, head {head}: " if layer is not None and head is not None else ""
+    fig.update_layout(title=f"{where}attention at each checkpoint", coloraxis=dict(colorscale="Viridis", cmin=0,
+                                                                                   cmax=1, colorbar=dict(title="weight")),
+                      height=max(300, 260 * rows + 60), margin=dict(l=90, r=20, t=70, b=30))
+    return fig
+
+
+def position_similarity_evolution_figure(sims: Sequence[Any], steps: Sequence[int], *, cols: int = 4) -> go.Figure:
+    """Small multiples: cosine similarity between the learned position embeddings (P x P) at each
+    checkpoint, on one shared -1..1 scale. A band along the diagonal appearing over training means
+    nearby positions have learned similar vectors.
+
+    Raises:
+        ValueError: shapes differ or values fall outside [-1, 1].
+    """
+    arrays = _check_stack(sims, steps, "position similarities")
+    for i, a in enumerate(arrays):
+        if (np.abs(a) > 1 + 1e-4).any():
+            raise ValueError(f"similarity matrix {i} has values outside [-1, 1]; pass cosine similarities")
+    p = arrays[0].shape[0]
+    rows, cols = _grid(len(arrays), cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"step {s}" for s in steps],
+                        horizontal_spacing=0.04, vertical_spacing=0.08 if rows > 1 else 0.0)
+    for i, a in enumerate(arrays):
+        r, c = divmod(i, cols)
+        fig.add_trace(go.Heatmap(z=a, x=list(range(p)), y=list(range(p)), coloraxis="coloraxis",
+                                 hovertemplate=f"step {steps[i]}<br>positions %{{y}} & %{{x}}<br>cos %{{z:.3f}}"
+                                               "<extra></extra>"), row=r + 1, col=c + 1)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title=f"cosine similarity of position embeddings 0-{p - 1} at each checkpoint",
+                      coloraxis=dict(colorscale="RdBu", cmin=-1, cmax=1, reversescale=True,
+                                     colorbar=dict(title="cosine")),
+                      height=max(300, 250 * rows + 60), margin=dict(l=50, r=20, t=70, b=30))
+    return fig
+
+
+def neighbour_similarity_figure(sims: Sequence[Any], steps: Sequence[int], max_offset: int = 8) -> go.Figure:
+    """Mean cosine similarity between positions ``i`` and ``i + k`` (k = 1..max_offset) against step:
+    one line per offset. Summarises the small multiples: learned positions that encode order show
+    high similarity at small offsets, falling with distance.
+
+    Raises:
+        ValueError: as :func:`position_similarity_evolution_figure`, or ``max_offset`` < 1.
+    """
+    arrays = _check_stack(sims, steps, "position similarities")
+    if not isinstance(max_offset, int) or max_offset < 1:
+        raise ValueError(f"max_offset must be a positive integer, got {max_offset!r}")
+    p = arrays[0].shape[0]
+    offsets = list(range(1, min(max_offset, p - 1) + 1))
+    if not offsets:
+        raise ValueError("need at least 2 positions to compare neighbours")
+    fig = go.Figure()
+    order = np.argsort(np.asarray(steps))
+    xs = [steps[i] for i in order]
+    for j, k in enumerate(offsets):
+        ys = [float(np.mean(np.diagonal(arrays[i], offset=k))) for i in order]
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=f"offset {k}",
+                                 line=dict(color=PALETTE[j % len(PALETTE)] if j < len(PALETTE) else None)))
+    fig.update_layout(title="mean similarity of positions i and i + offset, per checkpoint", height=320,
+                      xaxis=dict(title="step"), yaxis=dict(title="mean cosine", range=[-1, 1]),
+                      margin=dict(l=50, r=20, t=50, b=40))
+    return fig

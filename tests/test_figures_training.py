@@ -1,0 +1,217 @@
+"""explorer.figures.training: pure figure functions of training runs (no Streamlit, no run needed)."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from explorer.figures import training as F
+
+
+def pretrain_metrics(n: int = 6) -> list[dict]:
+    out = []
+    for s in range(1, n + 1):
+        out.append({"step": s * 10, "time": s, "split": "train", "lr": 1e-4, "tokens_per_s": 900.0,
+                    "loss": 10 - s, "mlm_loss": 9 - s, "nsp_loss": 0.7, "mlm_acc": 0.05 * s, "nsp_acc": 0.5})
+        if s % 3 == 0:
+            out.append({"step": s * 10, "time": s, "split": "val", "loss": 10.5 - s, "mlm_loss": 9.5 - s,
+                        "nsp_loss": 0.69, "mlm_acc": 0.04 * s, "nsp_acc": 0.52})
+    return out
+
+
+def names(fig: go.Figure) -> list[str]:
+    return [t.name for t in fig.data]
+
+
+# ----------------------------------------------------------------------------- curves
+def test_loss_figure_pretrain_train_and_val():
+    fig = F.loss_figure(pretrain_metrics(), "pretrain", total_steps=100)
+    assert "total loss (train)" in names(fig) and "total loss (validation)" in names(fig)
+    assert "MLM loss (train)" in names(fig) and "NSP loss (validation)" in names(fig)
+    train = next(t for t in fig.data if t.name == "total loss (train)")
+    assert list(train.x) == [10, 20, 30, 40, 50, 60] and list(train.y) == [9, 8, 7, 6, 5, 4]
+    val = next(t for t in fig.data if t.name == "total loss (validation)")
+    assert list(val.x) == [30, 60]
+    assert list(fig.layout.xaxis.range) == [0, 100]
+
+
+def test_accuracy_figure_finetune_keys_and_range():
+    recs = [{"step": 1, "split": "train", "loss": 0.7, "acc": 0.5, "f1": 0.4},
+            {"step": 2, "split": "val", "loss": 0.6, "acc": 0.7, "f1": 0.6}]
+    fig = F.accuracy_figure(recs, "finetune")
+    assert names(fig) == ["accuracy (train)", "accuracy (validation)", "macro F1 (train)", "macro F1 (validation)"]
+    assert list(fig.layout.yaxis.range) == [0, 1.02]
+
+
+def test_curves_skip_missing_and_nonfinite_values():
+    recs = [{"step": 2, "split": "train", "loss": 1.0}, {"step": 1, "split": "train", "loss": float("nan")},
+            {"step": 3, "split": "train", "loss": None}, {"step": 0, "split": "train", "loss": 2.0}]
+    steps, values = F.metric_series(recs, "loss")
+    assert steps == [0, 2] and values == [2.0, 1.0]
+
+
+def test_empty_metrics_give_a_placeholder_not_an_error():
+    fig = F.loss_figure([], "pretrain")
+    assert not fig.data and "no values logged yet" in fig.layout.annotations[0].text
+
+
+@pytest.mark.parametrize("records, match", [
+    ("loss", "list of dicts"),
+    ([1, 2], r"metrics\[0\] must be a dict"),
+    ([{"loss": 1}], "has no 'step'"),
+])
+def test_curves_reject_malformed_records(records, match):
+    with pytest.raises(ValueError, match=match):
+        F.loss_figure(records, "pretrain")
+
+
+def test_unknown_task_and_empty_keys():
+    with pytest.raises(ValueError, match="unknown task"):
+        F.loss_figure([], "classify")
+    with pytest.raises(ValueError, match="non-empty list"):
+        F.curves_figure([], [])
+
+
+# ----------------------------------------------------------------------------- progress
+@pytest.mark.parametrize("seconds, text", [(None, "unknown"), (float("nan"), "unknown"), (5, "5 s"),
+                                           (75, "1 min 15 s"), (3725, "1 h 02 min")])
+def test_format_duration(seconds, text):
+    assert F.format_duration(seconds) == text
+
+
+def test_progress_summary_running_and_done():
+    p = F.progress_summary({"state": "running", "step": 30, "total_steps": 120, "eta_s": 65, "tokens_per_s": 5400.4})
+    assert p.fraction == pytest.approx(0.25)
+    assert "step 30 / 120 (25%)" in p.text and "ETA 1 min 05 s" in p.text and "5,400 tokens/s" in p.text
+    assert F.progress_summary({"state": "done", "step": 119, "total_steps": 120}).fraction == 1.0
+    assert F.progress_summary({"state": "queued", "step": None, "total_steps": None}).fraction == 0.0
+    with pytest.raises(ValueError, match="status.json"):
+        F.progress_summary({"step": 1})
+
+
+# ----------------------------------------------------------------------------- probe
+PROBE = {"step": 40, "text": "the [MASK] sat on the [MASK] .",
+         "predictions": [[["cat", 0.5], ["dog", 0.3], ["man", 0.1]], [["mat", 0.6], ["floor", 0.2]]]}
+
+
+def test_probe_figure_one_panel_per_mask_sorted():
+    fig = F.probe_figure(PROBE, top_k=2)
+    assert len(fig.data) == 2
+    assert list(fig.data[0].y) == ["dog", "cat"]  # best at the top of a horizontal bar chart
+    assert "step 40" in fig.layout.title.text
+
+
+@pytest.mark.parametrize("record, match", [
+    ({"step": 1}, "predictions"),
+    ({"step": 1, "predictions": [["cat"]]}, r"\[token, probability\]"),
+    ({"step": 1, "predictions": "cat"}, "must be a list"),
+])
+def test_probe_figure_rejects_malformed(record, match):
+    with pytest.raises(ValueError, match=match):
+        F.probe_figure(record)
+
+
+def test_probe_rows_newest_first():
+    rows = F.probe_rows([{**PROBE, "step": 10}, PROBE], last=5)
+    assert [r["step"] for r in rows] == [40, 10]
+    assert rows[0]["[MASK] #1"] == "cat (50%)" and rows[0]["[MASK] #2"] == "mat (60%)"
+
+
+# ----------------------------------------------------------------------------- results
+def test_confusion_matrix_counts_and_row_shares():
+    fig = F.confusion_matrix_figure([[8, 2], [1, 9]], ["negative", "positive"])
+    hm = fig.data[0]
+    assert list(hm.x) == ["negative", "positive"]
+    assert np.allclose(np.asarray(hm.z), [[0.8, 0.2], [0.1, 0.9]])
+    assert hm.text[0][0] == "8<br>80%"
+
+
+@pytest.mark.parametrize("matrix, labels, match", [
+    ([[1, 2, 3]], None, "square"),
+    ([[1, -1], [0, 1]], None, ">= 0"),
+    ([[1, 0], [0, 1]], ["a"], "one label per class"),
+])
+def test_confusion_matrix_rejects(matrix, labels, match):
+    with pytest.raises(ValueError, match=match):
+        F.confusion_matrix_figure(matrix, labels)
+
+
+def test_report_rows_from_sklearn_dict():
+    from sklearn.metrics import classification_report
+
+    rep = classification_report([0, 1, 1, 0], [0, 1, 0, 0], target_names=["neg", "pos"], output_dict=True)
+    rows = F.report_rows(rep)
+    classes = [r["class"] for r in rows]
+    assert classes[:2] == ["neg", "pos"] and "accuracy" in classes and "macro avg" in classes
+    acc = next(r for r in rows if r["class"] == "accuracy")
+    assert acc["f1-score"] == pytest.approx(0.75)
+    with pytest.raises(ValueError, match="lacks"):
+        F.report_rows({"neg": {"precision": 1.0}})
+
+
+def test_baseline_comparison():
+    fig = F.baseline_comparison_figure({"accuracy": 0.9, "macro_f1": 0.88}, {"accuracy": 0.867, "macro_f1": 0.83},
+                                       majority=0.7)
+    assert names(fig) == ["fine-tuned BERT", "TF-IDF + logistic regression"]
+    assert list(fig.data[1].y) == [0.867, 0.83]
+    with pytest.raises(ValueError, match="no metric in common"):
+        F.baseline_comparison_figure({"accuracy": 0.9}, {"f1": 0.8})
+    with pytest.raises(ValueError, match=r"in \[0, 1\]"):
+        F.baseline_comparison_figure({"accuracy": 90}, {"accuracy": 0.8})
+
+
+# ----------------------------------------------------------------------------- across checkpoints
+def softmax_rows(rng, t):
+    x = rng.normal(size=(t, t))
+    e = np.exp(x)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_attention_evolution_small_multiples():
+    rng = np.random.default_rng(0)
+    maps = [softmax_rows(rng, 5) for _ in range(5)]
+    fig = F.attention_evolution_figure(maps, ["[CLS]", "the", "cat", "the", "[SEP]"], [0, 10, 20, 30, 40],
+                                       layer=1, head=0, cols=3)
+    assert len(fig.data) == 5
+    assert [a.text for a in fig.layout.annotations][:5] == [f"step {s}" for s in (0, 10, 20, 30, 40)]
+    assert fig.layout.coloraxis.cmin == 0 and fig.layout.coloraxis.cmax == 1
+    assert len(set(fig.data[0].x)) == 5  # repeated tokens stay separate columns
+
+
+@pytest.mark.parametrize("maps, tokens, steps, match", [
+    ([], [], [], "at least one"),
+    ([np.eye(3)], ["a", "b", "c"], [1, 2], "one step per checkpoint"),
+    ([np.eye(3), np.eye(4)], ["a", "b", "c"], [1, 2], "same tokens"),
+    ([np.eye(3)], ["a", "b"], [1], "one token per row"),
+    ([np.ones((3, 3))], ["a", "b", "c"], [1], "sum to 1"),
+])
+def test_attention_evolution_rejects(maps, tokens, steps, match):
+    with pytest.raises(ValueError, match=match):
+        F.attention_evolution_figure(maps, tokens, steps)
+
+
+def test_position_similarity_evolution_and_neighbours():
+    rng = np.random.default_rng(1)
+    sims = []
+    for _ in range(3):
+        v = rng.normal(size=(12, 8))
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        sims.append(v @ v.T)
+    fig = F.position_similarity_evolution_figure(sims, [0, 50, 100])
+    assert len(fig.data) == 3 and fig.layout.coloraxis.cmin == -1
+    line = F.neighbour_similarity_figure(sims, [100, 0, 50], max_offset=3)
+    assert [t.name for t in line.data] == ["offset 1", "offset 2", "offset 3"]
+    assert list(line.data[0].x) == [0, 50, 100]
+    with pytest.raises(ValueError, match="outside"):
+        F.position_similarity_evolution_figure([np.full((3, 3), 2.0)], [0])
+
+
+def test_figures_module_does_not_import_streamlit():
+    import subprocess
+    import sys
+
+    code = "import sys, explorer.figures.training; print('streamlit' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=str(__import__('pathlib').Path(__file__).resolve().parents[1]))
+    assert out.stdout.strip() == "False"
