@@ -164,6 +164,9 @@ def load(source: ModelSource = PACKAGED, head: Head = "auto") -> LoadedModel:
             cannot be read (wraps :class:`CheckpointError` and :class:`ConfigError`).
     """
     folder = resolve(source)
+    if not (folder / "config.json").is_file():
+        raise SourceError(f"no config.json in {folder}: choose a Hugging Face BERT checkpoint folder "
+                          "(config.json + model.safetensors or pytorch_model.bin + vocab.txt)")
     try:
         chosen = detect_head(folder) if head == "auto" else head
         if chosen not in HEAD_CLASSES:

@@ -1,0 +1,176 @@
+"""bertcore equals transformers on the same weights (DESIGN.md convention 8)."""
+
+import pytest
+import torch
+import transformers
+
+from bertcore import BertConfig, BertForMaskedLM, BertForPreTraining, BertForSequenceClassification, BertModel
+from bertcore.config import preset
+from bertcore.tokenizer import encode, encode_batch
+
+ATOL = 1e-5
+
+
+def assert_outputs_equal(ours, theirs, atol=ATOL):
+    torch.testing.assert_close(ours.last_hidden_state, theirs.last_hidden_state, atol=atol, rtol=0)
+    if ours.pooler_output is not None:
+        torch.testing.assert_close(ours.pooler_output, theirs.pooler_output, atol=atol, rtol=0)
+    assert len(ours.hidden_states) == len(theirs.hidden_states)
+    for a, b in zip(ours.hidden_states, theirs.hidden_states):
+        torch.testing.assert_close(a, b, atol=atol, rtol=0)
+    assert len(ours.attentions) == len(theirs.attentions)
+    for a, b in zip(ours.attentions, theirs.attentions):
+        torch.testing.assert_close(a, b, atol=atol, rtol=0)
+
+
+@pytest.fixture(scope="module")
+def hf_minilm(packaged):
+    return transformers.BertModel.from_pretrained(str(packaged.path), attn_implementation="eager").eval()
+
+
+def _inputs(packaged, kind):
+    tok = packaged.tokenizer
+    if kind == "single":
+        return encode(tok, "The quick brown fox jumps over the lazy dog.").tensors()
+    if kind == "pair":
+        return encode(tok, "He went to the bank.", "He sat by the river all afternoon.").tensors()
+    return encode_batch(tok, ["Short one.", "A much longer sentence that forces padding in the batch.", "Mid size text here"],
+                        ["pair b", "also b", "b again and more"])
+
+
+@pytest.mark.parametrize("kind", ["single", "pair", "padded_batch"])
+@torch.no_grad()
+def test_packaged_minilm_matches_transformers(packaged, hf_minilm, kind):
+    inputs = _inputs(packaged, kind)
+    ours = packaged.model(**inputs, output_attentions=True, output_hidden_states=True)
+    theirs = hf_minilm(**inputs, output_attentions=True, output_hidden_states=True)
+    assert_outputs_equal(ours, theirs)
+
+
+@torch.no_grad()
+def test_padded_keys_get_zero_probability_and_rows_sum_to_one(packaged):
+    inputs = _inputs(packaged, "padded_batch")
+    out = packaged.model(**inputs, output_attentions=True)
+    pad = inputs["attention_mask"] == 0  # (B, T)
+    assert pad.any()
+    for probs in out.attentions:
+        torch.testing.assert_close(probs.sum(-1), torch.ones_like(probs.sum(-1)))
+        assert (probs.masked_select(pad[:, None, None, :].expand_as(probs)) == 0).all()
+
+
+@torch.no_grad()
+def test_sdpa_path_matches_explicit_probabilities(packaged):
+    inputs = _inputs(packaged, "padded_batch")
+    with_probs = packaged.model(**inputs, output_attentions=True)
+    fused = packaged.model(**inputs)
+    keep = inputs["attention_mask"].bool()
+    torch.testing.assert_close(fused.last_hidden_state[keep], with_probs.last_hidden_state[keep], atol=1e-4, rtol=0)
+    torch.testing.assert_close(fused.pooler_output, with_probs.pooler_output, atol=1e-4, rtol=0)
+
+
+def tiny_config(**kw):
+    fields = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                  intermediate_size=37, max_position_embeddings=64)
+    return BertConfig(**{**fields, **kw})
+
+
+def _hf_config(cfg: BertConfig, **kw):
+    return transformers.BertConfig(**cfg.to_hf_dict(), attn_implementation="eager", **kw)
+
+
+@pytest.mark.parametrize("ours_cls,hf_name", [
+    (BertForPreTraining, "BertForPreTraining"),
+    (BertForMaskedLM, "BertForMaskedLM"),
+    (BertForSequenceClassification, "BertForSequenceClassification"),
+    (BertModel, "BertModel"),
+])
+@torch.no_grad()
+def test_heads_match_transformers_on_tiny_random_config(ours_cls, hf_name, tmp_path):
+    cfg = tiny_config(num_labels=3)
+    torch.manual_seed(1)
+    hf = getattr(transformers, hf_name)(_hf_config(cfg, num_labels=3)).eval()
+    hf.save_pretrained(tmp_path)
+    ours = ours_cls.from_pretrained(tmp_path)
+    assert ours.load_report.missing == [] and ours.load_report.unexpected == []
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, cfg.vocab_size, (2, 11), generator=g)
+    mask = torch.ones_like(ids)
+    mask[1, 7:] = 0
+    types = torch.zeros_like(ids)
+    types[:, 5:] = 1
+    kw = dict(attention_mask=mask, token_type_ids=types, output_attentions=True, output_hidden_states=True)
+    a, b = ours(ids, **kw), hf(ids, **kw)
+    pairs = {"BertForPreTraining": [("prediction_logits", "prediction_logits"), ("seq_relationship_logits", "seq_relationship_logits")],
+             "BertForMaskedLM": [("logits", "logits")],
+             "BertForSequenceClassification": [("logits", "logits")],
+             "BertModel": [("last_hidden_state", "last_hidden_state"), ("pooler_output", "pooler_output")]}[hf_name]
+    for x, y in pairs:
+        torch.testing.assert_close(getattr(a, x), getattr(b, y), atol=ATOL, rtol=0)
+    for x, y in zip(a.attentions, b.attentions):
+        torch.testing.assert_close(x, y, atol=ATOL, rtol=0)
+
+
+@torch.no_grad()
+def test_pretraining_losses_match_transformers(tmp_path):
+    cfg = tiny_config()
+    torch.manual_seed(2)
+    hf = transformers.BertForPreTraining(_hf_config(cfg)).eval()
+    hf.save_pretrained(tmp_path)
+    ours = BertForPreTraining.from_pretrained(tmp_path)
+    ids = torch.randint(5, cfg.vocab_size, (3, 9))
+    labels = torch.full_like(ids, -100)
+    labels[:, 2] = ids[:, 2]
+    labels[0, 5] = ids[0, 5]
+    nsp = torch.tensor([0, 1, 0])
+    a = ours(ids, labels=labels, next_sentence_label=nsp)
+    b = hf(ids, labels=labels, next_sentence_label=nsp)
+    torch.testing.assert_close(a.loss, b.loss, atol=ATOL, rtol=0)
+    sparse = ours(ids, labels=labels, next_sentence_label=nsp, masked_only=True)
+    torch.testing.assert_close(sparse.loss, b.loss, atol=ATOL, rtol=0)
+    assert sparse.prediction_logits.shape == (4, cfg.vocab_size)
+
+
+def test_saved_checkpoint_loads_in_transformers(tmp_path):
+    cfg = tiny_config()
+    ours = BertForPreTraining(cfg).eval()
+    ours.save_pretrained(tmp_path)
+    hf = transformers.BertForPreTraining.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    ids = torch.randint(5, cfg.vocab_size, (2, 7))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids).prediction_logits, hf(ids).prediction_logits, atol=ATOL, rtol=0)
+
+
+def test_mlm_head_reads_the_encoder_output_not_the_embeddings():
+    """The classic tutorial bug: an MLM head on the input embeddings plateaus near loss 7.3."""
+    model = BertForMaskedLM(tiny_config()).eval()
+    ids = torch.randint(5, 99, (1, 8))
+    before = model(ids).logits
+    with torch.no_grad():
+        model.bert.encoder.layer[-1].output.dense.weight.add_(0.5)
+    assert not torch.allclose(before, model(ids).logits)
+
+
+def test_decoder_is_tied_to_word_embeddings():
+    model = BertForPreTraining(tiny_config())
+    assert model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight
+    assert model.cls.predictions.decoder.bias is model.cls.predictions.bias
+
+
+@pytest.mark.parametrize("name,count,tensors", [("base", 109_482_240, 199)])
+def test_bert_base_preset_has_hf_parameter_names_and_count(name, count, tensors):
+    ours = BertModel(preset(name))
+    hf = transformers.BertModel(transformers.BertConfig(**preset(name).to_hf_dict()))
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in hf.named_parameters()]
+    assert len(list(ours.named_parameters())) == tensors
+    assert ours.num_parameters() == count == sum(p.numel() for p in hf.parameters())
+
+
+def test_pre_layer_norm_variant_runs_and_differs():
+    torch.manual_seed(0)
+    post = BertModel(tiny_config(hidden_dropout_prob=0.0)).eval()
+    pre = BertModel(tiny_config(pre_layer_norm=True, hidden_dropout_prob=0.0)).eval()
+    pre.load_state_dict({**post.state_dict(), **{k: v for k, v in pre.state_dict().items() if k.startswith("encoder.LayerNorm")}})
+    ids = torch.randint(5, 99, (1, 6))
+    a, b = post(ids, output_hidden_states=True), pre(ids, output_hidden_states=True)
+    assert b.last_hidden_state.shape == a.last_hidden_state.shape
+    assert not torch.allclose(a.last_hidden_state, b.last_hidden_state)
