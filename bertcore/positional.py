@@ -1,0 +1,188 @@
+"""Position encodings side by side: BERT's learned table and the Transformer's sinusoids.
+
+- Learned: BERT adds a trained vector per position, ``embeddings.position_embeddings.weight``
+  ``(P, H)`` (Devlin et al. 2019, section 3.2; HF ``BertEmbeddings``).
+- Sinusoidal: ``PE(pos, 2i) = sin(pos / 10000^(2i/d))``, ``PE(pos, 2i+1) = cos(pos / 10000^(2i/d))``
+  (Vaswani et al. 2017, "Attention Is All You Need", section 3.5), a fixed function of the position.
+
+Three views of either table: the values, cosine similarity between positions, and a 2-D PCA path.
+Everything here is numpy in, numpy out (float64 for the analyses).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class PositionRangeError(ValueError):
+    """A position range that does not fit the table (the message says the valid range)."""
+
+
+def sinusoidal(n_positions: int, d_model: int, base: float = 10000.0, start: int = 0) -> np.ndarray:
+    """Sinusoidal position encodings (Vaswani et al. 2017, section 3.5).
+
+    Args:
+        n_positions: number of positions (rows).
+        d_model: encoding width (columns); an odd width drops the last cosine column.
+        base: the wavelength base (10000 in the paper).
+        start: first position (rows are positions ``start .. start + n_positions - 1``).
+    Returns:
+        ``(n_positions, d_model)`` float32: column 2i is ``sin(pos * w_i)``, column 2i+1 is
+        ``cos(pos * w_i)`` with ``w_i = base^(-2i/d_model)``.
+    Raises:
+        ValueError: non-positive sizes, negative start or base <= 1.
+    """
+    if n_positions < 1 or d_model < 1:
+        raise ValueError(f"n_positions and d_model must be >= 1, got {n_positions}, {d_model}")
+    if start < 0:
+        raise ValueError(f"start must be >= 0, got {start}")
+    if base <= 1:
+        raise ValueError(f"base must be > 1, got {base}")
+    pos = np.arange(start, start + n_positions, dtype=np.float64)[:, None]  # (P, 1)
+    i2 = np.arange(0, d_model, 2, dtype=np.float64)  # (ceil(d/2),) the even indices 2i
+    angle = pos * base ** (-i2 / d_model)  # (P, ceil(d/2))
+    pe = np.empty((n_positions, d_model), dtype=np.float64)
+    pe[:, 0::2] = np.sin(angle)
+    pe[:, 1::2] = np.cos(angle)[:, : d_model // 2]
+    return pe.astype(np.float32)
+
+
+def check_range(start: int, stop: int, max_positions: int) -> tuple[int, int]:
+    """Validate a half-open position range ``[start, stop)`` against a table of ``max_positions`` rows.
+
+    Returns:
+        ``(start, stop)`` as ints.
+    Raises:
+        PositionRangeError: empty range, negative start, or stop past ``max_positions``.
+    """
+    start, stop = int(start), int(stop)
+    if start < 0:
+        raise PositionRangeError(f"the first position must be >= 0, got {start}")
+    if stop > max_positions:
+        raise PositionRangeError(
+            f"this model has {max_positions} positions (0 to {max_positions - 1}); "
+            f"the range ends at {stop - 1}. Choose positions below {max_positions}.")
+    if stop - start < 1:
+        raise PositionRangeError(f"the range [{start}, {stop}) is empty; the last position must be >= the first")
+    return start, stop
+
+
+def cosine_similarity(x: np.ndarray) -> np.ndarray:
+    """Cosine similarity between every pair of rows.
+
+    Args:
+        x: ``(P, D)`` float.
+    Returns:
+        ``(P, P)`` float64 in [-1, 1]; a zero row has similarity 0 with everything (1 with itself).
+    Raises:
+        ValueError: ``x`` not 2-D.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2:
+        raise ValueError(f"expected a (positions, dims) matrix, got shape {x.shape}")
+    norms = np.linalg.norm(x, axis=1, keepdims=True)  # (P, 1)
+    unit = np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)  # (P, D)
+    sim = np.clip(unit @ unit.T, -1.0, 1.0)  # (P, P)
+    np.fill_diagonal(sim, 1.0)
+    return sim
+
+
+@dataclass
+class PCAPath:
+    """Positions projected on their first principal components.
+
+    Attributes:
+        coords: ``(P, 2)`` float64, row p is position ``start + p``.
+        explained: ``(2,)`` fraction of the variance each component explains (0 for a missing one).
+    """
+
+    coords: np.ndarray
+    explained: np.ndarray
+
+
+def pca_path(x: np.ndarray, n_components: int = 2) -> PCAPath:
+    """Project the rows of ``x`` on their first principal components (``sklearn.decomposition.PCA``).
+
+    Args:
+        x: ``(P, D)`` float, one row per position.
+        n_components: 2 for a plane.
+    Returns:
+        :class:`PCAPath`; with fewer than 2 rows, or a rank below ``n_components``, the
+        missing components are zeros (and explain 0).
+    Raises:
+        ValueError: ``x`` not 2-D or empty.
+    """
+    from sklearn.decomposition import PCA
+
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2 or x.shape[0] == 0:
+        raise ValueError(f"expected a non-empty (positions, dims) matrix, got shape {x.shape}")
+    p, d = x.shape
+    coords = np.zeros((p, n_components))
+    explained = np.zeros(n_components)
+    k = min(n_components, p - 1, d)  # PCA of P points has at most P-1 non-trivial components
+    centred = x - x.mean(axis=0)
+    if k >= 1 and np.abs(centred).max() > 0:
+        pca = PCA(n_components=k, svd_solver="full")
+        coords[:, :k] = pca.fit_transform(x)
+        explained[:k] = pca.explained_variance_ratio_
+    return PCAPath(coords, explained)
+
+
+def learned_positions(model, start: int = 0, stop: int | None = None) -> np.ndarray:
+    """Rows ``[start, stop)`` of a BERT's learned position table.
+
+    Args:
+        model: a bertcore :class:`~bertcore.model.BertModel` or any head class (``.bert``), or
+            anything with ``embeddings.position_embeddings``.
+        start / stop: the position range (stop None: every position).
+    Returns:
+        ``(stop - start, H)`` float32 numpy array (a copy).
+    Raises:
+        PositionRangeError: the range does not fit the model's ``max_position_embeddings``.
+    """
+    encoder = getattr(model, "bert", model)
+    table = encoder.embeddings.position_embeddings.weight  # (P, H)
+    n = table.shape[0]
+    start, stop = check_range(start, n if stop is None else stop, n)
+    return table[start:stop].detach().float().cpu().numpy().copy()
+
+
+@dataclass
+class PositionViews:
+    """The three views of one position table (rows ``start .. start + P - 1``).
+
+    Attributes:
+        table: ``(P, D)`` float32, the encodings.
+        cosine: ``(P, P)`` cosine similarity between positions.
+        pca: :class:`PCAPath` of the positions.
+        norms: ``(P,)`` L2 norm of each position's vector.
+    """
+
+    table: np.ndarray
+    cosine: np.ndarray
+    pca: PCAPath
+    norms: np.ndarray
+
+
+def views(table: np.ndarray) -> PositionViews:
+    """Compute the three views (plus row norms) of a ``(P, D)`` position table."""
+    table = np.asarray(table, dtype=np.float32)
+    return PositionViews(table, cosine_similarity(table), pca_path(table),
+                         np.linalg.norm(table.astype(np.float64), axis=1))
+
+
+def neighbour_similarity(cosine: np.ndarray, max_offset: int) -> np.ndarray:
+    """Mean cosine similarity between positions ``offset`` apart, for offsets ``1..max_offset``.
+
+    Args:
+        cosine: ``(P, P)`` from :func:`cosine_similarity`.
+        max_offset: largest offset (clipped to ``P - 1``).
+    Returns:
+        ``(min(max_offset, P-1),)`` float64: entry ``o-1`` is the mean of the o-th off-diagonal.
+    """
+    p = cosine.shape[0]
+    m = min(int(max_offset), p - 1)
+    return np.array([np.diagonal(cosine, offset=o).mean() for o in range(1, m + 1)], dtype=np.float64)
