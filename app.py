@@ -19,6 +19,8 @@ PAGES = [
     st.Page("explorer/app_pages/tokenization.py", title="Tokenization", icon=":material/text_fields:"),
     st.Page("explorer/app_pages/attention.py", title="Attention", icon=":material/grid_on:"),
     st.Page("explorer/app_pages/word_senses.py", title="Word senses", icon=":material/scatter_plot:"),
+    st.Page("explorer/app_pages/train.py", title="Train", icon=":material/model_training:"),
+    st.Page("explorer/app_pages/evolution.py", title="Evolution", icon=":material/timeline:"),
 ]
 
 pg = st.navigation(PAGES)

@@ -1,0 +1,154 @@
+"""Evolution: how one attention head and the position embeddings change across a run's checkpoints.
+
+Widgets -> ``bertcore.runs`` (which runs and checkpoints exist) -> ``bertcore.sources.load`` per
+checkpoint -> ``bertcore.analysis.run`` / ``bertcore.positional`` -> ``explorer.figures.training``.
+Session-state keys start with ``evo_``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import streamlit as st
+
+from bertcore import analysis, positional, runs
+from bertcore.config import BertConfig, ConfigError
+from bertcore.sources import ModelSource, SourceError, load
+from bertcore.tokenizer import TextError
+from explorer import widgets
+from explorer.figures import training as figs
+
+MAX_PANELS = 8
+DEFAULT_TEXT = "The cat sat on the mat because it was tired."
+
+
+# ----------------------------------------------------------------------------- cached computations
+def _stamp(folder: Path) -> float:
+    """Modification time of a checkpoint's weights: part of the cache key (a resumed run rewrites a step)."""
+    try:
+        return (folder / "model.safetensors").stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+@st.cache_data(show_spinner="Running every checkpoint on the sentence ...", max_entries=16)
+def attention_per_checkpoint(folders: tuple[str, ...], stamps: tuple[float, ...], text: str, layer: int,
+                             head: int) -> tuple[list[np.ndarray], list[str]]:
+    """One (T, T) attention map of ``layer``/``head`` (1-based) per checkpoint, and the tokens.
+
+    Each checkpoint is loaded, run and dropped (not kept in memory). ``stamps`` only key the cache.
+    """
+    maps, tokens = [], []
+    for folder in folders:
+        loaded = load(ModelSource("run", folder))
+        acts = analysis.run(loaded.encoder, loaded.tokenizer, text)
+        maps.append(acts.attentions[layer - 1, head - 1].astype(np.float64))  # (T, T)
+        tokens = acts.tokens
+    return maps, tokens
+
+
+@st.cache_data(show_spinner="Reading the position embeddings of every checkpoint ...", max_entries=16)
+def position_similarity_per_checkpoint(folders: tuple[str, ...], stamps: tuple[float, ...],
+                                       n_positions: int) -> list[np.ndarray]:
+    """Cosine similarity (P, P) of the first ``n_positions`` learned positions, per checkpoint."""
+    out = []
+    for folder in folders:
+        loaded = load(ModelSource("run", folder))
+        table = positional.learned_positions(loaded.model, 0, n_positions)  # (P, H)
+        out.append(positional.cosine_similarity(table))
+    return out
+
+
+def _spread(n: int, k: int) -> list[int]:
+    """``k`` indices spread evenly over ``0..n-1``, first and last included."""
+    if n <= k:
+        return list(range(n))
+    return sorted({int(round(i * (n - 1) / (k - 1))) for i in range(k)})
+
+
+# ----------------------------------------------------------------------------- page
+st.title("Evolution across checkpoints")
+st.caption("How a model changes while it trains: pick a run, then compare its saved checkpoints side by side. "
+           "Early checkpoints of a run from scratch show near-uniform attention and unrelated positions; "
+           "structure appears as the loss falls.")
+
+all_runs = [r for r in runs.list_runs() if r.n_checkpoints > 0]
+if not all_runs:
+    st.info("No run has a checkpoint yet. Start a run on the **Train** page; checkpoints are saved every "
+            "`save every` steps and at the end. Tip: keep more than 3 checkpoints (Train page, advanced options) "
+            "to see more stages here.")
+    st.stop()
+
+labels = {str(r.path): f"{r.run_id} · {r.task or '?'} · {r.state} · {r.n_checkpoints} checkpoint(s)"
+          for r in all_runs}
+run_dir = Path(st.selectbox("Run", list(labels), format_func=labels.__getitem__, key="evo_run"))
+ckpts = runs.checkpoints(run_dir)
+if not ckpts:
+    st.warning("This run's checkpoints are gone or still being written; pick another run.")
+    st.stop()
+steps_all = [runs.checkpoint_step(c) for c in ckpts]
+default = [steps_all[i] for i in _spread(len(ckpts), min(MAX_PANELS, 6))]
+chosen = st.multiselect("Checkpoints (steps)", steps_all, default=default, key=f"evo_steps_{run_dir.name}",
+                        max_selections=MAX_PANELS,
+                        help=f"Up to {MAX_PANELS} checkpoints, shown in training order. Each is loaded and run once "
+                             "(cached afterwards).")
+if not chosen:
+    st.info("Choose at least one checkpoint.")
+    st.stop()
+chosen = sorted(chosen)
+folders = [ckpts[steps_all.index(s)] for s in chosen]
+key_folders = tuple(str(f) for f in folders)
+key_stamps = tuple(_stamp(f) for f in folders)
+try:
+    config = BertConfig.from_json_file(folders[-1] / "config.json")
+except ConfigError as exc:
+    widgets.show_error(exc, "Cannot read the checkpoint's config")
+    st.stop()
+
+tab_att, tab_pos = st.tabs(["One head's attention", "Position embeddings"])
+
+with tab_att:
+    st.markdown("Each panel is the attention of one head at one checkpoint: row = the token that looks "
+                "(query), column = the token it looks at (key); every row sums to 1. All panels share the "
+                "0-1 colour scale, so a head that sharpens from uniform grey-blue into a few bright cells "
+                "has learned a pattern (e.g. attending to the previous token or to [SEP]).")
+    text = st.text_input("Sentence", value=DEFAULT_TEXT, key="evo_text", max_chars=500,
+                         help="A short sentence (at most 500 characters) keeps the panels readable.")
+    c1, c2 = st.columns(2)
+    with c1:
+        layer = widgets.layer_picker("evo", config.num_hidden_layers)
+    with c2:
+        head = widgets.head_picker("evo", config.num_attention_heads)
+    try:
+        maps, tokens = attention_per_checkpoint(key_folders, key_stamps, text, layer, head)
+        if len(tokens) > 40:
+            st.caption(f"{len(tokens)} tokens: hover over a panel to read the cells; a shorter sentence is easier "
+                       "to read.")
+        st.plotly_chart(figs.attention_evolution_figure(maps, tokens, chosen, layer=layer, head=head),
+                        key="evo_att_chart")
+    except (TextError, SourceError, ValueError) as exc:
+        widgets.show_error(exc, "Cannot compute the attention maps")
+
+with tab_pos:
+    st.markdown("BERT learns one vector per position. Each panel shows the cosine similarity between the first "
+                "positions' vectors at one checkpoint: at initialisation they are random (only the diagonal is "
+                "bright); as training teaches word order, a band appears along the diagonal because nearby "
+                "positions get similar vectors. The line chart summarises it: mean similarity of positions "
+                "*i* and *i + offset* per checkpoint.")
+    max_p = int(config.max_position_embeddings)
+    n_positions = int(st.number_input(
+        "Positions to compare", min_value=2, max_value=min(max_p, 256), value=min(64, max_p), step=8,
+        key="evo_positions",
+        help=f"The first N positions (2 to {min(max_p, 256)}). Runs trained with short sequences only update the "
+             "positions they saw: beyond the sequence length the vectors stay random."))
+    trained_len = (runs.read_config(run_dir) or {}).get("args", {}).get("max_seq_len")
+    if trained_len and n_positions > int(trained_len):
+        st.caption(f"This run trained on sequences of {trained_len} tokens: positions from {trained_len} on "
+                   "were never used, so they keep their initial vectors.")
+    try:
+        sims = position_similarity_per_checkpoint(key_folders, key_stamps, n_positions)
+        st.plotly_chart(figs.position_similarity_evolution_figure(sims, chosen), key="evo_pos_chart")
+        st.plotly_chart(figs.neighbour_similarity_figure(sims, chosen, max_offset=4), key="evo_pos_line")
+    except (SourceError, ValueError) as exc:
+        widgets.show_error(exc, "Cannot read the position embeddings")
