@@ -141,13 +141,17 @@ def text_or_pair(prefix: str, default: str, default_pair: str, pair_default: boo
     return text or "", (text_pair or "") if pair else None
 
 
-def _clamped_slider(label: str, key: str, lo: int, hi: int, default: int, help: str | None = None,
-                    format_func=None) -> int:
+def clamped_slider(label: str, key: str, lo: int, hi: int, default: int, help: str | None = None,
+                   format_func=None) -> int:
+    """An int slider ``lo..hi`` whose remembered value is clamped when the range shrinks (another
+    model, a shorter text); a fixed caption when ``lo == hi``."""
     if hi <= lo:
         st.caption(f"{label}: {format_func(lo) if format_func else lo} (the only one)")
         return lo
-    if key in st.session_state and not lo <= st.session_state[key] <= hi:
-        st.session_state[key] = min(max(st.session_state[key], lo), hi)
+    if key in st.session_state:  # keep the user's choice, clamped to this model's range
+        if not lo <= st.session_state[key] <= hi:
+            st.session_state[key] = min(max(st.session_state[key], lo), hi)
+        return int(st.slider(label, lo, hi, key=key, help=help))
     return int(st.slider(label, lo, hi, value=min(max(default, lo), hi), key=key, help=help))
 
 
@@ -156,10 +160,10 @@ def layer_picker(prefix: str, num_layers: int, include_embeddings: bool = False,
     """A layer slider: 1..num_layers, or 0..num_layers with ``include_embeddings`` (0 = the
     embedding output, before any layer). Returns the chosen number (1-based for layers)."""
     lo = 0 if include_embeddings else 1
-    return _clamped_slider(label, f"{prefix}_layer", lo, num_layers, num_layers if default is None else default,
+    return clamped_slider(label, f"{prefix}_layer", lo, num_layers, num_layers if default is None else default,
                            help="0 is the embedding layer's output" if include_embeddings else None)
 
 
 def head_picker(prefix: str, num_heads: int, default: int = 1) -> int:
     """A head slider 1..num_heads; returns the chosen head (1-based)."""
-    return _clamped_slider("Head", f"{prefix}_head", 1, num_heads, default)
+    return clamped_slider("Head", f"{prefix}_head", 1, num_heads, default)

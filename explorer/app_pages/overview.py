@@ -1,4 +1,51 @@
-"""Placeholder."""
+"""Overview: what BERT is, and the card of the model every page uses (picked in the sidebar)."""
+
 import streamlit as st
 
-st.title("overview")
+from explorer import widgets
+
+st.title("BERT Explorer")
+st.markdown(
+    """
+**BERT** (Devlin et al., 2019) is a stack of Transformer *encoder* layers that reads a whole
+sentence at once, left and right context together. Text is cut into **WordPiece** tokens, each
+token becomes a vector (word + position + segment embeddings), and every layer lets each token
+**attend** to all the others and mixes what it finds into its own vector. BERT is pretrained on
+two tasks: guessing **masked** words (masked language modelling) and telling whether sentence B
+really follows sentence A (next-sentence prediction). The output is one *contextual* vector per
+token: the same word gets a different vector in a different sentence.
+
+Use the pages on the left to look inside: how text becomes tokens, what each attention head
+looks at, and how a word's vector changes with its meaning. The model is chosen in the sidebar
+and used by every page.
+"""
+)
+
+lm = widgets.current_model()
+cfg = lm.config
+
+st.subheader("The loaded model")
+st.caption("Source")
+st.text(f"{lm.source.name}  ({widgets.KINDS.get(lm.source.kind, lm.source.kind)})\n{lm.path}")
+cols = st.columns(5)
+cols[0].metric("Parameters", f"{lm.model.num_parameters() / 1e6:.1f} M")
+cols[1].metric("Layers", cfg.num_hidden_layers)
+cols[2].metric("Heads per layer", cfg.num_attention_heads)
+cols[3].metric("Hidden size", cfg.hidden_size)
+cols[4].metric("Vocabulary", f"{cfg.vocab_size:,}")
+cols = st.columns(5)
+cols[0].metric("Max positions", cfg.max_position_embeddings)
+cols[1].metric("Feed-forward size", cfg.intermediate_size)
+cols[2].metric("Head size", cfg.hidden_size // cfg.num_attention_heads)
+cols[3].metric("Tokenizer size", f"{len(lm.tokenizer):,}")
+cols[4].metric("Head on top", lm.head)
+
+if not lm.has_mlm_head:
+    st.info("This model has no masked-language-model head, so it cannot fill in [MASK] tokens. "
+            "Attention, tokens and contextual vectors work as with any BERT.", icon=":material/info:")
+report = getattr(lm.model, "load_report", None)
+if report is not None:
+    st.caption("Checkpoint keys: " + widgets.escape_md(report.summary()))
+
+with st.expander("Full configuration (config.json fields)"):
+    st.json(cfg.to_dict())

@@ -1,0 +1,242 @@
+"""Attention figures: one head's heatmap, all heads of a layer, a layers x heads thumbnail
+mosaic, a head view (lines from one token to the tokens it attends to) and per-head statistics.
+
+Long inputs stay light: grids average blocks of tokens (at most ``max_cells`` per side), the
+head view draws only the ``top_k`` strongest edges, and per-cell hover text is only built for
+short inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .tokens import _plain
+
+COLORSCALE = "Blues"
+HOVER_TEXT_MAX = 96  # above this many tokens, heatmap cells get no per-cell token text
+
+
+def _square(attn, ndim: int, what: str) -> np.ndarray:
+    attn = np.asarray(attn, dtype=np.float32)
+    if attn.ndim != ndim or attn.shape[-1] != attn.shape[-2] or attn.shape[-1] == 0:
+        want = {2: "(T, T) for one head", 3: "(heads, T, T) for one layer", 4: "(layers, heads, T, T)"}[ndim]
+        raise ValueError(f"{what}: attention must have shape {want} with T >= 1, got {attn.shape}")
+    return attn
+
+
+def _check_tokens(tokens: Sequence[str], t: int) -> list[str]:
+    if len(tokens) != t:
+        raise ValueError(f"got {len(tokens)} token labels for attention over {t} tokens; pass one label per token")
+    return [_plain(str(tok)) for tok in tokens]
+
+
+def _block_average(matrix: np.ndarray, max_size: int) -> tuple[np.ndarray, np.ndarray]:
+    t = matrix.shape[-1]
+    if t <= max_size:
+        return matrix, np.arange(t)
+    edges = np.linspace(0, t, max_size + 1).round().astype(int)
+    starts = edges[:-1]
+    both = np.add.reduceat(np.add.reduceat(matrix, starts, axis=-2), starts, axis=-1)
+    sizes = np.diff(edges).astype(np.float32)
+    return both / (sizes[:, None] * sizes[None, :]), starts
+
+
+def _ticks(labels: list[str], max_labels: int) -> tuple[list[int], list[str]]:
+    step = max(1, math.ceil(len(labels) / max_labels))
+    vals = list(range(0, len(labels), step))
+    return vals, [f"{labels[i]}" if step == 1 else f"{i}:{labels[i]}" for i in vals]
+
+
+def attention_heatmap(attn, tokens: Sequence[str], title: str = "", segment_break: int | None = None,
+                      max_labels: int = 64) -> go.Figure:
+    """One head: rows are queries (the token that looks), columns keys (the token looked at).
+
+    Args:
+        attn: ``(T, T)`` probabilities, rows sum to 1 (or less when tokens are hidden).
+        tokens: T labels.
+        segment_break: position of the first token of sentence B; draws a separating line.
+        max_labels: at most this many tick labels per axis (every k-th token beyond).
+    Raises:
+        ValueError: not a square 2-D array, or label count != T.
+    """
+    attn = _square(attn, 2, "attention_heatmap")
+    t = attn.shape[0]
+    labels = _check_tokens(tokens, t)
+    hover = None
+    if t <= HOVER_TEXT_MAX:
+        hover = np.array([[f"{labels[i]} → {labels[j]}" for j in range(t)] for i in range(t)], dtype=object)
+    fig = go.Figure(go.Heatmap(
+        z=attn, x=np.arange(t), y=np.arange(t), colorscale=COLORSCALE, zmin=0, zmax=max(float(attn.max()), 1e-6),
+        customdata=hover, colorbar={"title": {"text": "weight"}},
+        hovertemplate=("%{customdata}<br>" if hover is not None else "query %{y} → key %{x}<br>")
+        + "weight %{z:.3f}<extra></extra>",
+    ))
+    vals, text = _ticks(labels, max_labels)
+    fig.update_xaxes(tickvals=vals, ticktext=text, tickangle=-60, title="key (attended to)", side="top")
+    fig.update_yaxes(tickvals=vals, ticktext=text, autorange="reversed", title="query (attending)")
+    if segment_break is not None and 0 < segment_break < t:
+        for kw in ({"x0": segment_break - 0.5, "x1": segment_break - 0.5, "y0": -0.5, "y1": t - 0.5},
+                   {"y0": segment_break - 0.5, "y1": segment_break - 0.5, "x0": -0.5, "x1": t - 0.5}):
+            fig.add_shape(type="line", line={"color": "#e6550d", "width": 1.5, "dash": "dot"}, **kw)
+    size = min(720, 240 + 14 * min(t, max_labels))
+    fig.update_layout(title=title or None, height=size + 60, margin={"l": 10, "r": 10, "t": 90 if not title else 120, "b": 10})
+    return fig
+
+
+def layer_grid(attn, tokens: Sequence[str], layer: int, cols: int = 4, max_cells: int = 40) -> go.Figure:
+    """Every head of one layer, small multiples sharing one colour scale.
+
+    Args:
+        attn: ``(heads, T, T)``; ``tokens``: T labels; ``layer``: its number, for titles.
+        max_cells: longer inputs are averaged in blocks of tokens down to this many per side.
+    Raises:
+        ValueError: bad shape or label count; ``cols < 1``.
+    """
+    attn = _square(attn, 3, "layer_grid")
+    heads, t = attn.shape[0], attn.shape[-1]
+    labels = _check_tokens(tokens, t)
+    if cols < 1:
+        raise ValueError(f"cols must be >= 1, got {cols}")
+    small, starts = _block_average(attn, max_cells)
+    n = small.shape[-1]
+    cols = min(cols, heads)
+    rows = math.ceil(heads / cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"head {h + 1}" for h in range(heads)],
+                        horizontal_spacing=0.02, vertical_spacing=0.06)
+    axis_labels = [labels[s] if n == t else f"{s}:{labels[s]}…" for s in starts]
+    hover = np.array([[f"{axis_labels[i]} → {axis_labels[j]}" for j in range(n)] for i in range(n)], dtype=object) \
+        if n <= HOVER_TEXT_MAX else None
+    zmax = max(float(small.max()), 1e-6)
+    for h in range(heads):
+        r, c = divmod(h, cols)
+        fig.add_trace(go.Heatmap(z=small[h], coloraxis="coloraxis", customdata=hover,
+                                 hovertemplate=f"head {h + 1}<br>" + ("%{customdata}" if hover is not None else "%{y} → %{x}")
+                                 + "<br>weight %{z:.3f}<extra></extra>"), row=r + 1, col=c + 1)
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(showticklabels=False, autorange="reversed")
+    note = "" if n == t else f" (blocks of ~{t / n:.1f} tokens averaged)"
+    fig.update_layout(coloraxis={"colorscale": COLORSCALE, "cmin": 0, "cmax": zmax}, height=60 + 210 * rows,
+                      title=f"Layer {layer}: every head{note}", margin={"l": 10, "r": 10, "t": 70, "b": 10})
+    return fig
+
+
+def thumbnails(attn, max_cells: int = 16) -> go.Figure:
+    """All layers x heads as one mosaic of small attention maps (rows: layers, columns: heads).
+
+    Each map is averaged in blocks down to at most ``max_cells`` per side, and every map is
+    scaled to its own maximum so weak and strong heads both show their pattern.
+
+    Raises:
+        ValueError: not ``(layers, heads, T, T)``.
+    """
+    attn = _square(attn, 4, "thumbnails")
+    n_layers, heads = attn.shape[:2]
+    small, _ = _block_average(attn, max_cells)  # (L, heads, n, n)
+    n = small.shape[-1]
+    peak = small.max(axis=(-1, -2), keepdims=True)
+    small = np.divide(small, peak, out=np.zeros_like(small), where=peak > 0)
+    gap = 1
+    tile = n + gap
+    mosaic = np.full((n_layers * tile - gap, heads * tile - gap), np.nan, dtype=np.float32)
+    who = np.full(mosaic.shape, "", dtype=object)
+    for layer in range(n_layers):
+        for h in range(heads):
+            r0, c0 = layer * tile, h * tile
+            mosaic[r0:r0 + n, c0:c0 + n] = small[layer, h]
+            who[r0:r0 + n, c0:c0 + n] = f"layer {layer + 1}, head {h + 1}"
+    fig = go.Figure(go.Heatmap(z=mosaic, colorscale=COLORSCALE, zmin=0, zmax=1, customdata=who, showscale=False,
+                               hovertemplate="%{customdata}<extra></extra>", hoverongaps=False))
+    fig.update_xaxes(tickvals=[h * tile + (n - 1) / 2 for h in range(heads)], ticktext=[f"H{h + 1}" for h in range(heads)],
+                     side="top", showgrid=False, zeroline=False)
+    fig.update_yaxes(tickvals=[layer * tile + (n - 1) / 2 for layer in range(n_layers)],
+                     ticktext=[f"L{layer + 1}" for layer in range(n_layers)], autorange="reversed",
+                     showgrid=False, zeroline=False, scaleanchor="x")
+    fig.update_layout(height=min(1400, 80 + 46 * n_layers * max(1, 12 // max(heads, 1))), plot_bgcolor="white",
+                      margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    return fig
+
+
+def head_view(attn, tokens: Sequence[str], query: int, top_k: int = 15, min_weight: float = 0.0,
+              segment_ids: Sequence[int] | None = None, max_labels: int = 80) -> go.Figure:
+    """Lines from one query token (left column) to the tokens it attends to (right column).
+
+    Line width and opacity grow with the weight; only the ``top_k`` strongest keys (and only
+    those with weight >= ``min_weight``) get a line, so 512 tokens stay light. With more than
+    ``max_labels`` tokens, only the query and the linked keys are labelled.
+
+    Args:
+        attn: ``(T, T)`` one head; ``tokens``: T labels; ``query``: position in [0, T).
+        segment_ids: optional T segment ids: sentence B labels are drawn in green.
+    Raises:
+        ValueError: bad shape, label count, query out of range, ``top_k < 1``.
+    """
+    attn = _square(attn, 2, "head_view")
+    t = attn.shape[0]
+    labels = _check_tokens(tokens, t)
+    if not 0 <= query < t:
+        raise ValueError(f"query must be a token position in [0, {t}), got {query}")
+    if top_k < 1:
+        raise ValueError(f"top_k must be >= 1, got {top_k}")
+    if segment_ids is not None and len(segment_ids) != t:
+        raise ValueError(f"got {len(segment_ids)} segment ids for {t} tokens")
+    row = attn[query]
+    order = np.argsort(-row, kind="stable")[:top_k]
+    keys = [int(k) for k in order if row[k] >= min_weight and row[k] > 0]
+    peak = float(row[keys].max()) if keys else 1.0
+    fig = go.Figure()
+    for k in keys:
+        w = float(row[k])
+        fig.add_trace(go.Scatter(
+            x=[0, 1], y=[query, k], mode="lines", showlegend=False, hoverinfo="text",
+            text=f"{labels[query]} → {labels[k]}: {w:.3f}",
+            line={"width": 1 + 9 * w / peak, "color": f"rgba(33, 113, 181, {0.25 + 0.75 * w / peak:.3f})"},
+        ))
+    shown = set(range(t)) if t <= max_labels else {query, *keys}
+    colours = ["#31a354" if segment_ids is not None and segment_ids[i] == 1 else "#222222" for i in range(t)]
+    for side, x, anchor in ((0, 0, "right"), (1, 1, "left")):
+        idx = sorted(shown)
+        text = [labels[i] + (f" ({row[i]:.2f})" if side == 1 and i in keys else "") for i in idx]
+        fig.add_trace(go.Scatter(
+            x=[x] * len(idx), y=idx, mode="markers+text", text=text, textposition=f"middle {anchor}",
+            marker={"size": [11 if (side == 0 and i == query) else 6 for i in idx],
+                    "color": ["#e6550d" if (side == 0 and i == query) else colours[i] for i in idx]},
+            textfont={"color": ["#e6550d" if (side == 0 and i == query) else colours[i] for i in idx], "size": 12},
+            hoverinfo="skip", showlegend=False,
+        ))
+    if t > max_labels:  # faint ticks for the unlabelled tokens
+        rest = [i for i in range(t) if i not in shown]
+        for x in (0, 1):
+            fig.add_trace(go.Scatter(x=[x] * len(rest), y=rest, mode="markers", marker={"size": 2, "color": "#bbbbbb"},
+                                     hoverinfo="skip", showlegend=False))
+    fig.update_xaxes(range=[-0.8, 1.8], visible=False)
+    fig.update_yaxes(range=[t - 0.5, -0.5], visible=False)
+    height = min(1400, max(320, 22 * (t if t <= max_labels else min(t, 60)) + 60))
+    fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 30, "b": 10}, plot_bgcolor="white",
+                      title=f"{labels[query]} (position {query}) attends to ...")
+    return fig
+
+
+def stat_heatmap(values, title: str, zmin: float | None = None, zmax: float | None = None, fmt: str = ".2f",
+                 colorscale: str = "Viridis") -> go.Figure:
+    """A ``(layers, heads)`` statistic as a heatmap with the value written in each cell.
+
+    Raises:
+        ValueError: not 2-D or empty.
+    """
+    values = np.asarray(values, dtype=np.float32)
+    if values.ndim != 2 or values.size == 0:
+        raise ValueError(f"a per-head statistic must have shape (layers, heads), got {values.shape}")
+    n_layers, heads = values.shape
+    fig = go.Figure(go.Heatmap(
+        z=values, x=[f"H{h + 1}" for h in range(heads)], y=[f"L{layer + 1}" for layer in range(n_layers)],
+        colorscale=colorscale, zmin=zmin, zmax=zmax, texttemplate="%{z:" + fmt + "}" if values.size <= 400 else None,
+        hovertemplate="layer %{y}, head %{x}<br>" + title + " %{z:" + fmt + "}<extra></extra>",
+    ))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title=title, height=120 + 34 * n_layers, margin={"l": 10, "r": 10, "t": 50, "b": 10})
+    return fig
