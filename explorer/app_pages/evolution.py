@@ -75,9 +75,9 @@ st.caption("How a model changes while it trains: pick a run, then compare its sa
 
 all_runs = [r for r in runs.list_runs() if r.n_checkpoints > 0]
 if not all_runs:
-    st.info("No run has a checkpoint yet. Start a run on the **Train** page; checkpoints are saved every "
-            "`save every` steps and at the end. Tip: keep more than 3 checkpoints (Train page, advanced options) "
-            "to see more stages here.")
+    st.info("No run has a checkpoint yet. Start a run on the **Train** page: a checkpoint is saved every "
+            "*Checkpoint every* steps and at the end (Train page, advanced options, where *Checkpoints kept* "
+            "sets how many stages this page can compare).")
     st.stop()
 
 labels = {str(r.path): f"{r.run_id} · {r.task or '?'} · {r.state} · {r.n_checkpoints} checkpoint(s)"

@@ -83,7 +83,9 @@ def validate(task: str, opts: dict[str, Any]) -> list[str]:
     """Problems with a set of options that the bounded inputs cannot catch alone (messages for people)."""
     problems = []
     init = opts.get("init")
-    if init not in (None, "packaged", "scratch") and not (Path(init) / "config.json").is_file():
+    if init == "":
+        problems.append("Choose a starting model: no checkpoint or folder is selected.")
+    elif init not in (None, "packaged", "scratch") and not (Path(init).expanduser() / "config.json").is_file():
         problems.append(f"No model at {init}: the folder must hold config.json and the weights "
                         "(model.safetensors or pytorch_model.bin) and the tokenizer files.")
     data = opts.get("corpus" if task == "pretrain" else "dataset")
