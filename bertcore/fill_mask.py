@@ -166,3 +166,12 @@ def accuracy(predictions: list[Prediction]) -> tuple[int, int]:
     """``(recovered, known)``: how many predictions with a known original got it at top-1."""
     known = [p for p in predictions if p.original_id is not None]
     return sum(bool(p.recovered) for p in known), len(known)
+
+
+def normalise_mask_markers(text: str, tokenizer) -> str:
+    """Write every case variant of the mask token (``[mask]``, ``[Mask]``) as the tokenizer's own
+    ``[MASK]``: the tokenizer only recognises the exact spelling, and people type either."""
+    import re
+
+    marker = tokenizer.mask_token
+    return re.sub(re.escape(marker), marker, text, flags=re.IGNORECASE)
