@@ -120,10 +120,11 @@ left, right = st.columns(2)
 with left:
     st.subheader("Cosine similarity")
     st.caption(f"Between the occurrences at layer {layer_names[layer]} ({'the embedding output, before any context is mixed in' if layer == 0 else 'after ' + str(layer) + ' layer(s) of attention'}).")
-    st.plotly_chart(sim_figures.cosine_heatmap(sim, occ_labels), key="ws_matrix")
+    st.plotly_chart(sim_figures.cosine_heatmap(sim, occ_labels, baseline=float(base_mean[layer])), key="ws_matrix")
     if not np.isnan(base_mean[layer]):
         st.caption(f"Baseline at this layer: two random different words of these sentences have a mean cosine of "
-                   f"{base_mean[layer]:.2f} (± {base_std[layer]:.2f}).")
+                   f"{base_mean[layer]:.2f} (± {base_std[layer]:.2f}); the colour scale starts there, so a dark "
+                   "cell is a pair no more alike than two unrelated words.")
 with right:
     st.subheader("Two dimensions (PCA)")
     st.caption("The occurrences at the chosen layer, projected on their two main directions of variation "

@@ -198,7 +198,7 @@ def head_view(attn, tokens: Sequence[str], query: int, top_k: int = 15, min_weig
         ))
     shown = set(range(t)) if t <= max_labels else {query, *keys}
     colours = ["#31a354" if segment_ids is not None and segment_ids[i] == 1 else "#222222" for i in range(t)]
-    for side, x, anchor in ((0, 0, "right"), (1, 1, "left")):
+    for side, x, anchor in ((0, 0, "left"), (1, 1, "right")):
         idx = sorted(shown)
         text = [labels[i] + (f" ({row[i]:.2f})" if side == 1 and i in keys else "") for i in idx]
         fig.add_trace(go.Scatter(

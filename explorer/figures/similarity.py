@@ -18,11 +18,15 @@ def _short(text: str, n: int = 48) -> str:
     return _plain(text if len(text) <= n else text[: n - 1] + "…")
 
 
-def cosine_heatmap(sim, labels: Sequence[str], title: str = "") -> go.Figure:
+def cosine_heatmap(sim, labels: Sequence[str], title: str = "", baseline: float | None = None) -> go.Figure:
     """A symmetric ``(N, N)`` cosine similarity matrix with its values written in the cells.
+
+    The colour scale runs from ``baseline`` (e.g. the mean cosine of random word pairs; default:
+    the lowest value shown, at most 0) to 1, so colour shows how far above chance a pair is.
 
     Args:
         sim: ``(N, N)`` similarities in [-1, 1]; ``labels``: N row / column labels.
+        baseline: the value that gets the lightest colour (values below it share that colour).
     Raises:
         ValueError: not square, or ``len(labels) != N``.
     """
@@ -33,8 +37,12 @@ def cosine_heatmap(sim, labels: Sequence[str], title: str = "") -> go.Figure:
     if len(labels) != n:
         raise ValueError(f"got {len(labels)} labels for a {n} x {n} matrix; pass one label per occurrence")
     names = [f"{i + 1}. {_short(lab, 28)}" for i, lab in enumerate(labels)]
+    if baseline is not None and np.isfinite(baseline):
+        low = float(min(baseline, 0.99))
+    else:
+        low = float(min(0.0, np.nanmin(sim)))
     fig = go.Figure(go.Heatmap(
-        z=sim, x=list(range(n)), y=list(range(n)), colorscale="RdBu", zmid=0, zmin=-1, zmax=1,
+        z=sim, x=list(range(n)), y=list(range(n)), colorscale="Viridis", zmin=low, zmax=1,
         texttemplate="%{z:.2f}" if n <= 30 else None, colorbar={"title": {"text": "cosine"}},
         hovertemplate="%{y} vs %{x}<br>cosine %{z:.3f}<extra></extra>",
     ))
@@ -74,7 +82,7 @@ def similarity_by_layer(same, different, baseline_mean=None, baseline_std=None,
     fig = go.Figure()
     if baseline_mean is not None and not np.all(np.isnan(arrays["baseline_mean"])):
         mean, std = arrays["baseline_mean"], arrays["baseline_std"]
-        fig.add_trace(go.Scatter(x=x + x[::-1], y=list(mean + std) + list((mean - std)[::-1]), fill="toself",
+        fig.add_trace(go.Scatter(x=x + x[::-1], y=list(mean + std) + list((mean - std)[::-1]), fill="toself", mode="lines",
                                  fillcolor="rgba(150,150,150,0.25)", line={"width": 0}, hoverinfo="skip",
                                  name="random word pairs (± std)"))
         fig.add_trace(go.Scatter(x=x, y=mean, mode="lines", line={"color": "#777777", "dash": "dash"},

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 # colour codes of the cells: special tokens, then two alternating shades per segment
 SPECIAL, A_EVEN, A_ODD, B_EVEN, B_ODD, PADDING = 0, 1, 2, 3, 4, 5
-PALETTE = ["#d9d9d9", "#9ecae1", "#c6dbef", "#a1d99b", "#c7e9c0", "#ffffff"]
+PALETTE = ["#d9d9d9", "#7fb8dc", "#cfe1f2", "#8fd18a", "#d3eecd", "#ffffff"]
 LEGEND = {SPECIAL: "special token", A_EVEN: "sentence A", B_EVEN: "sentence B"}
 
 
