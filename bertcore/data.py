@@ -638,8 +638,16 @@ class PretrainCollator:
         wid = self.word_ids(ids, eligible) if self.whole_word_mask else None
         m = mask_tokens(ids, eligible, mask_token_id=self.mask_id, vocab_size=self.vocab_size,
                         mlm_probability=self.mlm_probability, word_ids=wid, generator=generator)
-        batch["input_ids"] = m.input_ids
-        batch["labels"] = m.labels
+        ids, labels = m.input_ids, m.labels
+        if not bool((labels != IGNORE_INDEX).any()) and bool(eligible.any()):
+            # nothing selected (tiny batches): mask one eligible token so the MLM loss is defined
+            r, c = eligible.nonzero()[0].tolist()
+            labels = labels.clone()
+            labels[r, c] = ids[r, c]
+            ids = ids.clone()
+            ids[r, c] = self.mask_id
+        batch["input_ids"] = ids
+        batch["labels"] = labels
         return batch
 
 

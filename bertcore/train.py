@@ -57,6 +57,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--grad-clip", type=float, default=1.0, help="clip the global gradient norm (0: off)")
     g.add_argument("--dropout", type=float, default=None, help="override hidden and attention dropout (0 is fastest)")
     g.add_argument("--max-seq-len", type=int, default=128, help="tokens per sequence, [CLS]/[SEP] included")
+    g.add_argument("--model-overrides", default=None,
+                   help='JSON of BertConfig fields to change, e.g. \'{"hidden_size": 32, "num_hidden_layers": 2}\'')
 
     g = p.add_argument_group("logging and checkpoints")
     g.add_argument("--log-every", type=int, default=10, help="steps between train metric lines")
