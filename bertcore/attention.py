@@ -8,8 +8,6 @@ weight names mirror ``transformers/models/bert/modeling_bert.py`` (``BertSelfAtt
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -59,12 +57,10 @@ def attention(
     if not need_probs:
         context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
         return context, None
-    scale = 1.0 / math.sqrt(query.size(-1))
     scores = torch.matmul(query, key.transpose(-1, -2))  # (B, heads, T, T)
-    if mask is None:
-        scores.mul_(scale)
-    else:
-        scores = torch.addcmul(mask, scores, torch.tensor(scale, dtype=scores.dtype))  # (B, heads, T, T)
+    scores.mul_(query.size(-1) ** -0.5)  # in place; the same rounding as HF's (q @ k^T) * scaling
+    if mask is not None:
+        scores.add_(mask)
     probs = torch.softmax(scores, dim=-1)  # (B, heads, T, T)
     weights = F.dropout(probs, p=dropout_p) if dropout_p > 0 else probs
     context = torch.matmul(weights, value)  # (B, heads, T, d)

@@ -1,0 +1,67 @@
+"""Forward pass of the packaged MiniLM returning all attentions and hidden states:
+bertcore vs transformers (eager attention, output_attentions=True), in one run.
+
+    python bench/bench_forward.py [--reps 200] [--threads N]
+
+Prints median milliseconds per forward for 1x32 and 1x128 tokens and the ratio
+bertcore / transformers (lower is better). Runs alternate between the two models so that
+machine noise hits both alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+from bertcore import sources  # noqa: E402
+
+
+def time_once(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    loaded = sources.load(sources.PACKAGED)
+    ours = loaded.model.eval()
+    hf = transformers.BertModel.from_pretrained(str(loaded.path), attn_implementation="eager").eval()
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, threads {torch.get_num_threads()}")
+    print(f"{'input':>8} {'bertcore ms':>12} {'HF eager ms':>12} {'ratio':>7}")
+    g = torch.Generator().manual_seed(0)
+    for t in (32, 128):
+        ids = torch.randint(1000, 30000, (1, t), generator=g)
+        ids[:, 0], ids[:, -1] = loaded.tokenizer.cls_token_id, loaded.tokenizer.sep_token_id
+        kw = dict(attention_mask=torch.ones_like(ids), token_type_ids=torch.zeros_like(ids),
+                  output_attentions=True, output_hidden_states=True)
+        with torch.inference_mode():
+            a, b = ours(ids, **kw), hf(ids, **kw)
+            err = max((x - y).abs().max().item() for x, y in zip(a.attentions, b.attentions))
+            for _ in range(10):
+                ours(ids, **kw), hf(ids, **kw)
+            mine, theirs = [], []
+            for _ in range(args.reps):
+                mine.append(time_once(lambda: ours(ids, **kw)))
+                theirs.append(time_once(lambda: hf(ids, **kw)))
+        m, h = statistics.median(mine) * 1e3, statistics.median(theirs) * 1e3
+        print(f"{'1x' + str(t):>8} {m:12.2f} {h:12.2f} {m / h:7.2f}   (max |attention diff| {err:.1e})")
+
+
+if __name__ == "__main__":
+    main()
