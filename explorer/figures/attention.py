@@ -143,14 +143,15 @@ def thumbnails(attn, max_cells: int = 16) -> go.Figure:
     gap = 1
     tile = n + gap
     mosaic = np.full((n_layers * tile - gap, heads * tile - gap), np.nan, dtype=np.float32)
-    who = np.full(mosaic.shape, "", dtype=object)
+    who = np.zeros(mosaic.shape + (2,), dtype=np.int8)  # (layer, head) of each cell, 1-based
     for layer in range(n_layers):
         for h in range(heads):
             r0, c0 = layer * tile, h * tile
             mosaic[r0:r0 + n, c0:c0 + n] = small[layer, h]
-            who[r0:r0 + n, c0:c0 + n] = f"layer {layer + 1}, head {h + 1}"
+            who[r0:r0 + n, c0:c0 + n] = (layer + 1, h + 1)
     fig = go.Figure(go.Heatmap(z=mosaic, colorscale=COLORSCALE, zmin=0, zmax=1, customdata=who, showscale=False,
-                               hovertemplate="%{customdata}<extra></extra>", hoverongaps=False))
+                               hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<extra></extra>",
+                               hoverongaps=False))
     fig.update_xaxes(tickvals=[h * tile + (n - 1) / 2 for h in range(heads)], ticktext=[f"H{h + 1}" for h in range(heads)],
                      side="top", showgrid=False, zeroline=False)
     fig.update_yaxes(tickvals=[layer * tile + (n - 1) / 2 for layer in range(n_layers)],

@@ -1,0 +1,189 @@
+"""explorer.figures (tokens, attention, similarity): pure functions, shape checks, long inputs stay light."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from explorer.figures import attention as fa
+from explorer.figures import similarity as fs
+from explorer.figures import tokens as ft
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _attn(layers, heads, t, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.random((layers, heads, t, t)).astype(np.float32)
+    return a / a.sum(-1, keepdims=True)
+
+
+def test_figures_import_no_streamlit():
+    code = ("import sys; import explorer.figures.tokens, explorer.figures.attention, explorer.figures.similarity; "
+            "assert 'streamlit' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=str(ROOT))
+
+
+# ----------------------------------------------------------------------------- tokens
+def test_token_grid_groups_pieces_and_marks_specials():
+    tokens = ["[CLS]", "un", "##bel", "##ievable", "cat", "[SEP]", "dog", "[SEP]"]
+    ids = list(range(100, 108))
+    word_ids = [None, 0, 0, 0, 1, None, 2, None]
+    special = [1, 0, 0, 0, 0, 1, 0, 1]
+    types = [0, 0, 0, 0, 0, 0, 1, 1]
+    codes = ft.token_codes(word_ids, special, types)
+    assert codes[0] == codes[5] == codes[7] == ft.SPECIAL
+    assert codes[1] == codes[2] == codes[3] != codes[4]  # one word, one colour; the next word differs
+    assert codes[6] in (ft.B_EVEN, ft.B_ODD)
+    fig = ft.token_grid(tokens, ids, word_ids, special, types, per_row=3)
+    heat = fig.data[0]
+    assert isinstance(fig, go.Figure) and np.asarray(heat.z).shape == (3, 3)
+    assert "107" in heat.text[2][1] and "[SEP]" in heat.text[2][1]
+    assert "segment 1" in heat.customdata[2][0] and "attention mask 1" in heat.customdata[2][0]
+
+
+def test_token_grid_escapes_markup_in_tokens():
+    fig = ft.token_grid(["[CLS]", "<b>", "[SEP]"], [1, 2, 3], [None, 0, None], [1, 0, 1], [0, 0, 0])
+    assert "&lt;b&gt;" in fig.data[0].text[0][1] and "<b>" not in fig.data[0].text[0][1]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"input_ids": [1, 2]}, "input_ids has 2 entries"),
+    ({"word_ids": [None]}, "word_ids has 1 entries"),
+    ({"per_row": 0}, "per_row"),
+])
+def test_token_grid_validates(kwargs, message):
+    args = {"tokens": ["[CLS]", "a", "[SEP]"], "input_ids": [1, 2, 3], "word_ids": [None, 0, None],
+            "special_mask": [1, 0, 1], "token_type_ids": [0, 0, 0]}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        ft.token_grid(**args)
+    with pytest.raises(ValueError, match="no tokens"):
+        ft.token_grid([], [], [], [], [])
+
+
+# ----------------------------------------------------------------------------- attention
+def test_attention_heatmap_shape_labels_and_segment_lines():
+    a = _attn(1, 1, 6)[0, 0]
+    toks = ["[CLS]", "a", "[SEP]", "b", "c", "[SEP]"]
+    fig = fa.attention_heatmap(a, toks, segment_break=3)
+    assert np.asarray(fig.data[0].z).shape == (6, 6)
+    assert list(fig.layout.xaxis.ticktext) == toks  # duplicates kept apart (numeric axis)
+    assert len(fig.layout.shapes) == 2
+    assert fig.data[0].customdata is not None
+
+
+def test_attention_heatmap_long_input_has_sparse_labels_and_no_cell_text():
+    a = _attn(1, 1, 512)[0, 0]
+    fig = fa.attention_heatmap(a, [f"t{i}" for i in range(512)])
+    assert fig.data[0].customdata is None
+    assert len(fig.layout.xaxis.tickvals) <= 64
+
+
+@pytest.mark.parametrize("build, match", [
+    (lambda: fa.attention_heatmap(np.ones((3, 4)), ["a"] * 4), r"\(T, T\)"),
+    (lambda: fa.layer_grid(np.ones((3, 3)), ["a"] * 3, 1), r"\(heads, T, T\)"),
+    (lambda: fa.thumbnails(np.ones((2, 3, 3))), r"\(layers, heads, T, T\)"),
+    (lambda: fa.head_view(np.ones((2, 2, 2)), ["a"] * 2, 0), r"\(T, T\)"),
+])
+def test_attention_figures_reject_wrong_shapes(build, match):
+    with pytest.raises(ValueError, match=match):
+        build()
+
+
+def test_attention_heatmap_rejects_wrong_label_count():
+    with pytest.raises(ValueError, match="one label per token"):
+        fa.attention_heatmap(np.eye(3), ["a", "b"])
+
+
+def test_layer_grid_one_panel_per_head_and_downsampled():
+    a = _attn(1, 12, 512)[0]
+    fig = fa.layer_grid(a, [f"t{i}" for i in range(512)], layer=3, max_cells=40)
+    heat = [d for d in fig.data if isinstance(d, go.Heatmap)]
+    assert len(heat) == 12
+    assert all(np.asarray(h.z).shape == (40, 40) for h in heat)
+    # block means keep the total mass of each map (40 x 40 blocks of a map with 512 rows summing to 1)
+    assert "averaged" in fig.layout.title.text
+
+
+def test_thumbnails_single_mosaic_trace():
+    a = _attn(6, 12, 512)
+    fig = fa.thumbnails(a, max_cells=16)
+    assert len(fig.data) == 1
+    z = np.asarray(fig.data[0].z, dtype=float)
+    assert z.shape == (6 * 17 - 1, 12 * 17 - 1)
+    assert np.nanmax(z) == pytest.approx(1.0)  # each map scaled to its own maximum
+    assert len(fig.to_json()) < 300_000
+
+
+def test_head_view_draws_top_k_strongest_edges():
+    t = 10
+    a = np.zeros((t, t), np.float32)
+    a[4] = np.linspace(0.01, 1.0, t)
+    a[4] /= a[4].sum()
+    fig = fa.head_view(a, [f"w{i}" for i in range(t)], query=4, top_k=3)
+    lines = [d for d in fig.data if d.mode == "lines"]
+    assert len(lines) == 3
+    assert sorted(d.y[1] for d in lines) == [7, 8, 9]
+    widths = {d.y[1]: d.line.width for d in lines}
+    assert widths[9] > widths[8] > widths[7]
+
+
+def test_head_view_long_input_stays_light():
+    a = _attn(1, 1, 512)[0, 0]
+    fig = fa.head_view(a, [f"t{i}" for i in range(512)], query=100, top_k=20)
+    assert len([d for d in fig.data if d.mode == "lines"]) == 20
+    labelled = [d for d in fig.data if d.mode == "markers+text"]
+    assert all(len(d.y) <= 21 for d in labelled)
+    assert len(fig.to_json()) < 200_000
+
+
+def test_head_view_validates_query_and_top_k():
+    with pytest.raises(ValueError, match="query"):
+        fa.head_view(np.eye(3), ["a", "b", "c"], query=3)
+    with pytest.raises(ValueError, match="top_k"):
+        fa.head_view(np.eye(3), ["a", "b", "c"], query=0, top_k=0)
+
+
+def test_stat_heatmap():
+    fig = fa.stat_heatmap(np.arange(12, dtype=float).reshape(2, 6), "Entropy")
+    assert np.asarray(fig.data[0].z).shape == (2, 6) and list(fig.data[0].y) == ["L1", "L2"]
+    with pytest.raises(ValueError, match=r"\(layers, heads\)"):
+        fa.stat_heatmap(np.ones(3), "x")
+
+
+# ----------------------------------------------------------------------------- similarity
+def test_cosine_heatmap_scale_starts_at_baseline():
+    sim = np.array([[1.0, 0.8], [0.8, 1.0]])
+    fig = fs.cosine_heatmap(sim, ["a", "b"], baseline=0.4)
+    assert fig.data[0].zmin == pytest.approx(0.4) and fig.data[0].zmax == 1
+    assert fs.cosine_heatmap(sim, ["a", "b"]).data[0].zmin == 0.0
+    with pytest.raises(ValueError, match="one label per occurrence"):
+        fs.cosine_heatmap(sim, ["a"])
+    with pytest.raises(ValueError, match=r"\(N, N\)"):
+        fs.cosine_heatmap(np.ones((2, 3)), ["a", "b"])
+
+
+def test_similarity_by_layer_traces_and_missing_lines():
+    same = np.array([0.9, 0.8, 0.7])
+    diff = np.full(3, np.nan)
+    fig = fs.similarity_by_layer(same, diff, np.array([0.1, 0.2, 0.3]), np.array([0.05] * 3))
+    names = [d.name for d in fig.data]
+    assert "same sense" in names and "different sense" not in names
+    assert any("random" in n for n in names)
+    with pytest.raises(ValueError, match="one value per layer"):
+        fs.similarity_by_layer(same, np.ones(2))
+
+
+def test_pca_scatter_one_trace_per_sense():
+    pts = np.array([[0, 0], [1, 1], [2, 2]], dtype=float)
+    fig = fs.pca_scatter(pts, ["s1", "s2", "s3"], ["snake", "language", "snake"], [0.6, 0.3])
+    assert [d.name for d in fig.data] == ["snake", "language"]
+    assert "60%" in fig.layout.xaxis.title.text
+    with pytest.raises(ValueError, match=r"\(N, 2\)"):
+        fs.pca_scatter(np.ones((3, 3)), ["a"] * 3)
+    with pytest.raises(ValueError, match="one each"):
+        fs.pca_scatter(pts, ["a"])
