@@ -601,7 +601,7 @@ def resume(run_dir: str | Path, *, queue: bool = False, nproc: int = 1, env: dic
     status = read_status(run_dir) or {}
     if status.get("state") in ("running", "queued"):
         raise RunError(f"run {run_dir.name} is still {status['state']} (pid {status.get('pid')})")
-    device = (config.get("args") or {}).get("device") or config.get("device") or "cpu"
+    device = config.get("device") or resolve_device((config.get("args") or {}).get("device"))
     holder = lock_holder(run_dir.parent, device)
     if holder is not None and not queue:
         raise RunBusyError(busy_message(device, holder))
