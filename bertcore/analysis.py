@@ -436,7 +436,7 @@ def pca_2d(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Project the rows of ``x (N, H)`` on their first two principal components (scikit-learn PCA).
 
     Returns ``(points (N, 2) float32, explained_variance_ratio (2,) float32)``; with N = 2 the
-    second coordinate is 0 (two points span one direction).
+    second coordinate is 0 (two points span one direction); identical rows give all zeros.
 
     Raises:
         ValueError: fewer than 2 rows or not 2-D.
@@ -446,6 +446,8 @@ def pca_2d(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 2 or x.shape[0] < 2:
         raise ValueError(f"PCA needs at least 2 vectors of shape (N, H), got {x.shape}")
+    if np.allclose(x, x.mean(0), rtol=0.0, atol=1e-7):  # no variance: every point is the same
+        return np.zeros((x.shape[0], 2), np.float32), np.zeros(2, np.float32)
     k = min(2, x.shape[0] - 1, x.shape[1])
     pca = PCA(n_components=k, svd_solver="full")
     pts = pca.fit_transform(x)

@@ -93,11 +93,11 @@ def model_picker() -> None:
     """
     sb = st.sidebar
     sb.subheader("Model")
-    kind = sb.radio("Where from", list(KINDS), format_func=KINDS.__getitem__, key="model_kind")
+    kind = sb.radio("Where from", list(KINDS), format_func=KINDS.__getitem__, key="model_kind",
+                    on_change=lambda: st.session_state.pop(ERROR_KEY, None))
     if kind == "packaged":
         if current_source() != PACKAGED:
             _use(PACKAGED)
-            st.session_state.pop(ERROR_KEY, None)
     elif kind == "local":
         path = sb.text_input("Folder (config.json, model.safetensors, vocab.txt)", key="model_local_path",
                              placeholder="/path/to/bert-folder")

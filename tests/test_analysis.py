@@ -201,6 +201,8 @@ def test_pca_2d_shapes_and_small_inputs():
     assert pts.shape == (2, 2) and np.all(pts[:, 1] == 0)
     with pytest.raises(ValueError):
         analysis.pca_2d(np.ones((1, 3)))
+    pts, ratio = analysis.pca_2d(np.ones((4, 3)))  # identical vectors (same word and position at layer 0)
+    assert np.all(pts == 0) and np.all(ratio == 0)
 
 
 def test_word_rows_show_normalization_and_unknowns(packaged):

@@ -130,6 +130,9 @@ with right:
     st.caption("The occurrences at the chosen layer, projected on their two main directions of variation "
                "(numbers match the matrix).")
     points, explained = analysis.pca_2d(occ.vectors[:, layer])
+    if not explained.any():
+        st.info("Every occurrence has the same vector at this layer: before any attention layer, a word's "
+                "vector depends only on the word, its position and its segment.", icon=":material/info:")
     st.plotly_chart(sim_figures.pca_scatter(points, occ_labels, occ_senses, explained), key="ws_pca")
 
 st.subheader("Similarity across layers")

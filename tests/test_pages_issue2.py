@@ -1,0 +1,273 @@
+"""AppTest of the Overview, Tokenization, Attention and Word senses pages (through app.py and
+st.navigation): defaults render, and bad inputs give a message in the page, never an exception."""
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+TIMEOUT = 120
+
+BAD_TEXTS = {
+    "empty": "",
+    "whitespace": "   \n\t  \n ",
+    "20k_chars": ("lorem ipsum dolor sit amet " * 800)[:20_000],
+    "over_max_positions": "token " * 700,
+    "emoji": "I love pizza 🍕🍕 😀👍🏽 and 🇫🇷!",
+    "rtl": "مرحبا بالعالم، שלום עולם",
+    "zero_width_and_control": "zero\u200bwidth\u200djoin\u200e text\x00 with \x07bell \x1b[31m escape",
+    "only_invisible": "\u200b\u200d\x00\x07",
+}
+# what the page must say for each (None: just render without error)
+EXPECTED = {
+    "empty": "warning",
+    "whitespace": "warning",
+    "20k_chars": "warning",
+    "over_max_positions": "warning",
+    "emoji": None,
+    "rtl": None,
+    "zero_width_and_control": None,
+    "only_invisible": "warning",
+}
+
+
+def messages(at: AppTest) -> dict[str, list[str]]:
+    return {kind: [e.value for e in getattr(at, kind)] for kind in ("warning", "error", "info")}
+
+
+def charts(at: AppTest) -> int:
+    return len(at.get("plotly_chart"))
+
+
+def open_page(page: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    assert not at.exception, at.exception
+    if page != "overview":
+        at.switch_page(f"explorer/app_pages/{page}.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+@pytest.fixture(scope="module")
+def tok_app():
+    return open_page("tokenization")
+
+
+@pytest.fixture(scope="module")
+def att_app():
+    return open_page("attention")
+
+
+@pytest.fixture(scope="module")
+def ws_app():
+    return open_page("word_senses")
+
+
+def check(at: AppTest, expected: str | None) -> dict[str, list[str]]:
+    assert not at.exception, [e.value for e in at.exception]
+    msgs = messages(at)
+    assert not msgs["error"], msgs["error"]
+    if expected is not None:
+        assert msgs[expected], f"expected a {expected} message, got {msgs}"
+    return msgs
+
+
+# ----------------------------------------------------------------------------- overview & sidebar
+def test_overview_shows_model_card():
+    at = open_page("overview")
+    check(at, None)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Layers"] == "6" and metrics["Heads per layer"] == "12"
+    assert metrics["Vocabulary"] == "30,522" and metrics["Max positions"] == "512"
+    assert metrics["Parameters"].endswith("M")
+    assert any("all-MiniLM-L6-v2" in t.value for t in at.text)
+
+
+def test_sidebar_hub_id_offline_gives_clear_error_and_keeps_packaged_model():
+    at = open_page("overview")
+    at.sidebar.radio(key="model_kind").set_value("hub").run()
+    at.sidebar.text_input(key="model_hub_id").set_value("bert-base-uncased").run()
+    at.sidebar.button(key="model_hub_use").click().run()
+    assert not at.exception
+    errors = [e.value for e in at.sidebar.error]
+    assert len(errors) == 1 and "offline" in errors[0] and "local" in errors[0]
+    assert {m.label: m.value for m in at.metric}["Layers"] == "6"  # still the packaged model
+    # a missing local folder: the same kind of message
+    at.sidebar.radio(key="model_kind").set_value("local").run()
+    assert not at.sidebar.error  # switching the source clears the old message
+    at.sidebar.text_input(key="model_local_path").set_value("/no/such/folder").run()
+    at.sidebar.button(key="model_local_use").click().run()
+    assert "no folder" in at.sidebar.error[0].value
+    at.sidebar.radio(key="model_kind").set_value("packaged").run()
+    assert not at.sidebar.error and not at.exception
+
+
+def test_sidebar_lists_run_checkpoints_or_says_there_are_none(tmp_path, monkeypatch):
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path))
+    at = open_page("overview")
+    at.sidebar.radio(key="model_kind").set_value("run").run()
+    assert not at.exception
+    assert any("No checkpoint" in i.value for i in at.sidebar.info)
+
+
+# ----------------------------------------------------------------------------- tokenization
+def test_tokenization_default(tok_app):
+    at = tok_app
+    at.text_area(key="tok_text").set_value("Unbelievably, the Café's naïve chatbot tokenized hyperparameterization!")
+    at.run()
+    check(at, None)
+    assert charts(at) == 1
+    words = at.dataframe[0].value
+    assert "cafe" in set(words["normalized"]) and "Café" in set(words["typed"])
+    assert any(p.startswith("hyper ##") for p in words["pieces"])  # an unknown word split into pieces
+    tokens = at.dataframe[1].value
+    assert tokens["token"].iloc[0] == "[CLS]" and tokens["token"].iloc[-1] == "[SEP]"
+    assert set(tokens["attention mask"]) == {1} and set(tokens["segment id"]) == {0}
+
+
+@pytest.mark.parametrize("name", BAD_TEXTS)
+def test_tokenization_bad_inputs(tok_app, name):
+    at = tok_app
+    at.text_area(key="tok_text").set_value(BAD_TEXTS[name]).run()
+    msgs = check(at, EXPECTED[name])
+    if name in ("20k_chars", "over_max_positions"):
+        assert any("cut off" in w for w in msgs["warning"])
+        assert len(at.dataframe[1].value) == 512
+    if name == "emoji":
+        assert any("[UNK]" in i for i in msgs["info"])
+    if name == "zero_width_and_control":
+        assert any("⟨U+200B⟩" in t for t in at.dataframe[0].value["typed"])
+
+
+def test_tokenization_pair_shows_segments(tok_app):
+    at = tok_app
+    at.text_area(key="tok_text").set_value("The man went to the store.").run()
+    at.toggle(key="tok_pair_on").set_value(True).run()
+    at.text_area(key="tok_text_b").set_value("He bought milk.").run()
+    check(at, None)
+    tokens = at.dataframe[1].value
+    assert list(tokens["token"]).count("[SEP]") == 2 and set(tokens["segment id"]) == {0, 1}
+    at.text_area(key="tok_text_b").set_value("   ").run()
+    msgs = check(at, "warning")
+    assert any("second sentence" in w for w in msgs["warning"])
+    at.toggle(key="tok_pair_on").set_value(False).run()
+
+
+# ----------------------------------------------------------------------------- attention
+def test_attention_default(att_app):
+    at = att_app
+    check(at, None)
+    assert charts(at) == 5  # one head, layer grid, thumbnails, head view, statistics
+    assert len(at.tabs) == 5
+    stats = at.dataframe[0].value
+    assert len(stats) == 12 and "Entropy (bits)" in stats.columns
+
+
+def test_attention_controls(att_app):
+    at = att_app
+    at.slider(key="att_layer").set_value(6)
+    at.slider(key="att_head").set_value(12)
+    at.toggle(key="att_hide").set_value(True)
+    at.selectbox(key="att_query").set_value(3)
+    at.radio(key="att_stat").set_value("to_sep")
+    at.run()
+    check(at, None)
+    assert any("removed" in c.value for c in at.caption)
+    at.toggle(key="att_hide").set_value(False).run()
+
+
+@pytest.mark.parametrize("name", BAD_TEXTS)
+def test_attention_bad_inputs(att_app, name):
+    at = att_app
+    at.text_area(key="att_text").set_value(BAD_TEXTS[name]).run()
+    msgs = check(at, EXPECTED[name])
+    if EXPECTED[name] is None or name in ("20k_chars", "over_max_positions"):
+        assert charts(at) == 5
+    if name in ("20k_chars", "over_max_positions"):
+        assert any("cut" in w for w in msgs["warning"])
+
+
+def test_attention_sentence_pair_and_shorter_text_after_long(att_app):
+    at = att_app
+    at.text_area(key="att_text").set_value("token " * 700).run()
+    at.selectbox(key="att_query").set_value(400).run()  # a position that a short text does not have
+    at.toggle(key="att_pair_on").set_value(True).run()
+    at.text_area(key="att_text").set_value("The man went to the store.")
+    at.text_area(key="att_text_b").set_value("He bought a gallon of milk.")
+    at.run()
+    check(at, None)
+    assert charts(at) == 5
+    heat = at.get("plotly_chart")[0]
+    assert heat is not None
+    at.text_area(key="att_text_b").set_value("").run()
+    check(at, "warning")
+    at.toggle(key="att_pair_on").set_value(False).run()
+
+
+# ----------------------------------------------------------------------------- word senses
+def test_word_senses_default_python(ws_app):
+    at = ws_app
+    check(at, None)
+    assert at.text_input(key="ws_target").value == "python"
+    assert charts(at) == 3  # similarity matrix, PCA, similarity across layers
+    assert not messages(at)["warning"]
+
+
+def test_word_senses_bank_preset(ws_app):
+    at = ws_app
+    at.selectbox(key="ws_preset").set_value("bank: river vs money").run()
+    check(at, None)
+    assert at.text_input(key="ws_target").value == "bank"
+    assert "river |" in at.text_area(key="ws_sentences").value
+    assert charts(at) == 3
+    at.slider(key="ws_layer").set_value(0).run()
+    check(at, None)
+
+
+PY_SENTENCES = ("snake | The python swallowed the rabbit whole.\nsnake | A python coiled around the branch.\n"
+                "language | I wrote the script in Python last night.\nlanguage | Python code is easy to read.")
+WS_BAD = {
+    "empty_target": ("", None, "warning"),
+    "whitespace_target": ("   ", None, "warning"),
+    "target_not_in_any_sentence": ("giraffe", None, "warning"),
+    "target_markup_is_escaped": ("**bold**", None, "warning"),
+    "emoji_target": ("🍕", "a | I ate 🍕 today.\nb | Cold 🍕 for breakfast.", None),
+    "rtl_target": ("שלום", "a | שלום עולם\nb | אמרתי שלום לכולם", None),
+    "zero_width_target": ("py\u200bthon", None, None),
+    "empty_sentences": ("python", "", "warning"),
+    "whitespace_sentences": ("python", "  \n\t\n  ", "warning"),
+    "empty_sentence_after_label": ("python", "snake | The python slept.\nsnake |   \nlang | Python is fun.", "warning"),
+    "20k_chars_sentence": ("python", "snake | python " + "lorem ipsum " * 1700 + "\nlang | I code in Python.", "info"),
+    "target_beyond_max_positions": ("python", "x | " + "word " * 700 + "python\ny | python here\nz | python there",
+                                    "warning"),
+    "control_chars": ("python", "a | The \x00python\x07 slept.\nb | Python\u200b is \x1b fun.", None),
+    "only_one_occurrence": ("python", "snake | The python slept.\nsnake | No snake here.", "info"),
+    "too_many_lines": ("python", "\n".join(f"s | python number {i}" for i in range(30)), "warning"),
+}
+
+
+@pytest.mark.parametrize("name", WS_BAD)
+def test_word_senses_bad_inputs(ws_app, name):
+    target, sentences, expected = WS_BAD[name]
+    at = ws_app
+    at.text_input(key="ws_target").set_value(target)
+    at.text_area(key="ws_sentences").set_value(PY_SENTENCES if sentences is None else sentences)
+    at.run()
+    msgs = check(at, expected)
+    if name == "target_not_in_any_sentence":
+        assert any("not in" in w for w in msgs["warning"]) and charts(at) == 0
+    if name == "target_markup_is_escaped":
+        assert any(r"\*\*bold\*\*" in w for w in msgs["warning"])
+    if name in ("emoji_target", "rtl_target", "zero_width_target", "control_chars"):
+        assert charts(at) == 3
+    if name == "target_beyond_max_positions":
+        assert any("line(s) 1" in w for w in msgs["warning"]) and charts(at) == 3
+    if name == "too_many_lines":
+        assert any("only the first 24" in w for w in msgs["warning"])
+        at.slider(key="ws_layer").set_value(0).run()  # identical vectors before any attention layer
+        assert any("same vector" in i for i in messages(at)["info"]) and not at.exception
+        at.slider(key="ws_layer").set_value(6).run()
+    if name == "20k_chars_sentence":
+        assert any("cut" in i for i in msgs["info"]) and charts(at) == 3
