@@ -19,6 +19,10 @@ PAGES = [
     st.Page("explorer/app_pages/tokenization.py", title="Tokenization", icon=":material/text_fields:"),
     st.Page("explorer/app_pages/attention.py", title="Attention", icon=":material/grid_on:"),
     st.Page("explorer/app_pages/word_senses.py", title="Word senses", icon=":material/scatter_plot:"),
+    st.Page("explorer/app_pages/masking.py", title="Masking", icon=":material/visibility_off:"),
+    st.Page("explorer/app_pages/embeddings.py", title="Embeddings", icon=":material/stacks:"),
+    st.Page("explorer/app_pages/positions.py", title="Positional embeddings", icon=":material/linear_scale:"),
+    st.Page("explorer/app_pages/anatomy.py", title="Model anatomy", icon=":material/account_tree:"),
     st.Page("explorer/app_pages/train.py", title="Train", icon=":material/model_training:"),
     st.Page("explorer/app_pages/evolution.py", title="Evolution", icon=":material/timeline:"),
 ]

@@ -5,7 +5,8 @@ Names and counts are those of ``transformers`` (``models/bert/modeling_bert.py``
 config, ``BertModel`` base has 199 named tensors and 109,482,240 parameters, large 335,141,888.
 Tied tensors (the MLM decoder shares the word-embedding matrix, Press & Wolf 2017 / BERT's
 ``cls.predictions.decoder``) are counted once, as ``model.num_parameters()`` does.
-Preset counts are computed from shapes on the ``meta`` device: no memory is allocated.
+Preset counts come from the shapes (a formula); tests check them against models built on the
+``meta`` device (no memory allocated) and against transformers' own classes.
 """
 
 from __future__ import annotations
@@ -168,16 +169,26 @@ class PresetCount:
     named_tensors: int
 
 
+def named_tensor_count(config: BertConfig, head: str = "base") -> int:
+    """Number of distinct named parameter tensors (HF ``named_parameters()``): embeddings 5,
+    16 per layer, pooler 2, MLM head 5 (bias, transform dense 2, LayerNorm 2), NSP 2, classifier 2.
+
+    Raises:
+        ValueError: unknown head.
+    """
+    if head not in HEADS:
+        raise ValueError(f"unknown head {head!r}; choose one of {', '.join(HEADS)}")
+    n = 5 + 16 * config.num_hidden_layers
+    return n + {"base": 2, "mlm": 5, "pretraining": 2 + 5 + 2, "classification": 2 + 2}[head]
+
+
 def preset_counts(presets: dict[str, BertConfig] | None = None) -> list[PresetCount]:
-    """Parameter counts of every preset (default :data:`~bertcore.config.PRESETS`), built on ``meta``."""
-    out = []
-    for name, cfg in (presets or PRESETS).items():
-        base = build_on_meta(cfg, "base")
-        out.append(PresetCount(name, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads,
-                               cfg.intermediate_size, sum(p.numel() for p in base.parameters()),
-                               sum(p.numel() for p in build_on_meta(cfg, "pretraining").parameters()),
-                               len(list(base.named_parameters()))))
-    return out
+    """Parameter counts of every preset (default :data:`~bertcore.config.PRESETS`), from the shapes
+    (:func:`count_from_shapes`; tests check them against models built on ``meta`` and transformers)."""
+    return [PresetCount(name, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size,
+                        count_from_shapes(cfg, "base"), count_from_shapes(cfg, "pretraining"),
+                        named_tensor_count(cfg, "base"))
+            for name, cfg in (presets or PRESETS).items()]
 
 
 @dataclass
@@ -281,3 +292,26 @@ def embedding_breakdown(model: nn.Module, input_ids: torch.Tensor,
              "model": float((output - model_output).abs().max())}
     return EmbeddingBreakdown(word, position, segment, total, normalised, output, model_output,
                               {k: v.norm(dim=-1) for k, v in named.items()}, diffs)
+
+
+def transformers_count(config: BertConfig, head: str = "base") -> tuple[int, int]:
+    """``(parameters, named tensors)`` of the ``transformers`` class for the same config and head
+    (``BertModel``, ``BertForMaskedLM``, ``BertForPreTraining``, ``BertForSequenceClassification``),
+    built on the ``meta`` device: the independent reference for :func:`preset_counts`.
+
+    Raises:
+        ValueError: unknown head, or a pre-LN config (transformers has no such BERT).
+    """
+    import transformers
+
+    names = {"base": "BertModel", "mlm": "BertForMaskedLM", "pretraining": "BertForPreTraining",
+             "classification": "BertForSequenceClassification"}
+    if head not in names:
+        raise ValueError(f"unknown head {head!r}; choose one of {', '.join(HEADS)}")
+    if config.pre_layer_norm:
+        raise ValueError("transformers' BERT is post-LayerNorm; a pre_layer_norm config has no counterpart there")
+    hf_config = transformers.BertConfig(**config.to_hf_dict(), num_labels=config.num_labels)
+    with torch.device("meta"):
+        model = getattr(transformers, names[head])(hf_config)
+    params = list(model.named_parameters())
+    return sum(p.numel() for _, p in params), len(params)

@@ -32,6 +32,7 @@ def test_preset_counts_and_names_equal_transformers(name, head):
     assert [tuple(p.shape) for p in ours.parameters()] == [tuple(p.shape) for p in hf.parameters()]
     n_ours = sum(r.count for r in anatomy.parameter_table(ours))
     assert n_ours == sum(p.numel() for p in hf.parameters()) == anatomy.count_from_shapes(preset(name), head)
+    assert len(list(hf.named_parameters())) == anatomy.named_tensor_count(preset(name), head)
 
 
 @pytest.mark.parametrize("head", ["mlm", "classification"])
@@ -40,6 +41,7 @@ def test_other_heads_equal_transformers_for_base(head):
     hf = hf_on_meta("base", head)
     assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in hf.parameters())
     assert anatomy.count_from_shapes(preset("base"), head) == sum(p.numel() for p in hf.parameters())
+    assert anatomy.named_tensor_count(preset("base"), head) == len(list(hf.named_parameters()))
 
 
 def test_published_sizes():
@@ -84,6 +86,8 @@ def test_unknown_head_is_refused():
         anatomy.build_on_meta(preset("tiny"), "nope")
     with pytest.raises(ValueError, match="unknown head"):
         anatomy.count_from_shapes(preset("tiny"), "nope")
+    with pytest.raises(ValueError, match="unknown head"):
+        anatomy.named_tensor_count(preset("tiny"), "nope")
 
 
 def test_pooler_is_dense_then_tanh_on_cls(packaged):
@@ -125,3 +129,14 @@ def test_embedding_breakdown_too_long_is_an_input_error(packaged):
     ids = torch.full((1, packaged.config.max_position_embeddings + 1), 1000)
     with pytest.raises(InputError, match="truncate"):
         anatomy.embedding_breakdown(packaged.model, ids)
+
+
+@pytest.mark.parametrize("head", ["base", "pretraining", "classification"])
+def test_transformers_count_is_the_reference(head):
+    cfg = preset("mini", num_labels=3)
+    params, tensors = anatomy.transformers_count(cfg, head)
+    ours = anatomy.build_on_meta(cfg, head)
+    assert params == sum(p.numel() for p in ours.parameters()) == anatomy.count_from_shapes(cfg, head)
+    assert tensors == len(list(ours.named_parameters()))
+    with pytest.raises(ValueError, match="post-LayerNorm"):
+        anatomy.transformers_count(cfg.replace(pre_layer_norm=True))

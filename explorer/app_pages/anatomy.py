@@ -1,0 +1,124 @@
+"""Model anatomy: every named parameter, grouped; preset sizes checked against transformers; the pooler."""
+
+import pandas as pd
+import streamlit as st
+
+from bertcore import anatomy
+from bertcore.config import PRESETS
+from bertcore.embeddings import InputError
+from bertcore.tokenizer import TextError, encode
+from explorer import widgets
+from explorer.figures import anatomy as ana_figures
+
+POOLER_TEXT = "The pooler summarises the whole input through the [CLS] token."
+
+st.title("Model anatomy")
+st.markdown(
+    """
+A BERT is a stack of named weight tensors, and the names follow the architecture: the
+**embeddings** (token, position and segment tables plus a LayerNorm), **L identical encoder
+layers** (self-attention with query/key/value and output projections, a feed-forward block
+H → I → H, each followed by a residual connection and LayerNorm), the **pooler**, and the
+task **heads** when there are any. The names below are Hugging Face's, so a checkpoint loads
+by name.
+"""
+)
+
+
+@st.cache_data(show_spinner="Counting the presets (on the meta device, no memory) ...")
+def preset_table() -> pd.DataFrame:
+    rows = []
+    for c in anatomy.preset_counts():
+        hf_base, hf_tensors = anatomy.transformers_count(PRESETS[c.name], "base")
+        hf_pre, _ = anatomy.transformers_count(PRESETS[c.name], "pretraining")
+        rows.append({"preset": c.name, "layers L": c.layers, "hidden H": c.hidden, "heads": c.heads,
+                     "intermediate I": c.intermediate, "BertModel": c.base, "named tensors": c.named_tensors,
+                     "BertForPreTraining": c.pretraining,
+                     "equal to transformers": c.base == hf_base and c.pretraining == hf_pre
+                     and c.named_tensors == hf_tensors})
+    return pd.DataFrame(rows)
+
+
+lm = widgets.current_model()
+cfg = lm.config
+rows = anatomy.parameter_table(lm.model)
+totals = anatomy.group_totals(rows)
+total = sum(totals.values())
+
+st.subheader(f"This model: {widgets.escape_md(lm.source.name)}")
+m = st.columns(6)
+m[0].metric("Parameters", f"{total:,}")
+m[1].metric("Named tensors", len(rows))
+m[2].metric("Layers L", cfg.num_hidden_layers)
+m[3].metric("Hidden H", cfg.hidden_size)
+m[4].metric("Heads", cfg.num_attention_heads)
+m[5].metric("Intermediate I", cfg.intermediate_size)
+head_name = {"base": "none (BertModel)", "mlm": "MLM (BertForMaskedLM)", "pretraining": "MLM + NSP (BertForPreTraining)",
+             "classification": "sequence classifier"}.get(lm.head, lm.head)
+st.caption(f"Vocabulary {cfg.vocab_size:,} · positions {cfg.max_position_embeddings} · segments "
+           f"{cfg.type_vocab_size} · heads on top: {head_name}.")
+
+st.plotly_chart(ana_figures.groups_figure(list(totals), list(totals.values())), key="ana_groups")
+emb = totals.get("embeddings", 0)
+st.caption(f"The embeddings hold {emb / total:.0%} of the parameters, mostly the {cfg.vocab_size:,} × "
+           f"{cfg.hidden_size} token table. Every encoder layer has the same "
+           f"{totals.get('encoder layer 0', 0):,} parameters: 4(H² + H) for Q, K, V and the attention output, "
+           "(HI + I) + (IH + H) for the feed-forward block, and 2 × 2H for the two LayerNorms.")
+
+tied = anatomy.tied_parameters(lm.model)
+if tied:
+    st.info("Tied weights, counted once: " + "; ".join(f"`{a}` is `{b}`" for a, b in tied) +
+            ". The MLM decoder reuses the token embedding matrix (Press & Wolf 2017), so the output "
+            "layer adds only a bias.", icon=":material/link:")
+
+groups = ["all"] + list(totals)
+group = st.selectbox("Show the parameters of", groups, key="ana_group")
+table = pd.DataFrame([{"name": r.name, "shape": " × ".join(map(str, r.shape)), "parameters": r.count,
+                       "group": r.group, "part": r.part} for r in rows if group == "all" or r.group == group])
+st.dataframe(table, hide_index=True, key="ana_table",
+             column_config={"parameters": st.column_config.NumberColumn(format="localized")})
+st.caption(f"{len(table)} tensors, {int(table['parameters'].sum()):,} parameters.")
+
+# ----------------------------------------------------------------------------- presets
+st.subheader("Presets")
+st.markdown("The sizes this project can build and train. *nano* fits a CPU training run; *tiny* to *medium* are "
+            "Turc et al.'s (2019) miniatures; *base* and *large* are the paper's. Each count is computed here "
+            "from the shapes on PyTorch's `meta` device (no memory) and compared with `transformers`' own "
+            "classes for the same config: BERT-base has 199 named tensors and 109,482,240 parameters, "
+            "BERT-large 335,141,888.")
+presets = preset_table()
+match = [name for name, c in PRESETS.items()
+         if (c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.intermediate_size) ==
+         (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.intermediate_size)]
+st.plotly_chart(ana_figures.presets_figure(list(presets["preset"]), list(presets["BertModel"]),
+                                           highlight=match[0] if match else None), key="ana_presets")
+st.dataframe(presets, hide_index=True, key="ana_preset_table",
+             column_config={"BertModel": st.column_config.NumberColumn(format="localized"),
+                            "BertForPreTraining": st.column_config.NumberColumn(format="localized")})
+if match:
+    st.caption(f"This model has the shape of the {match[0]} preset (red bar); its vocabulary or positions may differ.")
+if not presets["equal to transformers"].all():
+    st.error("Some preset counts differ from transformers': see the table.", icon=":material/error:")
+
+# ----------------------------------------------------------------------------- pooler
+st.subheader("What the pooler does")
+st.markdown("The pooler takes the last layer's vector of the first token, `[CLS]`, multiplies it by an H × H "
+            "matrix, adds a bias and applies **tanh**: `pooled = tanh(W · h_[CLS] + b)`. The result is the "
+            "single vector that next-sentence prediction and sequence classifiers read. Every other token's "
+            "output is ignored by the pooler.")
+text = st.text_input("Sentence for the pooler", POOLER_TEXT, key="ana_text")
+try:
+    enc = encode(lm.tokenizer, text, max_length=min(cfg.max_position_embeddings, int(lm.tokenizer.model_max_length)))
+    t = enc.tensors()
+    steps = anatomy.pooler_steps(lm.model, t["input_ids"], t["attention_mask"], t["token_type_ids"])
+except (TextError, InputError) as exc:
+    widgets.show_error(exc)
+    st.stop()
+if steps is None:
+    st.info("This model has no pooler (BertForMaskedLM drops it, as Hugging Face does).", icon=":material/info:")
+else:
+    st.plotly_chart(ana_figures.pooler_figure(steps.dense.numpy(), steps.pooled.numpy()), key="ana_pooler")
+    check = "equals" if steps.matches_model else "does NOT equal"
+    st.caption(f"Each dot is one of the {cfg.hidden_size} dimensions: before tanh (x) and after (y). "
+               f"Recomputed here, the pooled vector {check} the model's `pooler_output`. "
+               f"Saturated dimensions (|y| > 0.99): {int((steps.pooled.abs() > 0.99).sum())}.")

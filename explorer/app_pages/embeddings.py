@@ -1,0 +1,111 @@
+"""Embeddings: the embedding layer taken apart (token + position + segment, sum, LayerNorm)."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from bertcore import anatomy
+from bertcore.embeddings import InputError
+from bertcore.tokenizer import TextError, encode
+from explorer import widgets
+from explorer.figures import embeddings as emb_figures
+
+DEFAULT = "The bank raised interest rates."
+DEFAULT_B = "We sat on the river bank."
+MAX_ROWS = 48  # tokens per heatmap window
+MAX_DIMS = 96  # dimensions per heatmap window
+COMPONENTS = ["token", "position", "segment", "sum", "normalised", "output"]
+
+st.title("Embeddings")
+st.markdown(
+    """
+Before the first encoder layer, BERT turns each token into a vector by **adding three learned
+vectors** (Devlin et al. 2019, section 3.2 and figure 2): the **token** (WordPiece) embedding,
+looked up by the token's id; the **position** embedding, looked up by its index 0, 1, 2 ...; and
+the **segment** embedding, one vector for sentence A and one for sentence B. The sum then goes
+through **LayerNorm**: each token's vector is shifted to mean 0 and scaled to variance 1
+(*normalised*), then multiplied by a learned gain γ and shifted by a learned bias β (*output*).
+Dropout follows during training only. Below, each of these steps is computed by hand from the
+model's weights and checked against what the model itself produces.
+"""
+)
+
+lm = widgets.current_model()
+tok = lm.tokenizer
+text, text_pair = widgets.text_or_pair("emb", DEFAULT, DEFAULT_B, pair_default=True)
+limit = min(lm.config.max_position_embeddings, int(tok.model_max_length))
+try:
+    enc = encode(tok, text, text_pair, max_length=limit)
+    t = enc.tensors()
+    parts = anatomy.embedding_breakdown(lm.model, t["input_ids"], t["token_type_ids"])
+except (TextError, InputError) as exc:
+    widgets.show_error(exc)
+    st.stop()
+if enc.num_truncated:
+    st.warning(f"The input has {len(enc) + enc.num_truncated:,} tokens but this model has only {limit} positions: "
+               f"the last {enc.num_truncated:,} were cut off.", icon=":material/content_cut:")
+
+# ----------------------------------------------------------------------------- the check
+st.subheader("Does the recomposition equal the model's embedding output?")
+diff = parts.max_abs_diff
+if parts.matches():
+    st.success(f"Yes: token + position + segment, then LayerNorm, equals the model's embedding output "
+               f"(`hidden_states[0]`) for all {len(enc)} tokens; largest difference {diff['model']:.1e} "
+               "(float32 rounding).", icon=":material/check_circle:")
+else:
+    st.error(f"No: the recomposition differs from the model's embedding output by up to {diff['model']:.3g} "
+             f"(sum {diff['sum']:.3g}, LayerNorm {diff['layernorm']:.3g}).", icon=":material/error:")
+
+# ----------------------------------------------------------------------------- norms
+st.subheader("Size of each part, token by token")
+st.caption("L2 norm of each vector. The three summands are small (~1) and the same position always gets the "
+           "same position vector, whatever the token; LayerNorm rescales every token to a similar size, set by "
+           "γ. Segment vectors change only where sentence B starts.")
+norms = {k: v.numpy() for k, v in parts.norms.items()}
+st.plotly_chart(emb_figures.norms_figure(norms, enc.tokens), key="emb_norms")
+
+# ----------------------------------------------------------------------------- heatmaps
+st.subheader("The vectors themselves")
+st.caption("Rows are tokens, columns are hidden dimensions; red is positive, blue negative. Each panel has its "
+           "own colour range, so compare patterns, not shades, across panels (hover for exact values).")
+hidden = lm.config.hidden_size
+c1, c2, c3 = st.columns([2, 2, 3])
+with c1:
+    first_tok = widgets.clamped_slider("First token shown", "emb_first_tok", 0, max(0, len(enc) - 1), 0)
+with c2:
+    first_dim = widgets.clamped_slider("First dimension shown", "emb_first_dim", 0, max(0, hidden - 1), 0)
+with c3:
+    chosen = st.multiselect("Parts", COMPONENTS, default=["token", "position", "segment", "sum", "output"],
+                            key="emb_parts")
+rows = slice(first_tok, min(first_tok + MAX_ROWS, len(enc)))
+dims = slice(first_dim, min(first_dim + MAX_DIMS, hidden))
+tensors = {"token": parts.word, "position": parts.position, "segment": parts.segment, "sum": parts.total,
+           "normalised": parts.normalised, "output": parts.output}
+if not chosen:
+    st.info("Choose at least one part to draw.", icon=":material/info:")
+else:
+    st.caption(f"Tokens {rows.start}–{rows.stop - 1} of {len(enc)}, dimensions {dims.start}–{dims.stop - 1} of "
+               f"{hidden}.")
+    st.plotly_chart(emb_figures.component_heatmaps({k: tensors[k][rows, dims].numpy() for k in chosen},
+                                                   enc.tokens[rows], first_token=rows.start, first_dim=dims.start),
+                    key="emb_heatmaps")
+
+# ----------------------------------------------------------------------------- one token
+st.subheader("One token, step by step")
+labels = [f"{i}: {tk}" for i, tk in enumerate(enc.tokens)]
+pick = st.selectbox("Token", range(len(enc)), format_func=labels.__getitem__, key="emb_token",
+                    index=min(1, len(enc) - 1))
+pick = min(int(pick), len(enc) - 1)
+vectors = {k: tensors[k][pick].numpy() for k in ("token", "position", "segment", "sum", "output")}
+st.plotly_chart(emb_figures.token_vectors_figure(vectors, f"token {pick}: {enc.tokens[pick]}"), key="emb_vectors")
+total = tensors["sum"][pick]
+st.dataframe(pd.DataFrame({
+    "step": ["token (id %d)" % enc.input_ids[pick], f"position {pick}", f"segment {enc.token_type_ids[pick]}",
+             "sum", "normalised", "output (γ · normalised + β)"],
+    "L2 norm": [float(np.linalg.norm(tensors[k][pick].numpy())) for k in COMPONENTS],
+    "mean": [float(tensors[k][pick].mean()) for k in COMPONENTS],
+    "std": [float(tensors[k][pick].std(unbiased=False)) for k in COMPONENTS],
+}), hide_index=True, key="emb_steps")
+st.caption(f"LayerNorm subtracts the mean ({float(total.mean()):.4f}) and divides by the standard deviation "
+           f"({float(total.std(unbiased=False)):.4f}, with ε = {lm.config.layer_norm_eps:g}) of the sum, so the "
+           "normalised vector has mean 0 and standard deviation 1.")

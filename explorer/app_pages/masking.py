@@ -1,0 +1,193 @@
+"""Masking: which tokens BERT's masked-LM task hides, how, and what a model with an MLM head guesses."""
+
+import pandas as pd
+import streamlit as st
+import torch
+
+from bertcore import fill_mask, masking
+from bertcore.embeddings import InputError
+from bertcore.fill_mask import FillMaskError
+from bertcore.tokenizer import TextError, encode
+from explorer import widgets
+from explorer.figures import masking as mask_figures
+
+DEFAULT = "The quick brown fox jumps over the lazy dog near the riverbank."
+DEFAULT_B = "Then it [MASK] away into the forest."
+MAX_SEED = 2**31 - 1
+MAX_PANELS = 12
+
+st.title("Masking")
+st.markdown(
+    """
+BERT learns by filling in blanks (Devlin et al. 2019, section 3.1, "Masked LM"). For each
+training sequence it **selects 15%** of the ordinary tokens (never `[CLS]`, `[SEP]` or padding)
+and asks the model to predict the original token at each of them. Of the selected tokens,
+**80% are replaced by `[MASK]`**, **10% by a random token** and **10% are left unchanged**, so
+the model cannot rely on seeing `[MASK]` (which never occurs when it is used later) and must keep
+a good representation of every token. Selection is a coin flip per token, so a short text can
+get more or fewer than 15%; over many sequences the fractions converge. Type your own `[MASK]`
+to ask the model directly.
+"""
+)
+
+lm = widgets.current_model()
+tok = lm.tokenizer
+text, text_pair = widgets.text_or_pair("msk", DEFAULT, DEFAULT_B)
+
+# ----------------------------------------------------------------------------- parameters
+if "msk_seed" not in st.session_state:
+    st.session_state["msk_seed"] = 0
+
+
+def _resample() -> None:
+    st.session_state["msk_seed"] = (int(st.session_state.get("msk_seed", 0)) + 1) % MAX_SEED
+
+
+c1, c2, c3 = st.columns([3, 3, 2])
+with c1:
+    rate = st.slider("Selection rate (share of eligible tokens)", 0.0, 1.0, 0.15, 0.01, key="msk_rate",
+                     help="BERT uses 15%. 0 selects nothing, 1 selects every ordinary token.")
+    whole_word = st.toggle("Whole-word masking", key="msk_wwm",
+                           help="Select all WordPiece pieces of a word together (Google's later BERT release); "
+                                "each piece still gets its own [MASK] / random / unchanged decision.")
+with c2:
+    split = st.slider("Split of the selected tokens: [MASK] | random | unchanged", 0.0, 1.0, (0.8, 0.9), 0.01,
+                      key="msk_split", help="Left handle: share replaced by [MASK]; between the handles: share "
+                                            "replaced by a random token; the rest stays unchanged. BERT: 80 | 10 | 10.")
+    mask_fraction, random_fraction = float(split[0]), float(split[1]) - float(split[0])
+    st.caption(f"[MASK] {mask_fraction:.0%} · random {random_fraction:.0%} · unchanged "
+               f"{1 - mask_fraction - random_fraction:.0%}")
+with c3:
+    seed = st.number_input("Seed", 0, MAX_SEED, step=1, key="msk_seed",
+                           help="The same seed and settings give the same draw.")
+    st.button("Re-sample", on_click=_resample, key="msk_resample", icon=":material/casino:",
+              help="Draw again with the next seed.")
+
+# ----------------------------------------------------------------------------- encode and mask
+limit = min(lm.config.max_position_embeddings, int(tok.model_max_length))
+try:
+    enc = encode(tok, fill_mask.normalise_mask_markers(text, tok),
+                 None if text_pair is None else fill_mask.normalise_mask_markers(text_pair, tok), max_length=limit)
+except TextError as exc:
+    widgets.show_error(exc)
+    st.stop()
+if enc.num_truncated:
+    st.warning(f"The input has {len(enc) + enc.num_truncated:,} tokens but this model reads at most {limit}: "
+               f"the last {enc.num_truncated:,} were cut off.", icon=":material/content_cut:")
+
+t = enc.tensors()
+eligible = masking.eligible_positions(tok, t["input_ids"], t["attention_mask"])  # (1, T)
+word_ids = torch.tensor([[-1 if w is None else w for w in enc.word_ids]]) if whole_word else None
+try:
+    result = masking.mask_tokens(t["input_ids"], eligible, mask_token_id=tok.mask_token_id, vocab_size=len(tok),
+                                 mlm_probability=rate, mask_fraction=mask_fraction, random_fraction=random_fraction,
+                                 word_ids=word_ids, generator=torch.Generator().manual_seed(int(seed)))
+except masking.MaskingError as exc:
+    widgets.show_error(exc)
+    st.stop()
+
+counts = result.counts()
+decisions = result.decision[0].tolist()
+fed_tokens = tok.convert_ids_to_tokens(result.input_ids[0].tolist())
+typed_masks = fill_mask.mask_token_positions(tok, t["input_ids"])
+
+st.subheader("What the model is fed")
+st.caption("Each cell is one token of your text; the colour is its fate in this draw, and below it is what "
+           "the model receives instead. Grey cells ([CLS], [SEP], your own [MASK]s) can never be selected. "
+           "Hover a cell for details.")
+if counts["eligible"] == 0:
+    st.info("This text has no token that can be masked: it holds only special tokens ([CLS], [SEP], [MASK] ...). "
+            "Type some words.", icon=":material/info:")
+elif counts["selected"] == 0:
+    st.info("No token was selected in this draw" + (" (the rate is 0)." if rate == 0 else
+            ": press Re-sample or raise the rate."), icon=":material/info:")
+st.plotly_chart(mask_figures.decision_grid(enc.tokens, decisions, eligible[0].tolist(), fed_tokens,
+                                           per_row=12 if len(enc) <= 120 else 16), key="msk_grid")
+
+m = st.columns(4)
+share = counts["selected"] / counts["eligible"] if counts["eligible"] else 0.0
+m[0].metric("Selected", f"{counts['selected']} of {counts['eligible']}", f"{share:.1%} (target {rate:.0%})",
+            delta_color="off")
+for col, key, name, frac in ((m[1], "masked", "→ [MASK]", mask_fraction), (m[2], "random", "→ random", random_fraction),
+                             (m[3], "unchanged", "unchanged", 1 - mask_fraction - random_fraction)):
+    got = counts[key] / counts["selected"] if counts["selected"] else 0.0
+    col.metric(name, counts[key], f"{got:.0%} of selected (target {max(frac, 0):.0%})", delta_color="off")
+
+st.markdown("**Counts against the recipe.** The light bars are what the parameters predict for this many "
+            "tokens, with the range a single random draw stays in about 95% of the time (±2 standard errors).")
+st.plotly_chart(mask_figures.counts_figure(counts, rate, mask_fraction, max(random_fraction, 0.0)), key="msk_counts")
+
+selected_positions = [i for i, d in enumerate(decisions) if d != masking.NOT_SELECTED]
+if selected_positions:
+    with st.expander(f"The {len(selected_positions)} selected positions"):
+        st.dataframe(pd.DataFrame({
+            "position": selected_positions,
+            "original token": [enc.tokens[i] for i in selected_positions],
+            "decision": [masking.DECISION_NAMES[decisions[i]] for i in selected_positions],
+            "model sees": [fed_tokens[i] for i in selected_positions],
+            "label (original id)": [int(result.labels[0, i]) for i in selected_positions],
+        }), hide_index=True, key="msk_selected_table")
+        st.caption("Every other position has the label -100, which the loss ignores (PyTorch / Hugging Face "
+                   "convention).")
+
+# ----------------------------------------------------------------------------- predictions
+st.subheader("What the model predicts")
+positions = sorted(set(selected_positions) | set(typed_masks))
+if not lm.has_mlm_head:
+    st.info(f"**{widgets.escape_md(lm.source.name)} has no MLM head**, so it cannot predict masked tokens. "
+            "The packaged MiniLM was trained for sentence embeddings and its masked-LM weights were not "
+            "published. To see predictions, pick a model with an MLM head in the sidebar: a checkpoint of a "
+            "pretraining run (start one on the Train page), or a Hugging Face folder saved from "
+            "`BertForMaskedLM` / `BertForPreTraining` (its weights include `cls.predictions`), such as "
+            "`bert-base-uncased`.", icon=":material/block:")
+    st.stop()
+if not positions:
+    st.info("Nothing to predict: no token was selected and the text has no [MASK]. Raise the rate, re-sample, "
+            "or type [MASK] in the text.", icon=":material/info:")
+    st.stop()
+
+k = st.slider("Guesses per position (top-k)", 1, 10, 5, key="msk_k")
+try:
+    preds = fill_mask.predict(lm.model, tok, result.input_ids, positions, labels=result.labels, k=k,
+                              attention_mask=t["attention_mask"], token_type_ids=t["token_type_ids"])
+except (FillMaskError, InputError) as exc:
+    widgets.show_error(exc)
+    st.stop()
+
+hits, known = fill_mask.accuracy(preds)
+if known:
+    st.metric("Original token recovered (top-1)", f"{hits} of {known}", f"{hits / known:.0%}", delta_color="off",
+              help="Among the selected positions. Unchanged tokens are easy: the model sees the answer.")
+if typed_masks:
+    st.caption(f"{len(typed_masks)} [MASK] typed by you: the model's guesses are shown, there is no original to "
+               "compare with.")
+
+
+def _title(p: fill_mask.Prediction) -> str:
+    orig = enc.tokens[p.position]
+    if p.original_id is None:
+        return f"pos {p.position}: your [MASK]"
+    seen = fed_tokens[p.position]
+    return f"pos {p.position}: {orig}" + ("" if seen == orig else f" → {seen}")
+
+
+shown = preds[:MAX_PANELS]
+if len(preds) > MAX_PANELS:
+    st.caption(f"The first {MAX_PANELS} of {len(preds)} positions are drawn; the table below lists all of them.")
+st.caption("Bars: the model's probabilities for its top guesses. Green: the original token.")
+st.plotly_chart(mask_figures.topk_figure([_title(p) for p in shown], [p.tokens for p in shown],
+                                         [p.probs for p in shown],
+                                         [None if p.original_id is None else enc.tokens[p.position] for p in shown]),
+                key="msk_topk")
+st.dataframe(pd.DataFrame({
+    "position": [p.position for p in preds],
+    "original": [enc.tokens[p.position] if p.original_id is not None else "(your [MASK])" for p in preds],
+    "model sees": [fed_tokens[p.position] for p in preds],
+    "top guess": [p.tokens[0] for p in preds],
+    "probability": [p.probs[0] for p in preds],
+    "recovered": [p.recovered for p in preds],
+    "rank of original": pd.array([p.original_rank for p in preds], dtype="Int64"),
+    "p(original)": [p.original_prob for p in preds],
+}), hide_index=True, key="msk_pred_table",
+    column_config={"probability": st.column_config.NumberColumn(format="%.3f"),
+                   "p(original)": st.column_config.NumberColumn(format="%.3f")})

@@ -1,0 +1,82 @@
+"""Positional embeddings: the model's learned position table beside sinusoidal encodings."""
+
+import streamlit as st
+
+from bertcore import positional
+from explorer import widgets
+from explorer.figures import positions as pos_figures
+
+MAX_INPUT = 100_000
+
+st.title("Positional embeddings")
+st.markdown(
+    """
+Attention by itself ignores word order: shuffle the tokens and every token gets the same
+context. So each position gets a vector that is added to the token's embedding. BERT
+**learns** one vector per position (a table of `max_position_embeddings` rows, trained like
+any weight). The original Transformer (Vaswani et al. 2017, section 3.5) used fixed
+**sinusoids** instead: dimension pair *i* of position *p* is sin / cos of *p · 10000^(-2i/d)*, a set of
+clocks running at geometrically spaced speeds. Below, the loaded model's learned table is shown
+beside sinusoids of the same size, with the same three views.
+"""
+)
+
+lm = widgets.current_model()
+n_pos, hidden = lm.config.max_position_embeddings, lm.config.hidden_size
+
+if "pos_start" not in st.session_state:
+    st.session_state["pos_start"] = 0
+if "pos_end" not in st.session_state:
+    st.session_state["pos_end"] = min(127, n_pos - 1)
+c1, c2, c3 = st.columns(3)
+with c1:
+    start = st.number_input("First position", 0, MAX_INPUT, step=1, key="pos_start")
+with c2:
+    end = st.number_input("Last position", 0, MAX_INPUT, step=1, key="pos_end",
+                          help=f"This model has positions 0 to {n_pos - 1}.")
+with c3:
+    base = st.number_input("Sinusoid base", 2.0, 1e9, 10000.0, step=1000.0, key="pos_base",
+                           help="10000 in the paper: the longest wavelength is 2π · base.")
+
+try:
+    start, stop = positional.check_range(int(start), int(end) + 1, n_pos)
+except positional.PositionRangeError as exc:
+    shown_start = min(int(start), n_pos - 1)
+    shown_stop = min(max(int(end) + 1, shown_start + 1), n_pos)
+    st.warning(f"{exc} Showing positions {shown_start} to {shown_stop - 1} instead.", icon=":material/straighten:")
+    start, stop = shown_start, shown_stop
+
+learned = positional.learned_positions(lm.model, start, stop)
+sinus = positional.sinusoidal(stop - start, hidden, base=float(base), start=start)
+lv, sv = positional.views(learned), positional.views(sinus)
+titles = ("learned (this model)", f"sinusoidal (base {base:g})")
+st.caption(f"Positions {start} to {stop - 1} ({stop - start} of this model's {n_pos}), {hidden} dimensions.")
+
+tab_values, tab_cos, tab_pca, tab_offset = st.tabs(["Values", "Cosine similarity", "PCA path", "Similarity vs offset"])
+with tab_values:
+    st.caption("Each row is one position's vector. The sinusoids' left columns oscillate fast and the right "
+               "ones slowly; a learned table has no imposed pattern, but training often gives it smooth waves "
+               "too. Each panel has its own colour range (learned values are much smaller).")
+    st.plotly_chart(pos_figures.compare_tables(lv.table, sv.table, start, titles), key="pos_tables")
+with tab_cos:
+    st.caption("Cosine similarity of every pair of positions. A bright band along the diagonal means nearby "
+               "positions have similar vectors, so the model can tell near from far.")
+    st.plotly_chart(pos_figures.compare_cosine(lv.cosine, sv.cosine, start, titles), key="pos_cosine")
+with tab_pca:
+    st.caption("Each position's vector projected on the two directions of largest variance (PCA), joined in "
+               "order and coloured from first (dark) to last (yellow). A smooth curve means position varies "
+               "smoothly; the axis titles say how much of the variance the plane keeps.")
+    if stop - start < 3:
+        st.info("Choose at least 3 positions for a meaningful path.", icon=":material/info:")
+    st.plotly_chart(pos_figures.compare_pca(lv.pca.coords, sv.pca.coords, start,
+                                            [lv.pca.explained, sv.pca.explained], titles), key="pos_pca")
+with tab_offset:
+    if stop - start < 2:
+        st.info("Choose at least 2 positions to compare offsets.", icon=":material/info:")
+    else:
+        max_off = min(64, stop - start - 1)
+        st.caption(f"Mean cosine similarity between positions 1 to {max_off} apart. For sinusoids it depends only "
+                   "on the offset (their dot product is a sum of cos(offset · frequency)).")
+        st.plotly_chart(pos_figures.offset_similarity(positional.neighbour_similarity(lv.cosine, max_off),
+                                                      positional.neighbour_similarity(sv.cosine, max_off), titles),
+                        key="pos_offset")
