@@ -1,0 +1,62 @@
+"""The same command under torchrun: 2 CPU processes, gloo backend (PyTorch DDP)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from bertcore import runs as R
+from bertcore import sources
+from bertcore.train import parse_args
+from bertcore.training import Trainer
+
+FIX = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[1]
+TINY = json.dumps({"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64})
+
+
+def torchrun(argv, tmp_path, timeout=240):
+    env = {**os.environ, "BERT_EXPLORER_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m",
+           "bertcore.train", *argv]
+    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def test_ddp_finetune_equals_single_process_and_pretrain_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    ft = ["finetune", "--init", "scratch", "--model-overrides", TINY, "--dataset", str(FIX / "tiny_labels.csv"),
+          "--max-seq-len", "16", "--batch-size", "16", "--max-steps", "4", "--log-every", "1", "--eval-every", "4",
+          "--save-every", "100", "--lock", "none", "--device", "cpu", "--dropout", "0", "--lr", "1e-3", "--no-baseline"]
+    torchrun(ft + ["--run-dir", str(tmp_path / "ddp")], tmp_path)
+    single = ft + ["--run-dir", str(tmp_path / "single")]
+    ns = parse_args(single)
+    trainer = Trainer(ns, Path(ns.run_dir), single, install_signals=False)
+    assert trainer.run() == "done"
+
+    config = R.read_config(tmp_path / "ddp")
+    assert config["world_size"] == 2 and R.read_status(tmp_path / "ddp")["state"] == "done"
+    # two ranks of 8 examples with averaged gradients == one process with the batch of 16
+    a = sources.load(sources.ModelSource("run", str(R.last_checkpoint(tmp_path / "ddp")))).model.state_dict()
+    b = trainer.model.state_dict()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=1e-4, atol=1e-5, msg=k)
+    ddp_loss = [r["loss"] for r in R.read_metrics(tmp_path / "ddp", "train")]
+    one_loss = [r["loss"] for r in R.read_metrics(tmp_path / "single", "train")]
+    assert ddp_loss == [round(x, 6) for x in ddp_loss] and len(ddp_loss) == 4
+    for x, y in zip(ddp_loss, one_loss):
+        assert abs(x - y) < 1e-4
+
+    pre = ["pretrain", "--run-dir", str(tmp_path / "pre"), "--corpus", str(FIX / "tiny_corpus.txt"),
+           "--model-overrides", TINY, "--max-seq-len", "32", "--batch-size", "8", "--max-steps", "4",
+           "--log-every", "2", "--eval-every", "4", "--eval-batches", "1", "--save-every", "2", "--lock", "wait",
+           "--device", "cpu", "--val-fraction", "0.2"]
+    torchrun(pre, tmp_path)
+    assert R.read_status(tmp_path / "pre")["state"] == "done"
+    assert [r["step"] for r in R.read_metrics(tmp_path / "pre", "train")] == [2, 4]
+    assert R.lock_holder(tmp_path, "cpu") is None
+    assert sources.load(sources.ModelSource("run", str(R.last_checkpoint(tmp_path / "pre")))).head == "pretraining"

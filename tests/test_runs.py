@@ -1,0 +1,122 @@
+"""bertcore.runs: tolerant readers, device lock, and the run as a process (launch, SIGKILL, resume, SIGTERM)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from bertcore import runs as R
+
+FIX = Path(__file__).parent / "fixtures"
+TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+
+
+def test_jsonl_reader_ignores_a_partial_last_line(tmp_path):
+    p = tmp_path / "metrics.jsonl"
+    p.write_text('{"step": 1}\n{"step": 2}\nnot json\n{"step": 3, "lo')
+    assert R.read_jsonl(p) == [{"step": 1}, {"step": 2}]
+    rows, seen = R.iter_new_metrics(tmp_path, 0)
+    assert [r["step"] for r in rows] == [1, 2] and seen == 3
+    with open(p, "a") as fh:
+        fh.write('ss": 0.5}\n')
+    rows, seen = R.iter_new_metrics(tmp_path, seen)
+    assert rows == [{"step": 3, "loss": 0.5}] and seen == 4
+    assert R.read_jsonl(tmp_path / "missing.jsonl") == []
+    assert R.read_json(tmp_path / "missing.json") is None
+
+
+def test_stale_running_status_reads_as_failed(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    R.write_json(tmp_path / "status.json", {"state": "running", "pid": dead.pid, "step": 3})
+    status = R.read_status(tmp_path)
+    assert status["state"] == "failed" and status["stale"] and "resume" in status["error"]
+
+
+def test_device_lock_refuses_then_takes_over_stale(tmp_path):
+    mine = R.DeviceLock(tmp_path, "cpu", "run-a")
+    assert mine.try_acquire() is None
+    other = R.DeviceLock(tmp_path, "cpu", "run-b", pid=os.getpid() + 0)  # same pid: re-entrant
+    assert other.try_acquire() is None
+    holder = R.lock_holder(tmp_path, "cpu")
+    assert holder["run_id"] == "run-a"
+    with pytest.raises(R.RunBusyError, match="busy with run run-a"):
+        R.launch("pretrain", {"max_steps": 1}, root=tmp_path, device="cpu")
+    assert R.lock_holder(tmp_path, "cuda:0") is None  # another device is free
+    mine.release()
+    assert R.lock_holder(tmp_path, "cpu") is None
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    R.lock_path(tmp_path, "cpu").write_text(json.dumps({"pid": dead.pid, "run_id": "ghost", "host": os.uname().nodename}))
+    assert R.lock_holder(tmp_path, "cpu") is None  # stale
+    lock = R.DeviceLock(tmp_path, "cpu", "run-c")
+    assert lock.try_acquire() is None and R.read_json(lock.path)["run_id"] == "run-c"
+    lock.release()
+
+
+def _all_files_readable(run: Path) -> None:
+    """Every file of a run directory parses: JSON, JSONL (complete lines), safetensors, trainer state."""
+    assert R.read_json(run / "run.json") is not None
+    assert R.read_json(run / "status.json") is not None
+    for name in ("metrics.jsonl", "probe.jsonl"):
+        raw = (run / name).read_bytes()
+        for line in raw.split(b"\n")[:-1]:
+            json.loads(line)
+    for ckpt in R.checkpoints(run):
+        load_file(str(ckpt / "model.safetensors"))
+        json.loads((ckpt / "config.json").read_text())
+        torch.load(ckpt / "trainer_state.pt", weights_only=True)
+    leftovers = [p for p in run.rglob("*") if p.name.startswith(".") and p.parent.name != "checkpoints"]
+    assert not [p for p in leftovers if p.is_file() and p.suffix != ".tmp"], leftovers
+
+
+def _wait_for(cond, timeout=120.0, poll=0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError("timed out")
+
+
+def test_launch_sigkill_resume_then_sigterm(tmp_path):
+    env = {"BERT_EXPLORER_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    args = {"corpus": str(FIX / "tiny_corpus.txt"), "model_overrides": json.dumps(TINY), "max_seq_len": 32,
+            "batch_size": 4, "max_steps": 400, "log_every": 1, "eval_every": 1000, "eval_batches": 1,
+            "save_every": 2, "dropout": 0.0, "val_fraction": 0.2, "threads": 1}
+    run = R.launch("pretrain", args, root=tmp_path / "runs", run_id="killme", device="cpu", env=env)
+    assert run == tmp_path / "runs" / "killme"
+    _wait_for(lambda: len(R.checkpoints(run)) >= 2)
+    pid = R.read_json(run / "status.json")["pid"]
+    assert R.lock_holder(tmp_path / "runs", "cpu")["run_id"] == "killme"
+    os.killpg(pid, signal.SIGKILL)
+    _wait_for(lambda: not R.pid_alive(pid))
+    status = R.read_status(run)
+    assert status["state"] == "failed" and status["stale"]
+    _all_files_readable(run)
+    last = R.checkpoint_step(R.last_checkpoint(run))
+    assert last >= 4
+
+    R.resume(run, env=env)  # the dead run's lock is stale: taken over
+    _wait_for(lambda: (R.read_status(run) or {}).get("state") == "running" and
+              (R.read_status(run) or {}).get("step", 0) >= last + 2, timeout=180)
+    steps = [r["step"] for r in R.read_metrics(run, "train")]
+    assert steps == list(range(1, len(steps) + 1))  # lines after the checkpoint were dropped, then re-logged
+    assert R.cancel(run, timeout_s=60)
+    status = _wait_for(lambda: (s := R.read_status(run)) and s["state"] in R.FINAL_STATES and s)
+    assert status["state"] == "cancelled" and status["error"] is None
+    assert R.checkpoint_step(R.last_checkpoint(run)) == status["step"] > last
+    assert len(R.checkpoints(run)) <= 3  # --keep-checkpoints 3
+    assert R.lock_holder(tmp_path / "runs", "cpu") is None
+    _all_files_readable(run)
+    assert "resumed at step" in R.read_log(run)
+    [info] = R.list_runs(tmp_path / "runs")
+    assert info.state == "cancelled" and info.run_id == "killme"
