@@ -74,10 +74,12 @@ def fake_run(root: Path, run_id: str, task: str = "pretrain", state: str = "done
         rep = {"negative": {"precision": 0.8, "recall": 0.7, "f1-score": 0.75, "support": 30},
                "positive": {"precision": 0.9, "recall": 0.93, "f1-score": 0.91, "support": 70},
                "accuracy": 0.87, "macro avg": {"precision": 0.85, "recall": 0.82, "f1-score": 0.83, "support": 100}}
-        runs.write_json(d / "results.json", {
-            "labels": ["negative", "positive"], "majority_accuracy": 0.7,
-            "test": {"accuracy": 0.87, "macro_f1": 0.83, "confusion_matrix": [[21, 9], [5, 65]], "report": rep},
-            "baseline": {"accuracy": 0.85, "macro_f1": 0.8, "confusion_matrix": [[20, 10], [5, 65]], "report": rep}})
+        runs.write_json(d / "results.json", {  # as bertcore.training writes it
+            "step": 20, "labels": ["negative", "positive"], "majority_fraction": 0.7,
+            "test": {"loss": 0.4, "acc": 0.86, "f1": 0.83, "n": 100},
+            "confusion_matrix": [[21, 9], [5, 65]], "classification_report": rep,
+            "baseline": {"name": "TF-IDF (1-2 grams) + logistic regression", "acc": 0.85, "f1": 0.8,
+                         "confusion_matrix": [[20, 10], [5, 65]], "classification_report": rep}})
     (d / "log.txt").write_text("loading corpus\nstep 1\nTraceback (most recent call last):\nRuntimeError: boom\n")
     config = BertConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
                         max_position_embeddings=max_positions)
@@ -239,44 +241,61 @@ def _set_tiny(at: AppTest, steps: int) -> AppTest:
     return at.run()
 
 
+def _wait_step(run_dir: Path, step: int, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = runs.read_status(run_dir) or {}
+        if status.get("step", 0) >= step or status.get("state") in runs.FINAL_STATES:
+            return status
+        time.sleep(0.3)
+    raise AssertionError(f"run {run_dir.name} did not reach step {step}: {runs.read_status(run_dir)}\n"
+                         f"{runs.read_log(run_dir, 3000)}")
+
+
 @pytest.mark.skipif(not HAS_TRAINING, reason="bertcore.training is not written yet")
 def test_real_tiny_run_from_the_page(root):
-    at = _set_tiny(app(), steps=6)
+    """One real run (tiny preset, 4-token batches of 32 tokens, 40 documents): launch, refuse a second
+    launch, survive a refresh, show live curves, cancel, then the final view and the Evolution page.
+    (A run that ends by itself is shown the same way; see the hand-written 'done' runs above.)"""
+    at = _set_tiny(app(), steps=5000)
     at.button(key="train_start").click().run()
     assert not at.exception, at.exception
     assert any("Started run" in s.value for s in at.success), texts(at.error) + texts(at.warning)
     [run_dir] = [p for p in root.iterdir() if not p.name.startswith(".")]
-    assert table_rows(at)[0]["run"] == run_dir.name and table_rows(at)[0]["task"] == "pretrain"
-    # a second launch while the first one is queued / running is refused with a message
+    row = table_rows(at)[0]
+    assert row["run"] == run_dir.name and row["task"] == "pretrain"
+    # a second launch while the first one is starting / running is refused with a message
     at.button(key="train_start").click().run()
     assert any("only one run at a time" in t or "busy" in t for t in texts(at.warning))
     assert len([p for p in root.iterdir() if not p.name.startswith(".")]) == 1
-    status = _wait_state(run_dir, runs.FINAL_STATES, timeout=120)
-    assert status["state"] == "done", runs.read_log(run_dir, 3000)
-    at.run()
-    assert not at.exception
-    row = table_rows(at)[0]
-    assert row["state"].endswith("done") and row["step"] == "6 / 6"
-    assert "done" in at.get("progress")[0].proto.text
-    loss = at.get("plotly_chart")[0]
+    # a browser refresh / app restart is a new session: the run is listed and shown live
+    fresh = app()
+    assert not fresh.exception
+    assert table_rows(fresh)[0]["run"] == run_dir.name
+    assert fresh.selectbox(key="train_view").value == str(run_dir)
+    # live: past the first evaluation (step 3: validation metrics, probe, checkpoint)
+    status = _wait_step(run_dir, 4, timeout=240)
+    assert status["state"] == "running", runs.read_log(run_dir, 3000)
+    fresh.run()
+    progress = fresh.get("progress")[0].proto.text
+    assert "running" in progress and "/ 5,000" in progress and "tokens/s" in progress
+    loss = fresh.get("plotly_chart")[0]
     assert "Loss" in loss.proto.spec and "validation" in loss.proto.spec
-    assert any("Probe sentence" in m.value for m in at.markdown)
-    assert runs.checkpoints(run_dir)
-
-
-@pytest.mark.skipif(not HAS_TRAINING, reason="bertcore.training is not written yet")
-def test_real_run_cancelled_from_the_page(root):
-    at = _set_tiny(app(), steps=5000)
-    at.button(key="train_start").click().run()
-    [run_dir] = [p for p in root.iterdir() if not p.name.startswith(".")]
-    status = _wait_state(run_dir, ("running",), timeout=90)
-    at.run()
-    assert "running" in at.get("progress")[0].proto.text
-    at.button(key="train_cancel").click().run()
-    assert any("Cancelling" in t for t in texts(at.info))
-    status = _wait_state(run_dir, runs.FINAL_STATES, timeout=60)
+    assert any("Probe sentence" in m.value for m in fresh.markdown)
+    # cancel from the page: the run saves a checkpoint and ends as cancelled
+    fresh.button(key="train_cancel").click().run()
+    assert any("Cancelling" in t for t in texts(fresh.info))
+    status = _wait_state(run_dir, runs.FINAL_STATES, timeout=120)
     assert status["state"] == "cancelled", runs.read_log(run_dir, 3000)
-    at.run()
-    assert not at.exception
-    assert table_rows(at)[0]["state"].endswith("cancelled")
-    assert any("cancelled" in t for t in texts(at.info))
+    fresh.run()
+    assert not fresh.exception
+    assert table_rows(fresh)[0]["state"].endswith("cancelled")
+    assert "cancelled" in fresh.get("progress")[0].proto.text
+    assert any("cancelled" in t for t in texts(fresh.info))
+    assert len(fresh.get("plotly_chart")) == 3  # loss, accuracy, probe
+    steps = [runs.checkpoint_step(c) for c in runs.checkpoints(run_dir)]
+    assert steps[0] == 3 and steps[-1] >= 4
+    # its checkpoints feed the Evolution page
+    evo = app(EVO_PAGE)
+    assert not evo.exception and not evo.error
+    assert len(evo.get("plotly_chart")) == 3

@@ -51,6 +51,28 @@ def _run_device(info: runs.RunInfo) -> str | None:
     return None if device in (None, "", "auto") else str(device)
 
 
+def task_of(info: runs.RunInfo) -> str:
+    """A run's task; a run that has just been launched has no run.json yet, but its id names the task."""
+    if info.task:
+        return info.task
+    return next((t for t in runs.TASKS if f"-{t}-" in info.run_id), "?")
+
+
+def _view_task(run_dir: Path) -> str:
+    info = runs.run_info(run_dir)
+    task = task_of(info) if info is not None else "?"
+    return task if task in runs.TASKS else "pretrain"
+
+
+def waiting_for(run_dir: Path) -> dict[str, Any] | None:
+    """The lock holder a queued run waits for (another run on one of this machine's devices), or None."""
+    for device in _devices():
+        holder = runs.lock_holder(run_dir.parent, device)
+        if holder is not None and holder.get("run_id") != run_dir.name:
+            return {**holder, "device": device}
+    return None
+
+
 def active_runs(device: str | None = None) -> list[runs.RunInfo]:
     """Runs queued or running (their process alive), on ``device`` or on an unknown device
     (a run that has just started has not written its ``run.json`` yet)."""
@@ -156,43 +178,53 @@ def show_probe(run_dir: Path, key: str) -> None:
         widgets.show_error(exc, "Unreadable probe record")
 
 
-def _metric_block(results: dict[str, Any], name: str) -> dict[str, Any]:
-    block = results.get(name)
+COMPARED = ("acc", "f1", "accuracy", "macro_f1")  # scores in [0, 1] shown beside the baseline's
+
+
+def _block(data: dict[str, Any], name: str) -> dict[str, Any]:
+    block = data.get(name)
     return block if isinstance(block, dict) else {}
 
 
 def show_results(run_dir: Path) -> None:
-    """Fine-tuning results: test metrics, confusion matrix, report, and the TF-IDF baseline beside them."""
+    """Fine-tuning results (``results.json``): test scores beside the TF-IDF baseline's, both
+    confusion matrices and both classification reports."""
     results = runs.read_results(run_dir)
     if not results:
         st.caption("The test results appear when the run ends.")
         return
-    test = _metric_block(results, "test") or results
-    base = _metric_block(results, "baseline")
-    labels = results.get("labels") or test.get("labels")
+    test, base = _block(results, "test"), _block(results, "baseline")
+    labels = results.get("labels")
     st.subheader("Test set")
-    st.caption("Scores on the held-out test split, which training never saw. The baseline is a TF-IDF + logistic "
-               "regression model trained on the same training split: a fine-tuned BERT should beat it.")
+    n = test.get("n")
+    st.caption(f"Scores on the held-out test split{f' ({n:,} examples)' if isinstance(n, int) else ''}, which "
+               "training never saw. The baseline is a TF-IDF + logistic regression model trained on the same "
+               "training split: a fine-tuned BERT should beat it. The dashed line is the share of the most "
+               "frequent class (what always guessing it would score).")
+    if base.get("error"):
+        st.warning("The baseline could not be computed: " + widgets.escape_md(base["error"]))
+    elif not base:
+        st.caption("No baseline in this run (it was skipped).")
     try:
-        scalar = {k: v for k, v in test.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        base_scalar = {k: v for k, v in base.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        if scalar and base_scalar and set(scalar) & set(base_scalar):
-            st.plotly_chart(figs.baseline_comparison_figure(scalar, base_scalar,
-                                                            majority=results.get("majority_accuracy")),
-                            key="train_baseline")
-        elif base.get("skipped") or not base:
-            st.caption("No baseline in this run (it was skipped).")
-        cols = st.columns(2 if base.get("confusion_matrix") is not None else 1)
-        if test.get("confusion_matrix") is not None:
-            cols[0].plotly_chart(figs.confusion_matrix_figure(test["confusion_matrix"], labels,
-                                                              title="Fine-tuned BERT: confusion matrix"),
+        model_scores = {k: test[k] for k in COMPARED if k in test}
+        base_scores = {k: base[k] for k in COMPARED if k in base}
+        if set(model_scores) & set(base_scores):
+            st.plotly_chart(figs.baseline_comparison_figure(
+                model_scores, base_scores, names=("fine-tuned BERT", base.get("name") or "TF-IDF + logistic regression"),
+                majority=results.get("majority_fraction")), key="train_baseline")
+        elif model_scores:
+            st.dataframe([model_scores], hide_index=True)
+        cm = results.get("confusion_matrix", test.get("confusion_matrix"))
+        base_cm = base.get("confusion_matrix")
+        cols = st.columns(2 if base_cm is not None else 1)
+        if cm is not None:
+            cols[0].plotly_chart(figs.confusion_matrix_figure(cm, labels, title="Fine-tuned BERT: confusion matrix"),
                                  key="train_cm")
-        if base.get("confusion_matrix") is not None:
-            cols[-1].plotly_chart(figs.confusion_matrix_figure(base["confusion_matrix"], labels,
-                                                               title="Baseline: confusion matrix"),
+        if base_cm is not None:
+            cols[-1].plotly_chart(figs.confusion_matrix_figure(base_cm, labels, title="Baseline: confusion matrix"),
                                   key="train_cm_base")
-        report = test.get("report") or test.get("classification_report")
-        base_report = base.get("report") or base.get("classification_report")
+        report = results.get("classification_report", test.get("classification_report"))
+        base_report = base.get("classification_report")
         rc = st.columns(2 if base_report else 1)
         if report:
             rc[0].markdown("**Classification report: fine-tuned BERT**")
@@ -223,11 +255,18 @@ def live_view(run_dir_s: str) -> None:
     if status is None:
         st.info("Starting ...")
         return
-    info = runs.read_config(run_dir) or {}
-    task = info.get("task") or "pretrain"
+    task = _view_task(run_dir)
     show_status_line(status)
     if status["state"] == "queued":
-        st.info("Queued: waiting for the device to be free (another run holds it). It starts by itself.")
+        holder = waiting_for(run_dir)
+        if holder is not None:
+            st.info(f"Queued: {holder['device']} is busy with run {holder.get('run_id')}; this run starts by itself "
+                    "when that one ends.", icon=":material/hourglass_top:")
+        else:
+            st.info("Starting: loading the libraries, the data and the model (10-30 s on a CPU) ...",
+                    icon=":material/hourglass_top:")
+    elif status.get("step", 0) == 0:
+        st.caption("Preparing the data and the model; the first steps follow shortly.")
     c1, c2 = st.columns([1, 4])
     if c1.button("Cancel run", key="train_cancel", type="secondary", icon=":material/stop:",
                  help="Stops the run cleanly: it saves a checkpoint and ends as 'cancelled'."):
@@ -243,8 +282,7 @@ def live_view(run_dir_s: str) -> None:
 
 def static_view(run_dir: Path, status: dict[str, Any] | None) -> None:
     """A finished (or unreadable) run: final curves, probe, results, error and log."""
-    config = runs.read_config(run_dir) or {}
-    task = config.get("task") or "pretrain"
+    task = _view_task(run_dir)
     if status is None:
         st.warning("This run has no status.json: it never started, or its folder is incomplete.")
         return
@@ -438,7 +476,7 @@ def runs_table(infos: list[runs.RunInfo]) -> None:
     rows = []
     for i in infos:
         total = i.total_steps or (i.args or {}).get("max_steps")
-        rows.append({"state": f"{STATE_ICONS.get(i.state, '')} {i.state}", "task": i.task or "?",
+        rows.append({"state": f"{STATE_ICONS.get(i.state, '')} {i.state}", "task": task_of(i),
                      "step": f"{i.step:,} / {total:,}" if total else f"{i.step:,}",
                      "started": (i.created or "").replace("T", " ").removesuffix("Z"),
                      "checkpoints": i.n_checkpoints, "run": i.run_id,
@@ -475,7 +513,7 @@ if st.session_state.get("train_view") not in by_path:  # a refresh, or a run del
     st.session_state["train_view"] = str((active or infos)[0].path)
 view = st.selectbox("Show run", list(by_path), key="train_view",
                     format_func=lambda p: f"{STATE_ICONS.get(by_path[p].state, '')} {by_path[p].run_id} "
-                                          f"({by_path[p].task or '?'}, {by_path[p].state})")
+                                          f"({task_of(by_path[p])}, {by_path[p].state})")
 run_path = Path(view)
 status = runs.read_status(run_path)
 if status is not None and status.get("state") in ("queued", "running"):
