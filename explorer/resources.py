@@ -34,14 +34,29 @@ def load_model(source: ModelSource) -> LoadedModel:
     return _load_cached(source.kind, source.ref, source.label)
 
 
-@st.cache_data(show_spinner="Running the model ...", max_entries=12)
+@st.cache_resource(show_spinner="Running the model ...", max_entries=6, ttl="1h")
 def forward(key: tuple[str, str], text: str, text_pair: str | None, _loaded: LoadedModel) -> analysis.Activations:
     """:func:`bertcore.analysis.run` for one text (or pair), cached per ``(key, text, text_pair)``.
+
+    A resource cache, not ``st.cache_data``: 512 tokens of a 6-layer model are ~80 MB of
+    attention, which ``cache_data`` would unpickle on every rerun. The arrays are made
+    read-only instead, so no page can change what another session sees (copy before editing,
+    as :func:`bertcore.analysis.hide_tokens` does).
 
     ``key`` must be :func:`source_key` of ``_loaded.source`` (the model is not hashed).
     Raises the same errors as :func:`bertcore.analysis.run` (``TextError``, ``InputError``).
     """
-    return analysis.run(_loaded.encoder, _loaded.tokenizer, text, text_pair)
+    act = analysis.run(_loaded.encoder, _loaded.tokenizer, text, text_pair)
+    act.attentions.flags.writeable = False
+    act.hidden_states.flags.writeable = False
+    return act
+
+
+@st.cache_data(show_spinner=False, max_entries=24)
+def head_stats(key: tuple[str, str], text: str, text_pair: str | None, _loaded: LoadedModel) -> analysis.HeadStats:
+    """:func:`bertcore.analysis.head_stats` of :func:`forward`'s attentions (same cache key)."""
+    act = forward(key, text, text_pair, _loaded)
+    return analysis.head_stats(act.attentions, act.tokens, _loaded.tokenizer.cls_token, _loaded.tokenizer.sep_token)
 
 
 @st.cache_data(show_spinner="Running the model on every sentence ...", max_entries=8)

@@ -156,13 +156,33 @@ def test_tokenization_pair_shows_segments(tok_app):
 
 
 # ----------------------------------------------------------------------------- attention
+ATT_TABS = ["One head", "All heads of a layer", "All layers × heads", "Head view", "Head statistics"]
+
+
+def each_attention_tab(at: AppTest, expected: str | None = None) -> None:
+    """Open every (lazy) tab in turn: each must show its one chart, with no exception."""
+    for label in ATT_TABS:
+        at.session_state["att_tab"] = label
+        at.run()
+        check(at, expected)
+        assert charts(at) == 1, label
+    at.session_state["att_tab"] = ATT_TABS[0]
+    at.run()
+
+
 def test_attention_default(att_app):
     at = att_app
     check(at, None)
-    assert charts(at) == 5  # one head, layer grid, thumbnails, head view, statistics
-    assert len(at.tabs) == 5
+    assert [t.label for t in at.tabs] == ATT_TABS
+    assert charts(at) == 1  # tabs are lazy: only the open one is drawn
+    each_attention_tab(at)
+    at.session_state["att_tab"] = "Head statistics"
+    at.run()
     stats = at.dataframe[0].value
     assert len(stats) == 12 and "Entropy (bits)" in stats.columns
+    assert stats["Share to [CLS]"].between(0, 1).all()
+    at.session_state["att_tab"] = ATT_TABS[0]
+    at.run()
 
 
 def test_attention_controls(att_app):
@@ -170,12 +190,20 @@ def test_attention_controls(att_app):
     at.slider(key="att_layer").set_value(6)
     at.slider(key="att_head").set_value(12)
     at.toggle(key="att_hide").set_value(True)
-    at.selectbox(key="att_query").set_value(3)
-    at.radio(key="att_stat").set_value("to_sep")
     at.run()
     check(at, None)
     assert any("removed" in c.value for c in at.caption)
-    at.toggle(key="att_hide").set_value(False).run()
+    at.session_state["att_tab"] = "Head view"
+    at.run()
+    at.selectbox(key="att_query").set_value(3).run()
+    check(at, None)
+    at.session_state["att_tab"] = "Head statistics"
+    at.run()
+    at.radio(key="att_stat").set_value("to_sep").run()
+    check(at, None)
+    at.toggle(key="att_hide").set_value(False)
+    at.session_state["att_tab"] = ATT_TABS[0]
+    at.run()
 
 
 @pytest.mark.parametrize("name", BAD_TEXTS)
@@ -184,23 +212,27 @@ def test_attention_bad_inputs(att_app, name):
     at.text_area(key="att_text").set_value(BAD_TEXTS[name]).run()
     msgs = check(at, EXPECTED[name])
     if EXPECTED[name] is None or name in ("20k_chars", "over_max_positions"):
-        assert charts(at) == 5
+        assert charts(at) == 1
     if name in ("20k_chars", "over_max_positions"):
         assert any("cut" in w for w in msgs["warning"])
+    if name in ("over_max_positions", "rtl"):  # every view of 512 tokens / another script
+        each_attention_tab(at, EXPECTED[name])
 
 
 def test_attention_sentence_pair_and_shorter_text_after_long(att_app):
     at = att_app
     at.text_area(key="att_text").set_value("token " * 700).run()
+    at.session_state["att_tab"] = "Head view"
+    at.run()
     at.selectbox(key="att_query").set_value(400).run()  # a position that a short text does not have
     at.toggle(key="att_pair_on").set_value(True).run()
     at.text_area(key="att_text").set_value("The man went to the store.")
     at.text_area(key="att_text_b").set_value("He bought a gallon of milk.")
     at.run()
     check(at, None)
-    assert charts(at) == 5
-    heat = at.get("plotly_chart")[0]
-    assert heat is not None
+    assert charts(at) == 1
+    assert at.selectbox(key="att_query").value < 20
+    each_attention_tab(at)
     at.text_area(key="att_text_b").set_value("").run()
     check(at, "warning")
     at.toggle(key="att_pair_on").set_value(False).run()

@@ -108,14 +108,15 @@ def layer_grid(attn, tokens: Sequence[str], layer: int, cols: int = 4, max_cells
     rows = math.ceil(heads / cols)
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"head {h + 1}" for h in range(heads)],
                         horizontal_spacing=0.02, vertical_spacing=0.06)
-    axis_labels = [labels[s] if n == t else f"{s}:{labels[s]}…" for s in starts]
-    hover = np.array([[f"{axis_labels[i]} → {axis_labels[j]}" for j in range(n)] for i in range(n)], dtype=object) \
-        if n <= HOVER_TEXT_MAX else None
+    # token text on hover only at full resolution; blocks are named by their first position
+    hover = np.array([[f"{labels[i]} → {labels[j]}" for j in range(n)] for i in range(n)], dtype=object) \
+        if n == t else None
     zmax = max(float(small.max()), 1e-6)
     for h in range(heads):
         r, c = divmod(h, cols)
-        fig.add_trace(go.Heatmap(z=small[h], coloraxis="coloraxis", customdata=hover,
-                                 hovertemplate=f"head {h + 1}<br>" + ("%{customdata}" if hover is not None else "%{y} → %{x}")
+        fig.add_trace(go.Heatmap(z=small[h], x=starts, y=starts, coloraxis="coloraxis", customdata=hover,
+                                 hovertemplate=f"head {h + 1}<br>" + ("%{customdata}" if hover is not None
+                                                                      else "tokens from %{y} → tokens from %{x}")
                                  + "<br>weight %{z:.3f}<extra></extra>"), row=r + 1, col=c + 1)
     fig.update_xaxes(showticklabels=False)
     fig.update_yaxes(showticklabels=False, autorange="reversed")
