@@ -367,21 +367,25 @@ class DeviceLock:
             return None
         return read_json(self.path) or {"pid": None, "run_id": "?"}
 
-    def acquire(self, wait: bool = False, poll_s: float = 2.0, on_wait=None) -> None:
+    def acquire(self, wait: bool = False, poll_s: float = 1.0, on_wait=None, should_stop=None) -> bool:
         """Take the lock, or raise :class:`RunBusyError` (``wait=False``) / wait until it is free.
 
-        ``on_wait(holder)`` is called once when waiting starts (e.g. to write status ``queued``).
+        ``on_wait(holder)`` is called once when waiting starts (e.g. to write status ``queued``);
+        ``should_stop()`` is polled while waiting: when it returns True, give up and return False.
         """
         holder = self.try_acquire()
         if holder is None:
-            return
+            return True
         if not wait:
             raise RunBusyError(busy_message(self.device, holder))
         if on_wait is not None:
             on_wait(holder)
         while holder is not None:
+            if should_stop is not None and should_stop():
+                return False
             time.sleep(poll_s)
             holder = self.try_acquire()
+        return True
 
     def release(self) -> None:
         if self.held:

@@ -378,7 +378,8 @@ class Trainer:
             self.log(R.busy_message(str(self.device), holder) + " -- queued")
             self.writer.set_status(state="queued", error=None)
 
-        self.lock.acquire(wait=(mode == "wait"), on_wait=on_wait)
+        if not self.lock.acquire(wait=(mode == "wait"), on_wait=on_wait, should_stop=lambda: self.stop.set):
+            raise Cancelled()
 
     def setup(self) -> None:
         a = self.args
@@ -709,7 +710,8 @@ class Trainer:
             state = "cancelled"
             self.log(f"signal {self.stop.signal}: saving a checkpoint and stopping")
             try:
-                self.checkpoint()
+                if hasattr(self, "optimizer"):  # else it stopped before training started
+                    self.checkpoint()
             except Exception as exc:  # noqa: BLE001
                 self.log(f"could not save the checkpoint: {exc}")
         except R.RunBusyError as exc:

@@ -1,0 +1,219 @@
+"""Benchmark one pretraining step (MLM + NSP: masking, forward, backward, optimizer) of the nano
+preset in bertcore and in ``transformers.BertForPreTraining`` with the same config, plus the
+machine's measured fp32 matmul peak, in one process.
+
+    python bench/bench_train_step.py                 # nano, seq 64, batch 128, CPU
+    python bench/bench_train_step.py --steps 10 --compile   # also bertcore under torch.compile
+    python bench/bench_train_step.py --device cuda    # on a GPU (bf16 autocast)
+
+A benchmark, not a test. Prints tokens/s (batch x seq / median step time), the ratio to HF,
+the model FLOPs per token (counted, see ``flops_per_token``) and the fraction of the measured
+matmul peak each step reaches. Both models get the same config: dropout 0 (``--dropout``), SDPA
+attention, 15% masking. Differences in the bertcore step: MLM head on the selected positions
+only (``masked_only=True``), fused AdamW, masking with tensor ops. HF gets its default AdamW
+(foreach) and computes MLM logits for every position (that is what its API does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+from bertcore.config import preset  # noqa: E402
+from bertcore.heads import BertForPreTraining  # noqa: E402
+from bertcore.masking import mask_tokens  # noqa: E402
+from bertcore.training import autocast, make_optimizer  # noqa: E402
+
+MASK_ID, CLS_ID, SEP_ID = 103, 101, 102
+
+
+def flops_per_token(cfg, seq: int, mlm_fraction: float) -> dict[str, float]:
+    """Training FLOPs per input token (forward + backward = 3 x forward; 2 FLOPs per MAC).
+
+    Per layer and token, forward MACs: QKV + output projection 4H^2, feed-forward 2HI, scores
+    and weighted values 2TH. MLM head: (H^2 + HV) on the selected fraction of positions
+    (bertcore) or on every position (HF). Embedding lookups, LayerNorm, GELU, softmax and the
+    pooler/NSP head (per sequence) are left out (not matmuls, or < 0.1%).
+    """
+    H, I, L, V = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.vocab_size
+    encoder = L * (4 * H * H + 2 * H * I + 2 * seq * H)
+    head = H * H + H * V
+    return {"masked_only": 6.0 * (encoder + mlm_fraction * head), "all_positions": 6.0 * (encoder + head)}
+
+
+def matmul_peak(device: torch.device, n: int = 2048, seconds: float = 3.0) -> float:
+    """Measured fp32 matmul FLOP/s (n x n @ n x n, best of repeated runs) on ``device``."""
+    a = torch.randn(n, n, device=device)
+    b = torch.randn(n, n, device=device)
+    c = torch.empty(n, n, device=device)
+    for _ in range(2):
+        torch.mm(a, b, out=c)
+    sync(device)
+    best = float("inf")
+    t_end = time.perf_counter() + seconds
+    while time.perf_counter() < t_end:
+        t = time.perf_counter()
+        torch.mm(a, b, out=c)
+        sync(device)
+        best = min(best, time.perf_counter() - t)
+    return 2 * n ** 3 / best
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def make_batch(batch: int, seq: int, vocab: int, gen: torch.Generator, device: torch.device) -> dict[str, torch.Tensor]:
+    """Random ids shaped like NSP pairs: [CLS] A [SEP] B [SEP], no padding."""
+    ids = torch.randint(1000, vocab, (batch, seq), generator=gen)
+    half = seq // 2
+    ids[:, 0], ids[:, half], ids[:, -1] = CLS_ID, SEP_ID, SEP_ID
+    types = torch.zeros_like(ids)
+    types[:, half + 1:] = 1
+    return {"input_ids": ids.to(device), "token_type_ids": types.to(device),
+            "attention_mask": torch.ones_like(ids).to(device),
+            "next_sentence_label": torch.randint(0, 2, (batch,), generator=gen).to(device)}
+
+
+def masked(batch: dict[str, torch.Tensor], vocab: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    ids = batch["input_ids"]
+    eligible = ~torch.isin(ids, torch.tensor([CLS_ID, SEP_ID], device=ids.device))
+    m = mask_tokens(ids.cpu(), eligible.cpu(), mask_token_id=MASK_ID, vocab_size=vocab, generator=gen)
+    return m.input_ids.to(ids.device), m.labels.to(ids.device)
+
+
+def time_steps(step_fn, steps: int, warmup: int, device: torch.device) -> list[float]:
+    for _ in range(warmup):
+        step_fn()
+    sync(device)
+    times = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        step_fn()
+        sync(device)
+        times.append(time.perf_counter() - t)
+    return times
+
+
+def bench_bertcore(cfg, batch, device, precision, compile_model: bool, steps: int, warmup: int):
+    torch.manual_seed(0)
+    model = BertForPreTraining(cfg).to(device).train()
+    opt = make_optimizer(model, 1e-4, 0.01)
+    fwd = torch.compile(model) if compile_model else model
+    gen = torch.Generator().manual_seed(0)
+
+    def step():
+        ids, labels = masked(batch, cfg.vocab_size, gen)
+        with autocast(device, precision):
+            out = fwd(ids, batch["attention_mask"], batch["token_type_ids"], labels=labels,
+                      next_sentence_label=batch["next_sentence_label"], masked_only=True)
+        opt.zero_grad(set_to_none=True)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return out.loss
+
+    return time_steps(step, steps, warmup + (2 if compile_model else 0), device), type(opt).__name__ + (
+        " fused" if opt.defaults.get("fused") else "")
+
+
+def bench_hf(cfg, batch, device, precision, steps: int, warmup: int):
+    import transformers
+
+    hf_cfg = transformers.BertConfig(**cfg.to_hf_dict())
+    hf_cfg._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    model = transformers.BertForPreTraining(hf_cfg).to(device).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
+    gen = torch.Generator().manual_seed(0)
+
+    def step():
+        ids, labels = masked(batch, cfg.vocab_size, gen)
+        with autocast(device, precision):
+            out = model(input_ids=ids, attention_mask=batch["attention_mask"], token_type_ids=batch["token_type_ids"],
+                        labels=labels, next_sentence_label=batch["next_sentence_label"])
+        opt.zero_grad(set_to_none=True)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return out.loss
+
+    return time_steps(step, steps, warmup, device)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--preset", default="nano")
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--seq", type=int, default=64)
+    p.add_argument("--steps", type=int, default=5, help="timed steps per model (median reported)")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"))
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--compile", action="store_true", help="also time bertcore under torch.compile")
+    p.add_argument("--skip-hf", action="store_true")
+    a = p.parse_args(argv)
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    device = torch.device(a.device)
+    cfg = preset(a.preset, hidden_dropout_prob=a.dropout, attention_probs_dropout_prob=a.dropout,
+                 max_position_embeddings=max(512, a.seq))
+    gen = torch.Generator().manual_seed(0)
+    batch = make_batch(a.batch_size, a.seq, cfg.vocab_size, gen, device)
+    tokens = a.batch_size * a.seq
+    mlm_fraction = 0.15 * (a.seq - 3) / a.seq  # eligible positions exclude [CLS] and 2 x [SEP]
+    fpt = flops_per_token(cfg, a.seq, mlm_fraction)
+
+    print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, cpu count {os.cpu_count()}")
+    try:
+        print(f"load average {os.getloadavg()[0]:.2f} (other processes share the cores when > {os.cpu_count()})")
+    except OSError:
+        pass
+    print(f"preset {a.preset}: L={cfg.num_hidden_layers} H={cfg.hidden_size} heads={cfg.num_attention_heads} "
+          f"I={cfg.intermediate_size} V={cfg.vocab_size}; batch {a.batch_size} x seq {a.seq} = {tokens} tokens/step; "
+          f"dropout {a.dropout}")
+    peak = matmul_peak(device)
+    print(f"measured fp32 matmul peak (2048^3): {peak / 1e9:.1f} GFLOP/s")
+    print(f"model training FLOPs per token: {fpt['masked_only'] / 1e6:.2f} M (MLM head on the ~{mlm_fraction:.1%} "
+          f"selected positions), {fpt['all_positions'] / 1e6:.2f} M (MLM head on every position, as HF)")
+
+    rows = []
+    t_ours, opt_name = bench_bertcore(cfg, batch, device, a.precision, False, a.steps, a.warmup)
+    rows.append(("bertcore (masked-only MLM, SDPA, " + opt_name + ")", t_ours, fpt["masked_only"]))
+    if a.compile:
+        t_comp, _ = bench_bertcore(cfg, batch, device, a.precision, True, a.steps, a.warmup)
+        rows.append(("bertcore + torch.compile", t_comp, fpt["masked_only"]))
+    if not a.skip_hf:
+        t_hf = bench_hf(cfg, batch, device, a.precision, a.steps, a.warmup)
+        rows.append(("transformers.BertForPreTraining (sdpa, AdamW)", t_hf, fpt["all_positions"]))
+
+    print()
+    print(f"{'step':<52} {'median s':>9} {'min s':>7} {'tokens/s':>9} {'GFLOP/s':>8} {'% peak':>7}")
+    base = None
+    for name, times, f in rows:
+        med = statistics.median(times)
+        tps = tokens / med
+        gflops = tps * f / 1e9
+        print(f"{name:<52} {med:9.3f} {min(times):7.3f} {tps:9.0f} {gflops:8.1f} {100 * gflops * 1e9 / peak:6.1f}%")
+        if name.startswith("transformers"):
+            base = tps
+    if base:
+        ours = tokens / statistics.median(rows[0][1])
+        print(f"\nratio bertcore / transformers: {ours / base:.2f}x tokens/s "
+              "(HF's %peak counts its MLM head on every position: useful work is the bertcore FLOPs)")
+
+
+if __name__ == "__main__":
+    main()
