@@ -100,6 +100,9 @@ def test_probe_figure_one_panel_per_mask_sorted():
     assert len(fig.data) == 2
     assert list(fig.data[0].y) == ["dog", "cat"]  # best at the top of a horizontal bar chart
     assert "step 40" in fig.layout.title.text
+    assert fig.layout.xaxis.range[1] == pytest.approx(0.75)  # zoomed to the best guess (60%) + 25%
+    early = F.probe_figure({"step": 0, "predictions": [[["the", 0.001]]]})
+    assert early.layout.xaxis.range[1] == pytest.approx(0.05)
 
 
 @pytest.mark.parametrize("record, match", [
@@ -115,7 +118,7 @@ def test_probe_figure_rejects_malformed(record, match):
 def test_probe_rows_newest_first():
     rows = F.probe_rows([{**PROBE, "step": 10}, PROBE], last=5)
     assert [r["step"] for r in rows] == [40, 10]
-    assert rows[0]["[MASK] #1"] == "cat (50%)" and rows[0]["[MASK] #2"] == "mat (60%)"
+    assert rows[0]["[MASK] #1"] == "cat (50.0%)" and rows[0]["[MASK] #2"] == "mat (60.0%)"
 
 
 # ----------------------------------------------------------------------------- results
@@ -138,9 +141,12 @@ def test_confusion_matrix_rejects(matrix, labels, match):
 
 
 def test_report_rows_from_sklearn_dict():
-    from sklearn.metrics import classification_report
-
-    rep = classification_report([0, 1, 1, 0], [0, 1, 0, 0], target_names=["neg", "pos"], output_dict=True)
+    # sklearn classification_report([0, 1, 1, 0], [0, 1, 0, 0], target_names=["neg", "pos"], output_dict=True)
+    rep = {"neg": {"precision": 2 / 3, "recall": 1.0, "f1-score": 0.8, "support": 2.0},
+           "pos": {"precision": 1.0, "recall": 0.5, "f1-score": 2 / 3, "support": 2.0},
+           "accuracy": 0.75,
+           "macro avg": {"precision": 5 / 6, "recall": 0.75, "f1-score": 11 / 15, "support": 4.0},
+           "weighted avg": {"precision": 5 / 6, "recall": 0.75, "f1-score": 11 / 15, "support": 4.0}}
     rows = F.report_rows(rep)
     classes = [r["class"] for r in rows]
     assert classes[:2] == ["neg", "pos"] and "accuracy" in classes and "macro avg" in classes

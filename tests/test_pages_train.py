@@ -8,7 +8,6 @@ launch refused -> done -> curves and probe), and a second real run is cancelled 
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 import signal
 import subprocess

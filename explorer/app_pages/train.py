@@ -31,7 +31,6 @@ FINETUNE_DATA = {"tweets": "Tweets, positive vs negative (packaged, offline)",
                  "local": "Local .csv file (columns: text, label)",
                  "hub:imdb": "IMDB reviews from the Hugging Face Hub (needs internet)",
                  "hub:sst2": "SST-2 from the Hugging Face Hub (needs internet)"}
-STATE_ICONS = {"queued": "⏳", "running": "▶️", "done": "✅", "failed": "❌", "cancelled": "⏹️"}
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -168,7 +167,8 @@ def show_probe(run_dir: Path, key: str) -> None:
         st.caption("The probe sentence's predictions appear after the first evaluation.")
         return
     latest = max(probes, key=lambda r: r["step"])
-    st.markdown(f"**Probe sentence** (fixed, predicted at each evaluation): `{widgets.escape_md(latest.get('text', ''))}`")
+    probe_text = str(latest.get("text", "")).replace("`", "'")
+    st.markdown(f"**Probe sentence** (fixed, predicted at each evaluation): `{probe_text}`")
     try:
         st.plotly_chart(figs.probe_figure(latest, top_k=5), key=f"train_probe_{key}")
         if len(probes) > 1:
@@ -238,7 +238,7 @@ def show_results(run_dir: Path) -> None:
 
 def show_status_line(status: dict[str, Any]) -> figs.Progress:
     progress = figs.progress_summary(status)
-    st.progress(progress.fraction, text=f"{STATE_ICONS.get(status['state'], '')} {progress.text}")
+    st.progress(progress.fraction, text=progress.text)
     return progress
 
 
@@ -473,21 +473,33 @@ def launch_form() -> None:
 
 # ----------------------------------------------------------------------------- the list of runs
 def runs_table(infos: list[runs.RunInfo]) -> None:
+    """The runs: state, task, step / total, start time, checkpoints, and why failed runs failed."""
     rows = []
     for i in infos:
         total = i.total_steps or (i.args or {}).get("max_steps")
-        rows.append({"state": f"{STATE_ICONS.get(i.state, '')} {i.state}", "task": task_of(i),
+        started = i.created or (runs.read_status(i.path) or {}).get("started") or ""
+        rows.append({"state": i.state, "task": task_of(i),
                      "step": f"{i.step:,} / {total:,}" if total else f"{i.step:,}",
-                     "started": (i.created or "").replace("T", " ").removesuffix("Z"),
+                     "started": started.replace("T", " ").removesuffix("Z"),
                      "checkpoints": i.n_checkpoints, "run": i.run_id,
                      "error": (i.error or "")[:120]})
-    st.dataframe(rows, hide_index=True, key="train_runs_table")
+    st.dataframe(rows, hide_index=True)
     failed = [i for i in infos if i.state == "failed"][:5]
     for i in failed:
-        with st.expander(f"❌ {i.run_id}: why it failed"):
+        with st.expander(f"{i.run_id}: why it failed", icon=":material/error:"):
             st.markdown(widgets.escape_md(i.error or "no error message"))
             log = runs.read_log(i.path, 4000)
             st.code(_last_lines(log) if log else "(log.txt is empty)", language=None)
+
+
+@st.fragment(run_every=POLL_S)
+def runs_table_live() -> None:
+    """The runs table while some run is queued or running: re-read every few seconds; when none is
+    active any more, one full rerun draws the static table (and this stops polling)."""
+    infos = runs.list_runs()
+    if not any(i.state in ("queued", "running") for i in infos):
+        st.rerun()
+    runs_table(infos)
 
 
 # ----------------------------------------------------------------------------- page
@@ -505,15 +517,17 @@ infos = runs.list_runs()
 if not infos:
     st.info("No run yet: start one above.")
     st.stop()
-runs_table(infos)
+if any(i.state in ("queued", "running") for i in infos):
+    runs_table_live()
+else:
+    runs_table(infos)
 
 by_path = {str(i.path): i for i in infos}
 if st.session_state.get("train_view") not in by_path:  # a refresh, or a run deleted: show the most relevant one
     active = [i for i in infos if i.state in ("queued", "running")]
     st.session_state["train_view"] = str((active or infos)[0].path)
 view = st.selectbox("Show run", list(by_path), key="train_view",
-                    format_func=lambda p: f"{STATE_ICONS.get(by_path[p].state, '')} {by_path[p].run_id} "
-                                          f"({task_of(by_path[p])}, {by_path[p].state})")
+                    format_func=lambda p: f"{by_path[p].run_id} ({task_of(by_path[p])})")
 run_path = Path(view)
 status = runs.read_status(run_path)
 if status is not None and status.get("state") in ("queued", "running"):

@@ -211,9 +211,11 @@ def probe_figure(record: Mapping[str, Any], top_k: int = 5) -> go.Figure:
     for m, cands in enumerate(preds):
         top = sorted(cands, key=lambda c: -c[1])[:top_k][::-1]  # best at the top of a horizontal bar chart
         fig.add_trace(go.Bar(x=[p for _, p in top], y=[t for t, _ in top], orientation="h", marker_color=PALETTE[0],
-                             text=[f"{p:.0%}" for _, p in top], textposition="auto", showlegend=False,
-                             hovertemplate="%{y}: %{x:.3f}<extra></extra>"), row=1, col=m + 1)
-        fig.update_xaxes(range=[0, 1], title_text="probability", row=1, col=m + 1)
+                             text=[f"{p:.1%}" for _, p in top], textposition="auto", showlegend=False,
+                             hovertemplate="%{y}: %{x:.4f}<extra></extra>"), row=1, col=m + 1)
+    # One x range for all panels: up to 1, or zoomed in while every guess is unlikely (early training).
+    best = max((p for cands in preds for _, p in cands), default=0.0)
+    fig.update_xaxes(range=[0, min(1.0, max(0.05, best * 1.25))], title_text="probability", tickformat=".0%")
     fig.update_layout(title=title, height=110 + 34 * min(top_k, max(len(c) for c in preds) or 1),
                       margin=dict(l=80, r=20, t=70, b=40))
     return fig
@@ -228,7 +230,7 @@ def probe_rows(records: Sequence[Mapping[str, Any]], last: int = 10) -> list[dic
         row: dict[str, Any] = {"step": int(rec["step"])}
         for m, cands in enumerate(_check_probe(rec)):
             best = max(cands, key=lambda c: c[1]) if cands else ("", 0.0)
-            row[f"[MASK] #{m + 1}"] = f"{best[0]} ({best[1]:.0%})"
+            row[f"[MASK] #{m + 1}"] = f"{best[0]} ({best[1]:.1%})"
         rows.append(row)
     return rows
 
