@@ -105,7 +105,8 @@ def test_layer_grid_one_panel_per_head_and_downsampled():
     heat = [d for d in fig.data if isinstance(d, go.Heatmap)]
     assert len(heat) == 12
     assert all(np.asarray(h.z).shape == (40, 40) for h in heat)
-    # block means keep the total mass of each map (40 x 40 blocks of a map with 512 rows summing to 1)
+    # blocks keep each row's mass: an average query of a block still gives 1 in total
+    np.testing.assert_allclose(np.asarray(heat[0].z).sum(-1), 1.0, atol=1e-4)
     assert "averaged" in fig.layout.title.text
 
 
@@ -137,7 +138,12 @@ def test_head_view_long_input_stays_light():
     fig = fa.head_view(a, [f"t{i}" for i in range(512)], query=100, top_k=20)
     assert len([d for d in fig.data if d.mode == "lines"]) == 20
     labelled = [d for d in fig.data if d.mode == "markers+text"]
-    assert all(len(d.y) <= 21 for d in labelled)
+    assert [len(d.y) for d in labelled] == [1, 20]  # the query, and the 20 linked keys only
+    assert labelled[0].text[0] == "100: t100"
+    keys = [int(t.split(":")[0]) for t in labelled[1].text]
+    assert keys == sorted(keys)  # listed in reading order
+    top = np.argsort(-a[100])[:20]
+    assert set(keys) == set(int(k) for k in top)
     assert len(fig.to_json()) < 200_000
 
 

@@ -69,13 +69,15 @@ st.dataframe(table, hide_index=True, key="tok_words",
 if any(analysis.show_invisible(t) != t for t in (text, text_pair) if t):
     st.caption("Your text contains invisible or control characters; they are not tokens.")
 
-with st.expander("Every token: id, segment id, attention mask"):
-    st.dataframe(pd.DataFrame({
-        "position": range(len(enc)),
-        "token": enc.tokens,
-        "id": enc.input_ids,
-        "word": pd.array(enc.word_ids, dtype="Int64"),
-        "segment id": enc.token_type_ids,
-        "attention mask": enc.attention_mask,
-        "special": [bool(s) for s in enc.special_tokens_mask],
-    }), hide_index=True, key="tok_table")
+st.subheader("Every token: id, segment id, attention mask")
+st.caption("What the model actually receives: three integer sequences of the same length (input ids, segment "
+           "ids, attention mask). Special tokens are added by the tokenizer, not typed.")
+st.dataframe(pd.DataFrame({
+    "position": range(len(enc)),
+    "token": enc.tokens,
+    "id": enc.input_ids,
+    "word": pd.array(enc.word_ids, dtype="Int64"),
+    "segment id": enc.token_type_ids,
+    "attention mask": enc.attention_mask,
+    "special": [bool(s) for s in enc.special_tokens_mask],
+}), hide_index=True, key="tok_table", height=min(38 + 35 * len(enc), 420))

@@ -36,6 +36,10 @@ def _check_tokens(tokens: Sequence[str], t: int) -> list[str]:
 
 
 def _block_average(matrix: np.ndarray, max_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Shrink ``(..., T, T)`` to at most ``max_size`` blocks per side: queries (rows) of a block
+    are averaged, keys (columns) of a block summed, so each row still sums to 1 (the share of
+    attention an average query of the block gives to each block of keys). Returns the
+    matrix and each block's first position."""
     t = matrix.shape[-1]
     if t <= max_size:
         return matrix, np.arange(t)
@@ -43,7 +47,7 @@ def _block_average(matrix: np.ndarray, max_size: int) -> tuple[np.ndarray, np.nd
     starts = edges[:-1]
     both = np.add.reduceat(np.add.reduceat(matrix, starts, axis=-2), starts, axis=-1)
     sizes = np.diff(edges).astype(np.float32)
-    return both / (sizes[:, None] * sizes[None, :]), starts
+    return both / sizes[:, None], starts
 
 
 def _ticks(labels: list[str], max_labels: int) -> tuple[list[int], list[str]]:
@@ -120,7 +124,7 @@ def layer_grid(attn, tokens: Sequence[str], layer: int, cols: int = 4, max_cells
                                  + "<br>weight %{z:.3f}<extra></extra>"), row=r + 1, col=c + 1)
     fig.update_xaxes(showticklabels=False)
     fig.update_yaxes(showticklabels=False, autorange="reversed")
-    note = "" if n == t else f" (blocks of ~{t / n:.1f} tokens averaged)"
+    note = "" if n == t else f" (blocks of ~{t / n:.1f} tokens: queries averaged, keys summed)"
     fig.update_layout(coloraxis={"colorscale": COLORSCALE, "cmin": 0, "cmax": zmax}, height=60 + 210 * rows,
                       title=f"Layer {layer}: every head{note}", margin={"l": 10, "r": 10, "t": 70, "b": 10})
     return fig
@@ -169,7 +173,8 @@ def head_view(attn, tokens: Sequence[str], query: int, top_k: int = 15, min_weig
 
     Line width and opacity grow with the weight; only the ``top_k`` strongest keys (and only
     those with weight >= ``min_weight``) get a line, so 512 tokens stay light. With more than
-    ``max_labels`` tokens, only the query and the linked keys are labelled.
+    ``max_labels`` tokens, only the query and the linked keys are listed (in reading order,
+    labelled with their positions).
 
     Args:
         attn: ``(T, T)`` one head; ``tokens``: T labels; ``query``: position in [0, T).
@@ -188,38 +193,54 @@ def head_view(attn, tokens: Sequence[str], query: int, top_k: int = 15, min_weig
         raise ValueError(f"got {len(segment_ids)} segment ids for {t} tokens")
     row = attn[query]
     order = np.argsort(-row, kind="stable")[:top_k]
-    keys = [int(k) for k in order if row[k] >= min_weight and row[k] > 0]
+    keys = sorted(int(k) for k in order if row[k] >= min_weight and row[k] > 0)
     peak = float(row[keys].max()) if keys else 1.0
+    colours = ["#31a354" if segment_ids is not None and segment_ids[i] == 1 else "#222222" for i in range(t)]
+    compact = t > max_labels
+    if compact:
+        # long input: list only the query (left) and its linked keys (right), evenly spaced in reading order
+        right = keys
+        slot = {k: n for n, k in enumerate(right)}
+        left, left_y = [query], [(len(right) - 1) / 2 if right else 0]
+        right_y = [slot[k] for k in right]
+        name = lambda i: f"{i}: {labels[i]}"  # noqa: E731
+        rows_shown = max(len(right), 1)
+    else:
+        left, left_y = list(range(t)), list(range(t))
+        right, right_y = list(range(t)), list(range(t))
+        slot = {k: k for k in range(t)}
+        name = lambda i: labels[i]  # noqa: E731
+        rows_shown = t
+    query_y = left_y[left.index(query)]
     fig = go.Figure()
     for k in keys:
         w = float(row[k])
         fig.add_trace(go.Scatter(
-            x=[0, 1], y=[query, k], mode="lines", showlegend=False, hoverinfo="text",
-            text=f"{labels[query]} → {labels[k]}: {w:.3f}",
+            x=[0, 1], y=[query_y, slot[k]], mode="lines", showlegend=False, hoverinfo="text",
+            text=f"{labels[query]} → {labels[k]} (position {k}): {w:.3f}",
             line={"width": 1 + 9 * w / peak, "color": f"rgba(33, 113, 181, {0.25 + 0.75 * w / peak:.3f})"},
         ))
-    shown = set(range(t)) if t <= max_labels else {query, *keys}
-    colours = ["#31a354" if segment_ids is not None and segment_ids[i] == 1 else "#222222" for i in range(t)]
-    for side, x, anchor in ((0, 0, "left"), (1, 1, "right")):
-        idx = sorted(shown)
-        text = [labels[i] + (f" ({row[i]:.2f})" if side == 1 and i in keys else "") for i in idx]
-        fig.add_trace(go.Scatter(
-            x=[x] * len(idx), y=idx, mode="markers+text", text=text, textposition=f"middle {anchor}",
-            marker={"size": [11 if (side == 0 and i == query) else 6 for i in idx],
-                    "color": ["#e6550d" if (side == 0 and i == query) else colours[i] for i in idx]},
-            textfont={"color": ["#e6550d" if (side == 0 and i == query) else colours[i] for i in idx], "size": 12},
-            hoverinfo="skip", showlegend=False,
-        ))
-    if t > max_labels:  # faint ticks for the unlabelled tokens
-        rest = [i for i in range(t) if i not in shown]
-        for x in (0, 1):
-            fig.add_trace(go.Scatter(x=[x] * len(rest), y=rest, mode="markers", marker={"size": 2, "color": "#bbbbbb"},
-                                     hoverinfo="skip", showlegend=False))
+    is_query = [i == query for i in left]
+    fig.add_trace(go.Scatter(
+        x=[0] * len(left), y=left_y, mode="markers+text", text=[name(i) for i in left], textposition="middle left",
+        marker={"size": [11 if q else 6 for q in is_query],
+                "color": ["#e6550d" if q else colours[i] for i, q in zip(left, is_query)]},
+        textfont={"color": ["#e6550d" if q else colours[i] for i, q in zip(left, is_query)], "size": 12},
+        hoverinfo="skip", showlegend=False,
+    ))
+    linked = set(keys)
+    fig.add_trace(go.Scatter(
+        x=[1] * len(right), y=right_y, mode="markers+text", textposition="middle right",
+        text=[name(i) + (f" ({row[i]:.2f})" if i in linked else "") for i in right],
+        marker={"size": 6, "color": [colours[i] for i in right]},
+        textfont={"color": [colours[i] for i in right], "size": 12}, hoverinfo="skip", showlegend=False,
+    ))
     fig.update_xaxes(range=[-0.8, 1.8], visible=False)
-    fig.update_yaxes(range=[t - 0.5, -0.5], visible=False)
-    height = min(1400, max(320, 22 * (t if t <= max_labels else min(t, 60)) + 60))
+    fig.update_yaxes(range=[rows_shown - 0.5, -0.5], visible=False)
+    height = min(1400, max(320, 22 * rows_shown + 60))
+    note = f" (the {len(keys)} strongest of {t} tokens)" if compact else ""
     fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 30, "b": 10}, plot_bgcolor="white",
-                      title=f"{labels[query]} (position {query}) attends to ...")
+                      title=f"{labels[query]} (position {query}) attends to ...{note}")
     return fig
 
 
