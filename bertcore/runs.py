@@ -552,6 +552,11 @@ def launch(
     extra = ["--device", device, "--lock", "wait" if queue else "fail"]
     cmd = _train_command(task, run_dir, args or {}, nproc) + extra
     writer = RunWriter(run_dir)
+    # a first run.json at once (the UI lists the run with its task); the run completes it
+    # (model_config, data statistics) once its model is built
+    writer.write_config({"run_id": run_id, "task": task, "created": now_iso(), "argv": cmd[1:],
+                         "args": dict(args) if isinstance(args, dict) else {"argv": list(args or [])},
+                         "model_config": None, "device": device})
     writer.set_status(state="queued", step=0, total_steps=None, error=None, started=None)
     proc = _spawn(cmd, run_dir, env)
     _fix_pid(run_dir, proc.pid)  # the child overwrites status.json as soon as it starts

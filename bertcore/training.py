@@ -738,7 +738,22 @@ def resume_namespace(ns: argparse.Namespace) -> argparse.Namespace:
     config = R.read_config(ns.run_dir)
     if config is None or "args" not in config:
         raise TrainingError(f"{ns.run_dir} has no readable run.json: not a run directory")
-    args = dict(config["args"])
+    if config.get("model_config") is None:  # the run never got past its setup: start it again
+        argv = [w for w in config.get("argv", []) if w]
+        if "bertcore.train" in argv:
+            argv = argv[argv.index("bertcore.train") + 1:]
+        from .train import parse_args
+
+        try:
+            fresh = parse_args(argv)
+        except SystemExit as exc:
+            raise TrainingError(f"cannot re-read the options of {ns.run_dir}: {argv}") from exc
+        fresh.lock, fresh.resume = ns.lock, True
+        return fresh
+    from .train import build_parser
+
+    defaults = vars(build_parser().parse_args([config["task"]]))  # options added since the run started
+    args = {**defaults, **dict(config["args"])}
     args.update(task=config["task"], resume=True, run_dir=Path(ns.run_dir), lock=ns.lock)
     if ns.max_steps is not None:
         args["max_steps"] = ns.max_steps
