@@ -303,3 +303,43 @@ def test_word_senses_bad_inputs(ws_app, name):
         at.slider(key="ws_layer").set_value(6).run()
     if name == "20k_chars_sentence":
         assert any("cut" in i for i in msgs["info"]) and charts(at) == 3
+
+
+# ----------------------------------------------------------------------------- another model
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory, packaged):
+    """A run directory holding one checkpoint of a tiny 2-layer, 2-head BERT with 64 positions."""
+    from bertcore import BertConfig, BertForPreTraining
+
+    root = tmp_path_factory.mktemp("runs")
+    folder = root / "tiny-run" / "checkpoints" / "step-000010"
+    cfg = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                     max_position_embeddings=64)
+    BertForPreTraining(cfg).save_pretrained(folder)
+    packaged.tokenizer.save_pretrained(str(folder))
+    return root
+
+
+def test_pages_follow_a_run_checkpoint_with_other_sizes(tiny_run, monkeypatch):
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tiny_run))
+    at = open_page("attention")
+    at.slider(key="att_layer").set_value(6)
+    at.slider(key="att_head").set_value(12).run()
+    at.sidebar.radio(key="model_kind").set_value("run").run()
+    assert "tiny-run" in at.sidebar.selectbox(key="model_run_ref").format_func(at.sidebar.selectbox(key="model_run_ref").value)
+    at.sidebar.button(key="model_run_use").click().run()
+    check(at, None)
+    assert at.slider(key="att_layer").value == 2 and at.slider(key="att_head").value == 2  # clamped to the new model
+    each_attention_tab(at)
+    at.text_area(key="att_text").set_value("token " * 100).run()
+    msgs = check(at, "warning")
+    assert any("64 positions" in w for w in msgs["warning"])
+    at.switch_page("explorer/app_pages/overview.py").run()
+    check(at, None)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Layers"] == "2" and metrics["Head on top"] == "pretraining"
+    at.switch_page("explorer/app_pages/word_senses.py").run()
+    check(at, None)
+    assert charts(at) == 3 and at.slider(key="ws_layer").max == 2
+    at.switch_page("explorer/app_pages/tokenization.py").run()
+    check(at, None)
