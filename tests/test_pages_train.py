@@ -199,6 +199,28 @@ def test_second_launch_is_refused_while_a_run_uses_the_device_and_cancel_stops_i
     assert table_rows(at)[0]["state"].endswith("failed")
 
 
+def test_queued_launch_waits_for_the_busy_device(root):
+    """With 'Queue if the device is busy', a launch starts a process that waits for the lock."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    run_dir = None
+    try:
+        assert runs.DeviceLock(root, "cpu", "20261122-100000-pretrain-hold", pid=sleeper.pid).try_acquire() is None
+        at = app()
+        at.selectbox(key="train_device").set_value("cpu")
+        at.checkbox(key="train_queue").check().run()
+        at.button(key="train_start").click().run()
+        assert not at.exception
+        assert any("queued until the device is free" in s.value for s in at.success)
+        [run_dir] = [p for p in root.iterdir() if not p.name.startswith(".")]
+        assert any("busy with run 20261122-100000-pretrain-hold" in t for t in texts(at.info))
+        assert "queued" in at.get("progress")[0].proto.text
+    finally:
+        if run_dir is not None:
+            runs.cancel(run_dir, timeout_s=10)
+        sleeper.kill()
+        sleeper.wait()
+
+
 # ----------------------------------------------------------------------------- evolution page
 def test_evolution_page_compares_checkpoints(root):
     at = app(EVO_PAGE)

@@ -110,8 +110,8 @@ tab_att, tab_pos = st.tabs(["One head's attention", "Position embeddings"])
 
 with tab_att:
     st.markdown("Each panel is the attention of one head at one checkpoint: row = the token that looks "
-                "(query), column = the token it looks at (key); every row sums to 1. All panels share the "
-                "0-1 colour scale, so a head that sharpens from uniform grey-blue into a few bright cells "
+                "(query), column = the token it looks at (key); every row sums to 1. All panels share one "
+                "colour scale, so a head that sharpens from a uniform dark map into a few bright cells "
                 "has learned a pattern (e.g. attending to the previous token or to [SEP]).")
     text = st.text_input("Sentence", value=DEFAULT_TEXT, key="evo_text", max_chars=500,
                          help="A short sentence (at most 500 characters) keeps the panels readable.")

@@ -84,6 +84,15 @@ def active_runs(device: str | None = None) -> list[runs.RunInfo]:
     return out
 
 
+def device_user(device: str) -> str | None:
+    """The run using ``device`` (holding its lock, or queued / running there), or None if it is free."""
+    holder = runs.lock_holder(runs.runs_root(), device)
+    if holder is not None:
+        return str(holder.get("run_id"))
+    busy = active_runs(device)
+    return f"{busy[0].run_id} ({busy[0].state})" if busy else None
+
+
 def start_model_config(init: str | None, preset: str) -> BertConfig | None:
     """The architecture a run will train: the preset, or the ``config.json`` of the starting model."""
     if init in (None, "scratch"):
@@ -439,18 +448,17 @@ def launch_form() -> None:
     problems = validate(task, opts)
     if task == "pretrain" and opts.get("probe") and "[MASK]" not in opts["probe"]:
         problems.append("The probe sentence needs at least one [MASK].")
-    busy = active_runs(opts["device"])
-    if busy and not queue:
-        st.info(f"{opts['device']} is busy with run {busy[0].run_id} ({busy[0].state}). Cancel it, wait, "
-                "or tick 'Queue if the device is busy'.")
+    busy_with = device_user(opts["device"])
+    if busy_with and not queue:
+        st.info(f"{opts['device']} is busy with run {busy_with}. Cancel it, wait, or tick 'Queue if the device is busy'.")
     if st.button("Start training", key="train_start", type="primary", icon=":material/play_arrow:"):
         if problems:
             for p in problems:
                 st.error(widgets.escape_md(p), icon=":material/error:")
             return
-        if busy and not queue:
+        if busy_with and not queue:
             st.warning(f"Not started: only one run at a time per device, and {opts['device']} is busy with run "
-                       f"{busy[0].run_id}. Cancel it, wait for it to end, or tick 'Queue if the device is busy'.",
+                       f"{busy_with}. Cancel it, wait for it to end, or tick 'Queue if the device is busy'.",
                        icon=":material/block:")
             return
         args = {k: v for k, v in opts.items() if k != "device"}
@@ -464,7 +472,7 @@ def launch_form() -> None:
             return
         st.session_state["train_view"] = str(run_dir)
         st.session_state.pop("train_tail", None)
-        st.success(f"Started run {run_dir.name}" + (" (queued until the device is free)" if busy else "") + ".",
+        st.success(f"Started run {run_dir.name}" + (" (queued until the device is free)" if busy_with else "") + ".",
                    icon=":material/rocket_launch:")
     elif problems:
         for p in problems:

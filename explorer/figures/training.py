@@ -365,7 +365,8 @@ def _check_stack(maps: Sequence[Any], steps: Sequence[int], what: str) -> list[n
 def attention_evolution_figure(maps: Sequence[Any], tokens: Sequence[str], steps: Sequence[int], *,
                                layer: int | None = None, head: int | None = None, cols: int = 4) -> go.Figure:
     """Small multiples: one head's attention map (queries down, keys across) at each checkpoint,
-    on one shared 0-1 colour scale so panels compare directly.
+    on one shared colour scale (0 to the largest weight in any panel) so panels compare directly
+    and near-uniform early maps still show their structure.
 
     Args:
         maps: one (T, T) array per checkpoint, rows summing to 1.
@@ -396,8 +397,9 @@ def attention_evolution_figure(maps: Sequence[Any], tokens: Sequence[str], steps
     for r in range(rows):  # labels on the outer panels only, to keep the grid readable
         fig.update_yaxes(showticklabels=True, tickfont=dict(size=9), row=r + 1, col=1)
     where = f"layer {layer}, head {head}: " if layer is not None and head is not None else ""
-    fig.update_layout(title=f"{where}attention at each checkpoint", coloraxis=dict(colorscale="Viridis", cmin=0,
-                                                                                   cmax=1, colorbar=dict(title="weight")),
+    cmax = max(float(a.max()) for a in arrays)
+    fig.update_layout(title=f"{where}attention at each checkpoint (shared colour scale 0-{cmax:.2f})",
+                      coloraxis=dict(colorscale="Viridis", cmin=0, cmax=cmax, colorbar=dict(title="weight")),
                       height=max(300, 260 * rows + 60), margin=dict(l=90, r=20, t=70, b=30))
     return fig
 
