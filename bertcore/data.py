@@ -667,15 +667,35 @@ def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
     return torch.randperm(n, generator=g).tolist()
 
 
+def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, lengths: Sequence[int] | None = None,
+                  drop_last: bool = True, group_size: int = 50) -> list[list[int]]:
+    """The batches (lists of example indices) of an epoch, fixed by (seed, epoch).
+
+    With ``lengths``, examples of similar length are batched together (as HF's
+    ``group_by_length``): the permutation is cut into groups of ``group_size`` batches, each
+    sorted by length, and the order of the batches is shuffled. Less padding, same examples.
+    """
+    order = epoch_order(n, seed, epoch)
+    n_batches = n // batch_size if drop_last else -(-n // batch_size)
+    if lengths is None:
+        return [order[k * batch_size:(k + 1) * batch_size] for k in range(n_batches)]
+    mega = batch_size * group_size
+    order = [i for g in range(0, n, mega) for i in sorted(order[g:g + mega], key=lambda j: -lengths[j])]
+    batches = [order[k * batch_size:(k + 1) * batch_size] for k in range(n_batches)]
+    g = torch.Generator().manual_seed(seed * 100_003 + epoch + 7)
+    return [batches[p] for p in torch.randperm(len(batches), generator=g).tolist()]
+
+
 def iterate_batches(
     dataset, batch_size: int, *, seed: int, start_step: int = 0, rank: int = 0, world_size: int = 1,
-    drop_last: bool = True,
+    drop_last: bool = True, lengths: Sequence[int] | None = None,
 ) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
     """Endless training batches: yields ``(step, epoch, rows)`` from ``start_step`` on.
 
-    Global batch ``step`` holds ``batch_size`` examples of the epoch's permutation; rank ``r`` of
-    ``world_size`` takes every ``world_size``-th of them. Resuming at ``start_step`` gives the
-    batches an uninterrupted run would have seen.
+    Global batch ``step`` holds ``batch_size`` examples of the epoch's permutation (grouped by
+    ``lengths`` if given, see :func:`epoch_batches`); rank ``r`` of ``world_size`` takes every
+    ``world_size``-th of them. Resuming at ``start_step`` gives the batches an uninterrupted run
+    would have seen.
     """
     n = len(dataset)
     per_epoch = n // batch_size if drop_last else -(-n // batch_size)
@@ -684,9 +704,9 @@ def iterate_batches(
     step = start_step
     while True:
         epoch, k = divmod(step, per_epoch)
-        order = epoch_order(n, seed, epoch)
+        batches = epoch_batches(n, batch_size, seed, epoch, lengths, drop_last)
         while k < per_epoch:
-            idx = order[k * batch_size:(k + 1) * batch_size][rank::world_size]
+            idx = batches[k][rank::world_size]
             rows = dataset[idx] if idx else {}
             yield step, epoch, _rows(rows, len(idx))
             step += 1

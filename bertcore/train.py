@@ -129,6 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-train-examples", type=int, default=None, help="subsample the training split (seeded)")
     g.add_argument("--val-fraction", type=float, default=0.1, help="fraction of examples for validation")
     g.add_argument("--test-fraction", type=float, default=0.1, help="fraction of examples for test")
+    g.add_argument("--group-by-length", action="store_true",
+                   help="batch examples of similar length together (less padding, faster on a CPU)")
     g.add_argument("--no-baseline", action="store_true", help="skip the TF-IDF + logistic regression baseline")
     _common(p)
     p.set_defaults(lr=None)

@@ -590,8 +590,9 @@ class Trainer:
     def fit(self) -> None:
         a = self.args
         model, opt = self.ddp_model, self.optimizer
+        lengths = ([len(x) for x in self.train_ds["input_ids"]] if getattr(a, "group_by_length", False) else None)
         batches = D.iterate_batches(self.train_ds, a.batch_size, seed=a.seed, start_step=self.step,
-                                    rank=self.dist.rank, world_size=self.dist.world_size)
+                                    rank=self.dist.rank, world_size=self.dist.world_size, lengths=lengths)
         window = None
         win_t, win_steps = time.perf_counter(), 0
         self.last_save_t = time.perf_counter()

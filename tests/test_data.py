@@ -153,3 +153,16 @@ def test_batches_resume_and_split_over_ranks():
     r1 = next(D.iterate_batches(ds, 4, seed=0, rank=1, world_size=2))[2]
     assert sorted(x["x"] for x in r0 + r1) == sorted(x["x"] for x in seq[0][2])
     assert seq[4][1] == 0 and seq[5][1] == 1  # 5 batches per epoch, then a new permutation
+
+
+def test_group_by_length_keeps_every_example_and_resumes():
+    lengths = [(i * 7) % 23 + 1 for i in range(200)]
+    batches = D.epoch_batches(200, 8, 0, 0, lengths)
+    assert sorted(i for b in batches for i in b) == list(range(200))
+    spread = sum(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches) / len(batches)
+    assert spread < 3  # similar lengths together
+    ds = __import__("datasets").Dataset.from_dict({"x": list(range(200))})
+    full = D.iterate_batches(ds, 8, seed=0, lengths=lengths)
+    seq = [next(full)[2] for _ in range(30)]
+    resumed = D.iterate_batches(ds, 8, seed=0, lengths=lengths, start_step=27)
+    assert [next(resumed)[2] for _ in range(3)] == seq[27:30]
