@@ -320,3 +320,11 @@ def test_real_tiny_run_from_the_page(root):
     evo = app(EVO_PAGE)
     assert not evo.exception and not evo.error
     assert len(evo.get("plotly_chart")) == 3
+    # a cancelled run can be resumed from its last checkpoint (then cancelled again here)
+    fresh.button(key="train_resume").click().run()
+    try:
+        assert not fresh.exception
+        assert (runs.read_status(run_dir) or {}).get("state") in ("queued", "running")
+        assert fresh.button(key="train_cancel") is not None  # the live view again
+    finally:
+        runs.cancel(run_dir, timeout_s=30)

@@ -311,6 +311,19 @@ def static_view(run_dir: Path, status: dict[str, Any] | None) -> None:
     else:
         show_results(run_dir)
     ckpts = runs.checkpoints(run_dir)
+    if ckpts and status["state"] in ("cancelled", "failed"):
+        if st.button(f"Resume from step {runs.checkpoint_step(ckpts[-1])}", key="train_resume",
+                     icon=":material/resume:", help="Continue this run from its last checkpoint (same options, same "
+                                                   "run directory); refused while its device is busy."):
+            try:
+                runs.resume(run_dir)
+            except runs.RunBusyError as exc:
+                st.warning(f"Not resumed: {widgets.escape_md(exc)}", icon=":material/block:")
+            except (runs.RunError, OSError) as exc:
+                st.error(f"Cannot resume: {widgets.escape_md(exc)}", icon=":material/error:")
+            else:
+                st.session_state.pop("train_tail", None)
+                st.rerun()
     if ckpts:
         last = ckpts[-1]
         label = f"run {run_dir.name} @ step {runs.checkpoint_step(last)}"
