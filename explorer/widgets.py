@@ -81,6 +81,9 @@ def _use(source: ModelSource) -> None:
     except (SourceError, CheckpointError, ConfigError) as exc:
         st.session_state[ERROR_KEY] = f"Cannot load {source.name}: {exc}"
         return
+    except Exception as exc:  # noqa: BLE001 - a user-chosen folder can fail in any library; say so, keep the app
+        st.session_state[ERROR_KEY] = f"Cannot load {source.name}: unexpected {type(exc).__name__}: {exc}"
+        return
     st.session_state[SOURCE_KEY] = source
     st.session_state.pop(ERROR_KEY, None)
 

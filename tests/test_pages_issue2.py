@@ -104,6 +104,18 @@ def test_sidebar_hub_id_offline_gives_clear_error_and_keeps_packaged_model():
     assert not at.sidebar.error and not at.exception
 
 
+def test_sidebar_broken_local_folder_gives_clear_error(tmp_path):
+    (tmp_path / "config.json").write_text("{not json")
+    (tmp_path / "model.safetensors").write_bytes(b"garbage")
+    at = open_page("overview")
+    at.sidebar.radio(key="model_kind").set_value("local").run()
+    at.sidebar.text_input(key="model_local_path").set_value(str(tmp_path)).run()
+    at.sidebar.button(key="model_local_use").click().run()
+    assert not at.exception
+    assert "cannot read weights" in at.sidebar.error[0].value
+    assert {m.label: m.value for m in at.metric}["Layers"] == "6"
+
+
 def test_sidebar_lists_run_checkpoints_or_says_there_are_none(tmp_path, monkeypatch):
     monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path))
     at = open_page("overview")
