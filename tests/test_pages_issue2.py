@@ -280,6 +280,8 @@ WS_BAD = {
     "emoji_target": ("🍕", "a | I ate 🍕 today.\nb | Cold 🍕 for breakfast.", None),
     "rtl_target": ("שלום", "a | שלום עולם\nb | אמרתי שלום לכולם", None),
     "zero_width_target": ("py\u200bthon", None, None),
+    "20k_chars_target": (("python " * 3000)[:20_000], None, "warning"),
+    "multi_word_target": ("python code", None, "info"),  # found once only: a phrase works, needs 2 hits
     "empty_sentences": ("python", "", "warning"),
     "whitespace_sentences": ("python", "  \n\t\n  ", "warning"),
     "empty_sentence_after_label": ("python", "snake | The python slept.\nsnake |   \nlang | Python is fun.", "warning"),
