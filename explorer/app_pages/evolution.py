@@ -137,13 +137,14 @@ with tab_pos:
                 "positions get similar vectors. The line chart summarises it: mean similarity of positions "
                 "*i* and *i + offset* per checkpoint.")
     max_p = int(config.max_position_embeddings)
-    n_positions = int(st.number_input(
-        "Positions to compare", min_value=2, max_value=min(max_p, 256), value=min(64, max_p), step=8,
-        key="evo_positions",
-        help=f"The first N positions (2 to {min(max_p, 256)}). Runs trained with short sequences only update the "
-             "positions they saw: beyond the sequence length the vectors stay random."))
     trained_len = (runs.read_config(run_dir) or {}).get("args", {}).get("max_seq_len")
-    if trained_len and n_positions > int(trained_len):
+    default_p = min(max_p, 256, int(trained_len) if isinstance(trained_len, int) and trained_len >= 2 else 64)
+    n_positions = int(st.number_input(
+        "Positions to compare", min_value=2, max_value=min(max_p, 256), value=default_p, step=8,
+        key="evo_positions",
+        help=f"The first N positions (2 to {min(max_p, 256)}; default: the run's sequence length). Runs trained with short sequences only update the "
+             "positions they saw: beyond the sequence length the vectors stay random."))
+    if isinstance(trained_len, int) and n_positions > trained_len:
         st.caption(f"This run trained on sequences of {trained_len} tokens: positions from {trained_len} on "
                    "were never used, so they keep their initial vectors.")
     try:

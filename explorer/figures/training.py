@@ -456,6 +456,6 @@ def neighbour_similarity_figure(sims: Sequence[Any], steps: Sequence[int], max_o
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=f"offset {k}",
                                  line=dict(color=PALETTE[j % len(PALETTE)] if j < len(PALETTE) else None)))
     fig.update_layout(title="mean similarity of positions i and i + offset, per checkpoint", height=320,
-                      xaxis=dict(title="step"), yaxis=dict(title="mean cosine", range=[-1, 1]),
+                      xaxis=dict(title="step"), yaxis=dict(title="mean cosine"),
                       margin=dict(l=50, r=20, t=50, b=40))
     return fig
