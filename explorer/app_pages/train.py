@@ -164,7 +164,19 @@ def _last_lines(text: str, n: int = 15) -> str:
 
 
 # ----------------------------------------------------------------------------- views of one run
+CURVES_HELP = {
+    "pretrain": "Solid: training batches; dotted: held-out documents (validation). The MLM loss starts near "
+                "ln(30,522) ≈ 10.3, a uniform guess over the vocabulary, and falls as the model learns which words "
+                "fit; the NSP loss starts at ln 2 ≈ 0.69 (a coin flip). MLM accuracy is the share of masked "
+                "tokens guessed exactly.",
+    "finetune": "Solid: training batches; dotted: the validation split. The loss starts near ln(classes) and "
+                "should fall; accuracy and macro F1 (the mean of the per-class F1, which a majority-class "
+                "guess cannot fake) should rise above the share of the most frequent class.",
+}
+
+
 def show_curves(records: list[dict[str, Any]], task: str, total: int | None, key: str) -> None:
+    st.caption(CURVES_HELP[task])
     c1, c2 = st.columns(2)
     c1.plotly_chart(figs.loss_figure(records, task, total), key=f"train_loss_{key}")
     c2.plotly_chart(figs.accuracy_figure(records, task, total), key=f"train_acc_{key}")
