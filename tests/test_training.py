@@ -131,7 +131,7 @@ def test_tiny_finetune_run_with_baseline(tmp_path):
     argv = ["finetune", "--run-dir", str(run), "--init", "scratch", "--model-overrides", TINY, "--dataset",
             str(FIX / "tiny_labels.csv"), "--max-seq-len", "16", "--batch-size", "16", "--max-steps", "8",
             "--log-every", "2", "--eval-every", "4", "--save-every", "100", "--lock", "none", "--device", "cpu",
-            "--lr", "1e-3"]
+            "--lr", "1e-3", "--pre-layer-norm", "--group-by-length"]
     _, state = run_trainer(argv)
     assert state == "done"
     res = R.read_results(run)
@@ -144,6 +144,28 @@ def test_tiny_finetune_run_with_baseline(tmp_path):
     assert {"loss", "acc", "f1"} <= set(val[-1])
     loaded = sources.load(sources.ModelSource("run", str(R.last_checkpoint(run))))
     assert loaded.head == "classification" and loaded.config.id2label == {0: "negative", 1: "positive"}
+    assert loaded.config.pre_layer_norm
+
+
+def test_config_file_and_flags(tmp_path):
+    cfg = tmp_path / "opts.json"
+    cfg.write_text(json.dumps({"max_steps": 11, "batch_size": 4, "corpus": "x.txt"}))
+    ns = parse_args(["pretrain", "--config", str(cfg), "--batch-size", "2"])
+    assert (ns.max_steps, ns.batch_size, ns.corpus) == (11, 2, "x.txt")  # flags win over the file
+    cfg.write_text(json.dumps({"nonsense": 1}))
+    with pytest.raises(SystemExit):
+        parse_args(["pretrain", "--config", str(cfg)])
+
+
+def test_continued_pretraining_from_packaged_gets_fresh_heads():
+    from bertcore.training import build_model
+
+    ns = parse_args(["pretrain", "--init", "packaged", "--max-seq-len", "64"])
+    model, tok, origin = build_model(ns)
+    assert isinstance(model, BertForPreTraining) and model.config.hidden_size == 384
+    assert any(k.startswith("cls.predictions") for k in model.load_report.missing)
+    assert "cls.seq_relationship.weight" in model.load_report.missing
+    assert model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight  # tied
 
 
 def test_bad_options_fail_with_a_message(tmp_path):
