@@ -288,6 +288,9 @@ def live_view(run_dir_s: str) -> None:
                     icon=":material/hourglass_top:")
     elif status.get("step", 0) == 0:
         st.caption("Preparing the data and the model; the first steps follow shortly.")
+    elif status.get("total_steps") and status["step"] >= status["total_steps"]:
+        st.caption("Last step done: saving the final checkpoint" + (
+            ", evaluating on the test split and fitting the TF-IDF baseline ..." if task == "finetune" else " ..."))
     c1, c2 = st.columns([1, 4])
     if c1.button("Cancel run", key="train_cancel", type="secondary", icon=":material/stop:",
                  help="Stops the run cleanly: it saves a checkpoint and ends as 'cancelled'."):
