@@ -108,11 +108,22 @@ def test_component_heatmaps_one_panel_per_component_with_own_range():
     comps = {"token": rng.normal(size=(3, 8)) * 0.05, "output": rng.normal(size=(3, 8))}
     fig = fe.component_heatmaps(comps, ["[CLS]", HOSTILE, "[SEP]"], first_dim=16)
     assert len(fig.data) == 2
-    assert fig.data[0].zmax == pytest.approx(np.abs(comps["token"]).max())
-    assert fig.data[1].zmax == pytest.approx(np.abs(comps["output"]).max())
+    assert fig.data[0].zmax == pytest.approx(np.percentile(np.abs(comps["token"]), 99))
+    assert fig.data[1].zmax == pytest.approx(np.percentile(np.abs(comps["output"]), 99))
+    assert fig.data[0].zmin == -fig.data[0].zmax
     assert list(fig.data[0].x) == list(range(16, 24))
     assert len(set(fig.data[0].y)) == 3  # unique labels even for repeated tokens
     assert "<script>" not in all_text(fig)
+
+
+def test_robust_limit_ignores_a_single_outlier_dimension():
+    m = np.full((10, 100), 0.1)
+    m[:5, 7] = 50.0  # 0.5% of the cells
+    assert fe.robust_limit(m) == pytest.approx(0.1)
+    assert fe.robust_limit(np.zeros((2, 2))) == 1.0
+    spikes = np.zeros((10, 100))
+    spikes[0, 0] = 3.0
+    assert fe.robust_limit(spikes) == 3.0
 
 
 @pytest.mark.parametrize("comps,tokens,match", [

@@ -275,7 +275,10 @@ def test_anatomy_counts_and_presets(packaged):
     at = page("anatomy")
     assert_clean(at)
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Parameters"] == f"{packaged.model.num_parameters():,}"
+    n = packaged.model.num_parameters()
+    assert metrics["Parameters"] == f"{n / 1e6:.1f} M"
+    assert any(f"{n:,} parameters in {len(list(packaged.model.named_parameters()))} named tensors" in c.value
+               for c in at.caption)
     assert metrics["Named tensors"] == str(len(list(packaged.model.named_parameters())))
     presets = [df for df in dataframes(at) if "preset" in df.columns][0]
     assert list(presets["preset"]) == list(PRESETS)

@@ -47,7 +47,7 @@ total = sum(totals.values())
 
 st.subheader(f"This model: {widgets.escape_md(lm.source.name)}")
 m = st.columns(6)
-m[0].metric("Parameters", f"{total:,}")
+m[0].metric("Parameters", f"{total / 1e6:.1f} M" if total >= 1e6 else f"{total:,}", help=f"{total:,} exactly")
 m[1].metric("Named tensors", len(rows))
 m[2].metric("Layers L", cfg.num_hidden_layers)
 m[3].metric("Hidden H", cfg.hidden_size)
@@ -55,7 +55,7 @@ m[4].metric("Heads", cfg.num_attention_heads)
 m[5].metric("Intermediate I", cfg.intermediate_size)
 head_name = {"base": "none (BertModel)", "mlm": "MLM (BertForMaskedLM)", "pretraining": "MLM + NSP (BertForPreTraining)",
              "classification": "sequence classifier"}.get(lm.head, lm.head)
-st.caption(f"Vocabulary {cfg.vocab_size:,} · positions {cfg.max_position_embeddings} · segments "
+st.caption(f"{total:,} parameters in {len(rows)} named tensors · vocabulary {cfg.vocab_size:,} · positions {cfg.max_position_embeddings} · segments "
            f"{cfg.type_vocab_size} · heads on top: {head_name}.")
 
 st.plotly_chart(ana_figures.groups_figure(list(totals), list(totals.values())), key="ana_groups")
@@ -82,10 +82,10 @@ st.caption(f"{len(table)} tensors, {int(table['parameters'].sum()):,} parameters
 # ----------------------------------------------------------------------------- presets
 st.subheader("Presets")
 st.markdown("The sizes this project can build and train. *nano* fits a CPU training run; *tiny* to *medium* are "
-            "Turc et al.'s (2019) miniatures; *base* and *large* are the paper's. Each count is computed here "
-            "from the shapes on PyTorch's `meta` device (no memory) and compared with `transformers`' own "
-            "classes for the same config: BERT-base has 199 named tensors and 109,482,240 parameters, "
-            "BERT-large 335,141,888.")
+            "Turc et al.'s (2019) miniatures; *base* and *large* are the paper's. Each count is computed from the "
+            "config's shapes and compared with `transformers`' own classes built for the same config on "
+            "PyTorch's `meta` device (shapes only, no memory): BERT-base has 199 named tensors and "
+            "109,482,240 parameters, BERT-large 335,141,888.")
 presets = preset_table()
 match = [name for name, c in PRESETS.items()
          if (c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.intermediate_size) ==

@@ -32,6 +32,7 @@ model's weights and checked against what the model itself produces.
 
 lm = widgets.current_model()
 tok = lm.tokenizer
+hidden = lm.config.hidden_size
 text, text_pair = widgets.text_or_pair("emb", DEFAULT, DEFAULT_B, pair_default=True)
 limit = min(lm.config.max_position_embeddings, int(tok.model_max_length))
 try:
@@ -60,15 +61,16 @@ else:
 st.subheader("Size of each part, token by token")
 st.caption("L2 norm of each vector. The three summands are small (~1) and the same position always gets the "
            "same position vector, whatever the token; LayerNorm rescales every token to a similar size, set by "
-           "γ. Segment vectors change only where sentence B starts.")
-norms = {k: v.numpy() for k, v in parts.norms.items()}
+           f"γ. Segment vectors change only where sentence B starts. (Not drawn: the normalised vector, whose "
+           f"norm is always √H = {hidden ** 0.5:.1f}.)")
+norms = {k: v.numpy() for k, v in parts.norms.items() if k != "normalised"}
 st.plotly_chart(emb_figures.norms_figure(norms, enc.tokens), key="emb_norms")
 
 # ----------------------------------------------------------------------------- heatmaps
 st.subheader("The vectors themselves")
 st.caption("Rows are tokens, columns are hidden dimensions; red is positive, blue negative. Each panel has its "
-           "own colour range, so compare patterns, not shades, across panels (hover for exact values).")
-hidden = lm.config.hidden_size
+           "own colour range (up to its 99th percentile: a few outlier dimensions saturate), so compare patterns, "
+           "not shades, across panels; hover for exact values.")
 c1, c2, c3 = st.columns([2, 2, 3])
 with c1:
     first_tok = widgets.clamped_slider("First token shown", "emb_first_tok", 0, max(0, len(enc) - 1), 0)

@@ -107,11 +107,11 @@ st.plotly_chart(mask_figures.decision_grid(enc.tokens, decisions, eligible[0].to
 m = st.columns(4)
 share = counts["selected"] / counts["eligible"] if counts["eligible"] else 0.0
 m[0].metric("Selected", f"{counts['selected']} of {counts['eligible']}", f"{share:.1%} (target {rate:.0%})",
-            delta_color="off")
+            delta_color="off", delta_arrow="off")
 for col, key, name, frac in ((m[1], "masked", "→ [MASK]", mask_fraction), (m[2], "random", "→ random", random_fraction),
                              (m[3], "unchanged", "unchanged", 1 - mask_fraction - random_fraction)):
     got = counts[key] / counts["selected"] if counts["selected"] else 0.0
-    col.metric(name, counts[key], f"{got:.0%} of selected (target {max(frac, 0):.0%})", delta_color="off")
+    col.metric(name, counts[key], f"{got:.0%} of selected (target {max(frac, 0):.0%})", delta_color="off", delta_arrow="off")
 
 st.markdown("**Counts against the recipe.** The light bars are what the parameters predict for this many "
             "tokens, with the range a single random draw stays in about 95% of the time (±2 standard errors).")
@@ -156,7 +156,7 @@ except (FillMaskError, InputError) as exc:
 
 hits, known = fill_mask.accuracy(preds)
 if known:
-    st.metric("Original token recovered (top-1)", f"{hits} of {known}", f"{hits / known:.0%}", delta_color="off",
+    st.metric("Original token recovered (top-1)", f"{hits} of {known}", f"{hits / known:.0%}", delta_color="off", delta_arrow="off",
               help="Among the selected positions. Unchanged tokens are easy: the model sees the answer.")
 if typed_masks:
     st.caption(f"{len(typed_masks)} [MASK] typed by you: the model's guesses are shown, there is no original to "

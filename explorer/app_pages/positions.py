@@ -54,9 +54,10 @@ st.caption(f"Positions {start} to {stop - 1} ({stop - start} of this model's {n_
 
 tab_values, tab_cos, tab_pca, tab_offset = st.tabs(["Values", "Cosine similarity", "PCA path", "Similarity vs offset"])
 with tab_values:
-    st.caption("Each row is one position's vector. The sinusoids' left columns oscillate fast and the right "
-               "ones slowly; a learned table has no imposed pattern, but training often gives it smooth waves "
-               "too. Each panel has its own colour range (learned values are much smaller).")
+    st.caption("Each row is one position's vector (red positive, blue negative). The sinusoids' left columns "
+               "oscillate fast and the right ones slowly; a learned table has no imposed pattern, but training "
+               "often gives it smooth waves too. Each panel has its own colour range, up to its 99th percentile "
+               "(learned values are much smaller, with a few outlier dimensions that saturate).")
     st.plotly_chart(pos_figures.compare_tables(lv.table, sv.table, start, titles), key="pos_tables")
 with tab_cos:
     st.caption("Cosine similarity of every pair of positions. A bright band along the diagonal means nearby "
@@ -65,7 +66,8 @@ with tab_cos:
 with tab_pca:
     st.caption("Each position's vector projected on the two directions of largest variance (PCA), joined in "
                "order and coloured from first (dark) to last (yellow). A smooth curve means position varies "
-               "smoothly; the axis titles say how much of the variance the plane keeps.")
+               "smoothly; the axis titles say how much of the variance the plane keeps. In trained BERTs position 0, "
+               "where [CLS] always sits, often lies far from all the others.")
     if stop - start < 3:
         st.info("Choose at least 3 positions for a meaningful path.", icon=":material/info:")
     st.plotly_chart(pos_figures.compare_pca(lv.pca.coords, sv.pca.coords, start,

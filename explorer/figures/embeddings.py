@@ -20,6 +20,15 @@ def _plain(text: str, limit: int | None = None) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def robust_limit(m: np.ndarray, q: float = 99.0) -> float:
+    """Colour limit: the q-th percentile of |m| (a few outlier dimensions, common in trained BERTs,
+    would otherwise wash every other cell out), or the maximum when that is 0, or 1 for all zeros."""
+    a = np.abs(np.asarray(m, dtype=np.float64))
+    if a.size == 0:
+        return 1.0
+    return float(np.percentile(a, q)) or float(a.max()) or 1.0
+
+
 def _labels(tokens: Sequence[str], first: int = 0) -> list[str]:
     """Unique y labels ``"pos token"`` (Plotly merges equal category labels)."""
     return [f"{first + i} {_plain(t, 14)}" for i, t in enumerate(tokens)]
@@ -46,7 +55,8 @@ def component_heatmaps(components: Mapping[str, object], tokens: Sequence[str], 
     """One heatmap per component (rows: tokens, columns: hidden dimensions), side by side.
 
     Each panel has its own symmetric colour range (the summands are ~0.05 in size, the
-    LayerNorm output ~1), so every panel is readable; hover gives the exact value.
+    LayerNorm output ~1) set at the 99th percentile of its |values| (see :func:`robust_limit`),
+    so every panel is readable; brighter outliers saturate, and hover gives the exact value.
 
     Args:
         components: ``{name: (T, D) array}``, e.g. token, position, segment, sum, output.
@@ -64,9 +74,9 @@ def component_heatmaps(components: Mapping[str, object], tokens: Sequence[str], 
     y = _labels(tokens, first_token)
     for i, name in enumerate(names):  # one panel per component
         m = mats[name]
-        lim = float(np.abs(m).max()) or 1.0
+        lim = robust_limit(m)
         x = list(range(first_dim, first_dim + m.shape[1]))
-        fig.add_trace(go.Heatmap(z=m, x=x, y=y, colorscale="RdBu", zmid=0, zmin=-lim, zmax=lim, showscale=False,
+        fig.add_trace(go.Heatmap(z=m, x=x, y=y, colorscale="RdBu_r", zmid=0, zmin=-lim, zmax=lim, showscale=False,
                                  hovertemplate=f"{_plain(name)}<br>%{{y}}<br>dim %{{x}}: %{{z:.4f}}<extra></extra>"),
                       row=1, col=i + 1)
         fig.update_xaxes(title_text="dim", row=1, col=i + 1)

@@ -128,13 +128,16 @@ def counts_figure(counts: Mapping[str, int], mlm_probability: float, mask_fracti
     band = [2 * math.sqrt(max(n * q * (1 - q), 0.0)) for _, n, q in rows]
     fig = go.Figure()
     fig.add_bar(x=labels, y=expected, name="expected (±2 s.e.)", marker_color="#c9d6e3",
-                error_y={"type": "data", "array": band, "visible": True, "color": "#555"},
+                error_y={"type": "data", "array": band, "arrayminus": [min(b, e) for b, e in zip(band, expected)],
+                         "visible": True, "color": "#555"},
                 hovertemplate="%{x}: expected %{y:.1f}<extra></extra>")
     fig.add_bar(x=labels, y=observed, name="this draw", marker_color="#3b75af",
                 hovertemplate="%{x}: %{y}<extra></extra>")
-    fig.update_layout(barmode="group", height=300, margin={"l": 10, "r": 10, "t": 40, "b": 10},
-                      yaxis_title="positions", legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
-                      title={"text": f"{n_e} eligible positions", "font": {"size": 13}})
+    fig.update_layout(barmode="group", height=320, margin={"l": 10, "r": 10, "t": 60, "b": 10},
+                      yaxis={"title": {"text": "positions"}, "rangemode": "tozero"},
+                      legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"},
+                      title={"text": f"{n_e} eligible positions", "font": {"size": 13}, "x": 0, "xanchor": "left",
+                             "y": 0.97, "yanchor": "top"})
     return fig
 
 

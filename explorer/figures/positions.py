@@ -9,6 +9,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .embeddings import robust_limit
+
 
 def _plain(text: str) -> str:
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
@@ -31,22 +33,24 @@ def _pair(left, right, what: str, cols: int | None = None, square: bool = False)
 def compare_tables(left, right, start: int = 0, titles: Sequence[str] = ("learned", "sinusoidal")) -> go.Figure:
     """Two ``(P, D)`` position tables as heatmaps (rows: positions ``start..``, columns: dims).
 
-    Each panel has its own symmetric colour scale (learned values are ~0.05, sinusoids ±1).
+    Each panel has its own symmetric colour scale up to the 99th percentile of its |values|
+    (learned values are ~0.05 with a few outlier dimensions, sinusoids ±1); outliers saturate.
 
     Raises:
         ValueError: not 2-D, empty, or a different number of positions.
     """
     a, b = _pair(left, right, "compare_tables")
     y = np.arange(start, start + a.shape[0])
-    fig = make_subplots(rows=1, cols=2, subplot_titles=[_plain(t) for t in titles], horizontal_spacing=0.1)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=[_plain(t) for t in titles], horizontal_spacing=0.16)
     for i, m in enumerate((a, b)):
-        lim = float(np.abs(m).max()) or 1.0
-        fig.add_trace(go.Heatmap(z=m, y=y, colorscale="RdBu", zmid=0, zmin=-lim, zmax=lim,
-                                 colorbar={"x": 0.44 if i == 0 else 1.0, "len": 0.9, "thickness": 12},
+        lim = robust_limit(m)
+        fig.add_trace(go.Heatmap(z=m, y=y, colorscale="RdBu_r", zmid=0, zmin=-lim, zmax=lim,
+                                 colorbar={"x": 0.43 if i == 0 else 1.0, "xanchor": "left", "len": 0.9,
+                                           "thickness": 12},
                                  hovertemplate="position %{y}<br>dim %{x}: %{z:.4f}<extra></extra>"),
                       row=1, col=i + 1)
         fig.update_xaxes(title_text="dimension", row=1, col=i + 1)
-        fig.update_yaxes(title_text="position", autorange="reversed", row=1, col=i + 1)
+        fig.update_yaxes(title_text="position" if i == 0 else None, autorange="reversed", row=1, col=i + 1)
     fig.update_layout(height=420, margin={"l": 10, "r": 10, "t": 40, "b": 10})
     return fig
 
@@ -61,12 +65,12 @@ def compare_cosine(left, right, start: int = 0, titles: Sequence[str] = ("learne
     axis = np.arange(start, start + a.shape[0])
     fig = make_subplots(rows=1, cols=2, subplot_titles=[_plain(t) for t in titles], horizontal_spacing=0.08)
     for i, m in enumerate((a, b)):
-        fig.add_trace(go.Heatmap(z=m, x=axis, y=axis, colorscale="RdBu", zmid=0, zmin=-1, zmax=1, showscale=i == 1,
+        fig.add_trace(go.Heatmap(z=m, x=axis, y=axis, colorscale="RdBu_r", zmid=0, zmin=-1, zmax=1, showscale=i == 1,
                                  colorbar={"len": 0.9, "thickness": 12, "title": {"text": "cos"}},
                                  hovertemplate="positions %{y} and %{x}: %{z:.3f}<extra></extra>"),
                       row=1, col=i + 1)
         fig.update_xaxes(title_text="position", row=1, col=i + 1)
-        fig.update_yaxes(title_text="position", autorange="reversed", row=1, col=i + 1)
+        fig.update_yaxes(title_text="position" if i == 0 else None, autorange="reversed", row=1, col=i + 1)
     fig.update_layout(height=420, margin={"l": 10, "r": 10, "t": 40, "b": 10})
     return fig
 
