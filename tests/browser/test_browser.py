@@ -1,0 +1,662 @@
+"""The app in a real browser (headless Debian Chromium + Playwright), as people use it.
+
+Pages are discovered from the running app's sidebar navigation, so a new page is covered
+without touching this file. For every page: wait until the script has run and its Plotly charts
+have drawn, check that no Streamlit exception box or traceback is shown, save
+``artifacts/screenshots/<page>.png``; then type bad input into every main text field and bad
+numbers into every number field, switch layer / head sliders, and check the page stays usable.
+The sidebar's model picker gets bad folders and hub ids. The attention page is timed with a
+512-token input, and several sessions use the app at once.
+
+Run:  python -m pytest tests/browser -v -s      (needs /usr/bin/chromium: bash .ci/install-browser.sh)
+Results: artifacts/browser/bad-inputs.md (what each bad input gave on each page),
+         artifacts/browser/render-times.md, artifacts/screenshots/*.png
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import re
+import struct
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from .conftest import BROWSER_ARTIFACTS, SCREENSHOTS, Session, new_context
+
+APP = '[data-testid="stApp"]'
+IDLE = f'{APP}[data-test-script-state="notRunning"][data-test-connection-state="CONNECTED"]'
+BUSY = f'{APP}:not([data-test-script-state="notRunning"])'
+MAIN = '[data-testid="stMain"]'
+SIDEBAR = '[data-testid="stSidebar"]'
+NAV_LINK = '[data-testid="stSidebarNav"] a[data-testid="stSidebarNavLink"], [data-testid="stTopNav"] a'
+EXCEPTION = '[data-testid="stException"]'
+TEXT_FIELDS = f'{MAIN} [data-testid="stTextArea"] textarea, {MAIN} [data-testid="stTextInput"] input'
+NUMBER_FIELDS = f'{MAIN} [data-testid="stNumberInput"] input'
+CHART = '[data-testid="stPlotlyChart"]'
+RUN_TIMEOUT_MS = 120_000  # one script run (the first loads the 90 MB model)
+CHART_TIMEOUT_MS = 60_000
+TRACEBACK_TEXT = re.compile(r"Traceback \(most recent call last\)|File \"[^\"]+\.py\", line \d+")
+
+XSS = ('<script>alert("xss-script")</script><img src=x onerror="window.__xss=1">'
+       '<b id="xss-b">bold?</b> [link](javascript:alert(2)) <iframe src="javascript:alert(3)"></iframe>'
+       ' **md** $x^2$ :red[colour] {{7*7}}')
+FILLER = "the cat sat on the mat "  # 6 one-token words
+BAD_TEXT: dict[str, str] = {
+    "empty": "",
+    "whitespace": "   \n\t  \u00a0 ",
+    "20k chars": ("The quick brown fox jumps over the lazy dog. " * 460)[:20_500],
+    "600 tokens (> 512 positions)": "word " * 600,
+    "emoji": "I love 🤖 and 🍕🍕! Family: 👩‍👩‍👧‍👦, flag 🇫🇷, skin tone 👍🏽",
+    "right-to-left": "مرحبا بالعالم، هذا اختبار. שלום עולם. mixed: hello مرحبا world",
+    "zero-width": "zero\u200bwidth\u200c non\u200djoiner \ufeffBOM word\u2060joiner \u202eRLO override",
+    "control chars": "bell\x07 esc\x1b[31mred\x1b[0m back\x08 vt\x0b ff\x0c del\x7f c1\x85\x9b end",
+    "NUL bytes": "before\x00after \x00\x00 nul",
+    "HTML / script": XSS,
+    "special tokens": "[CLS] [SEP] [MASK] [PAD] [UNK] ##ing",
+    "combining marks": "Z̵̡̢̛a̶̘l̷̪g̸̣o̵͎ te\u0301xt",
+}
+BAD_NUMBERS = ["-1", "0", "-999999", "99999999", "1e309", "nan", "abc", ""]
+
+
+# ----------------------------------------------------------------------------- helpers
+SETTLED_JS = """([needContent, quietMs]) => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    if (!app || app.getAttribute('data-test-script-state') !== 'notRunning'
+        || app.getAttribute('data-test-connection-state') !== 'CONNECTED') return false;
+    if (document.querySelector('[data-testid="stElementContainer"][data-stale="true"]')) return false;
+    if (needContent && !document.querySelector('[data-testid="stMain"] [data-testid="stElementContainer"]')) return false;
+    // no DOM change for quietMs (lazily loaded widgets, charts drawing); see conftest.MUTATION_JS
+    return performance.now() - (window.__lastMutation || 0) >= quietMs;
+}"""
+QUIET_LIMIT_MS = 15_000  # a page that never goes quiet (a live view) is taken as it is after this
+
+
+def wait_idle(page, start_ms: int = 1_500, timeout_ms: int = RUN_TIMEOUT_MS, quiet_ms: int = 400,
+              need_content: bool = False) -> None:
+    """Wait for a script run to start (if one is coming) and finish, with no stale element left
+    and no DOM change for ``quiet_ms`` (widgets load lazily; a page can run twice in a row).
+    ``need_content``: also wait for the main area to hold an element (after a page load)."""
+    try:
+        page.wait_for_selector(BUSY, timeout=start_ms, state="attached")
+    except Exception:  # noqa: BLE001 - no run started: the action did not trigger one, or it was very fast
+        pass
+    page.wait_for_function(SETTLED_JS, arg=[need_content, 0], timeout=timeout_ms, polling=100)
+    try:
+        page.wait_for_function(SETTLED_JS, arg=[need_content, quiet_ms], timeout=QUIET_LIMIT_MS, polling=100)
+    except Exception:  # noqa: BLE001 - a live view keeps changing the page: take it as it is
+        pass
+
+
+def wait_charts(page, timeout_ms: int = CHART_TIMEOUT_MS) -> int:
+    """Wait until every visible Plotly chart has drawn its SVG; returns how many there are."""
+    page.wait_for_function(
+        """(sel) => [...document.querySelectorAll(sel)]
+                .filter(el => el.offsetParent !== null)
+                .every(el => el.querySelector('.js-plotly-plot .main-svg'))""",
+        arg=CHART, timeout=timeout_ms)
+    return page.locator(CHART).count()
+
+
+def next_frame_ms(page) -> float:
+    """Time until the browser paints two more frames (a frozen main thread makes this long)."""
+    t0 = time.perf_counter()
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(1))))")
+    return (time.perf_counter() - t0) * 1000
+
+
+def visible_texts(page, selector: str, limit: int = 3) -> list[str]:
+    loc = page.locator(selector)
+    out = []
+    for i in range(min(loc.count(), 20)):
+        el = loc.nth(i)
+        if el.is_visible():
+            text = " ".join(el.inner_text().split())
+            if text:
+                out.append(text)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def problems(session: Session, server) -> list[str]:
+    """What is wrong with the page now: exception boxes, traceback text, dead server, XSS."""
+    page = session.page
+    found = []
+    for text in visible_texts(page, EXCEPTION, limit=2) or (["(exception box)"] if page.locator(EXCEPTION).count() else []):
+        found.append(f"exception box: {text[:600]}")
+    body = page.locator(MAIN).inner_text() if page.locator(MAIN).count() else ""
+    if TRACEBACK_TEXT.search(body) and not found:
+        found.append("traceback text in the page")
+    if not server.alive():
+        found.append(f"server died: {server.log_tail(30)}")
+    injected = page.evaluate(
+        """() => ({
+            xss: window.__xss === 1,
+            bold: !!document.getElementById('xss-b'),
+            script: [...document.scripts].some(s => (s.textContent || '').includes('xss-script')),
+            jslink: !!document.querySelector('a[href^="javascript:"], iframe[src^="javascript:"]'),
+        })""")
+    found += [f"HTML injected and live: {k}" for k, v in injected.items() if v]
+    found += [f"dialog opened: {d}" for d in session.dialogs]
+    session.dialogs.clear()
+    return found
+
+
+def message_in_page(page) -> str:
+    """The first visible alert / message in the main area (what the user is told), or ''."""
+    texts = visible_texts(page, f'{MAIN} [data-testid="stAlert"]', limit=1)
+    return texts[0] if texts else ""
+
+
+def slug(title: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") or "page"
+
+
+@dataclass
+class NavPage:
+    title: str
+    url: str
+
+    @property
+    def slug(self) -> str:
+        return slug(self.title)
+
+
+def discover_pages(session: Session) -> list[NavPage]:
+    page = session.page
+    page.goto(session.base_url, wait_until="domcontentloaded")
+    wait_idle(page, start_ms=5_000, need_content=True)
+    more = page.locator('[data-testid="stSidebarNavViewButton"]')
+    if more.count() and more.first.is_visible() and "more" in more.first.inner_text().lower():
+        more.first.click()
+    page.wait_for_selector(NAV_LINK, timeout=10_000, state="attached")
+    links = page.locator(NAV_LINK)
+    pages: list[NavPage] = []
+    for i in range(links.count()):
+        link = links.nth(i)
+        title = " ".join(link.inner_text().split())
+        title = re.sub(r"^[a-z_]+\s+", "", title) if "_" in title.split(" ")[0] else title  # drop a material icon name
+        href = link.get_attribute("href") or ""
+        if href and not any(p.url == href for p in pages):
+            pages.append(NavPage(title, href))
+    return pages
+
+
+def open_page(session: Session, nav: NavPage) -> tuple[float, int]:
+    """Go to a page, wait for the run and the charts; returns (seconds, number of charts)."""
+    t0 = time.perf_counter()
+    session.page.goto(nav.url, wait_until="domcontentloaded")
+    wait_idle(session.page, start_ms=5_000, need_content=True)
+    charts = wait_charts(session.page)
+    return time.perf_counter() - t0, charts
+
+
+def commit(field_locator, is_area: bool) -> None:
+    """Make Streamlit take a typed value: Ctrl+Enter in a text area, Enter in an input."""
+    field_locator.press("Control+Enter" if is_area else "Enter")
+
+
+def set_text(page, index: int, value: str) -> None:
+    loc = page.locator(TEXT_FIELDS).nth(index)
+    is_area = loc.evaluate("el => el.tagName") == "TEXTAREA"
+    loc.fill(value)
+    commit(loc, is_area)
+    wait_idle(page)
+
+
+@dataclass
+class Results:
+    """Bad-input outcomes, written to artifacts/browser/bad-inputs.md as the tests go."""
+
+    rows: list[tuple[str, str, str, str]] = field(default_factory=list)  # page, field, input, result
+
+    def add(self, page: str, where: str, what: str, result: str) -> None:
+        self.rows.append((page, where, what, result))
+        self.write()
+
+    def write(self) -> None:
+        BROWSER_ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        lines = ["| page | field | input | result |", "|---|---|---|---|"]
+        for row in self.rows:
+            lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ")[:300] for c in row) + " |")
+        (BROWSER_ARTIFACTS / "bad-inputs.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        (BROWSER_ARTIFACTS / "bad-inputs.json").write_text(json.dumps(self.rows, indent=1), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def results():
+    return Results()
+
+
+@pytest.fixture(scope="module")
+def nav_pages(browser, server, new_session_module):
+    pages = discover_pages(new_session_module())
+    assert pages, "no pages found in the sidebar navigation"
+    print("\npages found:", ", ".join(f"{p.title} ({p.url})" for p in pages))
+    return pages
+
+
+@pytest.fixture(scope="module")
+def new_session_module(browser, server):
+    contexts = []
+
+    def make() -> Session:
+        context = new_context(browser)
+        contexts.append(context)
+        return Session(context, server.url)
+
+    yield make
+    for c in contexts:
+        c.close()
+
+
+def outcome(session: Session, server, t0: float) -> tuple[str, list[str]]:
+    found = problems(session, server)
+    took = time.perf_counter() - t0
+    if found:
+        return f"FAIL ({took:.1f} s): " + "; ".join(found), found
+    msg = message_in_page(session.page)
+    return (f"message: {msg[:160]}" if msg else "handled, no message") + f" ({took:.1f} s)", []
+
+
+def find_page(nav_pages: list[NavPage], pattern: str) -> NavPage | None:
+    return next((p for p in nav_pages if re.search(pattern, p.title, re.I)), None)
+
+
+# ----------------------------------------------------------------------------- tests
+def test_every_page_renders(session, server, nav_pages):
+    """Each page runs, draws its charts, shows no exception; a screenshot per page."""
+    failures = []
+    for nav in nav_pages:
+        took, charts = open_page(session, nav)
+        shot = SCREENSHOTS / f"{nav.slug}.png"
+        session.page.screenshot(path=str(shot), full_page=True)
+        found = problems(session, server) + [f"JS error: {e}" for e in session.page_errors]
+        session.page_errors.clear()
+        print(f"page {nav.title!r}: {took:.1f} s, {charts} charts, screenshot {shot.relative_to(shot.parents[2])}")
+        if found:
+            failures.append(f"{nav.title}: " + "; ".join(found))
+    assert not failures, "\n".join(failures)
+
+
+def test_bad_text_in_every_text_field(session, server, nav_pages, results):
+    """Every bad input in every main text field: a message or a result, never an exception."""
+    failures = []
+    for nav in nav_pages:
+        open_page(session, nav)
+        page = session.page
+        fields = page.locator(TEXT_FIELDS)
+        n = fields.count()
+        if n == 0:
+            results.add(nav.title, "-", "-", "no text field on this page")
+            continue
+        for i in range(n):
+            loc = page.locator(TEXT_FIELDS).nth(i)
+            if not loc.is_visible() or not loc.is_editable():
+                continue
+            label = loc.get_attribute("aria-label") or f"text field {i + 1}"
+            original = loc.input_value()
+            for name, value in BAD_TEXT.items():
+                t0 = time.perf_counter()
+                try:
+                    set_text(page, i, value)
+                    charts_ok = True
+                    try:
+                        wait_charts(page, timeout_ms=30_000)
+                    except Exception:  # noqa: BLE001
+                        charts_ok = False
+                    result, found = outcome(session, server, t0)
+                    if not charts_ok:
+                        result += " [charts did not draw within 30 s]"
+                except Exception as exc:  # noqa: BLE001 - the browser timed out: the page hung
+                    result, found = f"FAIL: page did not finish ({type(exc).__name__}: {str(exc)[:200]})", [str(exc)]
+                results.add(nav.title, label, name, result)
+                if found:
+                    failures.append(f"{nav.title} / {label} / {name}: {'; '.join(found)[:800]}")
+                    page.screenshot(path=str(SCREENSHOTS / f"fail-{nav.slug}-{slug(name)}.png"), full_page=True)
+                    if not server.alive():
+                        pytest.fail("\n".join(failures))
+            # the app is still usable: the original text works again
+            t0 = time.perf_counter()
+            set_text(page, i, original)
+            wait_charts(page)
+            result, found = outcome(session, server, t0)
+            results.add(nav.title, label, "(original text again)", result)
+            if found:
+                failures.append(f"{nav.title} / {label} / after bad inputs: {'; '.join(found)}")
+    assert not failures, "\n".join(failures)
+
+
+def test_bad_numbers_in_every_number_field(session, server, nav_pages, results):
+    failures = []
+    for nav in nav_pages:
+        open_page(session, nav)
+        page = session.page
+        n = page.locator(NUMBER_FIELDS).count()
+        if n == 0:
+            results.add(nav.title, "-", "-", "no number field on this page")
+        for i in range(n):
+            loc = page.locator(NUMBER_FIELDS).nth(i)
+            if not loc.is_visible() or not loc.is_editable():
+                continue
+            label = loc.get_attribute("aria-label") or f"number field {i + 1}"
+            original = loc.input_value()
+            for value in BAD_NUMBERS:
+                t0 = time.perf_counter()
+                loc = page.locator(NUMBER_FIELDS).nth(i)
+                try:
+                    loc.fill(value)
+                except Exception as exc:  # noqa: BLE001 - Chromium refuses letters in input[type=number]
+                    results.add(nav.title, label, f"number {value!r}", f"the browser refuses it ({str(exc)[:60]})")
+                    continue
+                loc.press("Enter")
+                wait_idle(page)
+                shown = page.locator(NUMBER_FIELDS).nth(i).input_value()
+                result, found = outcome(session, server, t0)
+                results.add(nav.title, label, f"number {value!r}", f"{result}; field shows {shown!r}")
+                if found:
+                    failures.append(f"{nav.title} / {label} / {value!r}: {'; '.join(found)[:800]}")
+            loc = page.locator(NUMBER_FIELDS).nth(i)
+            loc.fill(original)
+            loc.press("Enter")
+            wait_idle(page)
+    assert not failures, "\n".join(failures)
+
+
+SLIDER_THUMB = '[role="slider"], input[type="range"]'
+
+
+def _sliders(page, pattern: str) -> list[tuple[str, object]]:
+    """``(label, thumb locator)`` of the visible main-area sliders whose label matches ``pattern``
+    (Streamlit 1.67 draws a slider thumb as a react-aria ``input[type=range]``)."""
+    sliders = page.locator(f'{MAIN} [data-testid="stSlider"]')
+    out = []
+    for i in range(sliders.count()):
+        s = sliders.nth(i)
+        if not s.is_visible():
+            continue
+        label_loc = s.locator('[data-testid="stWidgetLabel"]')
+        label = " ".join((label_loc.first.inner_text() if label_loc.count() else s.inner_text()).split())
+        thumbs = s.locator(SLIDER_THUMB)
+        if thumbs.count() and re.search(pattern, label, re.I):
+            out.append((label, thumbs.first))
+    return out
+
+
+def test_switch_layer_and_head(session, server, nav_pages, results):
+    """Move every layer / head slider to its ends: charts redraw, no exception."""
+    failures = []
+    for nav in nav_pages:
+        open_page(session, nav)
+        page = session.page
+        sliders = _sliders(page, r"\b(layer|head)s?\b")
+        if not sliders:
+            results.add(nav.title, "-", "-", "no layer / head slider on this page")
+        for label, thumb in sliders:
+            label = label[:40]
+            for key in ("End", "Home", "ArrowRight"):
+                t0 = time.perf_counter()
+                thumb.focus()
+                thumb.press(key)
+                wait_idle(page)
+                wait_charts(page)
+                result, found = outcome(session, server, t0)
+                results.add(nav.title, f"slider {label}", key, result)
+                if found:
+                    failures.append(f"{nav.title} / slider {label} / {key}: {'; '.join(found)[:800]}")
+        if sliders:
+            page.screenshot(path=str(SCREENSHOTS / f"{nav.slug}-switched.png"), full_page=True)
+    assert not failures, "\n".join(failures)
+
+
+def _sidebar_radio(page, label_pattern: str) -> bool:
+    option = page.locator(f'{SIDEBAR} [data-testid="stRadio"] label').filter(has_text=re.compile(label_pattern, re.I))
+    if not option.count():
+        return False
+    option.first.click()
+    wait_idle(page)
+    return True
+
+
+class _Bomb:
+    """Unpickling this would write /tmp/pwned-bert (what a malicious pytorch_model.bin does)."""
+
+    def __reduce__(self):
+        return (exec, ("open('/tmp/pwned-bert', 'w').write('pwned')",))
+
+
+def _bad_model_folders(tmp: Path) -> dict[str, str]:
+    """Folders that claim to be BERT checkpoints but are not (made fresh in a temp folder)."""
+    import shutil
+
+    from bertcore.sources import packaged_model_dir
+
+    src = packaged_model_dir()
+    made: dict[str, str] = {}
+
+    def copy_meta(name: str) -> Path:
+        d = tmp / name
+        d.mkdir(parents=True, exist_ok=True)
+        for f in ("config.json", "vocab.txt"):
+            shutil.copy(src / f, d / f)
+        return d
+
+    d = copy_meta("corrupt-safetensors")
+    (d / "model.safetensors").write_bytes(struct.pack("<Q", 1 << 40) + b"{garbage")
+    made["corrupt safetensors"] = str(d)
+    d = copy_meta("truncated-safetensors")
+    with open(src / "model.safetensors", "rb") as fh:
+        (d / "model.safetensors").write_bytes(fh.read(1_000_000))
+    made["truncated safetensors (1 MB of 90)"] = str(d)
+    d = copy_meta("pickle-bomb")
+    (d / "pytorch_model.bin").write_bytes(pickle.dumps({"w": _Bomb()}, protocol=2))
+    made["pickle bomb .bin"] = str(d)
+    d = tmp / "not-json-config"
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_bytes(b"\xff\xfe not utf-8 {")
+    shutil.copy(src / "vocab.txt", d / "vocab.txt")
+    made["non-UTF-8 config.json"] = str(d)
+    return made
+
+
+def _try_model(session: Session, server, kind: str, name: str, value: str) -> tuple[str, list[str]]:
+    """Type ``value`` into the sidebar's model field, press its button; what the user is told."""
+    page = session.page
+    t0 = time.perf_counter()
+    field_loc = page.locator(f'{SIDEBAR} [data-testid="stTextInput"] input').first
+    field_loc.fill(value)
+    field_loc.press("Enter")
+    wait_idle(page)
+    button = page.locator(f"{SIDEBAR} button").filter(has_text=re.compile(r"\buse\b", re.I)).first
+    if not button.is_enabled():
+        result, found = "button disabled (nothing to load)", problems(session, server)
+    else:
+        button.click()
+        wait_idle(page)
+        found = problems(session, server)
+        error = visible_texts(page, f'{SIDEBAR} [data-testid="stAlert"]', limit=1)
+        result = f"message: {error[0][:160]}" if error else "no message"
+    in_use = visible_texts(page, f'{SIDEBAR} [data-testid="stCaptionContainer"]', limit=1)
+    if in_use:
+        result += f"; {in_use[0][:60]}"
+    if found:
+        result = "FAIL: " + "; ".join(found)
+    return f"{result} ({time.perf_counter() - t0:.1f} s)", found
+
+
+def test_sidebar_model_picker_bad_folders_and_ids(session, server, results, tmp_path):
+    """Bad local folders and hub ids: an error in the sidebar, the previous model stays in use,
+    no file changes, no code from a checkpoint runs."""
+    page = session.page
+    page.goto(session.base_url, wait_until="domcontentloaded")
+    wait_idle(page, start_ms=5_000, need_content=True)
+    failures = []
+    marker = Path("/tmp/pwned-bert")
+    marker.unlink(missing_ok=True)
+    if _sidebar_radio(page, r"local"):
+        folders = _bad_model_folders(tmp_path)
+        before = {p: sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in Path(p).iterdir())
+                  for p in folders.values()}
+        cases = {**folders, "missing folder": "/nonexistent/bert", "a file, not a folder": "/etc/hostname",
+                 "20k chars": "a" * 20_000, "NUL byte": "abc\x00def", "emoji / RTL": "/tmp/🤖/مرحبا",
+                 "HTML / script": XSS, "whitespace": "   "}
+        for name, value in cases.items():
+            result, found = _try_model(session, server, "local", name, value)
+            results.add("sidebar: model picker", "Local folder", name, result)
+            if found:
+                failures.append(f"sidebar local folder / {name}: {'; '.join(found)[:800]}")
+                page.screenshot(path=str(SCREENSHOTS / f"fail-sidebar-{slug(name)}.png"), full_page=True)
+        after = {p: sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in Path(p).iterdir())
+                 for p in folders.values()}
+        assert after == before, "a failed load changed files on disk"
+        assert not marker.exists(), "the pickle bomb ran"
+    if _sidebar_radio(page, r"hub"):
+        for name, value in {"offline hub id": "bert-base-uncased", "path-like id": "../../etc/passwd",
+                            "HTML / script": XSS}.items():
+            result, found = _try_model(session, server, "hub", name, value)
+            results.add("sidebar: model picker", "Hub id", name, result)
+            if found:
+                failures.append(f"sidebar hub id / {name}: {'; '.join(found)[:800]}")
+    # still usable: back to the packaged model, the page renders
+    if _sidebar_radio(page, r"packaged"):
+        wait_charts(page)
+        found = problems(session, server)
+        results.add("sidebar: model picker", "Where from", "back to packaged", "FAIL: " + "; ".join(found) if found
+                    else "ok, page renders")
+        if found:
+            failures.append(f"after bad models, packaged model: {'; '.join(found)}")
+    page.screenshot(path=str(SCREENSHOTS / "sidebar-model-picker.png"), full_page=True)
+    assert not failures, "\n".join(failures)
+
+
+def _uploaders(page):
+    return page.locator(f'{MAIN} [data-testid="stFileUploader"] input[type="file"], '
+                        f'{SIDEBAR} [data-testid="stFileUploader"] input[type="file"]')
+
+
+def _bad_uploads(tmp: Path) -> dict[str, Path]:
+    files = {}
+    p = tmp / "model.safetensors"
+    p.write_bytes(struct.pack("<Q", 1 << 40) + b"{garbage")
+    files["corrupt safetensors"] = p
+    p = tmp / "data.csv"
+    p.write_text("foo,bar\n1,2\n3,4\n", encoding="utf-8")
+    files["CSV without the right columns"] = p
+    p = tmp / "empty.csv"
+    p.write_bytes(b"")
+    files["empty CSV"] = p
+    p = tmp / "latin1.txt"
+    p.write_bytes("caf\xe9 na\xefve r\xe9sum\xe9\n".encode("latin-1") + bytes(range(128, 256)))
+    files["non-UTF-8 text"] = p
+    p = tmp / "notes.csv"
+    p.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(200))
+    files["PNG named .csv"] = p
+    p = tmp / "big.txt"
+    with open(p, "wb") as fh:
+        fh.truncate(210 * 1024 * 1024)  # sparse: over the 200 MB upload limit
+    files["huge file (210 MB)"] = p
+    return files
+
+
+def test_bad_uploads(session, server, nav_pages, results, tmp_path):
+    """Every file uploader gets files that are not what they claim; a message, never an exception."""
+    files = _bad_uploads(tmp_path)
+    failures = []
+    for nav in nav_pages:
+        open_page(session, nav)
+        page = session.page
+        count = _uploaders(page).count()
+        for i in range(count):
+            for name, path in files.items():
+                open_page(session, nav)  # a fresh page: no file left over from the last try
+                t0 = time.perf_counter()
+                try:
+                    _uploaders(page).nth(i).set_input_files(str(path))
+                    wait_idle(page, start_ms=3_000)
+                    result, found = outcome(session, server, t0)
+                    box = page.locator('[data-testid="stFileUploader"]').nth(i)
+                    said = " ".join(box.inner_text().split()) if box.count() else ""
+                    if not found and re.search(r"not allowed|exceed|too large|limit", said, re.I):
+                        result = f"rejected by the uploader: {said[-140:]}"
+                except Exception as exc:  # noqa: BLE001
+                    result, found = f"FAIL: {type(exc).__name__}: {str(exc)[:200]}", [str(exc)]
+                results.add(nav.title, f"uploader {i + 1}", name, result)
+                if found:
+                    failures.append(f"{nav.title} / uploader {i + 1} / {name}: {'; '.join(found)[:800]}")
+                    page.screenshot(path=str(SCREENSHOTS / f"fail-{nav.slug}-upload-{slug(name)}.png"), full_page=True)
+    assert not failures, "\n".join(failures)
+
+
+def test_attention_512_tokens_render_time(session, server, nav_pages, results):
+    """A 512-token input on the attention page renders in the browser without freezing it."""
+    nav = find_page(nav_pages, r"attention")
+    if nav is None:
+        pytest.skip("no Attention page yet")
+    open_page(session, nav)
+    page = session.page
+    if page.locator(TEXT_FIELDS).count() == 0:
+        page.screenshot(path=str(SCREENSHOTS / f"{nav.slug}-512-skipped.png"), full_page=True)
+        pytest.skip("the Attention page has no text field yet")
+    text = (FILLER * 85).strip()  # 510 words of one token each: 512 with [CLS] and [SEP]
+    t0 = time.perf_counter()
+    set_text(page, 0, text)
+    run_s = time.perf_counter() - t0
+    charts = wait_charts(page, timeout_ms=120_000)
+    render_s = time.perf_counter() - t0
+    frame_ms = next_frame_ms(page)
+    found = problems(session, server)
+    page.screenshot(path=str(SCREENSHOTS / f"{nav.slug}-512-tokens.png"), full_page=True)
+    switch_s = None
+    sliders = _sliders(page, r"\bhead\b") or _sliders(page, r"\blayer\b")
+    if sliders:
+        thumb = sliders[0][1]
+        t1 = time.perf_counter()
+        thumb.focus()
+        thumb.press("ArrowRight")
+        wait_idle(page)
+        wait_charts(page, timeout_ms=120_000)
+        switch_s = time.perf_counter() - t1
+        found += problems(session, server)
+    svg_nodes = page.evaluate("() => document.querySelectorAll('.main-svg *').length")
+    line = (f"attention page, 512-token input: script run {run_s:.2f} s, all {charts} charts drawn after "
+            f"{render_s:.2f} s, next frame {frame_ms:.0f} ms"
+            + (f", head/layer switch {switch_s:.2f} s" if switch_s is not None else "")
+            + f", {svg_nodes} SVG nodes")
+    print("\n" + line)
+    BROWSER_ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with open(BROWSER_ARTIFACTS / "render-times.md", "a", encoding="utf-8") as fh:
+        fh.write(f"- {time.strftime('%Y-%m-%d %H:%M:%S')}: {line}\n")
+    results.add(nav.title, "text 1", "512 tokens", line)
+    assert not found, "; ".join(found)
+    assert frame_ms < 2_000, f"the browser was frozen for {frame_ms:.0f} ms after drawing"
+    assert render_s < 90, line
+
+
+def test_concurrent_sessions_share_one_model(server, nav_pages, new_session):
+    """Three sessions open a model page at once: all render, the model is loaded once."""
+    nav = find_page(nav_pages, r"attention|token") or nav_pages[0]
+    sessions = [new_session() for _ in range(3)]
+    rss_before = server.rss_mb()
+    log_start = len(server.log_tail(100_000))
+    t0 = time.perf_counter()
+    for s in sessions:
+        s.page.goto(nav.url, wait_until="commit")
+    failures = []
+    for i, s in enumerate(sessions):
+        wait_idle(s.page, start_ms=5_000, need_content=True)
+        wait_charts(s.page)
+        found = problems(s, server)
+        if found:
+            failures.append(f"session {i + 1}: {'; '.join(found)}")
+    took = time.perf_counter() - t0
+    rss_after = server.rss_mb()
+    log = server.log_tail(100_000)[log_start:]
+    print(f"\n3 concurrent sessions on {nav.title!r}: {took:.1f} s; server RSS {rss_before} -> {rss_after} MB")
+    assert not failures, "\n".join(failures)
+    if rss_before and rss_after:
+        assert rss_after - rss_before < 300, "memory grew as if each session loaded its own model"
+    assert log.count("Traceback") == 0, log
