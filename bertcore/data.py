@@ -719,13 +719,19 @@ def _rows(columns: dict[str, list], n: int) -> list[dict[str, Any]]:
     return [{k: columns[k][i] for k in keys} for i in range(n)]
 
 
-def eval_batches(dataset, batch_size: int, max_batches: int = 0, rank: int = 0, world_size: int = 1):
-    """Fixed-order evaluation batches (the first ``max_batches``, 0 = all), split over ranks."""
+def eval_batches(dataset, batch_size: int, max_batches: int = 0, rank: int = 0, world_size: int = 1,
+                 by_length: bool = False):
+    """Fixed-order evaluation batches (the first ``max_batches``, 0 = all), split over ranks.
+    ``by_length``: examples sorted by length (less padding; the set evaluated is the same)."""
     n = len(dataset)
     n_batches = -(-n // batch_size)
     if max_batches:
         n_batches = min(n_batches, max_batches)
+    order = list(range(n))
+    if by_length:
+        lengths = [len(x) for x in dataset["input_ids"]]
+        order = sorted(order[:n_batches * batch_size], key=lambda i: lengths[i])
     for b in range(n_batches):
-        idx = list(range(b * batch_size, min(n, (b + 1) * batch_size)))[rank::world_size]
+        idx = order[b * batch_size:min(n, (b + 1) * batch_size)][rank::world_size]
         if idx:
             yield b, _rows(dataset[idx], len(idx))

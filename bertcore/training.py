@@ -532,7 +532,7 @@ class Trainer:
         sums = None
         preds, golds = [], []
         bs = max(1, self.args.batch_size)
-        for b, rows in D.eval_batches(ds, bs, max_batches):
+        for b, rows in D.eval_batches(ds, bs, max_batches, by_length=not self.pretrain):
             batch = self.collate(rows, D.batch_generator(self.args.seed + 7919, b))  # fixed val masks
             batch = self.to_device(batch)
             out = self.forward(model, batch)
