@@ -88,6 +88,10 @@ def test_topk_figure_highlights_the_original_and_escapes():
     assert len(bars) == 2
     assert list(bars[0].marker.color) == ["#4caf50", "#3b75af"]
     assert all(c == "#3b75af" for c in bars[1].marker.color)
+    assert list(fig.layout.xaxis.range) == [0, 1]  # confident: the full scale
+    assert fig.layout.xaxis2.range[1] == pytest.approx(0.5 * 1.25)  # not: zoomed in
+    weak = fm.topk_figure(["p"], [["a", "b"]], [[3.3e-5, 3.2e-5]], [None])
+    assert weak.layout.xaxis.range[1] == pytest.approx(3.3e-5 * 1.25) and weak.data[0].text[0] == "0.0033%"
     assert "<script>" not in all_text(fig)
 
 

@@ -174,7 +174,8 @@ def _title(p: fill_mask.Prediction) -> str:
 shown = preds[:MAX_PANELS]
 if len(preds) > MAX_PANELS:
     st.caption(f"The first {MAX_PANELS} of {len(preds)} positions are drawn; the table below lists all of them.")
-st.caption("Bars: the model's probabilities for its top guesses. Green: the original token.")
+st.caption("Bars: the model's probabilities for its top guesses (the axis zooms in when no guess passes 50%). "
+           "Green: the original token.")
 st.plotly_chart(mask_figures.topk_figure([_title(p) for p in shown], [p.tokens for p in shown],
                                          [p.probs for p in shown],
                                          [None if p.original_id is None else enc.tokens[p.position] for p in shown]),
@@ -189,5 +190,5 @@ st.dataframe(pd.DataFrame({
     "rank of original": pd.array([p.original_rank for p in preds], dtype="Int64"),
     "p(original)": [p.original_prob for p in preds],
 }), hide_index=True, key="msk_pred_table",
-    column_config={"probability": st.column_config.NumberColumn(format="%.3f"),
-                   "p(original)": st.column_config.NumberColumn(format="%.3f")})
+    column_config={"probability": st.column_config.NumberColumn(format="%.3g"),
+                   "p(original)": st.column_config.NumberColumn(format="%.3g")})

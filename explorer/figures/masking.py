@@ -25,6 +25,11 @@ def _plain(text: str, limit: int | None = None) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def _percent(p: float) -> str:
+    """0.734 -> '73.4%', 0.0000331 -> '0.0033%'."""
+    return f"{p:.1%}" if p >= 0.001 else f"{p * 100:.2g}%"
+
+
 def display_codes(decisions: Sequence[int], eligible: Sequence[bool]) -> np.ndarray:
     """``(T,)`` int: the masking decision, or NOT_ELIGIBLE where a position could not be selected."""
     d = np.asarray(decisions, dtype=int).reshape(-1)
@@ -146,6 +151,8 @@ def topk_figure(titles: Sequence[str], tokens: Sequence[Sequence[str]], probs: S
     """Top-k predictions at several positions: one horizontal bar chart per position.
 
     A bar is green when it is the original token (recovered if it is the top bar), blue otherwise.
+    The x axis spans [0, 1] when a guess is confident (> 50%); otherwise it zooms in on the bars
+    (an untrained model gives every token about 1/V).
 
     Args:
         titles: N panel titles (e.g. ``"pos 4: cat → [MASK]"``).
@@ -177,9 +184,11 @@ def topk_figure(titles: Sequence[str], tokens: Sequence[Sequence[str]], probs: S
         colours = ["#4caf50" if originals[i] is not None and tok == originals[i] else "#3b75af"
                    for tok in tokens[i]]
         fig.add_bar(x=list(map(float, probs[i])), y=labels, orientation="h", marker_color=colours, showlegend=False,
-                    text=[f"{float(p):.1%}" for p in probs[i]], textposition="auto",
-                    hovertemplate="%{y}: %{x:.2%}<extra></extra>", row=r + 1, col=c + 1)
+                    text=[_percent(float(p)) for p in probs[i]], textposition="auto",
+                    hovertemplate="%{y}: %{x:.3%}<extra></extra>", row=r + 1, col=c + 1)
         fig.update_yaxes(autorange="reversed", row=r + 1, col=c + 1)
-        fig.update_xaxes(range=[0, 1], tickformat=".0%", row=r + 1, col=c + 1)
+        top = max(map(float, probs[i]))  # an untrained model spreads ~1/V over the vocabulary: zoom in
+        fig.update_xaxes(range=[0, 1 if top > 0.5 else max(top * 1.25, 1e-6)], tickformat=".1%" if top > 0.02 else ".2~%",
+                         row=r + 1, col=c + 1)
     fig.update_layout(height=60 + rows * (40 + 24 * k_max), margin={"l": 10, "r": 10, "t": 40, "b": 10})
     return fig
