@@ -63,6 +63,8 @@ st.subheader("Input vs tokens: normalization and WordPiece")
 st.caption("What you typed, what the normalizer made of it, and the pieces. Invisible characters "
            "(zero-width, control) are shown as markers such as ⟨U+200B⟩: the tokenizer drops them.")
 table = pd.DataFrame(rows)
+# a left-to-right mark around each piece keeps right-to-left pieces in the model's left-to-right order
+table["pieces"] = [" ".join(f"\u200e{p}\u200e" for p in r["pieces"].split(" ")) for r in rows]
 st.dataframe(table, hide_index=True, key="tok_words",
              column_config={"typed": "you typed", "normalized": "normalized", "pieces": "WordPiece tokens",
                             "n_pieces": "pieces", "unknown": "has [UNK]"})
