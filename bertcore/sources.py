@@ -75,8 +75,13 @@ def resolve(source: ModelSource) -> Path:
     if source.kind == "packaged":
         return packaged_model_dir()
     if source.kind in ("local", "run"):
-        folder = Path(source.ref).expanduser()
-        if not folder.is_dir():
+        try:
+            folder = Path(source.ref).expanduser()
+            found = folder.is_dir()
+        except (OSError, ValueError, RuntimeError) as exc:  # name too long, ~unknown-user, ...
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise SourceError(f"not a usable folder name: {reason}") from exc
+        if not found:
             raise SourceError(f"no folder at {folder}")
         return folder
     if source.kind == "hub":

@@ -222,6 +222,13 @@ def test_missing_folder_is_a_clear_error(tmp_path):
         sources.load(sources.ModelSource("local", str(tmp_path / "absent")))
 
 
+@pytest.mark.parametrize("ref", ["a" * 20_000, "/" + "b" * 300, "abc\x00def", "~nosuchuser/x", "/tmp/🤖/مرحبا"])
+def test_odd_folder_names_are_a_clear_error(ref):
+    """What a person might type or paste as a folder: a SourceError, never OSError / ValueError."""
+    with pytest.raises(sources.SourceError):
+        sources.load(sources.ModelSource("local", ref))
+
+
 # ----------------------------------------------------------------------------- no unpickling in the code
 def _project_sources() -> list[Path]:
     files = [ROOT / "app.py"] if (ROOT / "app.py").exists() else []

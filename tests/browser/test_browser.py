@@ -68,6 +68,7 @@ SETTLED_JS = """([needContent, quietMs]) => {
     if (!app || app.getAttribute('data-test-script-state') !== 'notRunning'
         || app.getAttribute('data-test-connection-state') !== 'CONNECTED') return false;
     if (document.querySelector('[data-testid="stElementContainer"][data-stale="true"]')) return false;
+    if (document.querySelector('[data-testid="stSkeleton"]')) return false;  // a widget's code still loading
     if (needContent && !document.querySelector('[data-testid="stMain"] [data-testid="stElementContainer"]')) return false;
     // no DOM change for quietMs (lazily loaded widgets, charts drawing); see conftest.MUTATION_JS
     return performance.now() - (window.__lastMutation || 0) >= quietMs;
