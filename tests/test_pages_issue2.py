@@ -260,6 +260,18 @@ def test_word_senses_default_python(ws_app):
     assert not messages(at)["warning"]
 
 
+def test_inputs_survive_a_page_switch():
+    at = open_page("word_senses")
+    at.text_input(key="ws_target").set_value("rabbit").run()
+    at.switch_page("explorer/app_pages/attention.py").run()
+    at.text_area(key="att_text").set_value("A different sentence.").run()
+    at.switch_page("explorer/app_pages/word_senses.py").run()
+    assert at.text_input(key="ws_target").value == "rabbit"
+    at.switch_page("explorer/app_pages/attention.py").run()
+    assert at.text_area(key="att_text").value == "A different sentence."
+    assert not at.exception
+
+
 def test_word_senses_bank_preset(ws_app):
     at = ws_app
     at.selectbox(key="ws_preset").set_value("bank: river vs money").run()

@@ -64,11 +64,11 @@ lm = widgets.current_model()
 first = next(iter(PRESETS))
 if "ws_target" not in st.session_state:
     st.session_state["ws_target"], st.session_state["ws_sentences"] = PRESETS[first]
-st.selectbox("Example", list(PRESETS), key="ws_preset", on_change=_apply_preset,
+st.selectbox("Example", list(PRESETS), key="ws_preset", on_change=_apply_preset, persist_state="session",
              help="Fills in the target word and the sentences; edit them freely.")
-target = st.text_input("Target word", key="ws_target")
+target = st.text_input("Target word", key="ws_target", persist_state="session")
 block = st.text_area(f"Sentences, one per line: `sense | sentence` (the sense label is optional; at most "
-                     f"{MAX_SENTENCES} lines)", key="ws_sentences", height=200)
+                     f"{MAX_SENTENCES} lines)", key="ws_sentences", height=200, persist_state="session")
 senses, sentences = parse_lines(block)
 
 if not (target or "").strip():
