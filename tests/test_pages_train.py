@@ -8,6 +8,7 @@ launch refused -> done -> curves and probe), and a second real run is cancelled 
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import signal
 import subprocess
@@ -33,10 +34,18 @@ HAS_TRAINING = importlib.util.find_spec("bertcore.training") is not None
 # ----------------------------------------------------------------------------- helpers
 @pytest.fixture
 def root(tmp_path, monkeypatch):
+    """A temporary runs root; at teardown every run still alive there is stopped (even if the test failed)."""
     folder = tmp_path / "runs"
     folder.mkdir()
     monkeypatch.setenv("BERT_EXPLORER_RUNS", str(folder))
-    return folder
+    yield folder
+    for info in runs.list_runs(folder):
+        status = runs.read_json(info.path / "status.json") or {}
+        pid = status.get("pid")
+        if status.get("state") in ("queued", "running") and runs.pid_alive(pid) and pid != os.getpid():
+            runs.cancel(info.path, timeout_s=20)
+            if runs.pid_alive(pid):
+                os.killpg(status.get("pgid") or pid, signal.SIGKILL)
 
 
 def app(page: str = TRAIN_PAGE) -> AppTest:
