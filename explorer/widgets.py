@@ -146,16 +146,16 @@ def text_or_pair(prefix: str, default: str, default_pair: str, pair_default: boo
 
 def clamped_slider(label: str, key: str, lo: int, hi: int, default: int, help: str | None = None,
                    format_func=None) -> int:
-    """An int slider ``lo..hi`` whose remembered value is clamped when the range shrinks (another
-    model, a shorter text); a fixed caption when ``lo == hi``."""
+    """An int slider ``lo..hi`` whose value is kept across pages and clamped when the range
+    shrinks (another model, a shorter text); a fixed caption when ``lo == hi``."""
     if hi <= lo:
         st.caption(f"{label}: {format_func(lo) if format_func else lo} (the only one)")
         return lo
     if key in st.session_state:  # keep the user's choice, clamped to this model's range
         if not lo <= st.session_state[key] <= hi:
             st.session_state[key] = min(max(st.session_state[key], lo), hi)
-        return int(st.slider(label, lo, hi, key=key, help=help))
-    return int(st.slider(label, lo, hi, value=min(max(default, lo), hi), key=key, help=help))
+        return int(st.slider(label, lo, hi, key=key, help=help, persist_state="session"))
+    return int(st.slider(label, lo, hi, value=min(max(default, lo), hi), key=key, help=help, persist_state="session"))
 
 
 def layer_picker(prefix: str, num_layers: int, include_embeddings: bool = False, default: int | None = None,
