@@ -370,3 +370,43 @@ def test_pages_follow_a_run_checkpoint_with_other_sizes(tiny_run, monkeypatch):
     assert charts(at) == 3 and at.slider(key="ws_layer").max == 2
     at.switch_page("explorer/app_pages/tokenization.py").run()
     check(at, None)
+
+
+# ----------------------------------------------------------------------------- offline
+def test_default_pages_never_touch_the_network(monkeypatch):
+    """With the defaults (packaged model), loading and every page run without one connection attempt."""
+    import socket
+
+    import streamlit as st
+
+    attempts = []
+
+    def refuse(self, address, *args, **kwargs):
+        attempts.append(address)
+        raise OSError(f"network access attempted: {address}")
+
+    import huggingface_hub.constants
+
+    # behave as an online machine would (conftest sets the offline flags) ...
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    # ... but refuse and record any connection
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **k: refuse(None, host))
+    st.cache_resource.clear()  # load the model again, under the guard
+    st.cache_data.clear()
+    at = open_page("overview")
+    check(at, None)
+    for page in ("tokenization", "attention", "word_senses"):
+        at.switch_page(f"explorer/app_pages/{page}.py").run()
+        check(at, None)
+        assert charts(at) >= 1
+    assert attempts == []
+    # the guard does catch a download: a hub id tries to connect (and fails with a clear message)
+    from bertcore import sources
+
+    with pytest.raises(sources.SourceError, match="cannot get"):
+        sources.load(sources.ModelSource("hub", "bert-base-uncased"))
+    assert attempts
