@@ -238,7 +238,8 @@ def test_embeddings_check_and_views(packaged):
 
 # ----------------------------------------------------------------------------- positions
 @pytest.mark.parametrize("start,end,match", [(300, 600, "512 positions"), (100, 50, "empty"), (600, 700, "512 positions"),
-                                             (0, 0, None), (510, 511, None)])
+                                             (-5, 10, ">= 0"), (0, 99_999_999, "512 positions"), (0, 0, None),
+                                             (510, 511, None)])
 def test_positions_ranges(start, end, match):
     at = page("positions", pos_start=start, pos_end=end)
     assert_clean(at)
@@ -264,6 +265,21 @@ def test_positions_learned_beside_sinusoids_of_the_same_size(packaged):
                                atol=1e-6)
     np.testing.assert_allclose(sinus, positional.sinusoidal(32, packaged.config.hidden_size, base=100.0, start=10),
                                atol=1e-6)
+
+
+@pytest.mark.parametrize("base", [1.0, -3.0, 0.0])
+def test_positions_bad_sinusoid_base_gets_a_message(base):
+    at = page("positions", pos_base=base)
+    assert_clean(at)
+    assert any("base must be above 1" in w for w in messages(at)["warning"])
+
+
+def test_masking_any_whole_number_is_a_seed():
+    at = page("masking", msk_seed=-7)
+    assert_clean(at)
+    at.number_input(key="msk_seed").set_value(10**12).run()
+    assert_clean(at)
+    assert not messages(at)["error"] and not messages(at)["warning"]
 
 
 def test_positions_with_small_model(mlm_source):
@@ -301,6 +317,7 @@ def test_anatomy_pooler_text_bad_inputs():
             assert messages(at)["warning"], case
         else:
             assert not messages(at)["warning"] and not messages(at)["error"], case
+        assert any("was cut" in str(c.value) for c in at.caption) == (case == "20k_chars"), case
 
 
 def test_anatomy_of_an_mlm_model(mlm_source):

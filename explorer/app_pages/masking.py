@@ -58,8 +58,8 @@ with c2:
     st.caption(f"[MASK] {mask_fraction:.0%} · random {random_fraction:.0%} · unchanged "
                f"{1 - mask_fraction - random_fraction:.0%}")
 with c3:
-    seed = st.number_input("Seed", 0, MAX_SEED, step=1, key="msk_seed",
-                           help="The same seed and settings give the same draw.")
+    seed = st.number_input("Seed", step=1, key="msk_seed",
+                           help="The same seed and settings give the same draw. Any whole number.")
     st.button("Re-sample", on_click=_resample, key="msk_resample", icon=":material/casino:",
               help="Draw again with the next seed.")
 
@@ -81,7 +81,7 @@ word_ids = torch.tensor([[-1 if w is None else w for w in enc.word_ids]]) if who
 try:
     result = masking.mask_tokens(t["input_ids"], eligible, mask_token_id=tok.mask_token_id, vocab_size=len(tok),
                                  mlm_probability=rate, mask_fraction=mask_fraction, random_fraction=random_fraction,
-                                 word_ids=word_ids, generator=torch.Generator().manual_seed(int(seed)))
+                                 word_ids=word_ids, generator=torch.Generator().manual_seed(int(seed) % MAX_SEED))
 except masking.MaskingError as exc:
     widgets.show_error(exc)
     st.stop()

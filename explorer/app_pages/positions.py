@@ -6,8 +6,6 @@ from bertcore import positional
 from explorer import widgets
 from explorer.figures import positions as pos_figures
 
-MAX_INPUT = 100_000
-
 st.title("Positional embeddings")
 st.markdown(
     """
@@ -29,22 +27,26 @@ if "pos_start" not in st.session_state:
 if "pos_end" not in st.session_state:
     st.session_state["pos_end"] = min(127, n_pos - 1)
 c1, c2, c3 = st.columns(3)
-with c1:
-    start = st.number_input("First position", 0, MAX_INPUT, step=1, key="pos_start")
+with c1:  # no bounds on the widgets: any number reaches the check below and gets a message
+    start = st.number_input("First position", step=1, key="pos_start")
 with c2:
-    end = st.number_input("Last position", 0, MAX_INPUT, step=1, key="pos_end",
-                          help=f"This model has positions 0 to {n_pos - 1}.")
+    end = st.number_input("Last position", step=1, key="pos_end", help=f"This model has positions 0 to {n_pos - 1}.")
 with c3:
-    base = st.number_input("Sinusoid base", 2.0, 1e9, 10000.0, step=1000.0, key="pos_base",
-                           help="10000 in the paper: the longest wavelength is 2π · base.")
+    base = st.number_input("Sinusoid base", value=10000.0, step=1000.0, key="pos_base",
+                           help="10000 in the paper: the longest wavelength is 2π · base. Must be above 1.")
 
+start, end = int(start), int(end)
 try:
-    start, stop = positional.check_range(int(start), int(end) + 1, n_pos)
+    start, stop = positional.check_range(start, end + 1, n_pos)
 except positional.PositionRangeError as exc:
-    shown_start = min(int(start), n_pos - 1)
-    shown_stop = min(max(int(end) + 1, shown_start + 1), n_pos)
+    shown_start = min(max(start, 0), n_pos - 1)
+    shown_stop = min(max(end + 1, shown_start + 1), n_pos)
     st.warning(f"{exc} Showing positions {shown_start} to {shown_stop - 1} instead.", icon=":material/straighten:")
     start, stop = shown_start, shown_stop
+if not (1.0 < float(base) < 1e12):
+    st.warning(f"The sinusoid base must be above 1 (and below 10^12); got {float(base):g}. Using 10000, as in the "
+               "paper.", icon=":material/straighten:")
+    base = 10000.0
 
 learned = positional.learned_positions(lm.model, start, stop)
 sinus = positional.sinusoidal(stop - start, hidden, base=float(base), start=start)
