@@ -410,7 +410,10 @@ def build_pretraining_data(
     }
     keep = ("input_ids", "token_type_ids", "next_sentence_label")
     to_ds = lambda d: datasets.Dataset.from_dict({k: d[k] for k in keep})  # noqa: E731
-    return PretrainData(to_ds(train), to_ds(val) if val else None, stats)
+    # validation pairs in a seeded random order: evaluating the first batches must not mean
+    # evaluating the first documents (one topic) only
+    val_ds = to_ds(val).shuffle(seed=seed).flatten_indices() if val else None
+    return PretrainData(to_ds(train), val_ds, stats)
 
 
 # ----------------------------------------------------------------------------- classification sets
@@ -502,7 +505,7 @@ def load_labelled(
 
 def split_indices(labels: Sequence[Any], val_fraction: float, test_fraction: float, seed: int) -> tuple[list[int], list[int], list[int]]:
     """A seeded, stratified train / val / test split of positions (stratified when every class
-    has at least 2 examples per split; else plain random)."""
+    has at least 2 examples per split; else plain random). Train sorted; val and test shuffled."""
     from sklearn.model_selection import train_test_split
 
     idx = np.arange(len(labels))
@@ -512,13 +515,15 @@ def split_indices(labels: Sequence[Any], val_fraction: float, test_fraction: flo
         return idx.tolist(), [], []
     strat = y if min(np.unique(y, return_counts=True)[1]) >= 4 else None
     train, rest = train_test_split(idx, test_size=holdout, random_state=seed, stratify=strat)
+    # val and test keep the shuffled order (a file sorted by label must not give an evaluation
+    # of its first batches only one class); train order is set per epoch anyway
     if test_fraction == 0:
-        return sorted(train.tolist()), sorted(rest.tolist()), []
+        return sorted(train.tolist()), rest.tolist(), []
     if val_fraction == 0:
-        return sorted(train.tolist()), [], sorted(rest.tolist())
+        return sorted(train.tolist()), [], rest.tolist()
     strat_rest = y[rest] if strat is not None and min(np.unique(y[rest], return_counts=True)[1]) >= 2 else None
     val, test = train_test_split(rest, test_size=test_fraction / holdout, random_state=seed, stratify=strat_rest)
-    return sorted(train.tolist()), sorted(val.tolist()), sorted(test.tolist())
+    return sorted(train.tolist()), val.tolist(), test.tolist()
 
 
 def build_classification_data(

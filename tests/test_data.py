@@ -141,6 +141,9 @@ def test_packaged_tweets_positive_negative_deduplicated():
     assert c.labels == ["negative", "positive"]
     assert c.stats["examples"] == 22812
     assert abs(c.stats["majority_fraction"] - 0.700) < 0.005
+    # the CSV is sorted by sentiment: the first validation batches must still hold both classes
+    first = c.val["label"][:64]
+    assert 0.15 < sum(first) / len(first) < 0.45
 
 
 def test_batches_resume_and_split_over_ranks():
