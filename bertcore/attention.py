@@ -81,19 +81,29 @@ class BertSelfAttention(nn.Module):
         self.key = nn.Linear(config.hidden_size, config.hidden_size)
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout_p = config.attention_probs_dropout_prob
+        self._qkv_cache: tuple | None = None  # (stamp, weight (3H, H), bias (3H,)), see _qkv_weights
 
-    def _heads(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, _ = x.shape
-        return x.view(b, t, self.num_attention_heads, self.attention_head_size).transpose(1, 2)  # (B, heads, T, d)
+    def _qkv_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Query, key and value stacked into one ``(3H, H)`` weight and ``(3H,)`` bias, so one matmul
+        projects all three (each output column is the same dot product as in three matmuls).
+        Without autograd the stack is cached until a weight changes (its ``_version``, storage,
+        device or dtype); with autograd it is rebuilt each call so gradients reach each Linear."""
+        params = (self.query.weight, self.key.weight, self.value.weight, self.query.bias, self.key.bias, self.value.bias)
+        if torch.is_grad_enabled():
+            return torch.cat(params[:3]), torch.cat(params[3:])
+        stamp = tuple((p.data_ptr(), p._version, p.device, p.dtype) for p in params)
+        if self._qkv_cache is None or self._qkv_cache[0] != stamp:
+            self._qkv_cache = (stamp, torch.cat(params[:3]), torch.cat(params[3:]))
+        return self._qkv_cache[1], self._qkv_cache[2]
 
     def forward(
         self, hidden_states: torch.Tensor, mask: torch.Tensor | None = None, need_probs: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``hidden_states (B, T, H)`` -> ``(context (B, T, H), probs (B, heads, T, T) | None)``."""
         b, t, h = hidden_states.shape
-        q = self._heads(self.query(hidden_states))  # (B, heads, T, d)
-        k = self._heads(self.key(hidden_states))  # (B, heads, T, d)
-        v = self._heads(self.value(hidden_states))  # (B, heads, T, d)
+        qkv = F.linear(hidden_states, *self._qkv_weights())  # (B, T, 3H)
+        qkv = qkv.view(b, t, 3, self.num_attention_heads, self.attention_head_size).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)  # each (B, heads, T, d)
         p = self.dropout_p if self.training else 0.0
         context, probs = attention(q, k, v, mask, p, need_probs)  # (B, heads, T, d)
         return context.transpose(1, 2).reshape(b, t, h), probs  # (B, T, H)
