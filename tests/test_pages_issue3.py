@@ -334,3 +334,16 @@ def test_pages_are_registered_in_the_app():
         at.switch_page(f"explorer/app_pages/{name}.py").run()
         assert not at.exception, (name, [e.value for e in at.exception])
         assert at.title and at.title[0].value
+
+
+def test_settings_survive_a_page_switch():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
+    at.switch_page("explorer/app_pages/masking.py").run()
+    at.slider(key="msk_rate").set_value(0.5).run()
+    at.switch_page("explorer/app_pages/positions.py").run()
+    at.number_input(key="pos_end").set_value(40).run()
+    at.switch_page("explorer/app_pages/masking.py").run()
+    assert not at.exception
+    assert at.slider(key="msk_rate").value == 0.5
+    at.switch_page("explorer/app_pages/positions.py").run()
+    assert at.number_input(key="pos_end").value == 40

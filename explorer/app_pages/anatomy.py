@@ -72,7 +72,7 @@ if tied:
             "layer adds only a bias.", icon=":material/link:")
 
 groups = ["all"] + list(totals)
-group = st.selectbox("Show the parameters of", groups, key="ana_group")
+group = st.selectbox("Show the parameters of", groups, key="ana_group", persist_state="session")
 table = pd.DataFrame([{"name": r.name, "shape": " × ".join(map(str, r.shape)), "parameters": r.count,
                        "group": r.group, "part": r.part} for r in rows if group == "all" or r.group == group])
 st.dataframe(table, hide_index=True, key="ana_table",
@@ -106,7 +106,7 @@ st.markdown("The pooler takes the last layer's vector of the first token, `[CLS]
             "matrix, adds a bias and applies **tanh**: `pooled = tanh(W · h_[CLS] + b)`. The result is the "
             "single vector that next-sentence prediction and sequence classifiers read. Every other token's "
             "output is ignored by the pooler.")
-text = st.text_input("Sentence for the pooler", POOLER_TEXT, key="ana_text")
+text = st.text_input("Sentence for the pooler", POOLER_TEXT, key="ana_text", persist_state="session")
 try:
     enc = encode(lm.tokenizer, text, max_length=min(cfg.max_position_embeddings, int(lm.tokenizer.model_max_length)))
     t = enc.tensors()

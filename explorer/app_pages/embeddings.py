@@ -78,7 +78,7 @@ with c2:
     first_dim = widgets.clamped_slider("First dimension shown", "emb_first_dim", 0, max(0, hidden - 1), 0)
 with c3:
     chosen = st.multiselect("Parts", COMPONENTS, default=["token", "position", "segment", "sum", "output"],
-                            key="emb_parts")
+                            key="emb_parts", persist_state="session")
 rows = slice(first_tok, min(first_tok + MAX_ROWS, len(enc)))
 dims = slice(first_dim, min(first_dim + MAX_DIMS, hidden))
 tensors = {"token": parts.word, "position": parts.position, "segment": parts.segment, "sum": parts.total,
@@ -95,7 +95,7 @@ else:
 # ----------------------------------------------------------------------------- one token
 st.subheader("One token, step by step")
 labels = [f"{i}: {tk}" for i, tk in enumerate(enc.tokens)]
-pick = st.selectbox("Token", range(len(enc)), format_func=labels.__getitem__, key="emb_token",
+pick = st.selectbox("Token", range(len(enc)), format_func=labels.__getitem__, key="emb_token", persist_state="session",
                     index=min(1, len(enc) - 1))
 pick = min(int(pick), len(enc) - 1)
 vectors = {k: tensors[k][pick].numpy() for k in ("token", "position", "segment", "sum", "output")}

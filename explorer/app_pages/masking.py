@@ -45,20 +45,20 @@ def _resample() -> None:
 
 c1, c2, c3 = st.columns([3, 3, 2])
 with c1:
-    rate = st.slider("Selection rate (share of eligible tokens)", 0.0, 1.0, 0.15, 0.01, key="msk_rate",
+    rate = st.slider("Selection rate (share of eligible tokens)", 0.0, 1.0, 0.15, 0.01, key="msk_rate", persist_state="session",
                      help="BERT uses 15%. 0 selects nothing, 1 selects every ordinary token.")
-    whole_word = st.toggle("Whole-word masking", key="msk_wwm",
+    whole_word = st.toggle("Whole-word masking", key="msk_wwm", persist_state="session",
                            help="Select all WordPiece pieces of a word together (Google's later BERT release); "
                                 "each piece still gets its own [MASK] / random / unchanged decision.")
 with c2:
     split = st.slider("Split of the selected tokens: [MASK] | random | unchanged", 0.0, 1.0, (0.8, 0.9), 0.01,
-                      key="msk_split", help="Left handle: share replaced by [MASK]; between the handles: share "
+                      key="msk_split", persist_state="session", help="Left handle: share replaced by [MASK]; between the handles: share "
                                             "replaced by a random token; the rest stays unchanged. BERT: 80 | 10 | 10.")
     mask_fraction, random_fraction = float(split[0]), float(split[1]) - float(split[0])
     st.caption(f"[MASK] {mask_fraction:.0%} · random {random_fraction:.0%} · unchanged "
                f"{1 - mask_fraction - random_fraction:.0%}")
 with c3:
-    seed = st.number_input("Seed", step=1, key="msk_seed",
+    seed = st.number_input("Seed", step=1, key="msk_seed", persist_state="session",
                            help="The same seed and settings give the same draw. Any whole number.")
     st.button("Re-sample", on_click=_resample, key="msk_resample", icon=":material/casino:",
               help="Draw again with the next seed.")
@@ -146,7 +146,7 @@ if not positions:
             "or type [MASK] in the text.", icon=":material/info:")
     st.stop()
 
-k = st.slider("Guesses per position (top-k)", 1, 10, 5, key="msk_k")
+k = st.slider("Guesses per position (top-k)", 1, 10, 5, key="msk_k", persist_state="session")
 try:
     preds = fill_mask.predict(lm.model, tok, result.input_ids, positions, labels=result.labels, k=k,
                               attention_mask=t["attention_mask"], token_type_ids=t["token_type_ids"])
