@@ -16,6 +16,7 @@ Results: artifacts/browser/bad-inputs.md (what each bad input gave on each page)
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import re
 import struct
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import BROWSER_ARTIFACTS, SCREENSHOTS, Session, new_context
+from .conftest import BROWSER_ARTIFACTS, ROOT, SCREENSHOTS, Session, new_context
 
 APP = '[data-testid="stApp"]'
 IDLE = f'{APP}[data-test-script-state="notRunning"][data-test-connection-state="CONNECTED"]'
@@ -59,7 +60,17 @@ BAD_TEXT: dict[str, str] = {
     "special tokens": "[CLS] [SEP] [MASK] [PAD] [UNK] ##ing",
     "combining marks": "Z̵̡̢̛a̶̘l̷̪g̸̣o̵͎ te\u0301xt",
 }
+BAD_TEXT["everything odd at once"] = (
+    "emoji 🤖👩‍👩‍👧‍👦🇫🇷 | RTL مرحبا שלום | zero\u200bwidth\ufeff\u2060 | ctrl\x07\x1b[31m\x08\x7f\x85 | nul\x00 | "
+    "Z̵̡a̶l̷g̸o̵ | " + XSS + " | \u202eRLO last")
 BAD_NUMBERS = ["-1", "0", "-999999", "99999999", "1e309", "nan", "abc", ""]
+# The CI run (default) tries a subset that goes through every code path; BROWSER_TEST_FULL=1 tries
+# every input above in every field (a few minutes more; its table is in docs/browser-findings.md).
+FULL = os.environ.get("BROWSER_TEST_FULL") == "1"
+LEAN_MAIN = ["empty", "20k chars", "everything odd at once"]  # the first text field of a page
+LEAN_OTHER = ["empty", "everything odd at once"]  # its other text fields
+LEAN_NUMBERS = ["-1", "99999999"]  # one per field, in turn
+LEAN_UPLOADS = ["corrupt safetensors", "CSV without the right columns", "non-UTF-8 text", "huge file (210 MB)"]
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -179,21 +190,32 @@ def discover_pages(session: Session) -> list[NavPage]:
     pages: list[NavPage] = []
     for i in range(links.count()):
         link = links.nth(i)
-        title = " ".join(link.inner_text().split())
-        title = re.sub(r"^[a-z_]+\s+", "", title) if "_" in title.split(" ")[0] else title  # drop a material icon name
+        # the link's text without its icon (a Material icon is drawn from a ligature: its name is text)
+        title = link.evaluate("""el => { const c = el.cloneNode(true);
+            c.querySelectorAll('[data-testid="stIconMaterial"], [data-testid="stIconEmoji"]').forEach(i => i.remove());
+            return c.textContent; }""")
+        title = " ".join(title.split())
         href = link.get_attribute("href") or ""
         if href and not any(p.url == href for p in pages):
             pages.append(NavPage(title, href))
     return pages
 
 
-def open_page(session: Session, nav: NavPage) -> tuple[float, int]:
-    """Go to a page, wait for the run and the charts; returns (seconds, number of charts)."""
+def open_page(session: Session, nav: NavPage, expand: bool = False) -> tuple[float, int]:
+    """Go to a page, wait for the run and the charts; returns (seconds, number of charts).
+    ``expand``: then open its closed expanders (their fields are places people type too)."""
     t0 = time.perf_counter()
     session.page.goto(nav.url, wait_until="domcontentloaded")
     wait_idle(session.page, start_ms=5_000, need_content=True)
     charts = wait_charts(session.page)
-    return time.perf_counter() - t0, charts
+    took = time.perf_counter() - t0
+    if expand:
+        closed = session.page.locator(f'{MAIN} [data-testid="stExpander"] details:not([open]) > summary')
+        for _ in range(min(closed.count(), 10)):
+            closed.first.click()
+        if closed.count() == 0:
+            wait_idle(session.page, start_ms=300)
+    return took, charts
 
 
 def commit(field_locator, is_area: bool) -> None:
@@ -269,105 +291,6 @@ def find_page(nav_pages: list[NavPage], pattern: str) -> NavPage | None:
 
 
 # ----------------------------------------------------------------------------- tests
-def test_every_page_renders(session, server, nav_pages):
-    """Each page runs, draws its charts, shows no exception; a screenshot per page."""
-    failures = []
-    for nav in nav_pages:
-        took, charts = open_page(session, nav)
-        shot = SCREENSHOTS / f"{nav.slug}.png"
-        session.page.screenshot(path=str(shot), full_page=True)
-        found = problems(session, server) + [f"JS error: {e}" for e in session.page_errors]
-        session.page_errors.clear()
-        print(f"page {nav.title!r}: {took:.1f} s, {charts} charts, screenshot {shot.relative_to(shot.parents[2])}")
-        if found:
-            failures.append(f"{nav.title}: " + "; ".join(found))
-    assert not failures, "\n".join(failures)
-
-
-def test_bad_text_in_every_text_field(session, server, nav_pages, results):
-    """Every bad input in every main text field: a message or a result, never an exception."""
-    failures = []
-    for nav in nav_pages:
-        open_page(session, nav)
-        page = session.page
-        fields = page.locator(TEXT_FIELDS)
-        n = fields.count()
-        if n == 0:
-            results.add(nav.title, "-", "-", "no text field on this page")
-            continue
-        for i in range(n):
-            loc = page.locator(TEXT_FIELDS).nth(i)
-            if not loc.is_visible() or not loc.is_editable():
-                continue
-            label = loc.get_attribute("aria-label") or f"text field {i + 1}"
-            original = loc.input_value()
-            for name, value in BAD_TEXT.items():
-                t0 = time.perf_counter()
-                try:
-                    set_text(page, i, value)
-                    charts_ok = True
-                    try:
-                        wait_charts(page, timeout_ms=30_000)
-                    except Exception:  # noqa: BLE001
-                        charts_ok = False
-                    result, found = outcome(session, server, t0)
-                    if not charts_ok:
-                        result += " [charts did not draw within 30 s]"
-                except Exception as exc:  # noqa: BLE001 - the browser timed out: the page hung
-                    result, found = f"FAIL: page did not finish ({type(exc).__name__}: {str(exc)[:200]})", [str(exc)]
-                results.add(nav.title, label, name, result)
-                if found:
-                    failures.append(f"{nav.title} / {label} / {name}: {'; '.join(found)[:800]}")
-                    page.screenshot(path=str(SCREENSHOTS / f"fail-{nav.slug}-{slug(name)}.png"), full_page=True)
-                    if not server.alive():
-                        pytest.fail("\n".join(failures))
-            # the app is still usable: the original text works again
-            t0 = time.perf_counter()
-            set_text(page, i, original)
-            wait_charts(page)
-            result, found = outcome(session, server, t0)
-            results.add(nav.title, label, "(original text again)", result)
-            if found:
-                failures.append(f"{nav.title} / {label} / after bad inputs: {'; '.join(found)}")
-    assert not failures, "\n".join(failures)
-
-
-def test_bad_numbers_in_every_number_field(session, server, nav_pages, results):
-    failures = []
-    for nav in nav_pages:
-        open_page(session, nav)
-        page = session.page
-        n = page.locator(NUMBER_FIELDS).count()
-        if n == 0:
-            results.add(nav.title, "-", "-", "no number field on this page")
-        for i in range(n):
-            loc = page.locator(NUMBER_FIELDS).nth(i)
-            if not loc.is_visible() or not loc.is_editable():
-                continue
-            label = loc.get_attribute("aria-label") or f"number field {i + 1}"
-            original = loc.input_value()
-            for value in BAD_NUMBERS:
-                t0 = time.perf_counter()
-                loc = page.locator(NUMBER_FIELDS).nth(i)
-                try:
-                    loc.fill(value)
-                except Exception as exc:  # noqa: BLE001 - Chromium refuses letters in input[type=number]
-                    results.add(nav.title, label, f"number {value!r}", f"the browser refuses it ({str(exc)[:60]})")
-                    continue
-                loc.press("Enter")
-                wait_idle(page)
-                shown = page.locator(NUMBER_FIELDS).nth(i).input_value()
-                result, found = outcome(session, server, t0)
-                results.add(nav.title, label, f"number {value!r}", f"{result}; field shows {shown!r}")
-                if found:
-                    failures.append(f"{nav.title} / {label} / {value!r}: {'; '.join(found)[:800]}")
-            loc = page.locator(NUMBER_FIELDS).nth(i)
-            loc.fill(original)
-            loc.press("Enter")
-            wait_idle(page)
-    assert not failures, "\n".join(failures)
-
-
 SLIDER_THUMB = '[role="slider"], input[type="range"]'
 
 
@@ -388,30 +311,161 @@ def _sliders(page, pattern: str) -> list[tuple[str, object]]:
     return out
 
 
-def test_switch_layer_and_head(session, server, nav_pages, results):
-    """Move every layer / head slider to its ends: charts redraw, no exception."""
-    failures = []
-    for nav in nav_pages:
-        open_page(session, nav)
-        page = session.page
-        sliders = _sliders(page, r"\b(layer|head)s?\b")
-        if not sliders:
-            results.add(nav.title, "-", "-", "no layer / head slider on this page")
-        for label, thumb in sliders:
-            label = label[:40]
-            for key in ("End", "Home", "ArrowRight"):
-                t0 = time.perf_counter()
-                thumb.focus()
-                thumb.press(key)
-                wait_idle(page)
-                wait_charts(page)
+def _text_fields(session: Session, server, nav: NavPage, results: Results) -> list[str]:
+    """Bad text in every main text field; each field gets its original text back at the end
+    (that the page works again is the 'still usable' check)."""
+    page = session.page
+    failures: list[str] = []
+    n = page.locator(TEXT_FIELDS).count()
+    if n == 0:
+        results.add(nav.title, "-", "-", "no text field on this page")
+    for i in range(n):
+        loc = page.locator(TEXT_FIELDS).nth(i)
+        if not loc.is_visible() or not loc.is_editable():
+            continue
+        label = loc.get_attribute("aria-label") or f"text field {i + 1}"
+        original = loc.input_value()
+        names = list(BAD_TEXT) if FULL else (LEAN_MAIN if i == 0 else LEAN_OTHER)
+        for name in names:
+            t0 = time.perf_counter()
+            try:
+                set_text(page, i, BAD_TEXT[name])
+                charts_ok = True
+                try:
+                    wait_charts(page, timeout_ms=30_000)
+                except Exception:  # noqa: BLE001
+                    charts_ok = False
                 result, found = outcome(session, server, t0)
-                results.add(nav.title, f"slider {label}", key, result)
-                if found:
-                    failures.append(f"{nav.title} / slider {label} / {key}: {'; '.join(found)[:800]}")
-        if sliders:
-            page.screenshot(path=str(SCREENSHOTS / f"{nav.slug}-switched.png"), full_page=True)
-    assert not failures, "\n".join(failures)
+                if not charts_ok:
+                    result += " [charts did not draw within 30 s]"
+            except Exception as exc:  # noqa: BLE001 - the browser timed out: the page hung
+                result, found = f"FAIL: page did not finish ({type(exc).__name__}: {str(exc)[:200]})", [str(exc)]
+            results.add(nav.title, label, name, result)
+            if found:
+                failures.append(f"{nav.title} / {label} / {name}: {'; '.join(found)[:800]}")
+                page.screenshot(path=str(SCREENSHOTS / f"fail-{nav.slug}-{slug(name)}.png"), full_page=True)
+                if not server.alive():
+                    return failures
+        t0 = time.perf_counter()
+        set_text(page, i, original)
+        wait_charts(page)
+        result, found = outcome(session, server, t0)
+        results.add(nav.title, label, "(original text again)", result)
+        if found:
+            failures.append(f"{nav.title} / {label} / after bad inputs: {'; '.join(found)}")
+    return failures
+
+
+def _number_fields(session: Session, server, nav: NavPage, results: Results) -> list[str]:
+    """Numbers out of range (and not numbers) in every main number field."""
+    page = session.page
+    failures: list[str] = []
+    n = page.locator(NUMBER_FIELDS).count()
+    for i in range(n):
+        loc = page.locator(NUMBER_FIELDS).nth(i)
+        if not loc.is_visible() or not loc.is_editable():
+            continue
+        label = loc.get_attribute("aria-label") or f"number field {i + 1}"
+        original = loc.input_value()
+        for value in (BAD_NUMBERS if FULL else [LEAN_NUMBERS[i % len(LEAN_NUMBERS)]]):
+            t0 = time.perf_counter()
+            loc = page.locator(NUMBER_FIELDS).nth(i)
+            try:
+                loc.fill(value)
+            except Exception as exc:  # noqa: BLE001 - Chromium refuses letters in input[type=number]
+                results.add(nav.title, label, f"number {value!r}", f"the browser refuses it ({str(exc)[:60]})")
+                continue
+            loc.press("Enter")
+            wait_idle(page)
+            shown = page.locator(NUMBER_FIELDS).nth(i).input_value()
+            result, found = outcome(session, server, t0)
+            results.add(nav.title, label, f"number {value!r}", f"{result}; field shows {shown!r}")
+            if found:
+                failures.append(f"{nav.title} / {label} / {value!r}: {'; '.join(found)[:800]}")
+        loc = page.locator(NUMBER_FIELDS).nth(i)
+        if loc.input_value() != original:
+            loc.fill(original)
+            loc.press("Enter")
+            wait_idle(page)
+    return failures
+
+
+def _layer_head(session: Session, server, nav: NavPage, results: Results) -> list[str]:
+    """Move every layer / head slider (to its end; in full mode also back and one step)."""
+    page = session.page
+    failures: list[str] = []
+    sliders = _sliders(page, r"\b(layer|head)s?\b")
+    for label, thumb in sliders:
+        label = label[:40]
+        for key in (("End", "Home", "ArrowRight") if FULL else ("End",)):
+            t0 = time.perf_counter()
+            thumb.focus()
+            thumb.press(key)
+            wait_idle(page)
+            wait_charts(page)
+            result, found = outcome(session, server, t0)
+            results.add(nav.title, f"slider {label}", key, result)
+            if found:
+                failures.append(f"{nav.title} / slider {label} / {key}: {'; '.join(found)[:800]}")
+    if sliders:
+        page.screenshot(path=str(SCREENSHOTS / f"{nav.slug}-switched.png"), full_page=True)
+    return failures
+
+
+def _uploads(session: Session, server, nav: NavPage, results: Results, files: dict[str, Path]) -> list[str]:
+    """Files that are not what they claim, in every uploader (a fresh page for each file)."""
+    page = session.page
+    failures: list[str] = []
+    count = _uploaders(page).count()
+    for i in range(count):
+        for name, path in files.items():
+            if not FULL and name not in LEAN_UPLOADS:
+                continue
+            open_page(session, nav)
+            t0 = time.perf_counter()
+            try:
+                _uploaders(page).nth(i).set_input_files(str(path))
+                wait_idle(page, start_ms=3_000)
+                result, found = outcome(session, server, t0)
+                box = page.locator('[data-testid="stFileUploader"]').nth(i)
+                said = " ".join(box.inner_text().split()) if box.count() else ""
+                if not found and re.search(r"not allowed|exceed|too large|limit", said, re.I):
+                    result = f"rejected by the uploader: {said[-140:]}"
+            except Exception as exc:  # noqa: BLE001
+                result, found = f"FAIL: {type(exc).__name__}: {str(exc)[:200]}", [str(exc)]
+            results.add(nav.title, f"uploader {i + 1}", name, result)
+            if found:
+                failures.append(f"{nav.title} / uploader {i + 1} / {name}: {'; '.join(found)[:800]}")
+                page.screenshot(path=str(SCREENSHOTS / f"fail-{nav.slug}-upload-{slug(name)}.png"), full_page=True)
+    return failures
+
+
+def test_every_page(session, server, nav_pages, results, subtests, tmp_path):
+    """Each page (a subtest each): it runs, draws its charts and shows no exception (screenshot
+    ``artifacts/screenshots/<page>.png``); then bad text in its text fields, bad numbers in its
+    number fields, its layer / head sliders moved, bad files in its uploaders."""
+    files = _bad_uploads(tmp_path)
+    for nav in nav_pages:
+        with subtests.test(msg=nav.title):
+            took, charts = open_page(session, nav, expand=True)
+            shot = SCREENSHOTS / f"{nav.slug}.png"
+            session.page.screenshot(path=str(shot), full_page=True)
+            found = problems(session, server)
+            msg = message_in_page(session.page)
+            results.add(nav.title, "(page)", "open", ("FAIL: " + "; ".join(found)) if found else
+                        f"{charts} charts drawn in {took:.1f} s" + (f"; message: {msg[:120]}" if msg else ""))
+            print(f"page {nav.title!r}: {took:.1f} s, {charts} charts, screenshot {shot.relative_to(ROOT)}")
+            for err in session.page_errors:
+                results.add(nav.title, "(page)", "JavaScript error", err[:200])
+            session.page_errors.clear()
+            failures = [f"{nav.title}: {'; '.join(found)}"] if found else []
+            failures += _text_fields(session, server, nav, results)
+            if server.alive():
+                failures += _number_fields(session, server, nav, results)
+                failures += _layer_head(session, server, nav, results)
+                failures += _uploads(session, server, nav, results, files)
+            assert not failures, "\n".join(failures)
+            assert server.alive(), "the server died"
 
 
 def _sidebar_radio(page, label_pattern: str) -> bool:
@@ -505,7 +559,10 @@ def test_sidebar_model_picker_bad_folders_and_ids(session, server, results, tmp_
         cases = {**folders, "missing folder": "/nonexistent/bert", "a file, not a folder": "/etc/hostname",
                  "20k chars": "a" * 20_000, "NUL byte": "abc\x00def", "emoji / RTL": "/tmp/🤖/مرحبا",
                  "HTML / script": XSS, "whitespace": "   "}
+        lean = ("corrupt safetensors", "pickle bomb .bin", "20k chars", "HTML / script")
         for name, value in cases.items():
+            if not FULL and name not in lean:
+                continue
             result, found = _try_model(session, server, "local", name, value)
             results.add("sidebar: model picker", "Local folder", name, result)
             if found:
@@ -516,8 +573,10 @@ def test_sidebar_model_picker_bad_folders_and_ids(session, server, results, tmp_
         assert after == before, "a failed load changed files on disk"
         assert not marker.exists(), "the pickle bomb ran"
     if _sidebar_radio(page, r"hub"):
-        for name, value in {"offline hub id": "bert-base-uncased", "path-like id": "../../etc/passwd",
-                            "HTML / script": XSS}.items():
+        hub_cases = {"offline hub id": "bert-base-uncased", "path-like id": "../../etc/passwd", "HTML / script": XSS}
+        for name, value in hub_cases.items():
+            if not FULL and name != "offline hub id":
+                continue
             result, found = _try_model(session, server, "hub", name, value)
             results.add("sidebar: model picker", "Hub id", name, result)
             if found:
@@ -561,35 +620,6 @@ def _bad_uploads(tmp: Path) -> dict[str, Path]:
         fh.truncate(210 * 1024 * 1024)  # sparse: over the 200 MB upload limit
     files["huge file (210 MB)"] = p
     return files
-
-
-def test_bad_uploads(session, server, nav_pages, results, tmp_path):
-    """Every file uploader gets files that are not what they claim; a message, never an exception."""
-    files = _bad_uploads(tmp_path)
-    failures = []
-    for nav in nav_pages:
-        open_page(session, nav)
-        page = session.page
-        count = _uploaders(page).count()
-        for i in range(count):
-            for name, path in files.items():
-                open_page(session, nav)  # a fresh page: no file left over from the last try
-                t0 = time.perf_counter()
-                try:
-                    _uploaders(page).nth(i).set_input_files(str(path))
-                    wait_idle(page, start_ms=3_000)
-                    result, found = outcome(session, server, t0)
-                    box = page.locator('[data-testid="stFileUploader"]').nth(i)
-                    said = " ".join(box.inner_text().split()) if box.count() else ""
-                    if not found and re.search(r"not allowed|exceed|too large|limit", said, re.I):
-                        result = f"rejected by the uploader: {said[-140:]}"
-                except Exception as exc:  # noqa: BLE001
-                    result, found = f"FAIL: {type(exc).__name__}: {str(exc)[:200]}", [str(exc)]
-                results.add(nav.title, f"uploader {i + 1}", name, result)
-                if found:
-                    failures.append(f"{nav.title} / uploader {i + 1} / {name}: {'; '.join(found)[:800]}")
-                    page.screenshot(path=str(SCREENSHOTS / f"fail-{nav.slug}-upload-{slug(name)}.png"), full_page=True)
-    assert not failures, "\n".join(failures)
 
 
 def test_attention_512_tokens_render_time(session, server, nav_pages, results):
@@ -639,7 +669,7 @@ def test_attention_512_tokens_render_time(session, server, nav_pages, results):
 
 def test_concurrent_sessions_share_one_model(server, nav_pages, new_session):
     """Three sessions open a model page at once: all render, the model is loaded once."""
-    nav = find_page(nav_pages, r"attention|token") or nav_pages[0]
+    nav = find_page(nav_pages, r"attention") or find_page(nav_pages, r"token") or nav_pages[0]
     sessions = [new_session() for _ in range(3)]
     rss_before = server.rss_mb()
     log_start = len(server.log_tail(100_000))
