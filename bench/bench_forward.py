@@ -3,8 +3,9 @@ bertcore vs transformers (eager attention, output_attentions=True), in one run.
 
     python bench/bench_forward.py [--reps 200] [--threads N]
 
-Prints median milliseconds per forward for 1x32 and 1x128 tokens and the ratio
-bertcore / transformers (lower is better). Runs alternate between the two models so that
+Prints median milliseconds per forward for 1x32 and 1x128 tokens, the ratio
+bertcore / transformers (lower is better), and the floor: the same model's linear layers
+alone (every matmul of the forward with its bias, nothing else), timed in the same run. Runs alternate between the two models so that
 machine noise hits both alike.
 """
 
@@ -32,6 +33,13 @@ def time_once(fn) -> float:
     return time.perf_counter() - t0
 
 
+def linears_only(model, t: int):
+    """A function that runs each nn.Linear of ``model`` once on a (1, t, in_features) input."""
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    inputs = [torch.randn(1, t, m.in_features) for m in linears]
+    return lambda: [m(x) for m, x in zip(linears, inputs)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=200)
@@ -43,7 +51,7 @@ def main() -> None:
     ours = loaded.model.eval()
     hf = transformers.BertModel.from_pretrained(str(loaded.path), attn_implementation="eager").eval()
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, threads {torch.get_num_threads()}")
-    print(f"{'input':>8} {'bertcore ms':>12} {'HF eager ms':>12} {'ratio':>7}")
+    print(f"{'input':>8} {'bertcore ms':>12} {'HF eager ms':>12} {'ratio':>7} {'matmul floor ms':>16}")
     g = torch.Generator().manual_seed(0)
     for t in (32, 128):
         ids = torch.randint(1000, 30000, (1, t), generator=g)
@@ -55,12 +63,14 @@ def main() -> None:
             err = max((x - y).abs().max().item() for x, y in zip(a.attentions, b.attentions))
             for _ in range(10):
                 ours(ids, **kw), hf(ids, **kw)
-            mine, theirs = [], []
+            floor_fn = linears_only(hf, t)
+            mine, theirs, floor = [], [], []
             for _ in range(args.reps):
                 mine.append(time_once(lambda: ours(ids, **kw)))
                 theirs.append(time_once(lambda: hf(ids, **kw)))
-        m, h = statistics.median(mine) * 1e3, statistics.median(theirs) * 1e3
-        print(f"{'1x' + str(t):>8} {m:12.2f} {h:12.2f} {m / h:7.2f}   (max |attention diff| {err:.1e})")
+                floor.append(time_once(floor_fn))
+        m, h, f = (statistics.median(x) * 1e3 for x in (mine, theirs, floor))
+        print(f"{'1x' + str(t):>8} {m:12.2f} {h:12.2f} {m / h:7.2f} {f:16.2f}   (max |attention diff| {err:.1e})")
 
 
 if __name__ == "__main__":

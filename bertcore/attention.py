@@ -102,8 +102,8 @@ class BertSelfAttention(nn.Module):
         """``hidden_states (B, T, H)`` -> ``(context (B, T, H), probs (B, heads, T, T) | None)``."""
         b, t, h = hidden_states.shape
         qkv = F.linear(hidden_states, *self._qkv_weights())  # (B, T, 3H)
-        qkv = qkv.view(b, t, 3, self.num_attention_heads, self.attention_head_size).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv.unbind(0)  # each (B, heads, T, d)
+        qkv = qkv.view(b, t, 3, self.num_attention_heads, self.attention_head_size)  # (B, T, 3, heads, d)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).contiguous().unbind(0)  # each (B, heads, T, d), one copy
         p = self.dropout_p if self.training else 0.0
         context, probs = attention(q, k, v, mask, p, need_probs)  # (B, heads, T, d)
         return context.transpose(1, 2).reshape(b, t, h), probs  # (B, T, H)
