@@ -13,6 +13,7 @@ Debian's Chromium through Playwright for Python (no browser download).
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import signal
@@ -135,6 +136,27 @@ class StreamlitServer:
             return None
         return None
 
+    def _stop_training_runs(self) -> None:
+        """Training runs the app started (in their own sessions, under this server's temporary
+        runs folder): SIGTERM, then SIGKILL, to each run's process group."""
+        pids = []
+        for status in self.runs_dir.glob("*/status.json"):
+            try:
+                pid = int(json.loads(status.read_text(encoding="utf-8")).get("pid") or 0)
+            except (OSError, ValueError, TypeError):
+                continue
+            if pid > 1:
+                pids.append(pid)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in pids:
+                try:
+                    if os.getpgid(pid) == pid:  # still the leader of the group the app started
+                        os.killpg(pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            if sig == signal.SIGTERM and pids:
+                time.sleep(3)
+
     def stop(self) -> None:
         if self.proc.returncode is None:
             for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
@@ -147,11 +169,12 @@ class StreamlitServer:
                     break
                 except subprocess.TimeoutExpired:
                     continue
-        # children that outlived the leader (a training run, say) are in the same group
+        # children that outlived the leader are in the same group
         try:
             os.killpg(self.pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        self._stop_training_runs()
         if not self._log.closed:
             self._log.close()
 

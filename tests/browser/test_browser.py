@@ -164,6 +164,24 @@ def message_in_page(page) -> str:
     return texts[0] if texts else ""
 
 
+def shoot(page, path: Path) -> None:
+    """Screenshot the whole page: Streamlit scrolls inside its main container, not the document,
+    so the window is made as tall as the content (at most 8,000 px) for the shot."""
+    height = page.evaluate("""() => Math.max(...['[data-testid="stMain"]', '[data-testid="stAppViewContainer"]',
+                                                  '[data-testid="stSidebarContent"]']
+        .map(s => document.querySelector(s)).filter(Boolean).map(e => e.scrollHeight), 0)""")
+    size = page.viewport_size or {"width": 1400, "height": 1000}
+    tall = int(min(max(size["height"], height + 40), 8_000))
+    try:
+        if tall > size["height"]:
+            page.set_viewport_size({"width": size["width"], "height": tall})
+            page.wait_for_timeout(400)  # charts follow the new size
+        page.screenshot(path=str(path), full_page=True)
+    finally:
+        if tall > size["height"]:
+            page.set_viewport_size(size)
+
+
 def slug(title: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") or "page"
 
@@ -343,7 +361,7 @@ def _text_fields(session: Session, server, nav: NavPage, results: Results) -> li
             results.add(nav.title, label, name, result)
             if found:
                 failures.append(f"{nav.title} / {label} / {name}: {'; '.join(found)[:800]}")
-                page.screenshot(path=str(SCREENSHOTS / f"fail-{nav.slug}-{slug(name)}.png"), full_page=True)
+                shoot(page, SCREENSHOTS / f"fail-{nav.slug}-{slug(name)}.png")
                 if not server.alive():
                     return failures
         t0 = time.perf_counter()
@@ -408,7 +426,7 @@ def _layer_head(session: Session, server, nav: NavPage, results: Results) -> lis
             if found:
                 failures.append(f"{nav.title} / slider {label} / {key}: {'; '.join(found)[:800]}")
     if sliders:
-        page.screenshot(path=str(SCREENSHOTS / f"{nav.slug}-switched.png"), full_page=True)
+        shoot(page, SCREENSHOTS / f"{nav.slug}-switched.png")
     return failures
 
 
@@ -436,7 +454,7 @@ def _uploads(session: Session, server, nav: NavPage, results: Results, files: di
             results.add(nav.title, f"uploader {i + 1}", name, result)
             if found:
                 failures.append(f"{nav.title} / uploader {i + 1} / {name}: {'; '.join(found)[:800]}")
-                page.screenshot(path=str(SCREENSHOTS / f"fail-{nav.slug}-upload-{slug(name)}.png"), full_page=True)
+                shoot(page, SCREENSHOTS / f"fail-{nav.slug}-upload-{slug(name)}.png")
     return failures
 
 
@@ -449,7 +467,7 @@ def test_every_page(session, server, nav_pages, results, subtests, tmp_path):
         with subtests.test(msg=nav.title):
             took, charts = open_page(session, nav, expand=True)
             shot = SCREENSHOTS / f"{nav.slug}.png"
-            session.page.screenshot(path=str(shot), full_page=True)
+            shoot(session.page, shot)
             found = problems(session, server)
             msg = message_in_page(session.page)
             results.add(nav.title, "(page)", "open", ("FAIL: " + "; ".join(found)) if found else
@@ -567,7 +585,7 @@ def test_sidebar_model_picker_bad_folders_and_ids(session, server, results, tmp_
             results.add("sidebar: model picker", "Local folder", name, result)
             if found:
                 failures.append(f"sidebar local folder / {name}: {'; '.join(found)[:800]}")
-                page.screenshot(path=str(SCREENSHOTS / f"fail-sidebar-{slug(name)}.png"), full_page=True)
+                shoot(page, SCREENSHOTS / f"fail-sidebar-{slug(name)}.png")
         after = {p: sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in Path(p).iterdir())
                  for p in folders.values()}
         assert after == before, "a failed load changed files on disk"
@@ -589,7 +607,7 @@ def test_sidebar_model_picker_bad_folders_and_ids(session, server, results, tmp_
                     else "ok, page renders")
         if found:
             failures.append(f"after bad models, packaged model: {'; '.join(found)}")
-    page.screenshot(path=str(SCREENSHOTS / "sidebar-model-picker.png"), full_page=True)
+    shoot(page, SCREENSHOTS / "sidebar-model-picker.png")
     assert not failures, "\n".join(failures)
 
 
@@ -630,7 +648,7 @@ def test_attention_512_tokens_render_time(session, server, nav_pages, results):
     open_page(session, nav)
     page = session.page
     if page.locator(TEXT_FIELDS).count() == 0:
-        page.screenshot(path=str(SCREENSHOTS / f"{nav.slug}-512-skipped.png"), full_page=True)
+        shoot(page, SCREENSHOTS / f"{nav.slug}-512-skipped.png")
         pytest.skip("the Attention page has no text field yet")
     text = (FILLER * 85).strip()  # 510 words of one token each: 512 with [CLS] and [SEP]
     t0 = time.perf_counter()
@@ -640,7 +658,7 @@ def test_attention_512_tokens_render_time(session, server, nav_pages, results):
     render_s = time.perf_counter() - t0
     frame_ms = next_frame_ms(page)
     found = problems(session, server)
-    page.screenshot(path=str(SCREENSHOTS / f"{nav.slug}-512-tokens.png"), full_page=True)
+    shoot(page, SCREENSHOTS / f"{nav.slug}-512-tokens.png")
     switch_s = None
     sliders = _sliders(page, r"\bhead\b") or _sliders(page, r"\blayer\b")
     if sliders:
@@ -691,3 +709,82 @@ def test_concurrent_sessions_share_one_model(server, nav_pages, new_session):
     if rss_before and rss_after:
         assert rss_after - rss_before < 300, "memory grew as if each session loaded its own model"
     assert log.count("Traceback") == 0, log
+
+
+def _set_number(page, label: str, value: str) -> bool:
+    loc = page.locator(f'{MAIN} [data-testid="stNumberInput"] input[aria-label="{label}"]')
+    if not loc.count():
+        return False
+    loc.first.fill(value)
+    loc.first.press("Enter")
+    wait_idle(page)
+    return True
+
+
+def _run_states(runs_dir: Path) -> dict[str, dict]:
+    """Each run's status (``bertcore.runs.read_status``: a run whose process died reads as failed)."""
+    from bertcore import runs
+
+    out = {}
+    for run_dir in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
+        try:
+            status = runs.read_status(run_dir)
+        except (OSError, ValueError):
+            status = None
+        if status is not None:
+            out[run_dir.name] = status
+    return out
+
+
+def test_two_users_start_training_at_once(server, nav_pages, new_session, results):
+    """Two sessions press "Start training" at the same moment: one run trains, the other is
+    refused (a message in its page) or waits (queued, or failed with a 'busy' error); never two
+    runs training on one device at once. The runs are tiny (2 steps, 20 documents)."""
+    nav = find_page(nav_pages, r"^train")
+    if nav is None:
+        pytest.skip("no Train page yet")
+    users = [new_session(), new_session()]
+    for user in users:
+        open_page(user, nav, expand=True)
+        if not _set_number(user.page, "Steps", "2"):
+            pytest.skip("the Train page has no 'Steps' field")
+        _set_number(user.page, "Documents to use (0: all)", "20")
+        _set_number(user.page, "Evaluate every (steps)", "1")
+    buttons = [u.page.locator(f"{MAIN} button").filter(has_text=re.compile("start training", re.I)).first
+               for u in users]
+    for b in buttons:  # both clicks go out before either script run has finished
+        b.click(no_wait_after=True)
+    for u in users:
+        wait_idle(u.page, timeout_ms=60_000, quiet_ms=200)
+    said = [visible_texts(u.page, f'{MAIN} [data-testid="stAlert"]', limit=3) for u in users]
+    started = _run_states(server.runs_dir)
+    # the test needs no finished run: stop it from the page that started it (Cancel run)
+    for u in users:
+        cancel = u.page.locator(f"{MAIN} button").filter(has_text=re.compile("cancel run", re.I))
+        if cancel.count() and cancel.first.is_enabled():
+            cancel.first.click()
+            wait_idle(u.page, timeout_ms=30_000, quiet_ms=200)
+    # watch the runs until they end: at most one may be training at any moment
+    deadline, max_running = time.monotonic() + 90, 0
+    while time.monotonic() < deadline:
+        states = {k: v.get("state") for k, v in _run_states(server.runs_dir).items()}
+        max_running = max(max_running, sum(1 for s in states.values() if s == "running"))
+        if states and all(s in ("done", "failed", "cancelled") for s in states.values()):
+            break
+        time.sleep(0.25)
+    final = _run_states(server.runs_dir)
+    states = {k: v.get("state") for k, v in final.items()}
+    errors = {k: str(v.get("error"))[:160] for k, v in final.items() if v.get("state") == "failed"}
+    line = (f"runs started: {len(started)}; end states: {states}; most training at once: {max_running}; "
+            f"user 1 was told {said[0][:2]}; user 2 was told {said[1][:2]}; failed runs' errors: {errors}")
+    print("\n" + line)
+    results.add(nav.title, "Start training (2 sessions at once)", "simultaneous clicks", line)
+    assert max_running <= 1, line
+    assert started, "no run was started at all: " + line
+    assert all(s in ("done", "failed", "cancelled") for s in states.values()), "a run did not stop: " + line
+    for u in users:
+        assert not problems(u, server), line
+    # the second user heard about it: refused in the page, or its run failed saying the device is busy
+    refused_in_page = any(re.search(r"not started|busy|one run at a time", " ".join(t), re.I) for t in said)
+    busy_failure = any(re.search(r"busy|lock|another run", e, re.I) for e in errors.values())
+    assert len(started) == 1 and refused_in_page or busy_failure, line
