@@ -76,6 +76,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _die_with_parent() -> None:
+    """In the child before exec (Linux): SIGTERM when the test process dies, even by SIGKILL,
+    so that a killed pytest leaves no server behind."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class StreamlitServer:
     """``streamlit run app.py`` in its own process group; :meth:`stop` kills the group."""
 
@@ -95,7 +106,7 @@ class StreamlitServer:
                "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"]
         self._log = open(log_path, "wb")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+                                     stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent)
         self.pgid = self.proc.pid  # start_new_session: the child leads its own group
         atexit.register(self.stop)
 
