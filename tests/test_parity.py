@@ -174,3 +174,15 @@ def test_pre_layer_norm_variant_runs_and_differs():
     a, b = post(ids, output_hidden_states=True), pre(ids, output_hidden_states=True)
     assert b.last_hidden_state.shape == a.last_hidden_state.shape
     assert not torch.allclose(a.last_hidden_state, b.last_hidden_state)
+
+
+@torch.no_grad()
+def test_pytorch_model_bin_checkpoint_loads_and_matches(tmp_path):
+    """Older HF folders carry ``pytorch_model.bin`` (read with ``torch.load(weights_only=True)``)."""
+    cfg = tiny_config()
+    hf = transformers.BertModel(_hf_config(cfg)).eval()
+    torch.save(hf.state_dict(), tmp_path / "pytorch_model.bin")
+    cfg.save_json(tmp_path / "config.json")
+    ours = BertModel.from_pretrained(tmp_path)
+    ids = torch.randint(5, cfg.vocab_size, (2, 9))
+    torch.testing.assert_close(ours(ids).last_hidden_state, hf(ids).last_hidden_state, atol=ATOL, rtol=0)
