@@ -8,6 +8,9 @@ and stops polling when the run has ended. Session-state keys start with ``train_
 
 from __future__ import annotations
 
+import hashlib
+import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +28,22 @@ TASKS = {"pretrain": "Pretraining (masked LM + next sentence prediction)",
 SCRATCH_PRESETS = ("nano", "tiny", "mini", "small", "medium", "base")
 PRETRAIN_DATA = {"bbc": "BBC News, 2,225 articles (packaged, offline)",
                  "local": "Local .txt file or folder of .txt files",
+                 "upload": "Upload a .txt file (documents separated by blank lines)",
                  "hub:wikitext:wikitext-2-raw-v1": "WikiText-2 from the Hugging Face Hub (needs internet)"}
 FINETUNE_DATA = {"tweets": "Tweets, positive vs negative (packaged, offline)",
                  "bbc-topics": "BBC News topics, 5 classes (packaged, offline; easy)",
                  "local": "Local .csv file (columns: text, label)",
+                 "upload": "Upload a .csv file (columns: text, label; optional text_pair)",
                  "hub:imdb": "IMDB reviews from the Hugging Face Hub (needs internet)",
                  "hub:sst2": "SST-2 from the Hugging Face Hub (needs internet)"}
+
+
+UPLOAD_MAX_MB = 50  # largest upload this page accepts as training data (the server allows up to 200 MB)
+UPLOAD_TYPES = {"pretrain": ".txt", "finetune": ".csv"}
+MIN_LABELLED = 10  # as bertcore.data.build_classification_data
+BINARY_MAGIC = {b"\x89PNG": "a PNG image", b"\xff\xd8\xff": "a JPEG image", b"GIF8": "a GIF image",
+                b"%PDF": "a PDF document", b"PK\x03\x04": "a ZIP archive (or .xlsx/.docx)",
+                b"\x1f\x8b": "a gzip archive", b"\xd0\xcf\x11\xe0": "an old Office document (.xls/.doc)"}
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -107,6 +120,114 @@ def start_model_config(init: str | None, preset: str) -> BertConfig | None:
         return BertConfig.from_json_file(folder / "config.json")
     except ConfigError:
         return None
+
+
+def safe_upload_name(name: str, suffix: str) -> str:
+    """A file name safe to write: letters, digits, '.', '_' and '-' only, at most 80 characters, ending in ``suffix``."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(name).replace("\\", "/")).name).strip("._-")
+    stem = stem[:-len(suffix)] if stem.lower().endswith(suffix) else stem
+    return (stem[:80] or "upload") + suffix
+
+
+def check_upload(task: str, name: str, data: bytes,
+                 root: Path | None = None) -> tuple[Path | None, str, str | None]:
+    """Validate an uploaded training file and, if usable, save it under ``<runs root>/uploads/``.
+
+    Returns ``(path, summary, text_pair column or None)`` when accepted and ``(None, message, None)``
+    when refused (messages are Markdown-escaped, for st.error / st.success); a refused file leaves
+    nothing on disk. After quick checks (size, binary content, UTF-8) the run's own loaders
+    (``bertcore.data.load_labelled`` / ``load_documents``) read a temporary copy. An accepted file is
+    written atomically to ``uploads/<sha256 prefix>-<safe name>``; the same content under the same
+    name is reused, never overwritten.
+    """
+    from bertcore import data as bdata
+    from bertcore.checkpoint import atomic_write
+
+    suffix = UPLOAD_TYPES[task]
+    shown = widgets.escape_md(Path(str(name).replace("\\", "/")).name)
+    if len(data) > UPLOAD_MAX_MB * 1024 * 1024:
+        return None, (f"{shown} is {len(data) / 2**20:,.1f} MB: uploads for training are limited to "
+                      f"{UPLOAD_MAX_MB} MB. For bigger data choose the 'Local ...' data source and give "
+                      "its path on this machine."), None
+    if not data.strip():
+        return None, f"{shown} is empty: it has no text.", None
+    kind = next((k for magic, k in BINARY_MAGIC.items() if data.startswith(magic)), None)
+    if kind is not None or b"\x00" in data[:8192]:
+        return None, (f"{shown} is not a text file: it looks like {kind or 'binary data (it holds NUL bytes)'}. "
+                      f"Upload a plain-text {suffix} file."), None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        return None, (f"{shown} is not UTF-8 text (byte 0x{data[exc.start]:02x} at position {exc.start:,} is "
+                      "invalid). Save it as UTF-8 (e.g. 'CSV UTF-8' in a spreadsheet) and upload it again."), None
+    clean = text.encode("utf-8")  # without a BOM, which would rename the first CSV column
+    pair = None
+    with tempfile.TemporaryDirectory(prefix="bert-upload-") as tmp:
+        probe = Path(tmp) / safe_upload_name(name, suffix)
+        probe.write_bytes(clean)
+        try:
+            if task == "finetune":
+                lines = text.splitlines()
+                header = [c.strip().strip('"') for c in (lines[0] if lines else "").split(",")]
+                pair = "text_pair" if "text_pair" in header else None
+                ds = bdata.load_labelled(str(probe), text_pair_column=pair)
+                labels = sorted(set(ds["label"]))
+                if len(ds) < MIN_LABELLED:
+                    return None, (f"{shown} has {len(ds)} usable labelled row(s) (non-empty text and label); "
+                                  f"fine-tuning needs at least {MIN_LABELLED}."), None
+                if len(labels) < 2:
+                    return None, (f"{shown} has a single label ({widgets.escape_md(labels[0])}): classification "
+                                  "needs at least 2 different labels."), None
+                some = ", ".join(widgets.escape_md(x) for x in labels[:10]) + (" ..." if len(labels) > 10 else "")
+                summary = f"{len(ds):,} labelled rows, {len(labels)} labels ({some})"
+                if pair:
+                    summary += ", sentence pairs (text_pair)"
+            else:
+                ds = bdata.load_documents(str(probe))
+                summary = f"{len(ds):,} documents"
+        except bdata.DataError as exc:
+            reason = str(exc).replace(str(probe), probe.name).split(" Choose them with --")[0]  # no CLI hint here
+            return None, f"{shown} cannot be used: {widgets.escape_md(reason)}", None
+        except Exception as exc:  # noqa: BLE001 - any parser failure is a bad file, never a traceback
+            return None, f"{shown} cannot be read: {widgets.escape_md(type(exc).__name__)}: {widgets.escape_md(exc)}", None
+    folder = runs.runs_root(root) / "uploads"
+    dest = folder / f"{hashlib.sha256(clean).hexdigest()[:16]}-{safe_upload_name(name, suffix)}"
+    if dest.exists():
+        if not dest.is_file() or dest.read_bytes() != clean:
+            return None, f"Cannot save {shown}: {widgets.escape_md(dest)} already exists with other content.", None
+    else:
+        try:
+            atomic_write(dest, lambda p: p.write_bytes(clean))
+        except OSError as exc:
+            return None, f"Cannot save {shown} under {widgets.escape_md(folder)}: {widgets.escape_md(exc)}", None
+    return dest, summary, pair
+
+
+def upload_input(task: str) -> tuple[str | None, str | None, str | None]:
+    """The uploader; returns (saved path, text_pair column, problem). A file is checked once per content."""
+    suffix = UPLOAD_TYPES[task]
+    up = st.file_uploader(f"Your {suffix} file (at most {UPLOAD_MAX_MB} MB)", type=[suffix.lstrip(".")],
+                          key=f"train_{task}_upload",
+                          help="Pretraining: plain UTF-8 text, documents separated by blank lines. Fine-tuning: a "
+                               "UTF-8 CSV with a header row and columns 'text' and 'label' (optional 'text_pair'). "
+                               "Accepted files are kept in the runs folder, under uploads/.")
+    if up is None:
+        return None, None, "Upload a file first (or choose another data source)."
+    raw = up.getvalue()
+    cache_key = (task, up.name, hashlib.sha256(raw).hexdigest())
+    cached = st.session_state.get("train_upload_checked")
+    if cached and cached[0] == cache_key and (cached[1] is None or Path(cached[1]).is_file()):
+        path, message, pair = cached[1:]
+    else:
+        with st.spinner("Checking the file ..."):
+            saved, message, pair = check_upload(task, up.name, raw)
+        path = None if saved is None else str(saved)
+        st.session_state["train_upload_checked"] = (cache_key, path, message, pair)
+    if path is None:
+        st.error(message, icon=":material/error:")
+        return None, None, "The uploaded file was refused (see the message under the uploader): fix it or upload another."
+    st.success(f"Accepted: {message}. Saved as {widgets.escape_md(path)}.", icon=":material/check_circle:")
+    return path, pair, None
 
 
 def validate(task: str, opts: dict[str, Any]) -> list[str]:
@@ -355,6 +476,7 @@ def launch_form() -> None:
     st.subheader("Start a run")
     task = st.radio("Task", list(TASKS), format_func=TASKS.__getitem__, key="train_task", horizontal=True)
     opts: dict[str, Any] = {}
+    upload_problem = None
     run_sources = list_run_sources()
     ckpt_labels = {s.ref: s.name for s in run_sources}
     c1, c2 = st.columns(2)
@@ -404,6 +526,10 @@ def launch_form() -> None:
                                  help="Pretraining: a .txt file (documents separated by blank lines) or a folder of "
                                       ".txt files. Fine-tuning: a CSV with 'text' and 'label' columns.").strip()
             data = path
+        elif data == "upload":
+            data, pair_column, upload_problem = upload_input(task)
+            if pair_column:
+                opts["text_pair_column"] = pair_column
         if str(data).startswith("hub:"):
             st.caption("This data set is downloaded from the Hugging Face Hub: without internet the run fails "
                        "with a message saying so.")
@@ -474,6 +600,8 @@ def launch_form() -> None:
             opts["max_train_examples"] = n or None
 
     problems = validate(task, opts)
+    if upload_problem:
+        problems.insert(0, upload_problem)
     if task == "pretrain" and opts.get("probe") and "[MASK]" not in opts["probe"]:
         problems.append("The probe sentence needs at least one [MASK].")
     busy_with = device_user(opts["device"])
