@@ -256,9 +256,8 @@ def session(browser, server):
         context.close()
 
 
-@pytest.fixture()
-def new_session(browser, server):
-    """A factory of extra sessions (for concurrency tests); all closed at the end."""
+def session_factory(browser, server):
+    """Generator for fixtures: yields a factory of extra sessions, closes them all afterwards."""
     contexts = []
 
     def make() -> Session:
@@ -269,3 +268,9 @@ def new_session(browser, server):
     yield make
     for c in contexts:
         c.close()
+
+
+@pytest.fixture()
+def new_session(browser, server):
+    """A factory of extra sessions (for concurrency tests); all closed at the end."""
+    yield from session_factory(browser, server)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import BROWSER_ARTIFACTS, ROOT, SCREENSHOTS, Session, new_context
+from .conftest import BROWSER_ARTIFACTS, ROOT, SCREENSHOTS, Session, session_factory
 
 APP = '[data-testid="stApp"]'
 IDLE = f'{APP}[data-test-script-state="notRunning"][data-test-connection-state="CONNECTED"]'
@@ -283,16 +283,7 @@ def nav_pages(browser, server, new_session_module):
 
 @pytest.fixture(scope="module")
 def new_session_module(browser, server):
-    contexts = []
-
-    def make() -> Session:
-        context = new_context(browser)
-        contexts.append(context)
-        return Session(context, server.url)
-
-    yield make
-    for c in contexts:
-        c.close()
+    yield from session_factory(browser, server)
 
 
 def outcome(session: Session, server, t0: float) -> tuple[str, list[str]]:
