@@ -16,8 +16,8 @@ import numpy as np
 import torch
 from transformers import BertTokenizerFast
 
-from .model import BertModel
-from .tokenizer import Encoding, TextError, encode
+from ..model import BertModel
+from ..tokenizer import Encoding, TextError, encode
 
 # ----------------------------------------------------------------------------- forward pass
 
