@@ -23,6 +23,8 @@ PAGES = [
     st.Page("explorer/app_pages/embeddings.py", title="Embeddings", icon=":material/stacks:"),
     st.Page("explorer/app_pages/positions.py", title="Positional embeddings", icon=":material/linear_scale:"),
     st.Page("explorer/app_pages/anatomy.py", title="Model anatomy", icon=":material/account_tree:"),
+    st.Page("explorer/app_pages/compare.py", title="Compare models", icon=":material/compare_arrows:"),
+    st.Page("explorer/app_pages/attribution.py", title="Attribution", icon=":material/insights:"),
     st.Page("explorer/app_pages/train.py", title="Train", icon=":material/model_training:"),
     st.Page("explorer/app_pages/evolution.py", title="Evolution", icon=":material/timeline:"),
 ]

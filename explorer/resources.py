@@ -11,6 +11,8 @@ from __future__ import annotations
 import streamlit as st
 
 from bertcore import analysis
+from bertcore.analysis import attribution as attribution_mod
+from bertcore.analysis import compare as compare_mod
 from bertcore.sources import LoadedModel, ModelSource, load
 
 
@@ -63,3 +65,33 @@ def head_stats(key: tuple[str, str], text: str, text_pair: str | None, _loaded: 
 def occurrences(key: tuple[str, str], target: str, sentences: tuple[str, ...], _loaded: LoadedModel) -> analysis.Occurrences:
     """:func:`bertcore.analysis.word_occurrences` cached per ``(key, target, sentences)``."""
     return analysis.word_occurrences(_loaded.encoder, _loaded.tokenizer, target, list(sentences))
+
+
+@st.cache_resource(show_spinner="Running both models on every sentence ...", max_entries=4, ttl="1h")
+def compare(key_a: tuple[str, str], key_b: tuple[str, str], sentences: tuple[str, ...], include_special: bool,
+            _a: LoadedModel, _b: LoadedModel) -> compare_mod.Comparison:
+    """:func:`bertcore.analysis.compare.run_pair` of the two models' encoders, cached per
+    ``(key_a, key_b, sentences, include_special)`` (a resource: it holds every attention map; the
+    arrays are made read-only). Raises what ``run_pair`` raises."""
+    result = compare_mod.run_pair(_a.encoder, _a.tokenizer, _b.encoder, _b.tokenizer, list(sentences), include_special)
+    for act in result.runs_a + result.runs_b:
+        act.attentions.flags.writeable = False
+        act.hidden_states.flags.writeable = False
+    return result
+
+
+@st.cache_data(show_spinner="Integrated gradients: running the model along the path ...", max_entries=16)
+def attribution(key: tuple[str, str], kind: str, text: str, other: str | None, position: int | None,
+                target: int | None, n_steps: int, _loaded: LoadedModel) -> attribution_mod.Attribution:
+    """Integrated gradients of the sidebar model, cached per its arguments.
+
+    ``kind``: ``"classification"`` (``target`` = class, None = predicted; ``other`` = sentence B or
+    None), ``"fill_mask"`` (``position`` of the [MASK], ``target`` = token id, None = top guess) or
+    ``"similarity"`` (``other`` = sentence B). Raises what :mod:`bertcore.analysis.attribution` raises.
+    """
+    m, tok = _loaded.model, _loaded.tokenizer
+    if kind == "classification":
+        return attribution_mod.explain_class(m, tok, text, other, target=target, n_steps=n_steps)
+    if kind == "fill_mask":
+        return attribution_mod.explain_fill_mask(m, tok, text, position=position, token_id=target, n_steps=n_steps)
+    return attribution_mod.explain_similarity(m, tok, text, other or "", n_steps=n_steps)

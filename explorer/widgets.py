@@ -74,18 +74,59 @@ def current_model() -> LoadedModel:
         raise  # unreachable: st.stop() raises
 
 
-def _use(source: ModelSource) -> None:
-    """Try to load ``source``; make it the current model only if that works."""
+def _use(source: ModelSource, source_key: str = SOURCE_KEY, error_key: str = ERROR_KEY) -> None:
+    """Try to load ``source``; store it in ``st.session_state[source_key]`` only if that works
+    (else the reason goes to ``st.session_state[error_key]``)."""
     try:
         resources.load_model(source)
     except (SourceError, CheckpointError, ConfigError) as exc:
-        st.session_state[ERROR_KEY] = f"Cannot load {source.name}: {exc}"
+        st.session_state[error_key] = f"Cannot load {source.name}: {exc}"
         return
     except Exception as exc:  # noqa: BLE001 - a user-chosen folder can fail in any library; say so, keep the app
-        st.session_state[ERROR_KEY] = f"Cannot load {source.name}: unexpected {type(exc).__name__}: {exc}"
+        st.session_state[error_key] = f"Cannot load {source.name}: unexpected {type(exc).__name__}: {exc}"
         return
-    st.session_state[SOURCE_KEY] = source
-    st.session_state.pop(ERROR_KEY, None)
+    st.session_state[source_key] = source
+    st.session_state.pop(error_key, None)
+
+
+def source_picker(where, prefix: str, source_key: str, error_key: str) -> ModelSource:
+    """Choose a model source (packaged, local folder, hub id, run checkpoint) inside ``where``
+    (``st.sidebar`` or a container); widget keys start with ``prefix``.
+
+    The choice, kept in ``st.session_state[source_key]``, changes only when the new model loads;
+    a failure keeps the previous one and shows why. Returns the current choice (packaged by default).
+    """
+    kind = where.radio("Where from", list(KINDS), format_func=KINDS.__getitem__, key=f"{prefix}_kind",
+                       on_change=lambda: st.session_state.pop(error_key, None))
+    use = lambda source: _use(source, source_key, error_key)  # noqa: E731
+    if kind == "packaged":
+        if st.session_state.get(source_key, PACKAGED) != PACKAGED:
+            use(PACKAGED)
+    elif kind == "local":
+        path = where.text_input("Folder (config.json, model.safetensors, vocab.txt)", key=f"{prefix}_local_path",
+                                placeholder="/path/to/bert-folder")
+        if where.button("Use this folder", key=f"{prefix}_local_use", disabled=not (path or "").strip()):
+            use(ModelSource("local", path.strip(), path.strip()))
+    elif kind == "hub":
+        hub_id = where.text_input("Hub id", value="bert-base-uncased", key=f"{prefix}_hub_id",
+                                  help="Needs internet. Offline, download the model elsewhere and pick it as a "
+                                       "local folder.")
+        if where.button("Download and use", key=f"{prefix}_hub_use", disabled=not (hub_id or "").strip()):
+            use(ModelSource("hub", hub_id.strip(), hub_id.strip()))
+    else:
+        runs = list_run_sources()
+        if not runs:
+            where.info("No checkpoint of a training run yet: train one on the Train page.")
+        else:
+            labels = {r.ref: r.name for r in runs}
+            ref = where.selectbox("Checkpoint", list(labels), format_func=labels.__getitem__, key=f"{prefix}_run_ref")
+            if where.button("Use this checkpoint", key=f"{prefix}_run_use"):
+                use(ModelSource("run", ref, labels[ref]))
+    if error_key in st.session_state:
+        where.error(escape_md(st.session_state[error_key]), icon=":material/error:")
+    chosen = st.session_state.get(source_key, PACKAGED)
+    where.caption("In use: " + escape_md(chosen.name))
+    return chosen
 
 
 def model_picker() -> None:
@@ -94,35 +135,8 @@ def model_picker() -> None:
     The choice changes only when the new model loads; a failure keeps the previous model and
     shows why in the sidebar.
     """
-    sb = st.sidebar
-    sb.subheader("Model")
-    kind = sb.radio("Where from", list(KINDS), format_func=KINDS.__getitem__, key="model_kind",
-                    on_change=lambda: st.session_state.pop(ERROR_KEY, None))
-    if kind == "packaged":
-        if current_source() != PACKAGED:
-            _use(PACKAGED)
-    elif kind == "local":
-        path = sb.text_input("Folder (config.json, model.safetensors, vocab.txt)", key="model_local_path",
-                             placeholder="/path/to/bert-folder")
-        if sb.button("Use this folder", key="model_local_use", disabled=not (path or "").strip()):
-            _use(ModelSource("local", path.strip(), path.strip()))
-    elif kind == "hub":
-        hub_id = sb.text_input("Hub id", value="bert-base-uncased", key="model_hub_id",
-                               help="Needs internet. Offline, download the model elsewhere and pick it as a local folder.")
-        if sb.button("Download and use", key="model_hub_use", disabled=not (hub_id or "").strip()):
-            _use(ModelSource("hub", hub_id.strip(), hub_id.strip()))
-    else:
-        runs = list_run_sources()
-        if not runs:
-            sb.info("No checkpoint of a training run yet: train one on the Train page.")
-        else:
-            labels = {r.ref: r.name for r in runs}
-            ref = sb.selectbox("Checkpoint", list(labels), format_func=labels.__getitem__, key="model_run_ref")
-            if sb.button("Use this checkpoint", key="model_run_use"):
-                _use(ModelSource("run", ref, labels[ref]))
-    if ERROR_KEY in st.session_state:
-        sb.error(escape_md(st.session_state[ERROR_KEY]), icon=":material/error:")
-    sb.caption("In use: " + escape_md(current_source().name))
+    st.sidebar.subheader("Model")
+    source_picker(st.sidebar, "model", SOURCE_KEY, ERROR_KEY)
 
 
 # ----------------------------------------------------------------------------- text inputs

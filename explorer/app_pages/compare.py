@@ -1,0 +1,144 @@
+"""Compare two models on the same sentences: CKA per layer, Jensen-Shannon distance per head,
+one head of both side by side."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from bertcore.analysis.compare import MAX_SENTENCES, TokenizationMismatch, js_distance, sentences_of
+from bertcore.embeddings import InputError
+from bertcore.tokenizer import TextError
+from explorer import resources, widgets
+from explorer.figures import attention as att_figures
+from explorer.figures import compare as cmp_figures
+
+DEFAULT = "\n".join([
+    "The bank raised its interest rates again this quarter.",
+    "She sat on the bank of the river and watched the boats.",
+    "The striker scored twice in the second half of the match.",
+    "Parliament will vote on the new budget next week.",
+    "The new phone has a faster chip and a larger screen.",
+    "After the storm, the village had no power for three days.",
+])
+
+st.title("Compare two models")
+st.markdown(
+    """
+Run two models on the same sentences and see where they differ. **Model A** is the one chosen in
+the sidebar; pick **model B** below: a checkpoint fine-tuned from A, two checkpoints of one run,
+or two runs.
+
+- **CKA** (linear centred kernel alignment, Kornblith et al. 2019, "Similarity of Neural Network
+  Representations Revisited") compares the hidden states of a layer over all the tokens: 1 means
+  the same representation up to a rotation and a scale (so a model and a copy with shuffled
+  neurons score 1), lower means the layer encodes the tokens differently.
+- **Jensen-Shannon distance** compares each head's attention maps row by row: 0 means the head
+  attends exactly as before, 1 means to completely different tokens.
+
+Kovaleva et al. (2019, "Revealing the Dark Secrets of BERT", section 5) found that fine-tuning
+changes mostly the **last layers**: CKA stays near 1 in the lower layers and drops towards the top,
+and the JS distance grows in the last layers. Check whether that holds for your run.
+"""
+)
+
+lm_a = widgets.current_model()
+with st.expander(f"Model B (model A is the sidebar's: {widgets.escape_md(lm_a.source.name)})", expanded=True):
+    source_b = widgets.source_picker(st, "cmp_b", "cmp_source_b", "cmp_error_b")
+try:
+    lm_b = resources.load_model(source_b)
+except Exception as exc:  # noqa: BLE001 - a model that loaded before may have been deleted since
+    st.error(f"Cannot load model B ({widgets.escape_md(source_b.name)}): {widgets.escape_md(exc)}",
+             icon=":material/error:")
+    st.stop()
+
+text = st.text_area(f"Sentences, one per line (at most {MAX_SENTENCES}; more tokens give a steadier CKA)",
+                    value=DEFAULT, key="cmp_text", height=170, persist_state="session")
+include_special = st.toggle("Include [CLS] / [SEP] in CKA", key="cmp_special", persist_state="session",
+                            help="Their vectors are outliers that can dominate CKA; they are left out by default.")
+key_a, key_b = resources.source_key(lm_a.source), resources.source_key(source_b)
+try:
+    sentences = sentences_of(text)
+    cmp = resources.compare(key_a, key_b, tuple(sentences), include_special, _a=lm_a, _b=lm_b)
+except TokenizationMismatch as exc:
+    st.warning(f"These models cannot be compared token by token: {widgets.escape_md(exc)}",
+               icon=":material/compare_arrows:")
+    st.stop()
+except (TextError, InputError) as exc:
+    widgets.show_error(exc)
+    st.stop()
+
+if key_a == key_b:
+    st.info("Model A and model B are the same model: CKA is 1 and the JS distance 0 everywhere. Pick another "
+            "model B above (e.g. a checkpoint of a training run).", icon=":material/info:")
+cut = [i + 1 for i, r in enumerate(cmp.runs_a) if r.encoding.num_truncated]
+if cut:
+    st.warning(f"Lines {', '.join(map(str, cut))} were cut to the models' positions.", icon=":material/content_cut:")
+hidden = max(lm_a.config.hidden_size, lm_b.config.hidden_size)
+c1, c2, c3 = st.columns(3)
+c1.metric("Tokens compared", f"{cmp.tokens:,}", help="Over every line, [CLS]/[SEP] excluded unless included above.")
+c2.metric("Layers (A / B)", f"{lm_a.config.num_hidden_layers} / {lm_b.config.num_hidden_layers}")
+c3.metric("Heads per layer (A / B)", f"{lm_a.config.num_attention_heads} / {lm_b.config.num_attention_heads}")
+if cmp.tokens < hidden // 2:
+    st.caption(f"Only {cmp.tokens} tokens for {hidden}-dimensional hidden states: with few tokens CKA is high for "
+               "almost any pair of representations. Add lines for a sharper comparison.")
+
+TABS = ["CKA by layer", "Layer × layer CKA", "Attention difference per head", "One head side by side"]
+by_layer, matrix, heads, one = st.tabs(TABS, key="cmp_tab", on_change="rerun")
+if by_layer.open:
+    with by_layer:
+        if cmp.cka is None:
+            st.info("The models have different numbers of layers: compare them in the layer × layer CKA tab.")
+        else:
+            st.caption("Layer 0 ('emb') is the embedding output. Fine-tuning typically keeps the lower layers (CKA "
+                       "near 1) and changes the top ones (Kovaleva et al. 2019).")
+            js_layer = cmp.js.mean(1) if cmp.js is not None else None
+            st.plotly_chart(cmp_figures.by_layer(cmp.cka, js_layer), key="cmp_by_layer")
+            table = pd.DataFrame({"layer": ["emb"] + [str(i) for i in range(1, len(cmp.cka))],
+                                  "CKA": np.round(cmp.cka, 4)})
+            if js_layer is not None:
+                table["mean JS distance"] = [None] + list(np.round(js_layer, 4))
+            st.dataframe(table, hide_index=True, key="cmp_by_layer_table")
+            st.download_button("CSV", table.to_csv(index=False), "cka_by_layer.csv", "text/csv", key="cmp_by_layer_csv")
+if matrix.open:
+    with matrix:
+        st.caption("Every layer of A against every layer of B. A bright diagonal means each layer kept its role; "
+                   "brightness off the diagonal means a layer of B resembles another layer of A.")
+        st.plotly_chart(cmp_figures.cka_heatmap(cmp.cka_matrix, lm_a.source.name, source_b.name), key="cmp_matrix")
+        names = ["emb"] + [str(i) for i in range(1, cmp.cka_matrix.shape[1])]
+        frame = pd.DataFrame(cmp.cka_matrix, columns=[f"B {n}" for n in names],
+                             index=[f"A {n}" for n in ["emb"] + [str(i) for i in range(1, cmp.cka_matrix.shape[0])]])
+        st.download_button("CSV", frame.to_csv(), "cka_matrix.csv", "text/csv", key="cmp_matrix_csv")
+if heads.open:
+    with heads:
+        if cmp.js is None:
+            st.info("The models have different numbers of layers or heads, so their heads cannot be paired.")
+        else:
+            st.caption("Jensen-Shannon distance between the two models' attention, per head, averaged over every "
+                       "query token of every line: 0 = the head attends as before, 1 = to entirely different tokens.")
+            st.plotly_chart(att_figures.stat_heatmap(cmp.js, "Jensen-Shannon distance", 0, 1, fmt=".2f",
+                                                     colorscale="Reds"), key="cmp_js")
+            frame = pd.DataFrame(cmp.js, columns=[f"head {h + 1}" for h in range(cmp.js.shape[1])],
+                                 index=[f"layer {i + 1}" for i in range(cmp.js.shape[0])])
+            st.download_button("CSV", frame.to_csv(), "js_per_head.csv", "text/csv", key="cmp_js_csv")
+if one.open:
+    with one:
+        if cmp.js is None:
+            st.info("The models have different numbers of layers or heads, so their heads cannot be paired.")
+        else:
+            s1, s2, s3 = st.columns([3, 2, 2])
+            with s1:
+                line = st.selectbox("Line", range(len(cmp.sentences)), key="cmp_line",
+                                    format_func=lambda i: f"{i + 1}: {cmp.sentences[i][:60]}") \
+                    if len(cmp.sentences) > 1 else 0
+                line = min(int(line), len(cmp.sentences) - 1)
+            with s2:
+                layer = widgets.layer_picker("cmp", cmp.js.shape[0])
+            with s3:
+                head = widgets.head_picker("cmp", cmp.js.shape[1])
+            act_a, act_b = cmp.runs_a[line], cmp.runs_b[line]
+            d = float(js_distance(act_a.attentions[layer - 1, head - 1], act_b.attentions[layer - 1, head - 1]).mean())
+            st.caption(f"Layer {layer}, head {head} on line {line + 1}: JS distance {d:.3f} (mean over query rows). "
+                       "Rows are the tokens that look, columns the tokens looked at.")
+            st.plotly_chart(cmp_figures.side_by_side(act_a.attentions[layer - 1, head - 1],
+                                                     act_b.attentions[layer - 1, head - 1], act_a.tokens,
+                                                     f"A: {lm_a.source.name}", f"B: {source_b.name}"), key="cmp_side")
