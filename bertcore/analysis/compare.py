@@ -131,7 +131,8 @@ def js_distance(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
     if p.shape != q.shape:
         raise ValueError(f"attention maps to compare must have the same shape, got {p.shape} and {q.shape}")
-    d = jensenshannon(p, q, axis=-1, base=2)
+    with np.errstate(invalid="ignore"):  # rounding can make the divergence -1e-17; clipped below
+        d = jensenshannon(p, q, axis=-1, base=2)
     return np.clip(np.nan_to_num(d, nan=0.0), 0.0, 1.0)
 
 
