@@ -98,7 +98,7 @@ def source_picker(where, prefix: str, source_key: str, error_key: str) -> ModelS
     """
     kind = where.radio("Where from", list(KINDS), format_func=KINDS.__getitem__, key=f"{prefix}_kind",
                        on_change=lambda: st.session_state.pop(error_key, None))
-    use = lambda source: _use(source, source_key, error_key)  # noqa: E731
+    use = lambda source: _use(source, source_key, error_key)
     if kind == "packaged":
         if st.session_state.get(source_key, PACKAGED) != PACKAGED:
             use(PACKAGED)

@@ -14,8 +14,8 @@ from bertcore.analysis import attribution
 from bertcore.sources import ModelSource, load, packaged_model_dir
 from bertcore.tokenizer import TextError
 
-TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-            max_position_embeddings=128, initializer_range=0.2)  # larger weights: outputs that move with the input
+TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "intermediate_size": 64, "max_position_embeddings": 128, "initializer_range": 0.2}  # larger weights: f moves
 TEXT = "The striker scored twice as the home side won the cup final."
 
 

@@ -16,8 +16,8 @@ from bertcore.tokenizer import TextError
 
 SENTENCES = ["The bank raised its rates again.", "She sat on the bank of the river.",
              "The striker scored twice in the final.", "Parliament votes on the budget next week."]
-TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64,
-            max_position_embeddings=128)
+TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 3, "num_attention_heads": 4,
+        "intermediate_size": 64, "max_position_embeddings": 128}
 
 
 # ----------------------------------------------------------------------------- tiny saved models

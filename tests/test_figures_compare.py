@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -61,4 +62,4 @@ def test_figures_do_not_import_streamlit():
     import explorer.figures.compare as c
 
     for mod in (a, c):
-        assert "streamlit" not in open(mod.__file__).read()
+        assert "streamlit" not in Path(mod.__file__).read_text()

@@ -16,8 +16,8 @@ from bertcore.sources import ModelSource, list_run_sources, load, packaged_model
 from tests.test_pages_issue3 import BAD_TEXTS, array, assert_clean, chart_specs, messages, page
 
 CMP_TABS = ["CKA by layer", "Layer × layer CKA", "Attention difference per head", "One head side by side"]
-TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64,
-            max_position_embeddings=128, initializer_range=0.2)
+TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 3, "num_attention_heads": 4,
+        "intermediate_size": 64, "max_position_embeddings": 128, "initializer_range": 0.2}
 LABELS = {0: "business", 1: "sport"}
 
 

@@ -25,18 +25,15 @@ Never imports streamlit or plotly.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import torch
 from transformers import BertTokenizerFast
 
-from ..embeddings import InputError
 from ..fill_mask import FillMaskError, mlm_head_of, normalise_mask_markers
 from ..model import BertModel
-from ..tokenizer import Encoding, TextError, encode
+from ..tokenizer import Encoding, encode
 
-Kind = Literal["classification", "fill_mask", "similarity"]
 DEFAULT_STEPS = 50
 TOKENS_PER_BATCH = 4096  # interpolation steps are batched so that batch x T stays near this
 
@@ -250,6 +247,3 @@ def explain_similarity(model: torch.nn.Module, tokenizer: BertTokenizerFast, tex
                                                  tokenizer.pad_token_id, n_steps)
     return Attribution(enc, scores, fx, fb, delta, n_steps, "cosine(sentence A, sentence B)")
 
-
-__all__ = ["Attribution", "AttributionError", "InputError", "TextError", "explain_class", "explain_fill_mask",
-           "explain_similarity", "integrated_gradients", "mask_positions", "mean_pool", "DEFAULT_STEPS"]

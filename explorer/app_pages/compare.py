@@ -12,14 +12,16 @@ from explorer import resources, widgets
 from explorer.figures import attention as att_figures
 from explorer.figures import compare as cmp_figures
 
-DEFAULT = "\n".join([
-    "The bank raised its interest rates again this quarter.",
-    "She sat on the bank of the river and watched the boats.",
-    "The striker scored twice in the second half of the match.",
-    "Parliament will vote on the new budget next week.",
-    "The new phone has a faster chip and a larger screen.",
-    "After the storm, the village had no power for three days.",
-])
+DEFAULT = (
+    "The bank raised its interest rates again this quarter.\n"
+    "She sat on the bank of the river and watched the boats.\n"
+    "The striker scored twice in the second half of the match.\n"
+    "Parliament will vote on the new budget next week.\n"
+    "The new phone has a faster chip and a larger screen.\n"
+    "After the storm, the village had no power for three days.\n"
+    "Shares fell sharply after the company missed its profit forecast.\n"
+    "The film won three awards at the festival on Sunday.\n"
+)
 
 st.title("Compare two models")
 st.markdown(

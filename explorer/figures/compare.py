@@ -54,7 +54,7 @@ def cka_heatmap(matrix, name_a: str = "model A", name_b: str = "model B") -> go.
     if matrix.ndim != 2 or matrix.size == 0:
         raise ValueError(f"a CKA matrix must have shape (layers of A, layers of B), got {matrix.shape}")
     la, lb = matrix.shape
-    names = lambda n: ["emb"] + [str(i) for i in range(1, n)]  # noqa: E731
+    names = lambda n: ["emb"] + [str(i) for i in range(1, n)]
     fig = go.Figure(go.Heatmap(
         z=matrix, x=names(lb), y=names(la), zmin=0, zmax=1, colorscale="Viridis",
         texttemplate="%{z:.2f}" if matrix.size <= 625 else None, colorbar={"title": {"text": "CKA"}},
