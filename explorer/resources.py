@@ -95,3 +95,11 @@ def attribution(key: tuple[str, str], kind: str, text: str, other: str | None, p
     if kind == "fill_mask":
         return attribution_mod.explain_fill_mask(m, tok, text, position=position, token_id=target, n_steps=n_steps)
     return attribution_mod.explain_similarity(m, tok, text, other or "", n_steps=n_steps)
+
+
+@st.cache_resource(show_spinner="Reading and splitting the corpus into sentences ...", max_entries=2)
+def corpus_sentences(corpus: str = "bbc") -> list[list[str]]:
+    """Each document of a pretraining corpus as its list of sentences (NLTK Punkt), read once per process."""
+    from bertcore import data
+
+    return [data.split_sentences(text) for text in data.load_documents(corpus)["text"]]

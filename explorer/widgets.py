@@ -14,15 +14,16 @@ import streamlit as st
 from bertcore.checkpoint import CheckpointError
 from bertcore.config import ConfigError
 from bertcore.embeddings import InputError
-from bertcore.sources import PACKAGED, LoadedModel, ModelSource, SourceError, list_run_sources
+from bertcore.sources import PACKAGED, PACKAGED_SOURCES, LoadedModel, ModelSource, SourceError, list_run_sources
 from bertcore.tokenizer import TextError
 
 from . import resources
 
 SOURCE_KEY = "model_source"  # the ModelSource every page uses
 ERROR_KEY = "model_error"  # message of the last failed load (shown in the sidebar)
+PACKAGED_KEY = "model_packaged"  # ref of the chosen packaged model ('' MiniLM, 'mlm' the fill-mask model)
 KINDS = {
-    "packaged": "Packaged MiniLM (offline)",
+    "packaged": "Packaged with the app (offline)",
     "local": "Local Hugging Face folder",
     "hub": "Hugging Face Hub id",
     "run": "Checkpoint of a training run",
@@ -48,9 +49,7 @@ def show_error(exc: BaseException, where: str = "") -> None:
     message = prefix + escape_md(str(exc))
     if isinstance(exc, (TextError, InputError)):
         st.warning(message, icon=":material/edit_note:")
-    elif isinstance(exc, (SourceError, CheckpointError, ConfigError)):
-        st.error(message, icon=":material/error:")
-    elif isinstance(exc, ValueError):
+    elif isinstance(exc, (SourceError, CheckpointError, ConfigError)) or isinstance(exc, ValueError):
         st.error(message, icon=":material/error:")
     else:
         raise exc
@@ -100,8 +99,13 @@ def source_picker(where, prefix: str, source_key: str, error_key: str) -> ModelS
                        on_change=lambda: st.session_state.pop(error_key, None))
     use = lambda source: _use(source, source_key, error_key)
     if kind == "packaged":
-        if st.session_state.get(source_key, PACKAGED) != PACKAGED:
-            use(PACKAGED)
+        packaged = {s.ref: s for s in PACKAGED_SOURCES}
+        ref = where.selectbox("Model", list(packaged), format_func=lambda r: packaged[r].name, key=f"{prefix}_packaged",
+                              help="all-MiniLM-L6-v2: a 6-layer BERT trained for sentence embeddings (no MLM head). "
+                                   "MiniLM-MLM: the same encoder trained further here with masked-LM + NSP on BBC "
+                                   "News, so it fills [MASK] and scores next sentences.")
+        if st.session_state.get(source_key, PACKAGED) != packaged[ref]:
+            use(packaged[ref])
     elif kind == "local":
         path = where.text_input("Folder (config.json, model.safetensors, vocab.txt)", key=f"{prefix}_local_path",
                                 placeholder="/path/to/bert-folder")
@@ -129,6 +133,23 @@ def source_picker(where, prefix: str, source_key: str, error_key: str) -> ModelS
     return chosen
 
 
+def use_source(source: ModelSource) -> bool:
+    """Make ``source`` the model of every page, if it loads, and point the sidebar's widgets at it.
+
+    The one owner of the sidebar's session keys: call it from a button's ``on_click`` (Streamlit
+    lets a callback set widget keys before the widgets are drawn). Returns True when the model
+    changed; on failure the previous model stays and the sidebar says why.
+    """
+    _use(source)
+    if st.session_state.get(SOURCE_KEY) != source:
+        return False
+    st.session_state["model_kind"] = source.kind
+    key = {"packaged": PACKAGED_KEY, "run": "model_run_ref", "local": "model_local_path",
+           "hub": "model_hub_id"}[source.kind]
+    st.session_state[key] = source.ref
+    return True
+
+
 def model_picker() -> None:
     """Sidebar: choose the model every page uses (packaged, local folder, hub id, run checkpoint).
 
@@ -136,7 +157,13 @@ def model_picker() -> None:
     shows why in the sidebar.
     """
     st.sidebar.subheader("Model")
-    source_picker(st.sidebar, "model", SOURCE_KEY, ERROR_KEY)
+    source_picker(st.sidebar, "model", SOURCE_KEY, ERROR_KEY)  # its packaged selectbox key is PACKAGED_KEY
+
+
+def truncation_notice(n_tokens: int, max_length: int) -> None:
+    """The one message for an input longer than the model reads (``n_tokens`` before the cut)."""
+    st.warning(f"The input has {n_tokens:,} tokens but this model reads at most {max_length}: the last "
+               f"{n_tokens - max_length:,} were cut off.", icon=":material/content_cut:")
 
 
 # ----------------------------------------------------------------------------- text inputs

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from streamlit.testing.v1 import AppTest
 
 from bertcore import runs
 from bertcore.analysis import compare
 from bertcore.sources import ModelSource, list_run_sources, load, packaged_model_dir
-from tests.test_pages_issue3 import BAD_TEXTS, array, assert_clean, chart_specs, messages, page
+from tests.test_pages_issue3 import BAD_TEXTS, ROOT, array, assert_clean, chart_specs, messages, page
 
 CMP_TABS = ["CKA by layer", "Layer × layer CKA", "Attention difference per head", "One head side by side"]
 TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 3, "num_attention_heads": 4,
@@ -209,3 +210,14 @@ def test_attribution_similarity_bad_text():
         if case in ("empty", "whitespace"):
             assert any("empty" in w for w in messages(at)["warning"]), case
         assert not messages(at)["error"], (case, messages(at))
+
+
+def test_pages_are_registered_in_the_app():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
+    for name in ("compare", "attribution"):
+        at.switch_page(f"explorer/app_pages/{name}.py").run()
+        assert_clean(at)
+        assert at.title and at.title[0].value in ("Compare two models", "Attribution")
+    # the sidebar and the compare page each have their own picker (no shared widget keys)
+    at.switch_page("explorer/app_pages/compare.py").run()
+    assert at.sidebar.radio(key="model_kind").value == "packaged" and at.radio(key="cmp_b_kind").value == "packaged"
