@@ -88,7 +88,7 @@ class Attribution:
 
 
 def _encoder(model: torch.nn.Module) -> BertModel:
-    return model if isinstance(model, BertModel) else model.bert
+    return model.base_model  # the BertModel inside any head class (HF's base_model)
 
 
 def baseline_ids(input_ids: torch.Tensor, pad_id: int, keep: torch.Tensor) -> torch.Tensor:
@@ -128,6 +128,7 @@ def integrated_gradients(forward, encoder: BertModel, inputs: dict[str, torch.Te
 
 
 def _encode(tokenizer: BertTokenizerFast, model: torch.nn.Module, text: str, text_pair: str | None = None) -> Encoding:
+    """Encode, truncated to what the model reads (as ``LoadedModel.max_length``)."""
     limit = min(int(_encoder(model).config.max_position_embeddings), int(tokenizer.model_max_length))
     return encode(tokenizer, text, text_pair, max_length=limit)
 

@@ -63,7 +63,7 @@ with c1:
                             persist_state="session")
         try:
             enc = encode(lm.tokenizer, fill_mask.normalise_mask_markers(text or "", lm.tokenizer),
-                         max_length=min(lm.config.max_position_embeddings, int(lm.tokenizer.model_max_length)))
+                         max_length=lm.max_length)
         except TextError as exc:
             widgets.show_error(exc)
             st.stop()
@@ -99,8 +99,7 @@ except AttributionError as exc:
     st.stop()
 
 if res.encoding.num_truncated:
-    st.warning(f"The input was cut to this model's positions: {res.encoding.num_truncated:,} tokens were dropped.",
-               icon=":material/content_cut:")
+    widgets.truncation_notice(len(res.encoding) + res.encoding.num_truncated, lm.max_length)
 change = res.f_input - res.f_baseline
 m1, m2, m3, m4 = st.columns(4)
 m1.metric(f"f(input) = {res.target}", f"{res.f_input:.4f}")

@@ -1,0 +1,54 @@
+"""The README's "Use in Jupyter" example runs as written, on a tiny saved HF BERT folder."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import plotly.graph_objects as go
+import pytest
+import torch
+import transformers
+
+from bertcore.sources import packaged_model_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+PLACEHOLDER = "/path/to/bert-folder"
+
+
+def jupyter_example() -> str:
+    """The first ```python block after the "## Use in Jupyter" heading."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Use in Jupyter", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert blocks, "the README's Use in Jupyter section has no python block"
+    return blocks[0]
+
+
+def test_example_is_short_and_uses_a_local_folder():
+    code = jupyter_example()
+    assert PLACEHOLDER in code
+    assert len([line for line in code.splitlines() if line.strip()]) <= 12
+
+
+@pytest.fixture
+def tiny_folder(tmp_path) -> Path:
+    shutil.copy(packaged_model_dir() / "vocab.txt", tmp_path / "vocab.txt")
+    cfg = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=5, num_attention_heads=2,
+                                  intermediate_size=64, max_position_embeddings=64)
+    transformers.BertModel(cfg).eval().save_pretrained(tmp_path)
+    return tmp_path
+
+
+def test_example_runs(tiny_folder, monkeypatch):
+    shown: list[go.Figure] = []
+    monkeypatch.setattr(go.Figure, "show", lambda self, *a, **k: shown.append(self))
+    code = jupyter_example().replace(PLACEHOLDER, str(tiny_folder))
+    namespace: dict = {}
+    exec(compile(code, "README.md (Use in Jupyter)", "exec"), namespace)  # noqa: S102 - our own README
+    assert len(shown) == code.count(".show()") >= 2
+    assert all(isinstance(f, go.Figure) and f.data for f in shown)
+    act = namespace["act"]
+    assert act.attentions.shape[:2] == (5, 2)
+    assert torch.is_tensor(namespace["loaded"].encoder.embeddings.word_embeddings.weight)
