@@ -17,7 +17,7 @@ Three outputs ``f`` can be explained:
   including the packaged MiniLM which has no head.
 
 Completeness (IG's axiom): the token scores sum to ``f(x) - f(baseline)`` up to the integral's
-approximation error, ``delta``; Captum's Gauss-Legendre rule keeps ``|delta|`` small at 50 steps.
+approximation error, ``delta``; Captum's Gauss-Legendre rule keeps ``|delta|`` small at the default 20 steps.
 
 Never imports streamlit or plotly.
 """
@@ -34,7 +34,7 @@ from ..fill_mask import FillMaskError, mlm_head_of, normalise_mask_markers
 from ..model import BertModel
 from ..tokenizer import Encoding, encode
 
-DEFAULT_STEPS = 50
+DEFAULT_STEPS = 20
 TOKENS_PER_BATCH = 4096  # interpolation steps are batched so that batch x T stays near this
 
 NO_CLASSIFIER = ("this model has no classification head (no `classifier` weights). Fine-tune one on the Train "

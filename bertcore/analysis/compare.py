@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.spatial.distance import jensenshannon
 from transformers import BertTokenizerFast
 
 from ..model import BertModel
@@ -23,6 +22,7 @@ from ..tokenizer import TextError
 from . import Activations, run
 
 MAX_SENTENCES = 64  # more lines than this are refused (each is one forward of both models)
+GRAM_BYTES = 256 * 2**20  # the Gram-matrix route of cka_matrix holds (La + Lb) float64 (N, N) matrices
 
 
 class TokenizationMismatch(ValueError):
@@ -94,8 +94,9 @@ def cka_matrix(hidden_a: np.ndarray, hidden_b: np.ndarray) -> np.ndarray:
         raise ValueError(f"CKA needs the same tokens in both: got {hidden_a.shape[1]} and {hidden_b.shape[1]}")
     if hidden_a.shape[1] < 2:
         raise ValueError("CKA needs at least 2 tokens")
-    n, da, db = hidden_a.shape[1], hidden_a.shape[2], hidden_b.shape[2]
-    if n * n <= max(da, db) ** 2:  # the (N, N) Gram form is cheaper for few tokens
+    (la, n, da), (lb, _, db) = hidden_a.shape, hidden_b.shape
+    gram_cost, feature_cost = (la + lb) * n * n * max(da, db), la * lb * n * da * db
+    if gram_cost <= feature_cost and (la + lb) * n * n * 8 <= GRAM_BYTES:  # the (N, N) Gram form
         return np.clip(_normalized_gram_features(hidden_a) @ _normalized_gram_features(hidden_b).T, 0.0, 1.0)
     return np.array([[linear_cka(a, b) for b in hidden_b] for a in hidden_a])
 
@@ -116,24 +117,34 @@ def layerwise_cka(hidden_a: np.ndarray, hidden_b: np.ndarray) -> np.ndarray:
 
 
 def js_distance(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Jensen-Shannon distance between attention rows (scipy ``jensenshannon``, base 2).
+    """Jensen-Shannon distance between attention rows, base 2: the square root of the JS
+    divergence, equal to scipy's ``jensenshannon(p, q, axis=-1, base=2)`` (to ~1e-7), written
+    out so a (layers, heads, T, T) stack runs in float32 one layer at a time (scipy's float64
+    temporaries of a 512-token stack are ~150 MB each).
 
     ``JS(p, q) = sqrt(0.5 KL(p || m) + 0.5 KL(q || m))`` with ``m = (p + q) / 2``: 0 for identical
-    rows, 1 for rows with disjoint support. Rows are renormalised to sum to 1.
+    rows, 1 for rows with disjoint support. Rows are renormalised to sum to 1; ``0 log 0 = 0``.
 
     Args:
         p, q: ``(..., T)`` non-negative, same shape (the last axis is the distribution).
     Returns:
-        ``(...)`` float64 in [0, 1].
+        ``(...)`` float64 in [0, 1] (0 for an all-zero row).
     Raises:
         ValueError: shapes differ.
     """
-    p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
+    p, q = np.asarray(p, dtype=np.float32), np.asarray(q, dtype=np.float32)
     if p.shape != q.shape:
         raise ValueError(f"attention maps to compare must have the same shape, got {p.shape} and {q.shape}")
-    with np.errstate(invalid="ignore"):  # rounding can make the divergence -1e-17; clipped below
-        d = jensenshannon(p, q, axis=-1, base=2)
-    return np.clip(np.nan_to_num(d, nan=0.0), 0.0, 1.0)
+    if p.ndim > 2:  # one leading index at a time keeps the temporaries small
+        return np.stack([js_distance(a, b) for a, b in zip(p, q)]) if len(p) else np.zeros(p.shape[:-1])
+    sp, sq = p.sum(-1, keepdims=True), q.sum(-1, keepdims=True)
+    p = np.divide(p, sp, out=np.zeros_like(p), where=sp > 0)
+    q = np.divide(q, sq, out=np.zeros_like(q), where=sq > 0)
+    s = p + q  # 2 m
+    with np.errstate(divide="ignore", invalid="ignore"):
+        twice = np.where(p > 0, p * np.log2(2 * p / s), 0).sum(-1, dtype=np.float64)  # 2 * 0.5 KL(p || m)
+        twice += np.where(q > 0, q * np.log2(2 * q / s), 0).sum(-1, dtype=np.float64)
+    return np.sqrt(np.clip(0.5 * twice, 0.0, 1.0))
 
 
 def head_js(attn_a: np.ndarray, attn_b: np.ndarray) -> np.ndarray:
