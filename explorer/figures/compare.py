@@ -87,9 +87,10 @@ def side_by_side(attn_a, attn_b, tokens: Sequence[str], title_a: str = "model A"
                                  hovertemplate="query %{y} → key %{x}<br>weight %{z:.3f}<extra></extra>"),
                       row=1, col=col)
     vals, text = _ticks(labels, max_labels)
-    fig.update_xaxes(tickvals=vals, ticktext=text, tickangle=-60, side="top")
+    fig.update_xaxes(tickvals=vals, ticktext=text, tickangle=-60, title="key (attended to)")  # below: titles above
     fig.update_yaxes(tickvals=vals, ticktext=text, autorange="reversed")
+    fig.update_yaxes(title="query (attending)", col=1)
     size = min(640, 220 + 12 * min(t, max_labels))
-    fig.update_layout(coloraxis={"colorscale": COLORSCALE, "cmin": 0, "cmax": zmax}, height=size + 80,
-                      margin={"l": 10, "r": 10, "t": 110, "b": 10})
+    fig.update_layout(coloraxis={"colorscale": COLORSCALE, "cmin": 0, "cmax": zmax, "colorbar": {"title": {"text": "weight"}}},
+                      height=size + 120, margin={"l": 10, "r": 10, "t": 50, "b": 10})
     return fig
