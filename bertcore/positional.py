@@ -123,21 +123,17 @@ def pca_path(x: np.ndarray) -> PCAPath:
     return PCAPath(coords.astype(np.float64), explained.astype(np.float64))
 
 
-def position_regression(table: np.ndarray, n_splits: int = 5, seed: int = 0) -> float:
-    """How linearly a position table encodes the absolute position (Wang & Chen 2020, Table 1).
+def position_predictions(table: np.ndarray, n_splits: int = 5, seed: int = 0) -> np.ndarray:
+    """Held-out predictions of a linear regression from each row of a position table to its index
+    (Wang & Chen 2020, Table 1; the authors' code: MiuLab/PE-Study ``absolute.py``).
 
-    A ``sklearn.linear_model.LinearRegression`` from each row to its index, evaluated by
-    ``n_splits``-fold cross-validation over shuffled rows (``KFold(shuffle=True, random_state=seed)``);
-    the error is the mean absolute difference between the rounded prediction and the true index,
-    as in the authors' code (MiuLab/PE-Study ``absolute.py``). 0 = every held-out position is
-    recovered exactly; ~P/3 = no better than guessing the mean.
+    ``sklearn.linear_model.LinearRegression``, ``n_splits``-fold cross-validation over shuffled rows
+    (``KFold(shuffle=True, random_state=seed)``): each row is predicted by a model that never saw it.
 
     Args:
         table: ``(P, D)`` float, row p is position p.
-        n_splits: folds (5 in the paper).
-        seed: shuffling seed.
     Returns:
-        the mean absolute error in positions (float).
+        ``(P,)`` float64, the predicted (unrounded) index of each row.
     Raises:
         ValueError: ``table`` not 2-D, or fewer rows than ``n_splits``.
     """
@@ -148,9 +144,26 @@ def position_regression(table: np.ndarray, n_splits: int = 5, seed: int = 0) -> 
     if x.ndim != 2 or x.shape[0] < max(2, n_splits):
         raise ValueError(f"need a (positions, dims) table with at least {max(2, n_splits)} rows, got {x.shape}")
     y = np.arange(x.shape[0], dtype=np.float64)
-    folds = KFold(n_splits=n_splits, shuffle=True, random_state=seed)
-    pred = cross_val_predict(LinearRegression(), x, y, cv=folds)
-    return float(np.abs(np.round(pred) - y).mean())
+    return cross_val_predict(LinearRegression(), x, y, cv=KFold(n_splits=n_splits, shuffle=True, random_state=seed))
+
+
+def position_regression(table: np.ndarray, n_splits: int = 5, seed: int = 0) -> float:
+    """How linearly a position table encodes the absolute position (Wang & Chen 2020, Table 1): the mean
+    absolute difference between the rounded held-out prediction of :func:`position_predictions` and the
+    true index, as in the authors' code. 0 = every held-out position is recovered exactly.
+
+    Returns:
+        the mean absolute error in positions (float).
+    Raises:
+        ValueError: ``table`` not 2-D, or fewer rows than ``n_splits``.
+    """
+    return prediction_error(position_predictions(table, n_splits, seed))
+
+
+def prediction_error(predictions: np.ndarray) -> float:
+    """Mean absolute error, in positions, of rounded predictions ``(P,)`` of the indices ``0..P-1``."""
+    pred = np.asarray(predictions, dtype=np.float64)
+    return float(np.abs(np.round(pred) - np.arange(len(pred))).mean())
 
 
 def learned_positions(model, start: int = 0, stop: int | None = None) -> np.ndarray:
