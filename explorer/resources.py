@@ -132,3 +132,18 @@ def position_regression(key: tuple[str, str], _loaded: LoadedModel) -> dict[str,
         pred = positional.position_predictions(t)
         out[name] = {"predictions": pred, "mae": positional.prediction_error(pred)}
     return out
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def checkpoint_summary(folder: str, stamp: float, run_key: str, n_segments: int, max_tokens: int) -> dict[str, float]:
+    """:func:`bertcore.analysis.emergence.summary` of one run checkpoint on ``n_segments`` held-out segments
+    of at most ``max_tokens`` tokens (the model is loaded, run and dropped, not kept). ``run_key`` (the run
+    folder) keys the segments, shared by every checkpoint of a run (one tokenizer); ``stamp`` (the
+    weights' modification time) keys the cache only.
+    """
+    from bertcore.analysis import emergence, evalset
+
+    loaded = load(ModelSource("run", folder))
+    limit = min(max_tokens, evalset.MAX_TOKENS, int(loaded.config.max_position_embeddings))
+    segments = findings_segments(("run-tokenizer", run_key), n_segments, limit, loaded)
+    return emergence.summary(evalset.run_findings(loaded.encoder, loaded.tokenizer, segments))

@@ -104,6 +104,10 @@ def test_positions_page_shows_the_position_regression():
     assert_clean(at)
     found = [t for t in texts(at.markdown) + texts(at.caption) if "Wang & Chen" in t]
     assert found and "mean absolute error" in found[0]
+    metrics = {m.label: m.value for m in at.metric}
+    learned = float(metrics["Learned table: mean absolute error"].split()[0])
+    assert learned > 5 and float(metrics["Sinusoidal table: mean absolute error"].split()[0]) < 1
+    assert any(spec for spec in at.get("plotly_chart") if "pos_regression" in str(spec.proto.id))
 
 
 def test_word_senses_page_links_to_the_findings_page():
@@ -123,7 +127,7 @@ def test_evolution_page_tracks_findings_across_checkpoints(tmp_path, monkeypatch
     runs.write_json(d / "run.json", {"run_id": d.name, "task": "pretrain", "args": {"max_seq_len": 32}})
     runs.write_json(d / "status.json", {"state": "done", "step": 20, "total_steps": 20})
     if with_metrics:
-        for s in range(0, 21):
+        for s in range(21):
             loss = 7.5 if s < 12 else 4.0  # a plateau, then a sudden drop at step 12
             runs.append_jsonl(d / "metrics.jsonl", {"step": s, "split": "train", "loss": loss, "mlm_loss": loss})
         runs.append_jsonl(d / "metrics.jsonl", {"step": 20, "split": "val", "loss": 4.1, "mlm_loss": 4.1,

@@ -157,32 +157,34 @@ def contextuality_figure(anisotropy, self_adjusted, intra_adjusted) -> go.Figure
     return fig
 
 
-def emergence_figure(steps: Sequence[int], series: Mapping[str, Sequence[float]],
+def emergence_figure(series: Mapping[str, tuple[Sequence[int], Sequence[float]]],
                      marks: Mapping[str, int | None] | None = None) -> go.Figure:
-    """Measures across a run's checkpoints, one small panel each (shared step axis).
+    """Measures across training, one small panel each on a shared step axis.
 
     Args:
-        steps: the checkpoints' steps; ``series``: ``{title: values per step}`` (NaN = not measured).
-        marks: ``{title: step}`` a vertical line where something emerged (None: not yet).
+        series: ``{title: (steps, values)}``: per checkpoint (attention measures) or per logged step
+            (the loss); NaN = not measured.
+        marks: ``{title: step}``: a dashed vertical line where something emerged (None: not yet).
     Raises:
-        ValueError: no series, or a series whose length differs from ``steps``.
+        ValueError: no series, or a series whose steps and values differ in length.
     """
     if not series:
         raise ValueError("give at least one series to plot")
-    for name, values in series.items():
+    for name, (steps, values) in series.items():
         if len(values) != len(steps):
-            raise ValueError(f"series {name!r} has {len(values)} values for {len(steps)} checkpoints")
+            raise ValueError(f"series {name!r} has {len(values)} values for {len(steps)} steps")
     names = list(series)
-    fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, subplot_titles=names, vertical_spacing=0.07)
+    fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, subplot_titles=names, vertical_spacing=0.06)
     for i, name in enumerate(names):
-        fig.add_trace(go.Scatter(x=list(steps), y=[float(v) for v in series[name]], mode="lines+markers",
-                                 name=name, showlegend=False,
+        steps, values = series[name]
+        fig.add_trace(go.Scatter(x=list(steps), y=[float(v) for v in values], mode="lines+markers",
+                                 marker={"size": 5}, name=name, showlegend=False,
                                  hovertemplate=f"{name}<br>step %{{x}}: %{{y:.3f}}<extra></extra>"), row=i + 1, col=1)
         step = (marks or {}).get(name)
         if step is not None:
             fig.add_vline(x=step, line_dash="dash", line_color="#d62728", row=i + 1, col=1)
     fig.update_xaxes(title_text="step", row=len(names), col=1)
-    fig.update_layout(height=150 + 170 * len(names), margin={"l": 50, "r": 20, "t": 50, "b": 40})
+    fig.update_layout(height=120 + 150 * len(names), margin={"l": 50, "r": 20, "t": 50, "b": 40})
     return fig
 
 
