@@ -143,3 +143,30 @@ def test_evolution_page_tracks_findings_across_checkpoints(tmp_path, monkeypatch
     assert any("previous-token" in n for n in names) and any("plateau" in n for n in names)
     plateau = next(r for r in rows if "plateau" in r["event"])
     assert (str(plateau["step"]).startswith("1") if with_metrics else "metrics" in str(plateau["step"]))
+
+
+def test_evolution_findings_on_a_real_tiny_run(tmp_path, monkeypatch):
+    """A 20-step nano pretraining run made with the CLI (checkpoints every 5 steps) -> the Evolution page's
+    published-patterns view measures every checkpoint and reads the run's loss."""
+    import os
+    import subprocess
+    import sys
+
+    root = tmp_path / "runs"
+    env = {**os.environ, "BERT_EXPLORER_RUNS": str(root), "BERT_EXPLORER_CACHE": str(tmp_path / "cache"),
+           "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "bertcore.train", "pretrain", "--preset", "nano", "--max-steps", "20",
+           "--save-every", "5", "--keep-checkpoints", "0", "--max-docs", "60", "--max-seq-len", "32",
+           "--batch-size", "8", "--lock", "none", "--threads", "1", "--run-dir", str(root / "tiny-run")]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(root))
+    at = AppTest.from_file(str(PAGES / "evolution.py"), default_timeout=300).run()
+    assert_clean(at)
+    at.number_input(key="evo_find_segments").set_value(8).run()
+    at.toggle(key="evo_findings").set_value(True).run()
+    assert_clean(at)
+    rows = {r["event"].split(" (")[0]: r["step"] for r in at.dataframe[0].value.to_dict("records")}
+    assert "->" in rows["anisotropy of the last layer, first -> last checkpoint"]
+    spec = [c for c in at.get("plotly_chart") if "evo_find_chart" in str(c.proto.id)]
+    assert spec and "MLM loss" in spec[0].proto.spec
