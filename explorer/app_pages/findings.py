@@ -7,6 +7,7 @@ Widgets -> ``explorer.resources.findings`` (held-out BBC segments, one forward e
 import time
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 
 from bertcore import runs
@@ -16,6 +17,8 @@ from bertcore.data import DataError
 from bertcore.embeddings import InputError
 from explorer import resources, widgets
 from explorer.figures import findings as figs
+
+COLUMNS = {"measure": "Measure", "ours": "This model", "published": "bert-base (published)", "source": "Source"}
 
 st.title("Findings: does this model agree with the papers?")
 st.markdown(
@@ -48,7 +51,7 @@ else:
             "the same relative depth (bert-base's layers 6-10 of 12 are layers 3-5 of 6).", icon=":material/info:")
 
 n_segments = int(st.number_input(
-    "Segments in the evaluation set", min_value=10, max_value=500, value=evalset.DEFAULT_SEGMENTS, step=10,
+    "Segments in the evaluation set", min_value=10, max_value=300, value=evalset.DEFAULT_SEGMENTS, step=10,
     key="find_segments", help="More segments give steadier numbers but take longer the first time (about 0.15 s "
                               "per segment for the MiniLM on one CPU thread); results are kept afterwards."))
 key = resources.source_key(source)
@@ -76,9 +79,7 @@ st.caption(f"{result.n_segments} segments, {result.n_tokens:,} tokens, {result.i
 regression = resources.position_regression(key, lm)
 learned_mae, sinus_mae = regression["learned"]["mae"], regression["sinusoidal"]["mae"]
 st.subheader("Ours beside the papers")
-st.dataframe(published.comparison_rows(result, learned_mae, sinus_mae), hide_index=True, width="stretch",
-             column_config={"measure": "Measure", "ours": "This model", "published": "bert-base (published)",
-                            "source": "Source"})
+st.table(pd.DataFrame(published.comparison_rows(result, learned_mae, sinus_mae)).rename(columns=COLUMNS))
 with st.expander("The papers"):
     for paper in (published.CLARK, published.KOVALEVA, published.ETHAYARAJH, published.WANG_CHEN):
         st.markdown(f"- {paper.short}, *{paper.title}*, {paper.venue}. {paper.url}")
@@ -89,7 +90,8 @@ with tabs[0]:
     st.markdown("Clark et al. 2019 (section 3.2, Figure 2): how much of each head's attention goes to [CLS], to "
                 "[SEP], and to periods and commas, averaged over every token. In bert-base, early heads look at "
                 "[CLS], middle layers put over half their attention on [SEP] (a 'no-op' when a head has "
-                "nothing to do), the last layers look at punctuation.")
+                "nothing to do), the last layers look at punctuation. A model trained differently can park its idle attention on another token "
+                "that every input has, such as [CLS]: look for the layers where one token takes most of the attention.")
     st.plotly_chart(figs.token_attention_figure({"[CLS]": result.to_cls, "[SEP]": result.to_sep,
                                                  ". and ,": result.to_punct}), key="find_tokens")
 with tabs[1]:
