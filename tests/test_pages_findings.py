@@ -158,7 +158,7 @@ def test_evolution_findings_on_a_real_tiny_run(tmp_path, monkeypatch):
     cmd = [sys.executable, "-m", "bertcore.train", "pretrain", "--preset", "nano", "--max-steps", "20",
            "--save-every", "5", "--keep-checkpoints", "0", "--max-docs", "60", "--max-seq-len", "32",
            "--batch-size", "8", "--lock", "none", "--threads", "1", "--run-dir", str(root / "tiny-run")]
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     monkeypatch.setenv("BERT_EXPLORER_RUNS", str(root))
     at = AppTest.from_file(str(PAGES / "evolution.py"), default_timeout=300).run()
