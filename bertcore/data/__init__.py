@@ -10,12 +10,39 @@
 ``from bertcore import data as D`` gives every public name below.
 """
 
-from .batching import (ClassificationCollator, PretrainCollator, batch_generator, epoch_batches, epoch_order,
-                       eval_batches, iterate_batches, pad_batch)
-from .corpora import (CORPORA, Corpus, DataError, bbc_dir, cache_dir, load_documents, read_text, sentence_splitter,
-                      split_sentences, tokenize_documents, tokenized_corpus, tweets_csv)
-from .labelled import (MIN_LABELLED, TWEETS_LABELS, ClassificationData, build_classification_data, load_labelled,
-                       split_indices, tokenize_classification)
+from .batching import (
+                       ClassificationCollator,
+                       PretrainCollator,
+                       batch_generator,
+                       epoch_batches,
+                       epoch_order,
+                       eval_batches,
+                       iterate_batches,
+                       pad_batch,
+)
+from .corpora import (
+                       CORPORA,
+                       Corpus,
+                       DataError,
+                       bbc_dir,
+                       cache_dir,
+                       load_documents,
+                       read_text,
+                       sentence_splitter,
+                       split_sentences,
+                       tokenize_documents,
+                       tokenized_corpus,
+                       tweets_csv,
+)
+from .labelled import (
+                       MIN_LABELLED,
+                       TWEETS_LABELS,
+                       ClassificationData,
+                       build_classification_data,
+                       load_labelled,
+                       split_indices,
+                       tokenize_classification,
+)
 from .nsp import PretrainData, build_pretraining_data, create_nsp_pairs, truncate_pair
 from .uploads import UPLOAD_MAX_MB, UPLOAD_TYPES, UploadCheck, check_upload, safe_upload_name
 

@@ -60,9 +60,9 @@ def _fsync_dir(path: Path) -> None:
 
 def prune_checkpoints(run_dir: str | Path, keep: int, protect: tuple[int, ...] = ()) -> None:
     """Keep the ``keep`` newest complete checkpoints (0: keep all) plus the steps in ``protect``;
-    remove temp folders left by dead processes (:meth:`RunDir.remove_stale_temp_dirs`)."""
+    remove temp folders left by dead processes (:meth:`RunDir.remove_litter`)."""
     rd = RunDir(run_dir)
-    rd.remove_stale_temp_dirs(keep_pid=os.getpid())
+    rd.remove_litter(keep_pid=os.getpid())
     if keep > 0:
         for p in rd.checkpoints()[:-keep]:
             if int(p.name.split("-")[-1]) not in protect:

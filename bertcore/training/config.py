@@ -95,7 +95,8 @@ class TrainConfig:
     grad_clip: float = opt(1.0, "optim", "clip the global gradient norm (0: off)", type=float, min=0.0)
     dropout: float | None = opt(None, "optim", "override hidden and attention dropout (0 is fastest)", type=float,
                                 min=0.0, max=0.9)
-    max_seq_len: int = opt(128, "optim", "tokens per sequence, [CLS]/[SEP] included", type=int, min=8, max=4096)
+    max_seq_len: int = opt(128, "optim", "tokens per sequence, [CLS]/[SEP] included", type=int, min=8, max=4096,
+                           by_task={"finetune": 64})
     model_overrides: str | None = opt(None, "optim", 'JSON of BertConfig fields to change, e.g. '
                                       '\'{"hidden_size": 32, "num_hidden_layers": 2}\'', type=str)
     # logging and checkpoints

@@ -147,7 +147,7 @@ class Trainer:
             self.time_offset = float(state.get("elapsed_s", 0.0))
             self.writer.truncate_logs_after(self.step)
             if self.dist.main:
-                n = R.RunDir(self.run_dir).remove_stale_temp_dirs()
+                n = R.RunDir(self.run_dir).remove_litter()
                 if n:
                     self.log(f"removed {n} incomplete checkpoint folder(s) left by the interrupted session")
             self.log(f"resumed at step {self.step} from {resume_from}")
@@ -323,7 +323,7 @@ class Trainer:
         self.checkpoint()
         if self.dist.main:
             self.task.finish(self)
-            R.RunDir(self.run_dir).remove_stale_temp_dirs(keep_pid=None)
+            R.RunDir(self.run_dir).remove_litter(keep_pid=None)
 
     def run(self) -> str:
         """Set up, train, finish. Returns the final state (done / failed / cancelled) and sets
