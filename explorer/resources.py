@@ -65,6 +65,14 @@ def occurrences(key: tuple[str, str], target: str, sentences: tuple[str, ...], _
     return analysis.word_occurrences(_loaded.encoder, _loaded.tokenizer, target, list(sentences))
 
 
+@st.cache_resource(show_spinner="Reading and splitting the corpus into sentences ...", max_entries=2)
+def corpus_sentences(corpus: str = "bbc") -> list[list[str]]:
+    """Each document of a pretraining corpus as its list of sentences (NLTK Punkt), read once per process."""
+    from bertcore import data
+
+    return [data.split_sentences(text) for text in data.load_documents(corpus)["text"]]
+
+
 # ----------------------------------------------------------------------------- Findings page
 @st.cache_resource(show_spinner=False)
 def _findings_store() -> dict:
