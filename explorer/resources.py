@@ -114,7 +114,7 @@ def findings(key: tuple[str, str], n_segments: int, _loaded: LoadedModel, progre
         hit = store["results"].get((key, n_segments))
         if hit is not None:
             return hit
-        limit = min(evalset.MAX_TOKENS, int(_loaded.config.max_position_embeddings))
+        limit = min(evalset.MAX_TOKENS, _loaded.max_length)
         segments = findings_segments(key, n_segments, limit, _loaded)
         result = evalset.run_findings(_loaded.encoder, _loaded.tokenizer, segments, progress=progress)
         results = store["results"]
@@ -152,6 +152,6 @@ def checkpoint_summary(folder: str, stamp: float, run_key: str, n_segments: int,
     from bertcore.analysis import emergence, evalset
 
     loaded = load(ModelSource("run", folder))
-    limit = min(max_tokens, evalset.MAX_TOKENS, int(loaded.config.max_position_embeddings))
+    limit = min(max_tokens, evalset.MAX_TOKENS, loaded.max_length)
     segments = findings_segments(("run-tokenizer", run_key), n_segments, limit, loaded)
     return emergence.summary(evalset.run_findings(loaded.encoder, loaded.tokenizer, segments))
