@@ -217,6 +217,13 @@ def main() -> None:
     if a.threads:
         torch.set_num_threads(a.threads)
     t0 = time.perf_counter()
+    if not a.eval_only:  # a running run may prune the checkpoint while this evaluates: work on a copy
+        import tempfile
+
+        copy = Path(tempfile.mkdtemp(prefix="ship-")) / a.checkpoint.name
+        shutil.copytree(a.checkpoint, copy)
+        run_dir = a.checkpoint.parent.parent if a.checkpoint.parent.name == "checkpoints" else None
+        a.checkpoint = copy
     tok = load_tokenizer(a.checkpoint)
     model = BertForPreTraining.from_pretrained(a.checkpoint).eval()
     m = heldout_metrics(model, tok, a.max_seq_len)
@@ -228,7 +235,6 @@ def main() -> None:
         return
     export(a.checkpoint, a.out)
     par = parity(a.out, tok)
-    run_dir = a.checkpoint.parent.parent if a.checkpoint.parent.name == "checkpoints" else None
     (a.out / "README.md").write_text(card(a.out, run_dir, m, c, par), encoding="utf-8")
     (a.out / "eval.json").write_text(json.dumps({k: v for k, v in {**m, **c}.items() if k != "cloze_examples"},
                                                 indent=1) + "\n")
