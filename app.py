@@ -28,6 +28,7 @@ PAGES = [
     st.Page("explorer/app_pages/attribution.py", title="Attribution", icon=":material/insights:"),
     st.Page("explorer/app_pages/train.py", title="Train", icon=":material/model_training:"),
     st.Page("explorer/app_pages/evolution.py", title="Evolution", icon=":material/timeline:"),
+    st.Page("explorer/app_pages/findings.py", title="Findings", icon=":material/fact_check:"),
 ]
 
 pg = st.navigation(PAGES)
