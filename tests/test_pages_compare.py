@@ -52,7 +52,8 @@ def models(tmp_path_factory):
                                 for k, v in base.state_dict().items()}, strict=False)
     run_dir = root / "runs" / "20261123-120000-finetune-aaaa"
     runs.write_json(run_dir / "run.json", {"run_id": run_dir.name, "task": "finetune"})
-    save(run_dir / "checkpoints" / "step-000010", tuned)
+    ckpt = save(run_dir / "checkpoints" / "step-000010", tuned)
+    torch.save({"step": 10}, ckpt / "trainer_state.pt")  # a complete checkpoint (RunDir.is_complete)
     sources = {k: ModelSource("local", str(v), f"tiny {k}") for k, v in src.items()}
     sources["runs"] = root / "runs"
     return sources
