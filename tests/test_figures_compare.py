@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -10,6 +11,8 @@ import pytest
 
 from explorer.figures import attribution as attr_figures
 from explorer.figures import compare as cmp_figures
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_by_layer_draws_cka_and_js():
@@ -56,10 +59,11 @@ def test_attribution_bars_colour_by_sign():
         attr_figures.attribution_bars([], [])
 
 
-def test_figures_do_not_import_streamlit():
-    assert "explorer.figures.compare" in sys.modules and "explorer.figures.attribution" in sys.modules
-    import explorer.figures.attribution as a
-    import explorer.figures.compare as c
-
-    for mod in (a, c):
-        assert "streamlit" not in Path(mod.__file__).read_text()
+def test_new_modules_keep_the_layering():
+    """bertcore's compare / attribution import no UI library; the figures import no streamlit."""
+    code = ("import sys, bertcore.analysis.compare, bertcore.analysis.attribution; "
+            "a = sorted({m.split('.')[0] for m in sys.modules} & {'streamlit', 'plotly'}); "
+            "import explorer.figures.compare, explorer.figures.attribution; "
+            "print(a, 'streamlit' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[] False"
