@@ -157,6 +157,10 @@ def test_attribution_defaults_minilm_similarity():
     at.toggle(key="attr_words").set_value(True).run()
     assert_clean(at)
     assert "word" in at.dataframe[0].value.columns
+    at.button(key="attr_switch").click().run()  # to the packaged MiniLM-MLM, or a message if it is not shipped
+    assert_clean(at)
+    state = at.session_state
+    assert ("model_source" in state and state["model_source"].ref == "mlm") or "model_error" in state
 
 
 def test_attribution_run_classifier(run_source):

@@ -7,6 +7,7 @@ import streamlit as st
 from bertcore import fill_mask
 from bertcore.analysis.attribution import DEFAULT_STEPS, AttributionError, mask_positions
 from bertcore.embeddings import InputError
+from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError, encode
 from explorer import resources, widgets
 from explorer.figures import attribution as attr_figures
@@ -39,6 +40,8 @@ if len(kinds) == 1:
             "embeddings, as sentence-transformers compare them) can be explained. For a class, fine-tune a model on "
             "the Train page (task: fine-tune) and pick its checkpoint in the sidebar; for a fill-mask guess, pick a "
             "checkpoint of a pretraining run or an HF folder saved from BertForMaskedLM.", icon=":material/info:")
+    st.button("Use the packaged MiniLM-MLM to explain fill-mask guesses", key="attr_switch",
+              on_click=widgets.use_source, args=(PACKAGED_MLM,), icon=":material/swap_horiz:")
     kind = "similarity"
 else:
     kind = st.radio("Explain", kinds, format_func=KINDS.__getitem__, horizontal=True, key="attr_kind")
