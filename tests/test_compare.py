@@ -196,6 +196,14 @@ def test_different_depths_give_the_matrix_only(tiny_models, tmp_path):
     assert cmp.cka_matrix.shape == (4, 3)
 
 
+def test_models_of_different_lengths_read_the_same_tokens(tiny_models, tmp_path):
+    (base, _, _), _ = tiny_models  # 128 positions
+    short = load(ModelSource("local", str(save_tiny(tmp_path / "short", max_position_embeddings=64))))
+    cmp = compare.run_pair(base.encoder, base.tokenizer, short.encoder, short.tokenizer, ["word " * 100, "a b c"])
+    assert len(cmp.runs_a[0].tokens) == len(cmp.runs_b[0].tokens) == 64
+    assert cmp.runs_a[0].encoding.num_truncated == 38
+
+
 def test_different_tokenizers_are_refused(tiny_models, tmp_path):
     (base, _, _), _ = tiny_models
     vocab = tmp_path / "vocab.txt"

@@ -205,17 +205,21 @@ def run_pair(model_a: BertModel, tok_a: BertTokenizerFast, model_b: BertModel, t
     """Run both encoders on each sentence and compare them (CKA per layer, JS per head).
 
     Hidden states of all sentences are stacked along the token axis (special tokens dropped
-    unless ``include_special``: [CLS]/[SEP] vectors are outliers that would dominate CKA).
+    unless ``include_special``: [CLS]/[SEP] vectors are outliers that would dominate CKA). Each
+    sentence is truncated to the shorter of the two models' maximum lengths.
 
     Raises:
         bertcore.tokenizer.TextError: an empty sentence, or fewer than 2 tokens in all.
         TokenizationMismatch: the two tokenizers split a sentence differently.
         bertcore.embeddings.InputError: ids a model cannot embed.
     """
+    # both read the same tokens: a sentence is cut to the shorter of the two models' lengths
+    limit = min(int(model_a.config.max_position_embeddings), int(model_b.config.max_position_embeddings),
+                int(tok_a.model_max_length), int(tok_b.model_max_length))
     runs_a, runs_b = [], []
     for i, sentence in enumerate(sentences):
-        act_a = run(model_a, tok_a, sentence)
-        act_b = run(model_b, tok_b, sentence)
+        act_a = run(model_a, tok_a, sentence, max_length=limit)
+        act_b = run(model_b, tok_b, sentence, max_length=limit)
         if act_a.tokens != act_b.tokens:
             first = next((k for k, (x, y) in enumerate(zip(act_a.tokens, act_b.tokens)) if x != y),
                          min(len(act_a.tokens), len(act_b.tokens)))
