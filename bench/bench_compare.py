@@ -22,14 +22,14 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from bertcore import analysis, sources  # noqa: E402
-from bertcore.analysis import attribution, compare  # noqa: E402
-from explorer.figures import attention as att_figures  # noqa: E402
-from explorer.figures import attribution as attr_figures  # noqa: E402
-from explorer.figures import compare as cmp_figures  # noqa: E402
+from bertcore import analysis, sources
+from bertcore.analysis import attribution, compare
+from explorer.figures import attention as att_figures
+from explorer.figures import attribution as attr_figures
+from explorer.figures import compare as cmp_figures
 
 TEXT = ("The bank raised its interest rates again this quarter, and shares of the lender fell sharply as investors "
         "worried about the housing market. ")
@@ -44,6 +44,37 @@ def median_ms(fn, reps: int) -> float:
     return 1000 * statistics.median(times)
 
 
+def bench_length(lm, t: int, reps: int, steps: int) -> str:
+    """One table row: the medians at input length ``t`` (tokens, [CLS]/[SEP] included)."""
+    model, tok = lm.encoder, lm.tokenizer
+    act = analysis.run(model, tok, TEXT * 40, max_length=t)  # T tokens exactly (truncated)
+    enc = act.encoding
+    text = tok.decode(enc.input_ids[1:-1])
+    rng = np.random.default_rng(0)
+    hidden_b = act.hidden_states + 0.1 * rng.standard_normal(act.hidden_states.shape).astype(np.float32)
+    attn_b = act.attentions[:, :, :, ::-1].copy()
+    fwd = median_ms(lambda: analysis.run_encoding(model, enc), reps)
+    cka = median_ms(lambda: compare.cka_matrix(act.hidden_states, hidden_b), reps)
+    js = median_ms(lambda: compare.head_js(act.attentions, attn_b), reps)
+    ig = median_ms(lambda: attribution.explain_similarity(lm.model, tok, text, "Markets and banks.", n_steps=steps),
+                   max(1, reps // 2))
+    res = attribution.explain_similarity(lm.model, tok, text, "Markets and banks.", n_steps=steps)
+    matrix = compare.cka_matrix(act.hidden_states, hidden_b)
+    js_heads = compare.head_js(act.attentions, attn_b)
+
+    def figures():
+        for fig in (cmp_figures.by_layer(np.diagonal(matrix), js_heads.mean(1)), cmp_figures.cka_heatmap(matrix),
+                    att_figures.stat_heatmap(js_heads, "Jensen-Shannon distance", 0, 1),
+                    cmp_figures.side_by_side(act.attentions[5, 0], attn_b[5, 0], enc.tokens),
+                    attr_figures.attribution_bars(res.tokens, res.scores, res.target)):
+            fig.to_json()
+
+    figs = median_ms(figures, reps)
+    return (f"{len(enc):>4} {fwd:>11.1f} | {cka:>8.1f} {cka / fwd:>5.2f} | {js:>8.1f} {js / fwd:>5.2f} | "
+            f"{ig:>9.0f} {ig / fwd:>6.1f} | {figs:>10.1f} {figs / fwd:>5.2f}   "
+            f"(IG completeness gap {100 * res.relative_error:.2f}% of f(x) - f(baseline))")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=5)
@@ -54,39 +85,11 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     lm = sources.load(sources.PACKAGED)
-    model, tok = lm.encoder, lm.tokenizer
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, IG steps {args.steps}, reps {args.reps}")
     print(f"{'T':>4} {'forward ms':>11} | {'CKA ms':>8} {'x':>5} | {'JS ms':>8} {'x':>5} | {'IG ms':>9} {'x':>6} | "
           f"{'figures ms':>10} {'x':>5}")
     for t in args.lengths:
-        text = TEXT * 40
-        act = analysis.run(model, tok, text, max_length=t)  # T tokens exactly (truncated)
-        enc = act.encoding
-        rng = np.random.default_rng(0)
-        hidden_b = act.hidden_states + 0.1 * rng.standard_normal(act.hidden_states.shape).astype(np.float32)
-        attn_b = act.attentions[:, :, :, ::-1].copy()
-        fwd = median_ms(lambda: analysis.run_encoding(model, enc), args.reps)
-        cka = median_ms(lambda: compare.cka_matrix(act.hidden_states, hidden_b), args.reps)
-        js = median_ms(lambda: compare.head_js(act.attentions, attn_b), args.reps)
-        res = attribution.explain_similarity(lm.model, tok, tok.decode(enc.input_ids[1:-1]), "Markets and banks.",
-                                             n_steps=args.steps)
-        ig = median_ms(lambda: attribution.explain_similarity(lm.model, tok, tok.decode(enc.input_ids[1:-1]),
-                                                              "Markets and banks.", n_steps=args.steps),
-                       max(1, args.reps // 2))
-        matrix = compare.cka_matrix(act.hidden_states, hidden_b)
-        js_heads = compare.head_js(act.attentions, attn_b)
-
-        def figures():
-            for fig in (cmp_figures.by_layer(np.diagonal(matrix), js_heads.mean(1)), cmp_figures.cka_heatmap(matrix),
-                        att_figures.stat_heatmap(js_heads, "Jensen-Shannon distance", 0, 1),
-                        cmp_figures.side_by_side(act.attentions[5, 0], attn_b[5, 0], enc.tokens),
-                        attr_figures.attribution_bars(res.tokens, res.scores, res.target)):
-                fig.to_json()
-
-        figs = median_ms(figures, args.reps)
-        print(f"{len(enc):>4} {fwd:>11.1f} | {cka:>8.1f} {cka / fwd:>5.2f} | {js:>8.1f} {js / fwd:>5.2f} | "
-              f"{ig:>9.0f} {ig / fwd:>6.1f} | {figs:>10.1f} {figs / fwd:>5.2f}   "
-              f"(IG completeness gap {100 * res.relative_error:.2f}% of f(x) - f(baseline))")
+        print(bench_length(lm, t, args.reps, args.steps))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ def jupyter_example() -> str:
     """The first ```python block after the "## Use in Jupyter" heading."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     section = text.split("## Use in Jupyter", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
     assert blocks, "the README's Use in Jupyter section has no python block"
     return blocks[0]
 
