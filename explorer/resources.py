@@ -63,3 +63,11 @@ def head_stats(key: tuple[str, str], text: str, text_pair: str | None, _loaded: 
 def occurrences(key: tuple[str, str], target: str, sentences: tuple[str, ...], _loaded: LoadedModel) -> analysis.Occurrences:
     """:func:`bertcore.analysis.word_occurrences` cached per ``(key, target, sentences)``."""
     return analysis.word_occurrences(_loaded.encoder, _loaded.tokenizer, target, list(sentences))
+
+
+@st.cache_resource(show_spinner="Reading and splitting the corpus into sentences ...", max_entries=2)
+def corpus_sentences(corpus: str = "bbc") -> list[list[str]]:
+    """Each document of a pretraining corpus as its list of sentences (NLTK Punkt), read once per process."""
+    from bertcore import data
+
+    return [data.split_sentences(text) for text in data.load_documents(corpus)["text"]]
