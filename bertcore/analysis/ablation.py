@@ -84,7 +84,7 @@ def readout(model: torch.nn.Module, head: str, tokenizer, encoding: Encoding, he
     Raises:
         bertcore.embeddings.InputError: the encoding does not fit the model; ValueError: bad mask / mode.
     """
-    encoder = model if head == "base" else model.bert
+    encoder = model.base_model
     inputs = encoding.tensors(next(model.parameters()).device)
     out = encoder(**inputs, output_hidden_states=True, head_mask=head_mask, head_ablation=mode)
     hidden = torch.stack([h[0] for h in out.hidden_states]).float().cpu().numpy()  # (L+1, T, H)
