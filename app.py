@@ -30,4 +30,5 @@ PAGES = [
 
 pg = st.navigation(PAGES)
 widgets.model_picker()
+widgets.export_picker()
 pg.run()

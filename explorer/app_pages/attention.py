@@ -62,19 +62,19 @@ if one.open:
     with one:
         st.caption(f"Layer {layer}, head {head}: row = the token that looks, column = the token looked at. "
                    + ("The dotted lines separate sentence A from sentence B." if segment_break else ""))
-        st.plotly_chart(att_figures.attention_heatmap(attn[layer - 1, head - 1], labels, segment_break=segment_break),
+        widgets.plotly_chart(att_figures.attention_heatmap(attn[layer - 1, head - 1], labels, segment_break=segment_break),
                         key="att_one")
 if grid.open:
     with grid:
         st.caption("The same sentence seen by every head of the chosen layer: heads specialize (next token, "
                    "previous token, [SEP], the same word ...).")
-        st.plotly_chart(att_figures.layer_grid(attn[layer - 1], labels, layer), key="att_grid")
+        widgets.plotly_chart(att_figures.layer_grid(attn[layer - 1], labels, layer), key="att_grid")
 if thumbs.open:
     with thumbs:
         st.caption("Every head of every layer as a thumbnail, each scaled to its own maximum; long inputs are "
                    "averaged over blocks of tokens. Vertical stripes mean everyone looks at one token "
                    "(often [SEP]); a diagonal means 'look at myself / my neighbour'.")
-        st.plotly_chart(att_figures.thumbnails(attn), key="att_thumbs")
+        widgets.plotly_chart(att_figures.thumbnails(attn), key="att_thumbs")
 if view.open:
     with view:
         st.caption("Pick a token: lines go to the tokens it attends to in the chosen layer and head, thicker "
@@ -88,7 +88,7 @@ if view.open:
                                  **({} if "att_query" in st.session_state else {"index": default_query}))
         with vc2:
             top_k = widgets.clamped_slider("Links drawn", "att_topk", 1, min(50, t), min(12, t))
-        st.plotly_chart(att_figures.head_view(attn[layer - 1, head - 1], labels, int(query), top_k=top_k,
+        widgets.plotly_chart(att_figures.head_view(attn[layer - 1, head - 1], labels, int(query), top_k=top_k,
                                               segment_ids=enc.token_type_ids), key="att_view")
 if stats.open:
     with stats:
@@ -99,7 +99,7 @@ if stats.open:
         name = st.radio("Statistic", list(analysis.HeadStats.NAMES), format_func=analysis.HeadStats.NAMES.get,
                         horizontal=True, key="att_stat")
         bounds = {"entropy": (0, hs.max_entropy), "distance": (0, None)}.get(name, (0, 1))
-        st.plotly_chart(att_figures.stat_heatmap(getattr(hs, name), analysis.HeadStats.NAMES[name], *bounds),
+        widgets.plotly_chart(att_figures.stat_heatmap(getattr(hs, name), analysis.HeadStats.NAMES[name], *bounds),
                         key="att_stat_fig")
         st.caption(f"Layer {layer}, every head:")
         st.dataframe(pd.DataFrame({"head": np.arange(1, act.num_heads + 1),

@@ -55,7 +55,7 @@ st.caption("Each cell is one token with its id below. Pieces of the same word sh
            "alternate two shades); sentence A is blue, sentence B green, special tokens grey. "
            "Hover a cell for its position, word, segment id and attention mask.")
 per_row = 12 if len(enc) <= 120 else 16
-st.plotly_chart(token_figures.token_grid(enc.tokens, enc.input_ids, enc.word_ids, enc.special_tokens_mask,
+widgets.plotly_chart(token_figures.token_grid(enc.tokens, enc.input_ids, enc.word_ids, enc.special_tokens_mask,
                                          enc.token_type_ids, enc.attention_mask, per_row=per_row),
                 key="tok_grid")
 
