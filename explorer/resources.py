@@ -8,9 +8,12 @@ gives them the loaded model of the sidebar's choice, and :func:`source_key` its 
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
 from bertcore import analysis
+from bertcore.analysis import ablation, neurons, rollout
+from bertcore.analysis.words import WordGroups, merge_attention, word_groups
 from bertcore.sources import LoadedModel, ModelSource, load
 
 
@@ -71,3 +74,68 @@ def corpus_sentences(corpus: str = "bbc") -> list[list[str]]:
     from bertcore import data
 
     return [data.split_sentences(text) for text in data.load_documents(corpus)["text"]]
+
+
+# ----------------------------------------------------------------------------- attention views (issue 9)
+@st.cache_resource(show_spinner=False, max_entries=6, ttl="1h")
+def attention_maps(key: tuple[str, str], text: str, text_pair: str | None, hide: bool, words: bool,
+                   _loaded: LoadedModel) -> tuple[np.ndarray, WordGroups | None]:
+    """:func:`forward`'s attentions ``(L, heads, T, T)`` as the Attention page shows them: with
+    [CLS]/[SEP] hidden and rows rescaled (``hide``, :func:`bertcore.analysis.hide_tokens`), then
+    merged into words (``words``, :func:`bertcore.analysis.words.merge_attention`; ``(L, heads, W, W)``).
+    Read-only; the :class:`WordGroups` is None without ``words``."""
+    act = forward(key, text, text_pair, _loaded)
+    attn = act.attentions
+    if hide:
+        attn = analysis.hide_tokens(attn, np.array(act.encoding.special_tokens_mask, dtype=bool))
+    groups = None
+    if words:
+        groups = word_groups(act.encoding.tokens, act.encoding.word_ids)
+        attn = merge_attention(attn, groups)
+    if attn is not act.attentions:
+        attn.flags.writeable = False
+    return attn, groups
+
+
+@st.cache_resource(show_spinner="Rolling attention out over the layers ...", max_entries=6, ttl="1h")
+def rollout_maps(key: tuple[str, str], text: str, text_pair: str | None, hide: bool, words: bool,
+                 _loaded: LoadedModel) -> np.ndarray:
+    """:func:`bertcore.analysis.rollout.rollout` ``(L, T, T)`` of :func:`attention_maps` (read-only)."""
+    out = rollout.rollout(attention_maps(key, text, text_pair, hide, words, _loaded)[0])
+    out.flags.writeable = False
+    return out
+
+
+@st.cache_data(show_spinner="Computing attention flow (one max-flow per layer and token) ...", max_entries=32)
+def flow_map(key: tuple[str, str], text: str, text_pair: str | None, hide: bool, words: bool, query: int,
+             _loaded: LoadedModel) -> np.ndarray:
+    """:func:`bertcore.analysis.rollout.flow` ``(L, T)`` into ``query``; raises ``FlowTooLongError`` as it."""
+    return rollout.flow(attention_maps(key, text, text_pair, hide, words, _loaded)[0], query)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def neuron_view(key: tuple[str, str], text: str, text_pair: str | None, layer: int, head: int, query: int,
+                _loaded: LoadedModel) -> neurons.NeuronView:
+    """:func:`bertcore.analysis.neurons.neuron_view` from :func:`forward`'s hidden states."""
+    act = forward(key, text, text_pair, _loaded)
+    return neurons.neuron_view(_loaded.encoder, act.hidden_states[layer - 1], layer, head, query)
+
+
+@st.cache_data(show_spinner="Running the model with and without those heads ...", max_entries=16)
+def ablation_readout(key: tuple[str, str], text: str, text_pair: str | None, off: tuple[tuple[int, int], ...],
+                     mode: str, _loaded: LoadedModel) -> ablation.Readout:
+    """:func:`bertcore.analysis.ablation.readout` with the heads ``off`` (1-based ``(layer, head)``;
+    empty: the unablated run)."""
+    enc = forward(key, text, text_pair, _loaded).encoding
+    cfg = _loaded.config
+    mask = ablation.make_head_mask(cfg.num_hidden_layers, cfg.num_attention_heads, heads=off) if off else None
+    return ablation.readout(_loaded.model, _loaded.head, _loaded.tokenizer, enc, mask, mode)
+
+
+@st.cache_data(show_spinner="MLM loss on the held-out BBC batch ...", max_entries=16)
+def heldout_mlm_loss(key: tuple[str, str], off: tuple[tuple[int, int], ...], mode: str, _loaded: LoadedModel) -> float:
+    """:func:`bertcore.analysis.ablation.mlm_loss` on the fixed held-out batch with the heads ``off``."""
+    batch = ablation.heldout_batch(_loaded.tokenizer, ablation.heldout_texts())
+    cfg = _loaded.config
+    mask = ablation.make_head_mask(cfg.num_hidden_layers, cfg.num_attention_heads, heads=off) if off else None
+    return ablation.mlm_loss(_loaded.model, batch, mask, mode)

@@ -96,6 +96,10 @@ def test_word_merge_preserves_row_sums_and_groups_pieces(packaged):
     np.testing.assert_allclose(words.merge_vector(att[0, 0, 0], groups).sum(), 1.0)
     with pytest.raises(ValueError, match="merge"):
         words.merge_attention(att[..., :-1, :-1], groups)
+    # the contiguous fast path equals the general one-hot product (pieces given out of order)
+    shuffled = words.WordGroups(groups.labels[::-1], groups.members[::-1], groups.assign[:, ::-1],
+                                [groups.num_units - 1 - u for u in groups.token_to_unit])
+    np.testing.assert_allclose(words.merge_attention(att, shuffled)[..., ::-1, ::-1], merged, atol=1e-6)
 
 
 def test_neuron_view_probabilities_equal_the_models_attention(packaged):

@@ -65,7 +65,7 @@ def neuron_view(model: BertModel, layer_input: np.ndarray, layer: int, head: int
         raise ValueError(f"query must lie in 0..{t - 1}; got {query}")
     block = model.encoder.layer[layer - 1].attention
     p = next(model.parameters())
-    h = torch.as_tensor(x, dtype=p.dtype, device=p.device)  # (T, H)
+    h = torch.tensor(x, dtype=p.dtype, device=p.device)  # (T, H), a copy (the cached array is read-only)
     if block.output.pre_layer_norm:
         h = block.output.LayerNorm(h)
     d = cfg.head_size
