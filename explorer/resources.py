@@ -78,30 +78,53 @@ def corpus_sentences(corpus: str = "bbc") -> list[list[str]]:
 
 # ----------------------------------------------------------------------------- attention views (issue 9)
 @st.cache_resource(show_spinner=False, max_entries=6, ttl="1h")
-def attention_maps(key: tuple[str, str], text: str, text_pair: str | None, hide: bool, words: bool,
-                   _loaded: LoadedModel) -> tuple[np.ndarray, WordGroups | None]:
-    """:func:`forward`'s attentions ``(L, heads, T, T)`` as the Attention page shows them: with
-    [CLS]/[SEP] hidden and rows rescaled (``hide``, :func:`bertcore.analysis.hide_tokens`), then
-    merged into words (``words``, :func:`bertcore.analysis.words.merge_attention`; ``(L, heads, W, W)``).
-    Read-only; the :class:`WordGroups` is None without ``words``."""
+def attention_maps(key: tuple[str, str], text: str, text_pair: str | None, hide: bool,
+                   _loaded: LoadedModel) -> np.ndarray:
+    """:func:`forward`'s attentions ``(L, heads, T, T)``, with [CLS]/[SEP] hidden and rows rescaled
+    when ``hide`` (:func:`bertcore.analysis.hide_tokens`). Read-only."""
     act = forward(key, text, text_pair, _loaded)
-    attn = act.attentions
-    if hide:
-        attn = analysis.hide_tokens(attn, np.array(act.encoding.special_tokens_mask, dtype=bool))
-    groups = None
+    if not hide:
+        return act.attentions
+    attn = analysis.hide_tokens(act.attentions, np.array(act.encoding.special_tokens_mask, dtype=bool))
+    attn.flags.writeable = False
+    return attn
+
+
+def groups_of(key: tuple[str, str], text: str, text_pair: str | None, _loaded: LoadedModel) -> WordGroups:
+    """:func:`bertcore.analysis.words.word_groups` of :func:`forward`'s encoding (cheap, not cached)."""
+    enc = forward(key, text, text_pair, _loaded).encoding
+    return word_groups(enc.tokens, enc.word_ids)
+
+
+@st.cache_resource(show_spinner="Merging WordPieces into words ...", max_entries=4, ttl="1h")
+def word_attention(key: tuple[str, str], text: str, text_pair: str | None, hide: bool,
+                   _loaded: LoadedModel) -> np.ndarray:
+    """:func:`attention_maps` of every layer and head merged into words ``(L, heads, W, W)``
+    (:func:`bertcore.analysis.words.merge_attention`; read-only). Views of one head or one layer
+    merge their slice instead, which is cheaper."""
+    out = merge_attention(attention_maps(key, text, text_pair, hide, _loaded),
+                          groups_of(key, text, text_pair, _loaded))
+    out.flags.writeable = False
+    return out
+
+
+@st.cache_resource(show_spinner=False, max_entries=6, ttl="1h")
+def head_mean(key: tuple[str, str], text: str, text_pair: str | None, hide: bool, words: bool,
+              _loaded: LoadedModel) -> np.ndarray:
+    """:func:`attention_maps` averaged over heads ``(L, T, T)`` float64, merged into words ``(L, W, W)``
+    with ``words`` (merging is linear, so it commutes with the mean). Read-only."""
+    mean = attention_maps(key, text, text_pair, hide, _loaded).astype(np.float64).mean(axis=1)  # (L, T, T)
     if words:
-        groups = word_groups(act.encoding.tokens, act.encoding.word_ids)
-        attn = merge_attention(attn, groups)
-    if attn is not act.attentions:
-        attn.flags.writeable = False
-    return attn, groups
+        mean = merge_attention(mean, groups_of(key, text, text_pair, _loaded)).astype(np.float64)
+    mean.flags.writeable = False
+    return mean
 
 
 @st.cache_resource(show_spinner="Rolling attention out over the layers ...", max_entries=6, ttl="1h")
 def rollout_maps(key: tuple[str, str], text: str, text_pair: str | None, hide: bool, words: bool,
                  _loaded: LoadedModel) -> np.ndarray:
-    """:func:`bertcore.analysis.rollout.rollout` ``(L, T, T)`` of :func:`attention_maps` (read-only)."""
-    out = rollout.rollout(attention_maps(key, text, text_pair, hide, words, _loaded)[0])
+    """:func:`bertcore.analysis.rollout.rollout` ``(L, T, T)`` of :func:`head_mean` (read-only)."""
+    out = rollout.rollout(head_mean(key, text, text_pair, hide, words, _loaded)[:, None])
     out.flags.writeable = False
     return out
 
@@ -109,8 +132,9 @@ def rollout_maps(key: tuple[str, str], text: str, text_pair: str | None, hide: b
 @st.cache_data(show_spinner="Computing attention flow (one max-flow per layer and token) ...", max_entries=32)
 def flow_map(key: tuple[str, str], text: str, text_pair: str | None, hide: bool, words: bool, query: int,
              _loaded: LoadedModel) -> np.ndarray:
-    """:func:`bertcore.analysis.rollout.flow` ``(L, T)`` into ``query``; raises ``FlowTooLongError`` as it."""
-    return rollout.flow(attention_maps(key, text, text_pair, hide, words, _loaded)[0], query)
+    """:func:`bertcore.analysis.rollout.flow` ``(L, T)`` into ``query`` of :func:`head_mean`; raises
+    ``FlowTooLongError`` as it."""
+    return rollout.flow(head_mean(key, text, text_pair, hide, words, _loaded)[:, None], query)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)

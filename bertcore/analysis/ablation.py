@@ -142,8 +142,8 @@ def movement(before: Readout, after: Readout) -> Movement:
 
 
 # ----------------------------------------------------------------------------- held-out MLM loss
-HELDOUT_DOCS = 16  # BBC News articles in the fixed batch
-HELDOUT_TOKENS = 64  # tokens per row (first paragraph, truncated)
+HELDOUT_DOCS = 12  # BBC News articles in the fixed batch
+HELDOUT_TOKENS = 48  # tokens per row (first paragraph, truncated)
 
 
 def heldout_texts(n: int = HELDOUT_DOCS, seed: int = 0) -> list[str]:

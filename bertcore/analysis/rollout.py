@@ -14,7 +14,7 @@ Flow costs one max-flow per (layer, input token) on a graph of ``(l+2) * T`` nod
 ~4 s at 20 tokens and a minute at 40; :func:`flow` solves the same problems with SciPy's
 ``scipy.sparse.csgraph.maximum_flow`` (Dinic, integer capacities: ``A_hat`` scaled by 2^30 and
 rounded, an error below 1e-6) about 50x faster, and is offered up to :data:`FLOW_MAX_TOKENS`
-tokens (~0.8 s on one CPU core at 48 tokens, 6 layers).
+tokens (~0.6 s on one CPU core at 40 tokens, 6 layers).
 Arrays are numpy; layers are 0-based here (index l = layer l+1 of the model).
 """
 
@@ -26,7 +26,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import maximum_flow
 
 RESIDUAL_WEIGHT = 0.5  # the 0.5 * A + 0.5 * I of the paper
-FLOW_MAX_TOKENS = 48  # above this, one flow takes over a second (see bench/bench_views.py)
+FLOW_MAX_TOKENS = 40  # above this, one flow takes over a second (see bench/bench_views.py)
 _FLOW_SCALE = 2**30  # integer capacities for SciPy: the total flow into one token is at most 1 -> 2^30 < 2^31
 METHODS = {"raw": "Raw attention", "rollout": "Attention rollout", "flow": "Attention flow"}
 

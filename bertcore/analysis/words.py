@@ -86,8 +86,8 @@ def merge_attention(attention: np.ndarray, groups: WordGroups) -> np.ndarray:
     starts = [m[0] for m in groups.members]
     if all(m == list(range(m[0], m[0] + len(m))) for m in groups.members) and starts == sorted(starts):
         # WordPieces of a word are contiguous: sum blocks in O(T^2) instead of two matmuls
-        summed = np.add.reduceat(np.add.reduceat(a, starts, axis=-1, dtype=np.float64), starts, axis=-2)
-        return (summed / sizes[:, None]).astype(np.float32)  # (..., W, W)
+        summed = np.add.reduceat(np.add.reduceat(a, starts, axis=-2), starts, axis=-1)  # rows first: contiguous
+        return (summed / sizes[:, None].astype(summed.dtype)).astype(np.float32)  # (..., W, W)
     to_words = a.astype(np.float64) @ groups.assign  # (..., T, W): sum over each word's pieces (keys)
     mean_rows = (groups.assign / sizes[None, :]).T  # (W, T)
     return (mean_rows @ to_words).astype(np.float32)  # (..., W, W): mean over each word's pieces (queries)

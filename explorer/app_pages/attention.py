@@ -7,6 +7,7 @@ import streamlit as st
 
 from bertcore import analysis
 from bertcore.analysis import rollout
+from bertcore.analysis.words import merge_attention
 from bertcore.embeddings import InputError
 from bertcore.tokenizer import TextError
 from explorer import resources, widgets
@@ -55,7 +56,15 @@ with c4:
                         help="Merge the pieces of each word: attention to a word is the sum over its pieces, "
                              "attention from a word the mean over its pieces (Clark et al. 2019, section 4.1).")
 key = resources.source_key(lm.source)
-attn, groups = resources.attention_maps(key, text, text_pair, hide, by_word, _loaded=lm)
+attn = resources.attention_maps(key, text, text_pair, hide, _loaded=lm)  # (L, heads, T, T) WordPieces
+groups = resources.groups_of(key, text, text_pair, _loaded=lm) if by_word else None
+
+
+def merged(a: np.ndarray) -> np.ndarray:
+    """``(..., T, T)`` as shown: merged into words when the toggle is on (Clark et al. 2019)."""
+    return a if groups is None else merge_attention(a, groups)
+
+
 if groups is None:
     labels, members = list(enc.tokens), [[i] for i in range(len(enc.tokens))]
 else:
@@ -97,17 +106,19 @@ if one.open:
     with one:
         st.caption(f"Layer {layer}, head {head}: row = the token that looks, column = the token looked at. "
                    + ("The dotted lines separate sentence A from sentence B." if segment_break else ""))
-        widgets.plotly_chart(att_figures.attention_heatmap(attn[layer - 1, head - 1], labels,
+        one_head = merged(attn[layer - 1, head - 1])
+        widgets.plotly_chart(att_figures.attention_heatmap(one_head, labels,
                                                            segment_break=segment_break), key="att_one")
-        widgets.download_csv(matrix_frame(attn[layer - 1, head - 1], ids, ids), f"attention_L{layer}_H{head}",
+        widgets.download_csv(matrix_frame(one_head, ids, ids), f"attention_L{layer}_H{head}",
                              key="att_one_csv")
 if grid.open:
     with grid:
         st.caption("The same sentence seen by every head of the chosen layer: heads specialize (next token, "
                    "previous token, [SEP], the same word ...).")
-        widgets.plotly_chart(att_figures.layer_grid(attn[layer - 1], labels, layer), key="att_grid")
+        layer_maps = merged(attn[layer - 1])  # (heads, T, T)
+        widgets.plotly_chart(att_figures.layer_grid(layer_maps, labels, layer), key="att_grid")
         index = pd.MultiIndex.from_product([range(1, act.num_heads + 1), ids], names=["head", "query"])
-        widgets.download_csv(pd.DataFrame(attn[layer - 1].reshape(-1, t), index=index, columns=ids),
+        widgets.download_csv(pd.DataFrame(layer_maps.reshape(-1, t), index=index, columns=ids),
                              f"attention_L{layer}_all_heads", key="att_grid_csv")
 if thumbs.open:
     with thumbs:
@@ -115,7 +126,8 @@ if thumbs.open:
                    "averaged over blocks of tokens. Vertical stripes mean everyone looks at one token "
                    "(often [SEP]); a diagonal means 'look at myself / my neighbour'. Download one layer's "
                    "maps as CSV from 'All heads of a layer'.")
-        widgets.plotly_chart(att_figures.thumbnails(attn), key="att_thumbs")
+        every = attn if groups is None else resources.word_attention(key, text, text_pair, hide, _loaded=lm)
+        widgets.plotly_chart(att_figures.thumbnails(every), key="att_thumbs")
 if view.open:
     with view:
         st.caption("Pick a token: lines go to the tokens it attends to in the chosen layer and head, thicker "
@@ -125,11 +137,12 @@ if view.open:
             query = query_picker("att_query", labels, default_query)
         with vc2:
             top_k = widgets.clamped_slider("Links drawn", "att_topk", 1, min(50, t), min(12, t))
-        fig = att_figures.head_view(attn[layer - 1, head - 1], labels, query, top_k=top_k, segment_ids=unit_types)
+        one_map = merged(attn[layer - 1, head - 1])
+        fig = att_figures.head_view(one_map, labels, query, top_k=top_k, segment_ids=unit_types)
         widgets.plotly_chart(fig, key="att_view")
         d1, d2, _ = st.columns([1, 1, 4])
         widgets.download_html(fig, f"head_view_L{layer}_H{head}_{query}", key="att_view_html", where=d1)
-        widgets.download_csv(pd.DataFrame({"key": ids, "weight": attn[layer - 1, head - 1, query]}).set_index("key"),
+        widgets.download_csv(pd.DataFrame({"key": ids, "weight": one_map[query]}).set_index("key"),
                              f"head_view_L{layer}_H{head}_{query}", key="att_view_csv", where=d2)
 if stats.open:
     with stats:
@@ -161,7 +174,7 @@ if roll.open:
             "connection counted as 0.5·A + 0.5·I. **Flow**: the same graph read as pipes with capacities, "
             "the maximum flow from each input token. Rows sum to 1; top row = last layer.")
         query = query_picker("att_query", labels, default_query)
-        maps = {rollout.METHODS["raw"]: attn[:, :, query, :].astype(np.float64).mean(axis=1),
+        maps = {rollout.METHODS["raw"]: resources.head_mean(key, text, text_pair, hide, by_word, _loaded=lm)[:, query, :],
                 rollout.METHODS["rollout"]: resources.rollout_maps(key, text, text_pair, hide, by_word,
                                                                    _loaded=lm)[:, query, :]}
         if t <= rollout.FLOW_MAX_TOKENS:
