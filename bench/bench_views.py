@@ -8,6 +8,7 @@ reference, measured in the same run) and of each view's computation and figure (
 serialised to JSON, as Streamlit sends it), with the ratio view / forward. Attention flow is
 timed at the largest length the page offers (``rollout.FLOW_MAX_TOKENS``) and at 32 tokens.
 """
+# ruff: noqa: B023, E402, PLC3002, RUF100  (each lambda runs inside its own loop iteration)
 
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ def main() -> None:
                 rows += [(f"attention flow (networkx), {t} tokens", lambda: rollout.flow_networkx(att, query, 32))]
         if t == 128:
             batch = ablation.heldout_batch(tok, ablation.heldout_texts())
-            rows += [("held-out MLM loss (16 x 64 tokens), per mask", lambda: ablation.mlm_loss(mlm_model, batch, mask))]
+            rows += [(f"held-out MLM loss ({ablation.HELDOUT_DOCS} x {ablation.HELDOUT_TOKENS} tokens)", lambda: ablation.mlm_loss(mlm_model, batch, mask))]
         for name, fn in rows:
             ms = ref if fn is fwd else median_ms(fn, args.reps)
             print(f"{len(tokens):>6} {name:<44} {ms:>9.1f} {ms / ref:>10.2f}")
