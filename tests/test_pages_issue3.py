@@ -188,7 +188,8 @@ def test_masking_whole_word_option_runs(packaged):
 def test_masking_without_mlm_head_says_so():
     at = page("masking")
     info = " ".join(messages(at)["info"])
-    assert "no MLM head" in info and "Train page" in info and "cls.predictions" in info
+    assert "no MLM head" in info and "Train page" in info and "MiniLM-MLM" in info
+    assert at.button(key="msk_switch").label.startswith("Use the packaged MiniLM-MLM")
 
 
 def test_masking_predictions_with_an_mlm_model(mlm_source):
