@@ -159,7 +159,8 @@ def ablation_readout(key: tuple[str, str], text: str, text_pair: str | None, off
 @st.cache_data(show_spinner="MLM loss on the held-out BBC batch ...", max_entries=16)
 def heldout_mlm_loss(key: tuple[str, str], off: tuple[tuple[int, int], ...], mode: str, _loaded: LoadedModel) -> float:
     """:func:`bertcore.analysis.ablation.mlm_loss` on the fixed held-out batch with the heads ``off``."""
-    batch = ablation.heldout_batch(_loaded.tokenizer, ablation.heldout_texts())
+    batch = ablation.heldout_batch(_loaded.tokenizer, ablation.heldout_texts(),
+                                   max_length=min(ablation.HELDOUT_TOKENS, _loaded.max_length))
     cfg = _loaded.config
     mask = ablation.make_head_mask(cfg.num_hidden_layers, cfg.num_attention_heads, heads=off) if off else None
     return ablation.mlm_loss(_loaded.model, batch, mask, mode)
