@@ -33,7 +33,7 @@ def head_mask_figure(mask) -> go.Figure:
         hovertemplate="layer %{y}, head %{x}<extra></extra>"))
     fig.update_layout(height=90 + 26 * num_layers, margin={"l": 10, "r": 10, "t": 40, "b": 10},
                       title={"text": f"Heads switched off: {int((m == 0).sum())} of {m.size}"},
-                      xaxis_title="head", yaxis_title="layer")
+                      xaxis={"title": {"text": "head"}, "dtick": 1}, yaxis={"title": {"text": "layer"}, "dtick": 1})
     return fig
 
 

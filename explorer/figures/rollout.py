@@ -16,7 +16,7 @@ from .attention import COLORSCALE, HOVER_TEXT_MAX, _check_tokens, _ticks
 
 
 def contributions_figure(maps: Mapping[str, np.ndarray | None], tokens: Sequence[str], query_label: str,
-                         max_labels: int = 64) -> go.Figure:
+                         max_labels: int = 24) -> go.Figure:
     """Side-by-side heatmaps, one per method: row = layer (1 at the bottom), column = input token,
     colour = that token's share of the chosen token at that layer.
 
@@ -25,6 +25,7 @@ def contributions_figure(maps: Mapping[str, np.ndarray | None], tokens: Sequence
             (drawn as an empty panel titled "not offered").
         tokens: T input token labels.
         query_label: the chosen token, for the title.
+        max_labels: tick labels per panel (every k-th token beyond; hover shows each token).
     Raises:
         ValueError: no map, maps of different shapes, or label count != T.
     """
@@ -53,7 +54,7 @@ def contributions_figure(maps: Mapping[str, np.ndarray | None], tokens: Sequence
                 customdata=np.array([labels] * num_layers, dtype=object) if t <= HOVER_TEXT_MAX else None,
                 hovertemplate=(f"{name}<br>%{{y}}<br>" + ("%{customdata}" if t <= HOVER_TEXT_MAX else "token %{x}")
                                + " → " + query_label + ": %{z:.3f}<extra></extra>")), row=1, col=col)
-        fig.update_xaxes(tickvals=ticks[0], ticktext=ticks[1], tickangle=-60, row=1, col=col)
+        fig.update_xaxes(tickvals=ticks[0], ticktext=ticks[1], tickangle=-60, tickfont={"size": 10}, row=1, col=col)
     fig.update_layout(height=260 + 28 * num_layers, margin={"l": 10, "r": 10, "t": 60, "b": 10},
                       title={"text": f"What reaches “{query_label}” at each layer"})
     return fig
@@ -90,14 +91,14 @@ def neuron_figure(query_vector, key_vectors, product, scores, probs, tokens: Seq
     def lim(m):
         return max(float(np.abs(m).max()), 1e-6)
 
-    fig.add_trace(go.Heatmap(z=q[None, :d], colorscale="RdBu", zmid=0, zmin=-lim(q), zmax=lim(q), showscale=False,
+    fig.add_trace(go.Heatmap(z=q[None, :d], colorscale="RdBu_r", zmid=0, zmin=-lim(q), zmax=lim(q), showscale=False,
                              hovertemplate="dim %{x}: %{z:.3f}<extra>q</extra>"), row=1, col=1)
-    fig.add_trace(go.Heatmap(z=k[:, :d], y=rows, colorscale="RdBu", zmid=0, zmin=-lim(k), zmax=lim(k), showscale=False,
+    fig.add_trace(go.Heatmap(z=k[:, :d], y=rows, colorscale="RdBu_r", zmid=0, zmin=-lim(k), zmax=lim(k), showscale=False,
                              hovertemplate="%{y}<br>dim %{x}: %{z:.3f}<extra>k</extra>"), row=2, col=1)
-    fig.add_trace(go.Heatmap(z=qk[:, :d], y=rows, colorscale="RdBu", zmid=0, zmin=-lim(qk), zmax=lim(qk),
+    fig.add_trace(go.Heatmap(z=qk[:, :d], y=rows, colorscale="RdBu_r", zmid=0, zmin=-lim(qk), zmax=lim(qk),
                              showscale=False, hovertemplate="%{y}<br>dim %{x}: %{z:.3f}<extra>q×k</extra>"),
                   row=2, col=2)
-    fig.add_trace(go.Heatmap(z=s[:, None], y=rows, colorscale="RdBu", zmid=0, zmin=-lim(s), zmax=lim(s),
+    fig.add_trace(go.Heatmap(z=s[:, None], y=rows, colorscale="RdBu_r", zmid=0, zmin=-lim(s), zmax=lim(s),
                              showscale=False, text=np.round(s[:, None], 2), texttemplate="%{text}" if len(s) <= 48 else None,
                              hovertemplate="%{y}: %{z:.3f}<extra>score</extra>"), row=2, col=3)
     fig.add_trace(go.Heatmap(z=p[:, None], y=rows, colorscale=COLORSCALE, zmin=0, zmax=max(float(p.max()), 1e-6),
