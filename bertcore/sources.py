@@ -23,6 +23,8 @@ from .checkpoint import CheckpointError, find_weights, read_state_dict
 from .config import BertConfig, ConfigError
 from .heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
 from .model import BertModel, BertPreTrainedModel
+from .runs import RunDir, checkpoint_step
+from .runs import runs_root as _runs_root
 from .tokenizer import load_tokenizer
 
 Kind = Literal["packaged", "local", "hub", "run"]
@@ -222,24 +224,21 @@ def load(source: ModelSource = PACKAGED, head: Head = "auto") -> LoadedModel:
 
 # ----------------------------------------------------------------------------- training runs
 def runs_root() -> Path:
-    """Folder of training runs: ``$BERT_EXPLORER_RUNS`` or ``./runs``."""
-    return Path(os.environ.get("BERT_EXPLORER_RUNS", "runs")).expanduser()
+    """Folder of training runs: ``$BERT_EXPLORER_RUNS`` or ``./runs`` (:func:`bertcore.runs.runs_root`)."""
+    return _runs_root()
 
 
 def list_run_sources(root: str | Path | None = None) -> list[ModelSource]:
     """Every complete checkpoint of every run, newest run first, as ``ModelSource("run", folder)``.
 
-    A checkpoint is the folder ``<root>/<run_id>/checkpoints/step-<N>/`` holding ``config.json``
-    and ``model.safetensors`` (an HF folder with tokenizer files); folders being written
-    (their names start with '.') are skipped.
+    A checkpoint is complete by :meth:`bertcore.runs.RunDir.is_complete` (one rule for the whole
+    project); folders being written (their names start with '.') are skipped.
     """
-    root = Path(root) if root is not None else runs_root()
+    root = _runs_root(root)
     if not root.is_dir():
         return []
     found: list[ModelSource] = []
     for run in sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True):
-        for ckpt in sorted((run / "checkpoints").glob("step-*"), reverse=True):
-            if (ckpt / "config.json").is_file() and (ckpt / "model.safetensors").is_file():
-                step = ckpt.name.removeprefix("step-").lstrip("0") or "0"
-                found.append(ModelSource("run", str(ckpt), f"run {run.name} @ step {step}"))
+        for ckpt in reversed(RunDir(run).checkpoints()):
+            found.append(ModelSource("run", str(ckpt), f"run {run.name} @ step {checkpoint_step(ckpt)}"))
     return found
