@@ -261,3 +261,57 @@ def encode_batch(
     pairs = None if text_pairs is None else [clean_text(t) for t in text_pairs]
     enc = tokenizer(texts, pairs, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
     return {k: enc[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
+
+
+@dataclass
+class VocabComparison:
+    """One text encoded under two vocabularies (see :func:`compare_vocabularies`).
+
+    Attributes:
+        encoding, reference: the :class:`Encoding` under the model's and the reference vocabulary.
+        words: one row per word (when both split the text into the same words, as two BERT
+            pre-tokenizers do): ``word`` (index), ``text`` (the typed span), ``pieces``,
+            ``reference_pieces`` (WordPiece strings joined by spaces), ``n_pieces``, ``n_reference_pieces``.
+    """
+
+    encoding: Encoding
+    reference: Encoding
+    words: list[dict]
+
+    @property
+    def n_pieces(self) -> tuple[int, int]:
+        """Tokens without [CLS]/[SEP] under (the model's vocabulary, the reference)."""
+        return (sum(1 for m in self.encoding.special_tokens_mask if not m),
+                sum(1 for m in self.reference.special_tokens_mask if not m))
+
+
+def compare_vocabularies(
+    tokenizer: BertTokenizerFast,
+    reference: BertTokenizerFast,
+    text: str,
+    text_pair: str | None = None,
+    max_length: int | None = None,
+) -> VocabComparison:
+    """Encode ``text`` (and ``text_pair``) under ``tokenizer`` and under ``reference`` (e.g.
+    bert-base-uncased's vocabulary) and line the words up with their pieces under each.
+
+    Raises:
+        TextError: as :func:`encode`.
+    """
+    enc = encode(tokenizer, text, text_pair, max_length)
+    ref = encode(reference, text, text_pair, max_length)
+
+    def spans(e: Encoding) -> list[tuple[int | None, int, int]]:
+        return [(e.sequence_ids[p[0]], e.offsets[p[0]][0], e.offsets[p[-1]][1]) for p in e.words]
+
+    rows: list[dict] = []
+    words = spans(enc)
+    if words == spans(ref):
+        for w, (pos_a, pos_b) in enumerate(zip(enc.words, ref.words)):
+            seq, start, end = words[w]
+            source = enc.text_pair if seq == 1 and enc.text_pair is not None else enc.text
+            rows.append({"word": w, "text": source[start:end],
+                         "pieces": " ".join(enc.tokens[p] for p in pos_a),
+                         "reference_pieces": " ".join(ref.tokens[p] for p in pos_b),
+                         "n_pieces": len(pos_a), "n_reference_pieces": len(pos_b)})
+    return VocabComparison(enc, ref, rows)
