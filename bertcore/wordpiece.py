@@ -177,3 +177,57 @@ def corpus_tokenizer(corpus: str, vocab_size: int, *, lowercase: bool = True) ->
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return load_tokenizer(folder) if folder.is_dir() else tok
+
+
+DEFAULT_VOCAB_SIZE = 8000
+
+
+def parse_tokenizer_spec(spec: str | None, vocab_size: int | None = None) -> tuple[str, int | str | None]:
+    """Read a ``--tokenizer`` value without loading anything.
+
+    ``"packaged"`` (or empty): bert-base-uncased's vocabulary -> ``("packaged", None)``;
+    ``"corpus"`` / ``"corpus:<N>"``: a WordPiece vocabulary of N tokens (``vocab_size`` or
+    :data:`DEFAULT_VOCAB_SIZE` when N is not given) trained on the run's corpus -> ``("corpus", N)``;
+    anything else is a tokenizer folder -> ``("folder", path)``.
+
+    Raises:
+        TokenizerError: N is not a whole number in [MIN_VOCAB_SIZE, MAX_VOCAB_SIZE].
+    """
+    spec = (spec or "").strip()
+    if spec in ("", "packaged"):
+        return "packaged", None
+    if spec == "corpus" or spec.startswith("corpus:"):
+        raw = spec.partition(":")[2].strip()
+        size = vocab_size if not raw else None
+        if raw:
+            try:
+                size = int(raw.replace("_", "").replace(",", ""))
+            except ValueError:
+                raise TokenizerError(f"--tokenizer {spec}: the vocabulary size must be a whole number, "
+                                     "e.g. corpus:8000") from None
+        size = DEFAULT_VOCAB_SIZE if size is None else int(size)
+        if not MIN_VOCAB_SIZE <= size <= MAX_VOCAB_SIZE:
+            raise TokenizerError(f"--tokenizer {spec}: vocabulary size {size:,} is outside "
+                                 f"[{MIN_VOCAB_SIZE:,}, {MAX_VOCAB_SIZE:,}]")
+        return "corpus", size
+    return "folder", spec
+
+
+def resolve_tokenizer(spec: str | None, corpus: str = "bbc", vocab_size: int | None = None) -> BertTokenizerFast:
+    """The tokenizer of a run trained from scratch, from its ``--tokenizer`` value (see
+    :func:`parse_tokenizer_spec`): the packaged bert-base-uncased vocabulary, the cached corpus
+    vocabulary of ``corpus`` (:func:`corpus_tokenizer`), or a checked folder (:func:`load_tokenizer`).
+
+    Raises:
+        TokenizerError: a bad spec or a folder that is not a usable BERT WordPiece tokenizer;
+        bertcore.data.DataError: the corpus cannot be read; bertcore.sources.SourceError: the
+        packaged model is not installed.
+    """
+    kind, value = parse_tokenizer_spec(spec, vocab_size)
+    if kind == "packaged":
+        from .sources import packaged_model_dir
+
+        return load_tokenizer(packaged_model_dir())
+    if kind == "corpus":
+        return corpus_tokenizer(corpus, int(value))
+    return load_tokenizer(value)

@@ -16,7 +16,13 @@ from bertcore.tokenizer import (
     save_tokenizer,
     vocab_md5,
 )
-from bertcore.wordpiece import SPECIAL_TOKENS, corpus_tokenizer, train_wordpiece
+from bertcore.wordpiece import (
+    SPECIAL_TOKENS,
+    corpus_tokenizer,
+    parse_tokenizer_spec,
+    resolve_tokenizer,
+    train_wordpiece,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny_corpus.txt"
 TEXTS = [b for b in FIXTURE.read_text(encoding="utf-8").split("\n\n") if b.strip()]
@@ -162,3 +168,31 @@ def test_corpus_tokenizer_cached_per_corpus_and_size(tmp_path, monkeypatch):
     corpus.write_text(FIXTURE.read_text(encoding="utf-8") + "\n\nA brand new document about zebras.\n")
     corpus_tokenizer(str(corpus), 300)  # the content changed: a new fingerprint, a new folder
     assert len(list((tmp_path / "cache" / "wordpiece").iterdir())) == 3
+
+
+@pytest.mark.parametrize("spec, size, want", [
+    ("packaged", None, ("packaged", None)), ("", None, ("packaged", None)),
+    ("corpus", None, ("corpus", 8000)), ("corpus", 4000, ("corpus", 4000)), ("corpus:2,000", 4000, ("corpus", 2000)),
+    ("/some/folder", None, ("folder", "/some/folder")),
+])
+def test_parse_tokenizer_spec(spec, size, want):
+    assert parse_tokenizer_spec(spec, size) == want
+
+
+@pytest.mark.parametrize("spec, match", [("corpus:many", "whole number"), ("corpus:12", "outside"),
+                                         ("corpus:1000000", "outside")])
+def test_parse_tokenizer_spec_refuses(spec, match):
+    with pytest.raises(TokenizerError, match=match):
+        parse_tokenizer_spec(spec)
+
+
+def test_resolve_tokenizer(tmp_path, monkeypatch, trained):
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    assert is_bert_base_uncased(resolve_tokenizer("packaged"))
+    assert resolve_tokenizer("corpus:300", str(corpus)).get_vocab() == trained.get_vocab()
+    save_tokenizer(trained, tmp_path / "folder")
+    assert resolve_tokenizer(str(tmp_path / "folder")).get_vocab() == trained.get_vocab()
+    with pytest.raises(TokenizerError, match="no tokenizer in"):
+        resolve_tokenizer(str(tmp_path))
