@@ -20,6 +20,7 @@ PAGES = [
     st.Page("explorer/app_pages/attention.py", title="Attention", icon=":material/grid_on:"),
     st.Page("explorer/app_pages/word_senses.py", title="Word senses", icon=":material/scatter_plot:"),
     st.Page("explorer/app_pages/masking.py", title="Masking", icon=":material/visibility_off:"),
+    st.Page("explorer/app_pages/next_sentence.py", title="Next sentence", icon=":material/low_priority:"),
     st.Page("explorer/app_pages/embeddings.py", title="Embeddings", icon=":material/stacks:"),
     st.Page("explorer/app_pages/positions.py", title="Positional embeddings", icon=":material/linear_scale:"),
     st.Page("explorer/app_pages/anatomy.py", title="Model anatomy", icon=":material/account_tree:"),

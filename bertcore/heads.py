@@ -17,9 +17,8 @@ from torch import nn
 
 from .config import BertConfig
 from .encoder import activation
+from .masking import IGNORE_INDEX
 from .model import BertModel, BertPreTrainedModel
-
-IGNORE_INDEX = -100  # label of positions that carry no MLM loss (HF / PyTorch convention)
 
 
 class BertPredictionHeadTransform(nn.Module):

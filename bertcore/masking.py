@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .heads import IGNORE_INDEX
+IGNORE_INDEX = -100  # label of positions that carry no MLM loss (HF / PyTorch cross-entropy convention)
 
 NOT_SELECTED, MASKED, RANDOM, UNCHANGED = 0, 1, 2, 3
 DECISION_NAMES = {NOT_SELECTED: "not selected", MASKED: "[MASK]", RANDOM: "random token", UNCHANGED: "unchanged"}
@@ -111,14 +111,50 @@ def mask_tokens(
     return MaskingResult(corrupted, labels, decision, eligible)
 
 
+def special_ids(tokenizer) -> torch.Tensor:
+    """``(S,)`` long: ids that are never selected, the tokenizer's special tokens ([CLS], [SEP], [PAD],
+    [MASK]); [UNK] stays eligible, as HF ``DataCollatorForLanguageModeling``."""
+    return torch.tensor(sorted(set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}), dtype=torch.long)
+
+
 def eligible_positions(tokenizer, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """``(B, T)`` bool: True where the token is not one of the tokenizer's special tokens
-    ([CLS], [SEP], [PAD], [MASK], [UNK] stays eligible as HF) and not padding."""
-    special = torch.tensor(sorted(set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}), device=input_ids.device)
-    eligible = ~torch.isin(input_ids, special)
+    """``(B, T)`` bool: True where the token may be selected for MLM: not a special token (see
+    :func:`special_ids`; ``tokenizer`` may also be that tensor itself) and not padding."""
+    special = tokenizer if torch.is_tensor(tokenizer) else special_ids(tokenizer)
+    eligible = ~torch.isin(input_ids, special.to(input_ids.device))
     if attention_mask is not None:
         eligible &= attention_mask.to(torch.bool)
     return eligible
+
+
+def continuation_table(tokenizer, size: int | None = None) -> torch.Tensor:
+    """``(V,)`` bool: True for WordPiece continuation pieces (``##ing``), which join the word before them.
+
+    ``size`` pads the table to a model's vocabulary (ids past the tokenizer's are never continuations).
+    """
+    vocab = tokenizer.get_vocab()
+    table = torch.zeros(max(size or 0, len(tokenizer), max(vocab.values()) + 1), dtype=torch.bool)
+    for tok, i in vocab.items():
+        if tok.startswith("##"):
+            table[i] = True
+    return table
+
+
+def word_ids_from_pieces(input_ids: torch.Tensor, eligible: torch.Tensor, continuation: torch.Tensor) -> torch.Tensor:
+    """``(B, T)`` long word index per position for whole-word masking, -1 where not eligible.
+
+    A word starts at every eligible piece that is not a ``##`` continuation (``continuation`` from
+    :func:`continuation_table`), as Google's ``create_pretraining_data.py``; the collator and the
+    Masking page both use this, so a word is the same thing in training and in the UI.
+    """
+    starts = eligible & ~continuation.to(input_ids.device)[input_ids]  # (B, T)
+    wid = torch.cumsum(starts.long(), dim=1) - 1  # (B, T)
+    return torch.where(eligible, wid.clamp(min=0), torch.full_like(wid, -1))
+
+
+def whole_word_ids(tokenizer, input_ids: torch.Tensor, eligible: torch.Tensor) -> torch.Tensor:
+    """:func:`word_ids_from_pieces` with the continuation table read from ``tokenizer`` (``(B, T)`` long)."""
+    return word_ids_from_pieces(input_ids, eligible, continuation_table(tokenizer))
 
 
 def mask_for_tokenizer(tokenizer, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,

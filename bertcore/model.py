@@ -89,6 +89,11 @@ class BertPreTrainedModel(nn.Module):
         """Tie output embeddings to input embeddings (overridden by the MLM heads)."""
 
     @property
+    def base_model(self) -> "BertModel":
+        """The :class:`BertModel` inside any head class (itself for a ``BertModel``); HF's ``base_model``."""
+        return getattr(self, self.base_model_prefix, self) if self.base_model_prefix else self
+
+    @property
     def device(self) -> torch.device:
         return next(self.parameters()).device
 

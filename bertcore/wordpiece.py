@@ -145,11 +145,12 @@ def corpus_tokenizer(corpus: str, vocab_size: int, *, lowercase: bool = True) ->
         TokenizerError: bad ``vocab_size``; bertcore.data.DataError: the corpus cannot be loaded.
     """
     from . import data as D
+    from .data.corpora import _corpus_fingerprint
 
     if not MIN_VOCAB_SIZE <= int(vocab_size) <= MAX_VOCAB_SIZE:
         raise TokenizerError(f"vocab_size {vocab_size} is outside [{MIN_VOCAB_SIZE:,}, {MAX_VOCAB_SIZE:,}]")
     try:
-        fingerprint = D._corpus_fingerprint(corpus)
+        fingerprint = _corpus_fingerprint(corpus)
     except OSError:
         fingerprint = None
     folder = None if fingerprint is None else corpus_vocab_dir(corpus, vocab_size, fingerprint, lowercase)

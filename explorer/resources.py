@@ -86,3 +86,11 @@ def has_bert_base_uncased_vocab(key: tuple[str, str], _loaded: LoadedModel) -> b
     from bertcore.tokenizer import is_bert_base_uncased
 
     return is_bert_base_uncased(_loaded.tokenizer)
+
+
+@st.cache_resource(show_spinner="Reading and splitting the corpus into sentences ...", max_entries=2)
+def corpus_sentences(corpus: str = "bbc") -> list[list[str]]:
+    """Each document of a pretraining corpus as its list of sentences (NLTK Punkt), read once per process."""
+    from bertcore import data
+
+    return [data.split_sentences(text) for text in data.load_documents(corpus)["text"]]

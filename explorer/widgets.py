@@ -14,15 +14,16 @@ import streamlit as st
 from bertcore.checkpoint import CheckpointError
 from bertcore.config import ConfigError
 from bertcore.embeddings import InputError
-from bertcore.sources import PACKAGED, LoadedModel, ModelSource, SourceError, list_run_sources
+from bertcore.sources import PACKAGED, PACKAGED_SOURCES, LoadedModel, ModelSource, SourceError, list_run_sources
 from bertcore.tokenizer import TextError
 
 from . import resources
 
 SOURCE_KEY = "model_source"  # the ModelSource every page uses
 ERROR_KEY = "model_error"  # message of the last failed load (shown in the sidebar)
+PACKAGED_KEY = "model_packaged"  # ref of the chosen packaged model ('' MiniLM, 'mlm' the fill-mask model)
 KINDS = {
-    "packaged": "Packaged MiniLM (offline)",
+    "packaged": "Packaged with the app (offline)",
     "local": "Local Hugging Face folder",
     "hub": "Hugging Face Hub id",
     "run": "Checkpoint of a training run",
@@ -88,6 +89,23 @@ def _use(source: ModelSource) -> None:
     st.session_state.pop(ERROR_KEY, None)
 
 
+def use_source(source: ModelSource) -> bool:
+    """Make ``source`` the model of every page, if it loads, and point the sidebar's widgets at it.
+
+    The one owner of the sidebar's session keys: call it from a button's ``on_click`` (Streamlit
+    lets a callback set widget keys before the widgets are drawn). Returns True when the model
+    changed; on failure the previous model stays and the sidebar says why.
+    """
+    _use(source)
+    if st.session_state.get(SOURCE_KEY) != source:
+        return False
+    st.session_state["model_kind"] = source.kind
+    key = {"packaged": PACKAGED_KEY, "run": "model_run_ref", "local": "model_local_path",
+           "hub": "model_hub_id"}[source.kind]
+    st.session_state[key] = source.ref
+    return True
+
+
 def model_picker() -> None:
     """Sidebar: choose the model every page uses (packaged, local folder, hub id, run checkpoint).
 
@@ -99,8 +117,13 @@ def model_picker() -> None:
     kind = sb.radio("Where from", list(KINDS), format_func=KINDS.__getitem__, key="model_kind",
                     on_change=lambda: st.session_state.pop(ERROR_KEY, None))
     if kind == "packaged":
-        if current_source() != PACKAGED:
-            _use(PACKAGED)
+        packaged = {s.ref: s for s in PACKAGED_SOURCES}
+        ref = sb.selectbox("Model", list(packaged), format_func=lambda r: packaged[r].name, key=PACKAGED_KEY,
+                           help="all-MiniLM-L6-v2: a 6-layer BERT trained for sentence embeddings (no MLM head). "
+                                "MiniLM-MLM: the same encoder trained further here with masked-LM + NSP on BBC "
+                                "News, so it fills [MASK] and scores next sentences.")
+        if current_source() != packaged[ref]:
+            _use(packaged[ref])
     elif kind == "local":
         path = sb.text_input("Folder (config.json, model.safetensors, vocab.txt)", key="model_local_path",
                              placeholder="/path/to/bert-folder")
@@ -123,6 +146,12 @@ def model_picker() -> None:
     if ERROR_KEY in st.session_state:
         sb.error(escape_md(st.session_state[ERROR_KEY]), icon=":material/error:")
     sb.caption("In use: " + escape_md(current_source().name))
+
+
+def truncation_notice(n_tokens: int, max_length: int) -> None:
+    """The one message for an input longer than the model reads (``n_tokens`` before the cut)."""
+    st.warning(f"The input has {n_tokens:,} tokens but this model reads at most {max_length}: the last "
+               f"{n_tokens - max_length:,} were cut off.", icon=":material/content_cut:")
 
 
 # ----------------------------------------------------------------------------- text inputs

@@ -144,7 +144,12 @@ def test_run_checkpoints_are_listed_as_sources(tmp_path):
     done.mkdir(parents=True)
     (done / "config.json").write_text(json.dumps({}))
     (done / "model.safetensors").write_bytes(b"")
+    (done / "trainer_state.pt").write_bytes(b"")
     (tmp_path / "run1" / "checkpoints" / ".tmp-step-000030").mkdir()
+    no_state = tmp_path / "run1" / "checkpoints" / "step-000040"  # incomplete by the one rule (bertcore.runs.RunDir)
+    no_state.mkdir()
+    (no_state / "config.json").write_text(json.dumps({}))
+    (no_state / "model.safetensors").write_bytes(b"")
     found = sources.list_run_sources(tmp_path)
     assert [s.ref for s in found] == [str(done)] and "step 20" in found[0].label
     assert sources.list_run_sources(tmp_path / "missing") == []

@@ -107,21 +107,49 @@ def test_collator_masks_anew_per_step_and_never_specials(tok):
     assert (b1["input_ids"][selected] == tok.mask_token_id).float().mean() > 0.6
 
 
-def test_whole_word_masking_selects_all_pieces(tok):
-    enc = tok(["unbelievably extraordinary tokenization " * 6] * 16, truncation=True, max_length=40)
-    rows = [{"input_ids": i, "token_type_ids": t, "next_sentence_label": 0} for i, t in zip(enc["input_ids"], enc["token_type_ids"])]
+def test_whole_word_masking_selects_all_pieces_at_the_word_rate(tok):
+    """Word boundaries come from the tokenizer's own pre-tokenization (``word_ids``), not from the
+    function under test; each word is selected whole, at about the selection rate."""
+    enc = tok(["unbelievably extraordinary tokenization " * 6] * 128, truncation=True, max_length=40)
+    rows = [{"input_ids": i, "token_type_ids": t, "next_sentence_label": 0}
+            for i, t in zip(enc["input_ids"], enc["token_type_ids"])]
     col = D.PretrainCollator(tok, mlm_probability=0.3, whole_word_mask=True)
     b = col(rows, D.batch_generator(0, 0))
-    ids = D.pad_batch(rows, tok.pad_token_id)["input_ids"]
-    eligible = ~torch.isin(ids, col.special)
-    wid = col.word_ids(ids, eligible)
     sel = b["labels"] != IGNORE_INDEX
-    for r in range(ids.size(0)):
-        for w in wid[r].unique():
-            if w < 0:
-                continue
-            s = sel[r][wid[r] == w]
-            assert s.all() or not s.any()
+    words = chosen = 0
+    for r in range(len(rows)):
+        wids = enc.word_ids(r)
+        for w in {w for w in wids if w is not None}:
+            pos = [i for i, x in enumerate(wids) if x == w]
+            s = sel[r, pos]
+            assert s.all() or not s.any(), (r, w, s)
+            words += 1
+            chosen += int(s.all())
+    assert words > 1000 and abs(chosen / words - 0.3) < 0.05  # binomial sd ~0.014
+
+
+@pytest.mark.parametrize("split", [(0.8, 0.1), (1.0, 0.0), (0.5, 0.5)])
+def test_collator_corruption_split_statistics(tok, split):
+    """The decisions of the selected positions follow the asked split ([MASK] / random / unchanged)
+    within 4 binomial standard deviations, and the fed ids agree with the decision codes."""
+    from bertcore.masking import MASKED, NOT_SELECTED, RANDOM, UNCHANGED
+
+    mask_p, random_p = split
+    enc = tok(["the quick brown fox jumps over the lazy dog again and again"] * 400, truncation=True, max_length=16)
+    rows = [{"input_ids": i, "token_type_ids": t, "next_sentence_label": 0}
+            for i, t in zip(enc["input_ids"], enc["token_type_ids"])]
+    col = D.PretrainCollator(tok, mlm_probability=0.5, mask_fraction=mask_p, random_fraction=random_p)
+    b = col(rows, D.batch_generator(3, 0))
+    orig = D.pad_batch(rows, tok.pad_token_id)["input_ids"]
+    d = b["decision"]
+    n = int((d != NOT_SELECTED).sum())
+    assert n > 2000
+    for code, p in ((MASKED, mask_p), (RANDOM, random_p), (UNCHANGED, 1 - mask_p - random_p)):
+        share = float((d == code).sum()) / n
+        assert abs(share - p) <= 4 * (p * (1 - p) / n) ** 0.5 + 1e-9, (code, share, p)
+    assert (b["input_ids"][d == MASKED] == tok.mask_token_id).all()
+    assert torch.equal(b["input_ids"][d == UNCHANGED], orig[d == UNCHANGED])
+    assert torch.equal(b["labels"] != IGNORE_INDEX, d != NOT_SELECTED)
 
 
 def test_classification_csv_split_is_fixed_and_disjoint():

@@ -11,7 +11,7 @@ import torch
 from bertcore import runs as R
 from bertcore import sources
 from bertcore.train import parse_args
-from bertcore.training import Trainer
+from bertcore.training.loop import Trainer
 
 FIX = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,6 @@ launch refused -> done -> curves and probe), and a second real run is cancelled 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import signal
@@ -24,11 +23,11 @@ from bertcore import runs
 from bertcore.config import BertConfig
 from bertcore.heads import BertForPreTraining
 from bertcore.sources import packaged_model_dir
+from bertcore.training.config import field_info
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_PAGE = str(ROOT / "explorer" / "app_pages" / "train.py")
 EVO_PAGE = str(ROOT / "explorer" / "app_pages" / "evolution.py")
-HAS_TRAINING = importlib.util.find_spec("bertcore.training") is not None
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -161,9 +160,9 @@ def test_bad_inputs_are_bounded_or_refused_with_a_message(root):
     at = app()
     # out-of-range numbers never reach the run: the inputs keep their bounded value
     at.number_input(key="train_pretrain_steps").set_value(10**9).run()
-    assert at.number_input(key="train_pretrain_steps").value == 300
+    assert at.number_input(key="train_pretrain_steps").value == field_info("max_steps")["default"]
     at.number_input(key="train_pretrain_batch").set_value(0).run()
-    assert at.number_input(key="train_pretrain_batch").value == 16
+    assert at.number_input(key="train_pretrain_batch").value == field_info("batch_size")["default"]
     # a sequence longer than the starting checkpoint's 64 positions
     at.selectbox(key="train_pt_start").set_value("checkpoint").run()
     at.number_input(key="train_pretrain_seqlen").set_value(128).run()
@@ -282,7 +281,6 @@ def _wait_step(run_dir: Path, step: int, timeout: float) -> dict:
                          f"{runs.read_log(run_dir, 3000)}")
 
 
-@pytest.mark.skipif(not HAS_TRAINING, reason="bertcore.training is not written yet")
 def test_real_tiny_run_from_the_page(root):
     """One real run (tiny preset, 4-token batches of 32 tokens, 40 documents): launch, refuse a second
     launch, survive a refresh, show live curves, cancel, then the final view and the Evolution page.

@@ -11,8 +11,9 @@ from bertcore import runs as R
 from bertcore import sources
 from bertcore.config import preset
 from bertcore.heads import BertForPreTraining
-from bertcore.train import parse_args
-from bertcore.training import Trainer, lr_at, make_optimizer, warmup_steps_of
+from bertcore.train import parse_args, resume_config, to_config
+from bertcore.training.loop import Trainer
+from bertcore.training.optim import lr_at, make_optimizer, warmup_steps_of
 
 FIX = Path(__file__).parent / "fixtures"
 TINY = json.dumps({"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64})
@@ -32,11 +33,8 @@ def _cache(tmp_path, monkeypatch):
 
 def run_trainer(argv, on_event=None):
     ns = parse_args(argv)
-    if ns.task == "resume":
-        from bertcore.training import resume_namespace
-
-        ns = resume_namespace(ns)
-    trainer = Trainer(ns, Path(ns.run_dir), argv, on_event=on_event, install_signals=False)
+    cfg = resume_config(ns) if ns.task == "resume" else to_config(ns)
+    trainer = Trainer(cfg, cfg.run_dir, argv, on_event=on_event, install_signals=False)
     return trainer, trainer.run()
 
 
@@ -95,23 +93,32 @@ def test_tiny_pretraining_run_writes_the_contract(tmp_path):
     assert info.state == "done" and info.n_checkpoints == 2
 
 
-def test_resume_equals_uninterrupted(tmp_path):
-    full, state = run_trainer(tiny_pretrain_argv(tmp_path / "full"))
+def tiny_finetune_argv(run_dir, *extra):
+    return ["finetune", "--run-dir", str(run_dir), "--init", "scratch", "--model-overrides", TINY, "--dataset",
+            str(FIX / "tiny_labels.csv"), "--max-seq-len", "16", "--batch-size", "8", "--max-steps", "6",
+            "--log-every", "1", "--eval-every", "3", "--save-every", "3", "--lock", "none", "--device", "cpu",
+            "--lr", "1e-3", "--no-baseline", *extra]
+
+
+@pytest.mark.parametrize("make_argv", [tiny_pretrain_argv, tiny_finetune_argv], ids=["pretrain", "finetune"])
+def test_resume_equals_uninterrupted_with_dropout(tmp_path, make_argv):
+    """Dropout 0.3, so a resume that did not restore the RNG state would differ (checked by hand:
+    removing ``torch.set_rng_state`` in the loop's resume makes this fail)."""
+    full, state = run_trainer(make_argv(tmp_path / "full", "--dropout", "0.3"))
     assert state == "done"
 
     holder = {}
 
-    def stop_at_3(record):  # what SIGTERM does: the loop sees the flag after the step
-        if record["split"] == "train" and record["step"] == 3:
+    def stop_at_4(record):  # what SIGTERM does: the loop sees the flag after the step
+        if record["split"] == "train" and record["step"] == 4:
             holder["t"].stop.set = True
 
-    argv = tiny_pretrain_argv(tmp_path / "cut")
-    ns = parse_args(argv)
-    t = Trainer(ns, Path(ns.run_dir), argv, on_event=[stop_at_3], install_signals=False)
+    argv = make_argv(tmp_path / "cut", "--dropout", "0.3")
+    t = Trainer(to_config(parse_args(argv)), tmp_path / "cut", argv, on_event=[stop_at_4], install_signals=False)
     holder["t"] = t
     assert t.run() == "cancelled"
     status = R.read_status(tmp_path / "cut")
-    assert status["state"] == "cancelled" and 3 <= status["step"] < 6
+    assert status["state"] == "cancelled" and 4 <= status["step"] < 6  # the flag is seen after the next step
     assert R.last_checkpoint(tmp_path / "cut").name == f"step-{status['step']:06d}"  # saved on the way out
 
     resumed, state = run_trainer(["resume", "--run-dir", str(tmp_path / "cut"), "--lock", "none"])
@@ -158,10 +165,10 @@ def test_config_file_and_flags(tmp_path):
 
 
 def test_continued_pretraining_from_packaged_gets_fresh_heads():
-    from bertcore.training import build_model
+    from bertcore.training.models import build_model
 
     ns = parse_args(["pretrain", "--init", "packaged", "--max-seq-len", "64"])
-    model, tok, origin = build_model(ns)
+    model, tok, origin = build_model(to_config(ns))
     assert isinstance(model, BertForPreTraining) and model.config.hidden_size == 384
     assert any(k.startswith("cls.predictions") for k in model.load_report.missing)
     assert "cls.seq_relationship.weight" in model.load_report.missing

@@ -77,7 +77,7 @@ if enc.num_truncated:
 
 t = enc.tensors()
 eligible = masking.eligible_positions(tok, t["input_ids"], t["attention_mask"])  # (1, T)
-word_ids = torch.tensor([[-1 if w is None else w for w in enc.word_ids]]) if whole_word else None
+word_ids = masking.whole_word_ids(tok, t["input_ids"], eligible) if whole_word else None  # as the training collator
 try:
     result = masking.mask_tokens(t["input_ids"], eligible, mask_token_id=tok.mask_token_id, vocab_size=len(tok),
                                  mlm_probability=rate, mask_fraction=mask_fraction, random_fraction=random_fraction,

@@ -1,0 +1,56 @@
+"""Data for training: pretraining corpora -> sentences -> NSP pairs, classification sets, batches.
+
+    corpora.py    documents (packaged BBC, .txt file / folder, hub; :data:`CORPORA` registry)
+                  -> sentences (Punkt) -> WordPiece ids, cached on disk
+    nsp.py        sentences -> next-sentence-prediction pairs (BERT section 3.1, appendix A.2)
+    labelled.py   labelled sets for fine-tuning and their fixed stratified split
+    batching.py   padding, the per-batch MLM collator, batch order (seeded by step and epoch)
+    uploads.py    checks of files uploaded in the UI
+
+``from bertcore import data as D`` gives every public name below.
+"""
+
+from .batching import (
+                       ClassificationCollator,
+                       PretrainCollator,
+                       batch_generator,
+                       epoch_batches,
+                       epoch_order,
+                       eval_batches,
+                       iterate_batches,
+                       pad_batch,
+)
+from .corpora import (
+                       CORPORA,
+                       Corpus,
+                       DataError,
+                       bbc_dir,
+                       cache_dir,
+                       load_documents,
+                       read_text,
+                       sentence_splitter,
+                       split_sentences,
+                       tokenize_documents,
+                       tokenized_corpus,
+                       tweets_csv,
+)
+from .labelled import (
+                       MIN_LABELLED,
+                       TWEETS_LABELS,
+                       ClassificationData,
+                       build_classification_data,
+                       load_labelled,
+                       split_indices,
+                       tokenize_classification,
+)
+from .nsp import PretrainData, build_pretraining_data, create_nsp_pairs, truncate_pair
+from .uploads import UPLOAD_MAX_MB, UPLOAD_TYPES, UploadCheck, check_upload, safe_upload_name
+
+__all__ = [
+    "CORPORA", "Corpus", "DataError", "bbc_dir", "cache_dir", "load_documents", "read_text", "sentence_splitter",
+    "split_sentences", "tokenize_documents", "tokenized_corpus", "tweets_csv", "MIN_LABELLED", "TWEETS_LABELS",
+    "ClassificationData", "build_classification_data", "load_labelled", "split_indices", "tokenize_classification",
+    "PretrainData", "build_pretraining_data", "create_nsp_pairs", "truncate_pair", "ClassificationCollator",
+    "PretrainCollator", "batch_generator", "epoch_batches", "epoch_order", "eval_batches", "iterate_batches",
+    "pad_batch", "UPLOAD_MAX_MB", "UPLOAD_TYPES", "UploadCheck", "check_upload", "safe_upload_name",
+]

@@ -1,0 +1,167 @@
+"""Sentences -> next-sentence-prediction pairs (Devlin et al. 2019, section 3.1 "Task #2: NSP" and
+appendix A.2; Google's ``create_pretraining_data.py``).
+
+    NSP pairs      [CLS] A [SEP] B [SEP]; A = the first sentences of a chunk of consecutive
+                   sentences, B = the rest of the chunk (IsNext, label 0) or, with probability
+                   0.5, sentences from another document (NotNext, label 1)
+
+Truncation policy: a pair longer than ``max_seq_len - 3`` tokens is cut longest-first, removing
+tokens from the *start* of A and the *end* of B, so the A|B boundary (what NSP judges) is kept.
+A chunk is filled up to the target length (``max_seq_len - 3``, or with probability
+``short_seq_prob`` a random shorter one, as BERT), so a "sentence" is a span of text.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from .corpora import DataError, tokenized_corpus
+
+
+def truncate_pair(a: list[int], b: list[int], max_tokens: int) -> tuple[list[int], list[int], int]:
+    """Cut a pair to ``max_tokens`` longest-first: A loses tokens at its start, B at its end,
+    so the A|B boundary stays. Returns (a, b, tokens removed)."""
+    a, b = list(a), list(b)
+    removed = 0
+    while len(a) + len(b) > max_tokens:
+        if len(a) > len(b):
+            a.pop(0)
+        else:
+            b.pop()
+        removed += 1
+    return a, b, removed
+
+
+def create_nsp_pairs(
+    documents: Sequence[Sequence[Sequence[int]]],
+    max_seq_len: int,
+    *,
+    cls_id: int,
+    sep_id: int,
+    seed: int = 0,
+    short_seq_prob: float = 0.1,
+    random_next_prob: float = 0.5,
+) -> dict[str, list]:
+    """NSP examples from tokenized documents (each a list of sentences of token ids).
+
+    Returns columns ``input_ids`` ([CLS] A [SEP] B [SEP]), ``token_type_ids`` (0 for [CLS] A [SEP],
+    1 for B [SEP]), ``next_sentence_label`` (0 IsNext, 1 NotNext: B from another document),
+    ``doc`` (index of A's document) and ``truncated`` (tokens cut). The coin for NotNext has
+    probability ``random_next_prob`` per pair (a chunk of a single sentence at the end of a
+    document has no true next part and becomes NotNext, so the NotNext share is a little higher).
+    """
+    if max_seq_len < 8:
+        raise DataError(f"max_seq_len {max_seq_len} is too short for sentence pairs (at least 8)")
+    docs = [[list(s) for s in d if len(s)] for d in documents]
+    usable = [i for i, d in enumerate(docs) if d]
+    if len(usable) < 2:
+        raise DataError("NSP needs at least 2 documents with text")
+    pos = {d: k for k, d in enumerate(usable)}
+    rng = random.Random(seed)
+    max_tokens = max_seq_len - 3
+    out: dict[str, list] = {"input_ids": [], "token_type_ids": [], "next_sentence_label": [], "doc": [], "truncated": []}
+    for d_idx in usable:
+        doc = docs[d_idx]
+        target = rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
+        chunk: list[list[int]] = []
+        length = 0
+        i = 0
+        while i < len(doc):
+            chunk.append(doc[i])
+            length += len(doc[i])
+            if i == len(doc) - 1 or length >= target:
+                a_end = 1 if len(chunk) < 2 else rng.randint(1, len(chunk) - 1)
+                a = [t for s in chunk[:a_end] for t in s]
+                is_random = len(chunk) == 1 or rng.random() < random_next_prob
+                if len(chunk) == 1 and i < len(doc) - 1 and rng.random() >= random_next_prob:
+                    # a single long sentence: its true next sentence is the next one in the document
+                    is_random = False
+                    chunk.append(doc[i + 1])
+                    i += 1
+                if is_random:
+                    r = rng.randrange(len(usable) - 1)  # any usable document but this one
+                    other = usable[r + 1 if r >= pos[d_idx] else r]
+                    rdoc = docs[other]
+                    start = rng.randrange(len(rdoc))
+                    b: list[int] = []
+                    for s in rdoc[start:]:
+                        b.extend(s)
+                        if len(b) >= max(1, target - len(a)):
+                            break
+                    i -= len(chunk) - a_end  # put the unused sentences back
+                else:
+                    b = [t for s in chunk[a_end:] for t in s]
+                if a and b:
+                    a, b, cut = truncate_pair(a, b, max_tokens)
+                    out["input_ids"].append([cls_id, *a, sep_id, *b, sep_id])
+                    out["token_type_ids"].append([0] * (len(a) + 2) + [1] * (len(b) + 1))
+                    out["next_sentence_label"].append(int(is_random))
+                    out["doc"].append(d_idx)
+                    out["truncated"].append(cut)
+                chunk, length = [], 0
+                target = rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
+            i += 1
+    return out
+
+
+
+@dataclass
+class PretrainData:
+    """Pretraining splits as ``datasets.Dataset`` (input_ids, token_type_ids, next_sentence_label),
+    and how they were made (``stats``)."""
+
+    train: Any
+    val: Any
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def build_pretraining_data(
+    tokenizer,
+    corpus: str = "bbc",
+    max_seq_len: int = 128,
+    *,
+    seed: int = 0,
+    max_docs: int | None = None,
+    val_fraction: float = 0.05,
+    short_seq_prob: float = 0.1,
+) -> PretrainData:
+    """Corpus -> documents -> sentences -> NSP pairs, split by document (validation pairs come
+    from documents never seen in training; their NotNext partners too).
+
+    Raises:
+        DataError: see :func:`load_documents`; or too few documents for a validation split.
+    """
+    import datasets
+
+    all_ids = tokenized_corpus(corpus, tokenizer, max_docs, seed)
+    n = len(all_ids)
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    n_val = max(2, int(round(n * val_fraction))) if val_fraction > 0 else 0
+    if n - n_val < 2:
+        raise DataError(f"corpus has {n} documents: too few for a validation split of {val_fraction:.0%}")
+    val_idx, train_idx = sorted(order[:n_val]), sorted(order[n_val:])
+    common = dict(cls_id=tokenizer.cls_token_id, sep_id=tokenizer.sep_token_id, short_seq_prob=short_seq_prob)
+    train = create_nsp_pairs([all_ids[i] for i in train_idx], max_seq_len, seed=seed, **common)
+    val = create_nsp_pairs([all_ids[i] for i in val_idx], max_seq_len, seed=seed + 1, **common) if n_val else None
+    stats = {
+        "corpus": corpus, "documents": n, "train_documents": len(train_idx), "val_documents": n_val,
+        "sentences": int(sum(len(s) for s in all_ids)), "train_pairs": len(train["input_ids"]),
+        "val_pairs": len(val["input_ids"]) if val else 0,
+        "notnext_fraction": float(np.mean(train["next_sentence_label"])) if train["input_ids"] else 0.0,
+        "truncated_fraction": float(np.mean([c > 0 for c in train["truncated"]])) if train["input_ids"] else 0.0,
+        "mean_tokens": float(np.mean([len(x) for x in train["input_ids"]])) if train["input_ids"] else 0.0,
+        "max_seq_len": max_seq_len,
+        "truncation": "longest-first; A loses tokens at its start, B at its end",
+    }
+    keep = ("input_ids", "token_type_ids", "next_sentence_label")
+    to_ds = lambda d: datasets.Dataset.from_dict({k: d[k] for k in keep})  # noqa: E731
+    # validation pairs in a seeded random order: evaluating the first batches must not mean
+    # evaluating the first documents (one topic) only
+    val_ds = to_ds(val).shuffle(seed=seed).flatten_indices() if val else None
+    return PretrainData(to_ds(train), val_ds, stats)
+

@@ -1,0 +1,187 @@
+"""One run at a time per device: the lock file, the devices of this machine, who uses which.
+
+The lock is ``<runs root>/.locks/<device>.lock`` (created with ``O_EXCL``; a lock whose process is
+dead is stale and taken over). The Train page asks :func:`device_user` before a launch and
+:func:`waiting_for` to explain a queued run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from .layout import RunError, RunInfo, list_runs, now_iso, pid_alive, read_config, read_json, runs_root
+
+LOCK_DIR = ".locks"
+
+
+class RunBusyError(RunError):
+    """The device is used by another run (the message names it); launch with ``queue=True`` to wait."""
+
+
+def resolve_device(device: str | None = "auto") -> str:
+    """``"auto"`` -> ``"cuda"`` if available else ``"cpu"``; anything else unchanged."""
+    if device in (None, "", "auto"):
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return str(device)
+
+
+def devices() -> list[str]:
+    """Devices this machine can train on, best first (CPU always last): ``cuda`` (or ``cuda:N`` with
+    several GPUs), ``mps``, ``cpu``."""
+    import torch
+
+    n = torch.cuda.device_count()
+    found = [f"cuda:{i}" if n > 1 else "cuda" for i in range(n)]
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        found.append("mps")
+    return found + ["cpu"]
+
+
+def device_key(device: str) -> str:
+    """Lock name of a device: ``cpu``, ``cuda-0`` (``cuda`` means ``cuda:0``), ``mps``."""
+    device = str(device)
+    if device.startswith("cuda"):
+        index = device.split(":", 1)[1] if ":" in device else "0"
+        return f"cuda-{index}"
+    return device.split(":", 1)[0]
+
+
+def lock_path(root: str | Path, device: str) -> Path:
+    return Path(root) / LOCK_DIR / f"{device_key(device)}.lock"
+
+
+def lock_holder(root: str | Path, device: str) -> dict[str, Any] | None:
+    """Who holds a device's lock: ``{"pid", "run_id", "host", "since"}``, or None if it is free
+    (no lock file, or the holder's process is dead: a stale lock)."""
+    info = read_json(lock_path(root, device))
+    if info is None:
+        return None
+    if info.get("host") == socket.gethostname() and not pid_alive(info.get("pid")):
+        return None
+    return info
+
+
+def busy_message(device: str, holder: dict[str, Any]) -> str:
+    return (f"the {device} device is busy with run {holder.get('run_id')} (pid {holder.get('pid')}, since "
+            f"{holder.get('since')}); wait for it, cancel it, queue this run, or pick another device")
+
+
+class DeviceLock:
+    """One run at a time per device: a lock file ``<runs root>/.locks/<device>.lock``.
+
+    Created with ``O_EXCL``; a lock whose process is dead is taken over. Released on exit
+    (``with DeviceLock(...)``) or :meth:`release`.
+    """
+
+    def __init__(self, root: str | Path, device: str, run_id: str, pid: int | None = None) -> None:
+        self.path = lock_path(root, device)
+        self.device = device
+        self.run_id = run_id
+        self.pid = pid or os.getpid()
+        self.held = False
+
+    def try_acquire(self) -> dict[str, Any] | None:
+        """Take the lock; returns None on success, else the live holder's info."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        record = {"pid": self.pid, "run_id": self.run_id, "host": socket.gethostname(), "since": now_iso(),
+                  "device": self.device}
+        for _ in range(3):
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                holder = read_json(self.path)
+                if holder is None:  # being written this instant, or garbage: look again shortly
+                    time.sleep(0.05)
+                    holder = read_json(self.path)
+                if holder is not None and holder.get("pid") == self.pid:
+                    self.held = True
+                    return None
+                if holder is None or (holder.get("host") == socket.gethostname() and not pid_alive(holder.get("pid"))):
+                    self.path.unlink(missing_ok=True)  # stale: take it over
+                    continue
+                return holder
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(json.dumps(record) + "\n")
+            self.held = True
+            return None
+        return read_json(self.path) or {"pid": None, "run_id": "?"}
+
+    def acquire(self, wait: bool = False, poll_s: float = 1.0, on_wait=None, should_stop=None) -> bool:
+        """Take the lock, or raise :class:`RunBusyError` (``wait=False``) / wait until it is free.
+
+        ``on_wait(holder)`` is called once when waiting starts (e.g. to write status ``queued``);
+        ``should_stop()`` is polled while waiting: when it returns True, give up and return False.
+        """
+        holder = self.try_acquire()
+        if holder is None:
+            return True
+        if not wait:
+            raise RunBusyError(busy_message(self.device, holder))
+        if on_wait is not None:
+            on_wait(holder)
+        while holder is not None:
+            if should_stop is not None and should_stop():
+                return False
+            time.sleep(poll_s)
+            holder = self.try_acquire()
+        return True
+
+    def release(self) -> None:
+        if self.held:
+            holder = read_json(self.path)
+            if holder is None or holder.get("pid") == self.pid:
+                self.path.unlink(missing_ok=True)
+            self.held = False
+
+    def __enter__(self) -> "DeviceLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+# ----------------------------------------------------------------------------- who uses a device
+def run_device(info: RunInfo) -> str | None:
+    """The device a run was started on (``run.json``), or None when unknown / ``auto``."""
+    config = read_config(info.path) or {}
+    device = config.get("device") or (config.get("args") or {}).get("device")
+    return None if device in (None, "", "auto") else str(device)
+
+
+def active_runs(device: str | None = None, root: str | Path | None = None) -> list[RunInfo]:
+    """Runs queued or running (their process alive) on ``device``, or on an unknown device (a run
+    launched with ``device="auto"`` before it resolved it)."""
+    out = []
+    for info in list_runs(root):
+        if info.state in ("queued", "running"):
+            dev = run_device(info)
+            if device is None or dev is None or device_key(dev) == device_key(device):
+                out.append(info)
+    return out
+
+
+def device_user(device: str, root: str | Path | None = None) -> str | None:
+    """The run using ``device`` (holding its lock, or queued / running there), or None if it is free."""
+    holder = lock_holder(runs_root(root), device)
+    if holder is not None:
+        return str(holder.get("run_id"))
+    busy = active_runs(device, root)
+    return f"{busy[0].run_id} ({busy[0].state})" if busy else None
+
+
+def waiting_for(run_dir: str | Path) -> dict[str, Any] | None:
+    """The lock holder a queued run waits for (another run on one of this machine's devices), or None."""
+    run_dir = Path(run_dir)
+    for device in devices():
+        holder = lock_holder(run_dir.parent, device)
+        if holder is not None and holder.get("run_id") != run_dir.name:
+            return {**holder, "device": device}
+    return None

@@ -1,0 +1,74 @@
+"""Checkpoints of a run: ``checkpoints/step-<N>/`` is an HF model folder (config.json,
+model.safetensors, tokenizer files) plus ``trainer_state.pt`` (optimizer, step, RNG), written into a
+dot-named temp folder and renamed into place, so a listed checkpoint is always complete
+(:class:`bertcore.runs.RunDir` owns the names and the completeness rule).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..checkpoint import atomic_write
+from ..runs import RunDir
+
+
+def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, optimizer, extra: dict[str, Any]) -> Path:
+    """Write ``checkpoints/step-<N>/`` atomically (temp folder, fsync, rename); returns its path.
+
+    ``trainer_state.pt`` holds ``step``, ``optimizer`` (state dict), ``rng`` (``torch``: the CPU RNG
+    state, ``cuda``: every GPU's) and ``extra`` (e.g. ``elapsed_s``, ``seed``); it is readable with
+    ``torch.load(weights_only=True)``.
+    """
+    rd = RunDir(run_dir)
+    rd.checkpoints_dir.mkdir(parents=True, exist_ok=True)
+    final, tmp = rd.checkpoint_dir(step), rd.temp_checkpoint_dir(step)
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(str(tmp))
+    state = {"step": step, "optimizer": optimizer.state_dict(), "rng": {"torch": torch.get_rng_state()}, **extra}
+    if torch.cuda.is_available():
+        state["rng"]["cuda"] = torch.cuda.get_rng_state_all()
+    atomic_write(tmp / "trainer_state.pt", lambda p: torch.save(state, p))
+    _fsync_dir(tmp)
+    if final.exists():  # re-saving a step after a resume: swap the old one out first
+        old = rd.checkpoints_dir / f".{final.name}.old-{os.getpid()}"
+        os.replace(final, old)
+        shutil.rmtree(old, ignore_errors=True)
+    os.replace(tmp, final)
+    _fsync_dir(rd.checkpoints_dir)
+    return final
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def prune_checkpoints(run_dir: str | Path, keep: int, protect: tuple[int, ...] = ()) -> None:
+    """Keep the ``keep`` newest complete checkpoints (0: keep all) plus the steps in ``protect``;
+    remove temp folders left by dead processes (:meth:`RunDir.remove_litter`)."""
+    rd = RunDir(run_dir)
+    rd.remove_litter(keep_pid=os.getpid())
+    if keep > 0:
+        for p in rd.checkpoints()[:-keep]:
+            if int(p.name.split("-")[-1]) not in protect:
+                shutil.rmtree(p, ignore_errors=True)
+
+
+def load_trainer_state(ckpt: str | Path) -> dict[str, Any]:
+    """``trainer_state.pt`` of a checkpoint folder (``weights_only=True``, on the CPU)."""
+    return torch.load(Path(ckpt) / "trainer_state.pt", map_location="cpu", weights_only=True)

@@ -1,0 +1,254 @@
+"""``TrainConfig``: every training option once, with its help, default, range and CLI flag.
+
+The command line (``bertcore.train`` builds its argparse parser from :func:`fields_for`), the Train
+page (defaults, min/max and help of its inputs) and the loop all read this dataclass; ``run.json``
+stores it as ``args`` (:meth:`TrainConfig.to_dict`), and :meth:`TrainConfig.from_dict` reads the
+``args`` of runs written by earlier versions (unknown keys are ignored, missing ones get today's
+defaults), so old runs still resume.
+
+No torch here: the page and ``bertcore.runs`` import this module cheaply.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BOTH = ("pretrain", "finetune")
+PRETRAIN, FINETUNE = ("pretrain",), ("finetune",)
+GROUPS = {"run": "run", "optim": "optimisation (AdamW, linear warmup then linear decay to 0)",
+          "length": "run length", "log": "logging and checkpoints", "model": "model", "data": "data",
+          "mlm": "masked LM and NSP"}
+
+
+class ExitCode(enum.IntEnum):
+    """Exit status of ``python -m bertcore.train`` (the UI and scripts read it)."""
+
+    DONE = 0
+    FAILED = 1
+    USAGE = 2  # bad options, or a run directory that cannot be resumed
+    BUSY = 3  # the device is used by another run (--lock fail)
+    CANCELLED = 143  # SIGTERM / SIGINT: a checkpoint was saved
+
+
+class OptionError(ValueError):
+    """An option out of its range or of the wrong kind (the message names the option and the range)."""
+
+
+def opt(default: Any, group: str, help: str, *, type: Any = None, tasks: tuple[str, ...] = BOTH,
+        min: float | None = None, max: float | None = None, choices: tuple | None = None,
+        by_task: dict[str, Any] | None = None, negatable: bool = False, cli: bool = True,
+        suggested: Any = None) -> Any:
+    """A dataclass field with its CLI / page description in ``metadata``.
+
+    ``by_task`` overrides the default per task; ``suggested`` is what the page pre-fills where the
+    default is "unset" (``None``); ``negatable`` bools get ``--x/--no-x``.
+    """
+    meta = {"group": group, "help": help, "type": type, "tasks": tasks, "min": min, "max": max,
+            "choices": choices, "by_task": by_task or {}, "negatable": negatable, "cli": cli,
+            "suggested": suggested}
+    return field(default=default, metadata=meta)
+
+
+def default_lr(task: str, scratch: bool) -> float:
+    """The peak learning rate when ``--lr`` is not given: pretraining from scratch 1e-3 (small models,
+    Turc et al. 2019), continued pretraining 1e-4, fine-tuning from scratch 3e-4, fine-tuning a
+    pretrained model 5e-5 (BERT section A.3 tries 5e-5, 3e-5, 2e-5)."""
+    if task == "pretrain":
+        return 1e-3 if scratch else 1e-4
+    return 3e-4 if scratch else 5e-5
+
+
+@dataclass
+class TrainConfig:
+    """Every option of a training run (field names are the CLI's ``--flag-names`` with ``_``)."""
+
+    task: str = opt("pretrain", "run", "pretrain (MLM + NSP) or finetune (classification)", choices=BOTH, cli=False)
+    # run
+    run_dir: str | None = opt(None, "run", "run directory (default: <runs root>/<new id>; runs root = "
+                              "$BERT_EXPLORER_RUNS or ./runs)", type=str)
+    device: str = opt("auto", "run", "auto (CUDA if available, else CPU), cpu, cuda, cuda:N", type=str)
+    precision: str = opt("auto", "run", "auto = bf16 autocast on CUDA, fp32 on CPU", choices=("auto", "fp32", "bf16"))
+    lock: str = opt("fail", "run", "one run per device: refuse (fail) or queue (wait) when the device is busy; "
+                    "none skips the lock", choices=("fail", "wait", "none"))
+    seed: int = opt(0, "run", "seed of data split, pairs, masks, init and dropout", type=int, min=0, max=2**31 - 1)
+    resume: bool = opt(False, "run", "continue from the run directory's last checkpoint", type=bool)
+    threads: int | None = opt(None, "run", "torch CPU threads (default: torch's choice)", type=int, min=1, max=1024)
+    # run length
+    max_steps: int | None = opt(None, "length", "optimizer steps (default: from --epochs)", type=int, min=1,
+                                max=10_000_000, suggested=300)
+    epochs: float | None = opt(None, "length", "passes over the training split when --max-steps is not given "
+                               "(default 1)", type=float, min=0.01, max=1000.0, suggested=1.0)
+    # optimisation
+    batch_size: int = opt(32, "optim", "sequences per step (over all DDP processes)", type=int, min=1, max=4096)
+    lr: float | None = opt(None, "optim", "peak learning rate (default: 1e-3 pretrain from scratch, 1e-4 continued "
+                           "pretraining, 3e-4 fine-tune from scratch, 5e-5 fine-tune a pretrained model)",
+                           type=float, min=1e-7, max=1.0)
+    warmup: float = opt(0.1, "optim", "warmup steps: an int >= 1, or a fraction of max steps", type=float, min=0.0)
+    weight_decay: float = opt(0.01, "optim", "AdamW weight decay (not on biases and LayerNorm)", type=float,
+                              min=0.0, max=1.0)
+    beta2: float = opt(0.999, "optim", "AdamW beta2 (beta1 = 0.9)", type=float, min=0.0, max=0.999999)
+    grad_clip: float = opt(1.0, "optim", "clip the global gradient norm (0: off)", type=float, min=0.0)
+    dropout: float | None = opt(None, "optim", "override hidden and attention dropout (0 is fastest)", type=float,
+                                min=0.0, max=0.9)
+    max_seq_len: int = opt(128, "optim", "tokens per sequence, [CLS]/[SEP] included", type=int, min=8, max=4096,
+                           by_task={"finetune": 64})
+    model_overrides: str | None = opt(None, "optim", 'JSON of BertConfig fields to change, e.g. '
+                                      '\'{"hidden_size": 32, "num_hidden_layers": 2}\'', type=str)
+    # logging and checkpoints
+    log_every: int = opt(10, "log", "steps between train metric lines", type=int, min=1, max=1_000_000)
+    eval_every: int = opt(100, "log", "steps between validation evaluations", type=int, min=1, max=10_000_000)
+    eval_batches: int = opt(20, "log", "validation batches per evaluation (0: all)", type=int, min=0, max=1_000_000)
+    save_every: int = opt(100, "log", "steps between checkpoints (one is always saved at the end)", type=int,
+                          min=1, max=10_000_000)
+    keep_checkpoints: int = opt(5, "log", "newest checkpoints kept (0: keep all)", type=int, min=0, max=10_000)
+    save_every_s: float = opt(0.0, "log", "also checkpoint after this many seconds (0: off)", type=float, min=0.0)
+    # model
+    preset: str = opt("nano", "model", "architecture preset when training from scratch "
+                      "(nano, tiny, mini, small, medium, base, large)", type=str)
+    init: str | None = opt(None, "model", "start from a model instead of a preset: 'packaged' (MiniLM), a local HF "
+                           "folder / run directory / checkpoint, or a hub id; fine-tuning also 'scratch' (a preset)",
+                           type=str, by_task={"finetune": "packaged"})
+    tokenizer: str = opt("packaged", "model", "WordPiece tokenizer for from-scratch runs: 'packaged' "
+                         "(bert-base-uncased vocab) or a folder", type=str)
+    pre_layer_norm: bool = opt(False, "model", "pre-LN layers (LayerNorm before each sub-layer) instead of post-LN "
+                               "(from scratch only)", type=bool)
+    # pretraining data and masking
+    corpus: str = opt("bbc", "data", "'bbc' (packaged BBC News), a .txt file or a folder of .txt files (documents "
+                      "separated by blank lines in a file), or 'hub:<name>[:<config>]' (online)", type=str,
+                      tasks=PRETRAIN)
+    max_docs: int | None = opt(None, "data", "use at most this many documents", type=int, min=2, tasks=PRETRAIN)
+    val_fraction: float = opt(0.05, "data", "share held out for validation (documents when pretraining, "
+                              "examples when fine-tuning)", type=float, min=0.0, max=0.5, by_task={"finetune": 0.1})
+    mlm_probability: float = opt(0.15, "mlm", "fraction of tokens selected for MLM", type=float, min=0.01, max=1.0,
+                                 tasks=PRETRAIN)
+    whole_word_mask: bool = opt(False, "mlm", "select whole words (all their pieces) together", type=bool,
+                                tasks=PRETRAIN)
+    short_seq_prob: float = opt(0.1, "data", "chance of a shorter target length (as BERT)", type=float, min=0.0,
+                                max=1.0, tasks=PRETRAIN)
+    probe: str | None = opt("The government said it would [MASK] the new law next [MASK].", "data",
+                            "sentence whose [MASK] predictions are logged at each evaluation", type=str,
+                            tasks=PRETRAIN)
+    # fine-tuning data
+    dataset: str = opt("tweets", "data", "'tweets' (packaged, positive vs negative), 'bbc-topics' (packaged, 5 "
+                       "classes), a .csv file (text, optional text_pair, label columns), or 'hub:imdb', 'hub:sst2', "
+                       "'hub:<name>[:<config>]' (online)", type=str, tasks=FINETUNE)
+    text_column: str = opt("text", "data", "CSV / hub text column", type=str, tasks=FINETUNE)
+    text_pair_column: str | None = opt(None, "data", "optional second text column (sentence pairs)", type=str,
+                                       tasks=FINETUNE)
+    label_column: str = opt("label", "data", "CSV / hub label column", type=str, tasks=FINETUNE)
+    max_train_examples: int | None = opt(None, "data", "subsample the training split (seeded)", type=int, min=1,
+                                         tasks=FINETUNE)
+    test_fraction: float = opt(0.1, "data", "fraction of examples for test", type=float, min=0.0, max=0.5,
+                               tasks=FINETUNE)
+    group_by_length: bool = opt(False, "data", "batch examples of similar length together (less padding, faster "
+                                "on a CPU)", type=bool, tasks=FINETUNE)
+    no_baseline: bool = opt(False, "data", "skip the TF-IDF + logistic regression baseline", type=bool,
+                            tasks=FINETUNE)
+
+    # -- construction
+    @classmethod
+    def create(cls, task: str, **values: Any) -> "TrainConfig":
+        """A config for ``task`` with its task defaults, then ``values`` (unknown names raise OptionError)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise OptionError(f"unknown training option(s) {unknown}; known: {sorted(known)}")
+        base = {f.name: f.metadata["by_task"][task] for f in dataclasses.fields(cls) if task in f.metadata["by_task"]}
+        return cls(**{**base, **values, "task": task})
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], task: str | None = None) -> "TrainConfig":
+        """From a ``run.json`` ``args`` dict (or a parsed CLI namespace's ``vars``); keys this version
+        does not know are ignored, missing keys get the task defaults."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        task = task or data.get("task") or "pretrain"
+        values = {k: (str(v) if isinstance(v, Path) else v) for k, v in data.items() if k in known and k != "task"}
+        return cls.create(task, **values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every option (JSON-ready), as ``run.json`` stores it under ``args``."""
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> "TrainConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_argv(self) -> list[str]:
+        """CLI words that rebuild this config: the task, then every option of the task that differs
+        from its default (``True`` -> a bare flag; negatable ``False`` -> ``--no-x``)."""
+        default = TrainConfig.create(self.task)
+        words = [self.task]
+        for f in fields_for(self.task):
+            value = getattr(self, f.name)
+            if value == getattr(default, f.name):
+                continue
+            flag = "--" + f.name.replace("_", "-")
+            if f.metadata["type"] is bool:
+                words.append(flag if value else "--no-" + flag[2:])
+            elif value is not None:
+                words += [flag, str(value)]
+        return words
+
+    # -- derived values
+    @property
+    def pretrain(self) -> bool:
+        return self.task == "pretrain"
+
+    @property
+    def scratch(self) -> bool:
+        """Trained from a preset (random init) rather than continued from a model."""
+        return self.init in (None, "") if self.pretrain else self.init == "scratch"
+
+    @property
+    def peak_lr(self) -> float:
+        return self.lr if self.lr is not None else default_lr(self.task, self.scratch)
+
+    def overrides(self) -> dict[str, Any]:
+        """BertConfig changes asked for: ``--dropout`` and ``--model-overrides`` (JSON)."""
+        changes: dict[str, Any] = {}
+        if self.dropout is not None:
+            changes.update(hidden_dropout_prob=self.dropout, attention_probs_dropout_prob=self.dropout)
+        if self.model_overrides:
+            over = self.model_overrides
+            try:
+                changes.update(json.loads(over) if isinstance(over, str) else dict(over))
+            except (json.JSONDecodeError, TypeError, ValueError) as exc:
+                raise OptionError(f"--model-overrides is not a JSON object of BertConfig fields: {exc}") from exc
+        return changes
+
+    def check(self) -> None:
+        """Raise :class:`OptionError` for a value outside its field's range or choices."""
+        if self.task not in BOTH:
+            raise OptionError(f"unknown task {self.task!r}; use one of {BOTH}")
+        for f in fields_for(self.task):
+            value, m = getattr(self, f.name), f.metadata
+            if value is None or isinstance(value, bool):
+                continue
+            flag = "--" + f.name.replace("_", "-")
+            if m["choices"] and value not in m["choices"]:
+                raise OptionError(f"{flag} {value!r}: choose one of {', '.join(m['choices'])}")
+            if isinstance(value, (int, float)) and ((m["min"] is not None and value < m["min"])
+                                                    or (m["max"] is not None and value > m["max"])):
+                raise OptionError(f"{flag} {value} is out of range [{m['min']}, {m['max']}]")
+
+
+def fields_for(task: str) -> list[dataclasses.Field]:
+    """The options of a task in declaration order (``task`` itself left out)."""
+    return [f for f in dataclasses.fields(TrainConfig) if f.metadata["cli"] and task in f.metadata["tasks"]]
+
+
+def field_info(name: str, task: str = "pretrain") -> dict[str, Any]:
+    """What the page needs for one input: ``default`` (the task's, or the suggested value where the
+    default is unset), ``min``, ``max``, ``help``, ``choices``."""
+    f = next((f for f in dataclasses.fields(TrainConfig) if f.name == name), None)
+    if f is None:
+        raise OptionError(f"unknown training option {name!r}")
+    m = f.metadata
+    default = m["by_task"].get(task, f.default)
+    if default is None and m["suggested"] is not None:
+        default = m["suggested"]
+    return {"default": default, "min": m["min"], "max": m["max"], "help": m["help"], "choices": m["choices"]}

@@ -1,0 +1,95 @@
+"""Devices, PyTorch DDP (torchrun: gloo on CPU, NCCL on GPUs), autocast and the stop signal."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from dataclasses import dataclass
+
+import torch
+
+from ..runs import resolve_device
+from .models import TrainingError
+
+
+@dataclass
+class Dist:
+    """Process group facts: ``rank``, ``world_size``, ``local_rank``; ``enabled`` under torchrun."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    enabled: bool = False
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        if self.enabled:
+            torch.distributed.barrier()
+
+    def all_reduce_sum(self, t: torch.Tensor) -> torch.Tensor:
+        if self.enabled:
+            torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.SUM)
+        return t
+
+
+def pick_device(name: str | None, dist: Dist | None = None) -> torch.device:
+    """``auto`` -> CUDA if available else CPU; under DDP on CUDA, ``cuda:<local_rank>``.
+
+    Raises:
+        TrainingError: CUDA asked for but not available.
+    """
+    name = resolve_device(name)
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise TrainingError(f"device {name!r} asked for, but CUDA is not available here; use --device cpu")
+        if dist is not None and dist.enabled:
+            return torch.device("cuda", dist.local_rank)
+    return torch.device(name)
+
+
+def init_distributed(device_name: str | None) -> Dist:
+    """Join the process group when started by ``torchrun`` (``WORLD_SIZE`` > 1)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return Dist()
+    rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    use_cuda = resolve_device(device_name).startswith("cuda")
+    if use_cuda:
+        torch.cuda.set_device(local)
+    else:
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
+    if not torch.distributed.is_initialized():
+        torch.distributed.init_process_group("nccl" if use_cuda else "gloo")
+    return Dist(rank, world, local, True)
+
+
+def autocast(device: torch.device, precision: str):
+    """bf16 autocast on CUDA (``precision`` auto or bf16), on the CPU only for bf16; else a no-op context."""
+    if device.type == "cuda" and precision in ("auto", "bf16"):
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    if device.type == "cpu" and precision == "bf16":
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+class StopFlag:
+    """Set by SIGTERM / SIGINT; the loop checks it between steps."""
+
+    def __init__(self) -> None:
+        self.set = False
+        self.signal: int | None = None
+
+    def install(self) -> None:
+        def handler(signum, frame):  # noqa: ARG001
+            self.set, self.signal = True, signum
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                signal.signal(sig, handler)
+            except ValueError:  # not the main thread (e.g. inside a test runner thread)
+                pass

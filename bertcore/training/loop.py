@@ -1,0 +1,360 @@
+"""One readable training loop for pretraining (MLM + NSP) and fine-tuning (classification).
+
+    setup     device (auto: CUDA else CPU), DDP (torchrun), seeds, the per-device lock, data and
+              model (the task object, :mod:`.tasks`), AdamW, resume from a checkpoint
+    loop      batch -> forward (bf16 autocast on CUDA) -> loss -> backward -> clip -> lr_at(step)
+              -> optimizer step -> metrics every ``log_every`` -> eval every ``eval_every``
+              -> checkpoint every ``save_every`` (and on SIGTERM, then exit as ``cancelled``)
+    end       last checkpoint; the task's finish (fine-tuning: test results and the baseline)
+
+Every metric record goes to the subscribers (``on_event``) and to ``metrics.jsonl`` (the UI and a
+test see the same events). Reproducibility: the data order depends on (seed, epoch), the masks on
+(seed, step, rank), and the RNG state (dropout) is saved in each checkpoint, so a resumed run equals
+an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from .. import data as D
+from .. import runs as R
+from .checkpoints import load_trainer_state, prune_checkpoints, save_checkpoint
+from .config import ExitCode, TrainConfig
+from .dist import StopFlag, autocast, init_distributed, pick_device
+from .models import TrainingError, build_model, load_tokenizer_for
+from .optim import lr_at, make_optimizer, warmup_steps_of
+from .tasks import make_task
+
+Event = dict[str, Any]
+
+
+class Cancelled(Exception):
+    """Raised inside the loop when SIGTERM/SIGINT asked the run to stop."""
+
+
+def as_config(args: TrainConfig | argparse.Namespace | dict[str, Any]) -> TrainConfig:
+    """A :class:`TrainConfig` from a config, a parsed CLI namespace or a dict of options."""
+    if isinstance(args, TrainConfig):
+        return args
+    return TrainConfig.from_dict(vars(args) if isinstance(args, argparse.Namespace) else dict(args))
+
+
+class Trainer:
+    """Runs one task of a :class:`TrainConfig` in a run directory; :meth:`run` returns the final state
+    (``done`` / ``failed`` / ``cancelled``) and sets :attr:`exit_code`."""
+
+    def __init__(self, config: TrainConfig | argparse.Namespace | dict[str, Any], run_dir: str | Path | None = None,
+                 argv: list[str] | None = None, on_event: list[Callable[[Event], None]] | None = None,
+                 install_signals: bool = True) -> None:
+        self.cfg = as_config(config)
+        if run_dir is None:
+            run_dir = self.cfg.run_dir or R.runs_root() / R.new_run_id(self.cfg.task)
+        self.run_dir = Path(run_dir)
+        self.cfg = self.cfg.replace(run_dir=str(self.run_dir))
+        self.argv = argv or []
+        self.subscribers = list(on_event or [])
+        self.stop = StopFlag()
+        if install_signals:
+            self.stop.install()
+        self.dist = init_distributed(self.cfg.device)
+        self.writer = R.RunWriter(self.run_dir, enabled=self.dist.main)
+        self.lock: R.DeviceLock | None = None
+        self.task = make_task(self.cfg)
+        self.t0 = time.perf_counter()
+        self.time_offset = 0.0  # seconds of earlier sessions of a resumed run
+        self.step = 0
+        self.exit_code = ExitCode.FAILED
+
+    # -- events
+    def emit(self, record: Event) -> None:
+        if not self.dist.main:
+            return
+        self.writer.log_metrics(record)
+        for fn in self.subscribers:
+            fn(record)
+
+    def log(self, msg: str) -> None:
+        if self.dist.main:
+            print(f"[{R.now_iso()}] {msg}", flush=True)
+
+    # -- setup
+    def _acquire_lock(self) -> None:
+        mode = self.cfg.lock
+        if mode == "none" or not self.dist.main and self.device.type != "cuda":
+            return
+        self.lock = R.DeviceLock(self.run_dir.parent, str(self.device), self.run_dir.name)
+
+        def on_wait(holder):
+            self.log(R.busy_message(str(self.device), holder) + " -- queued")
+            self.writer.set_status(state="queued", error=None)
+
+        if not self.lock.acquire(wait=(mode == "wait"), on_wait=on_wait, should_stop=lambda: self.stop.set):
+            raise Cancelled()
+
+    def setup(self) -> None:
+        c, task = self.cfg, self.task
+        self.device = pick_device(c.device, self.dist)
+        if c.threads and not self.dist.enabled:
+            torch.set_num_threads(c.threads)
+        self._acquire_lock()
+        torch.manual_seed(c.seed)
+        resume_from = R.last_checkpoint(self.run_dir) if c.resume else None
+        if c.resume and resume_from is None:
+            self.log("no checkpoint to resume from: starting from the beginning")
+        self.writer.set_status(state="running", started=R.now_iso(), error=None)
+        self.log(f"task {c.task} on {self.device} (world size {self.dist.world_size}); run dir {self.run_dir}")
+        task.load_data(self.log)  # data first (the classification labels size the model's head)
+        if resume_from is not None:  # weights (and config) of the checkpoint
+            model = task.model_class.from_pretrained(resume_from)
+            tok = load_tokenizer_for(str(resume_from))
+            origin = f"resumed from {resume_from.name}"
+            model.train()
+        else:
+            model, tok, origin = build_model(c, task.labels)
+        self.tokenizer, self.origin = tok, origin
+        task.prepare(tok, model)
+        self.model = model.to(self.device)
+        self.ddp_model = self.model
+        if self.dist.enabled:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            self.ddp_model = DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        if c.batch_size % self.dist.world_size:
+            raise TrainingError(f"--batch-size {c.batch_size} must be divisible by the {self.dist.world_size} processes")
+        per_epoch = len(task.train_ds) // c.batch_size
+        if per_epoch == 0:
+            raise TrainingError(f"{len(task.train_ds)} training examples: fewer than one batch of {c.batch_size}")
+        self.total_steps = c.max_steps or max(1, int(math.ceil((c.epochs or 1.0) * per_epoch)))
+        self.warmup = warmup_steps_of(c.warmup, self.total_steps)
+        self.lr = c.peak_lr
+        self.optimizer = make_optimizer(self.model, self.lr, c.weight_decay, c.beta2)
+        if resume_from is not None:
+            state = load_trainer_state(resume_from)
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.step = int(state["step"])
+            torch.set_rng_state(state["rng"]["torch"])
+            if "cuda" in state["rng"] and torch.cuda.is_available():
+                torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+            self.time_offset = float(state.get("elapsed_s", 0.0))
+            self.writer.truncate_logs_after(self.step)
+            if self.dist.main:
+                n = R.RunDir(self.run_dir).remove_litter()
+                if n:
+                    self.log(f"removed {n} incomplete checkpoint folder(s) left by the interrupted session")
+            self.log(f"resumed at step {self.step} from {resume_from}")
+        n_params = self.model.num_parameters()
+        self.log(f"model: {origin}; {n_params:,} parameters; {self.total_steps} steps, warmup {self.warmup}, "
+                 f"peak lr {self.lr}, batch {c.batch_size}, seq {c.max_seq_len}")
+        self._write_run_json(n_params)
+        self.writer.set_status(state="running", step=self.step, total_steps=self.total_steps)
+
+    def _write_run_json(self, n_params: int) -> None:
+        existing = R.read_config(self.run_dir) if self.dist.main else None
+        args = self.cfg.replace(lr=self.lr).to_dict()
+        record = {
+            "run_id": self.run_dir.name, "task": self.cfg.task,
+            "created": (existing or {}).get("created") or R.now_iso(),
+            "argv": (existing or {}).get("argv") or self.argv, "args": args,
+            "model_config": self.model.config.to_dict(), "device": str(self.device),
+            "world_size": self.dist.world_size, "origin": self.origin, "num_parameters": n_params,
+            "data": self.task.data.stats, "labels": self.task.labels,
+            "total_steps": self.total_steps, "warmup_steps": self.warmup,
+        }
+        if existing is not None:
+            record["resumes"] = (existing.get("resumes") or []) + ([{"at": R.now_iso(), "step": self.step}]
+                                                                  if self.cfg.resume else [])
+        self.writer.write_config(record)
+
+    def to_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
+
+    def forward(self, model, batch: dict[str, torch.Tensor]):
+        with autocast(self.device, self.cfg.precision):
+            return self.task.forward(model, batch)
+
+    # -- evaluation (rank 0, unwrapped model)
+    @torch.no_grad()
+    def evaluate(self, ds, max_batches: int, store: dict[str, list] | None = None) -> dict[str, Any]:
+        """Metrics of the task on ``ds`` (the first ``max_batches`` batches, 0 = all) with fixed masks;
+        ``store`` collects what the task keeps per example (fine-tuning: predictions and gold labels)."""
+        model, task = self.model, self.task
+        was_training = model.training
+        model.eval()
+        sums = None
+        store = {} if store is None else store
+        for b, rows in D.eval_batches(ds, max(1, self.cfg.batch_size), max_batches, by_length=task.eval_by_length):
+            batch = self.to_device(task.collate(rows, D.batch_generator(self.cfg.seed + 7919, b)))  # fixed val masks
+            out = self.forward(model, batch)
+            st = task.batch_stats(out, batch)
+            sums = st if sums is None else sums + st
+            task.eval_collect(out, batch, store)
+        model.train(was_training)
+        if sums is None:
+            return {}
+        return {**task.summarize(sums), **task.eval_extra(store)}
+
+    @torch.no_grad()
+    def probe(self) -> dict[str, Any] | None:
+        """Top-5 predictions at each [MASK] of the probe sentence: ``{"step", "text", "predictions"}``."""
+        text = self.cfg.probe
+        if not text or "[MASK]" not in text:
+            return None
+        tok = self.tokenizer
+        enc = tok(text.replace("[MASK]", tok.mask_token), return_tensors="pt", truncation=True,
+                  max_length=self.cfg.max_seq_len)
+        ids = enc["input_ids"].to(self.device)
+        model = self.model
+        was = model.training
+        model.eval()
+        with autocast(self.device, self.cfg.precision):
+            out = model(ids, enc["attention_mask"].to(self.device), enc["token_type_ids"].to(self.device))
+        model.train(was)
+        pos = (ids[0] == tok.mask_token_id).nonzero().flatten()
+        probs = out.prediction_logits[0, pos].float().softmax(-1)  # (M, V)
+        top = probs.topk(5, dim=-1)
+        preds = [[[tok.convert_ids_to_tokens(int(i)), round(float(p), 4)] for p, i in zip(tp, ti)]
+                 for tp, ti in zip(top.values, top.indices)]
+        return {"step": self.step, "text": text, "predictions": preds}
+
+    # -- checkpoint
+    def checkpoint(self) -> None:
+        if self.dist.main:
+            path = save_checkpoint(self.run_dir, self.step, self.model, self.tokenizer, self.optimizer,
+                                   {"elapsed_s": self.elapsed(), "seed": self.cfg.seed})
+            prune_checkpoints(self.run_dir, self.cfg.keep_checkpoints)
+            self.log(f"checkpoint {path.name}")
+        self.last_save_t = time.perf_counter()
+        self.dist.barrier()
+
+    def elapsed(self) -> float:
+        """Seconds of training, earlier sessions of a resumed run included."""
+        return self.time_offset + time.perf_counter() - self.t0
+
+    # -- the loop
+    def fit(self) -> None:
+        c, task = self.cfg, self.task
+        model, opt = self.ddp_model, self.optimizer
+        lengths = [len(x) for x in task.train_ds["input_ids"]] if c.group_by_length else None
+        batches = D.iterate_batches(task.train_ds, c.batch_size, seed=c.seed, start_step=self.step,
+                                    rank=self.dist.rank, world_size=self.dist.world_size, lengths=lengths)
+        window = None
+        win_t, win_steps = time.perf_counter(), 0
+        self.last_save_t = time.perf_counter()
+        step_times: list[float] = []
+        if self.step == 0 and self.dist.main:
+            self._eval_and_log()
+        while self.step < self.total_steps:
+            t_step = time.perf_counter()
+            step, epoch, rows = next(batches)
+            batch = self.to_device(task.collate(rows, D.batch_generator(c.seed, step, self.dist.rank)))
+            lr = lr_at(self.step, self.lr, self.warmup, self.total_steps)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            out = self.forward(model, batch)
+            opt.zero_grad(set_to_none=True)
+            out.loss.backward()
+            grad_norm = None
+            if c.grad_clip and c.grad_clip > 0:
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip))
+            opt.step()
+            self.step += 1
+            st = task.batch_stats(out, batch)
+            window = st if window is None else window + st
+            win_steps += 1
+            step_times.append(time.perf_counter() - t_step)
+            step_times = step_times[-50:]
+            stop = self._sync_stop()
+            if self.step % c.log_every == 0 or self.step == self.total_steps or stop:
+                sums = self.dist.all_reduce_sum(window.clone())
+                dt = max(1e-9, time.perf_counter() - win_t)
+                tps = float(sums[task.STATS.index("tokens")]) / dt
+                rec = {"step": self.step, "time": round(self.elapsed(), 3), "split": "train", "epoch": epoch,
+                       "lr": lr, "tokens_per_s": round(tps, 1), "steps_per_s": round(win_steps / dt, 4),
+                       **{k: round(v, 6) for k, v in task.summarize(sums).items()}}
+                if grad_norm is not None:
+                    rec["grad_norm"] = round(grad_norm, 4)
+                self.emit(rec)
+                eta = (self.total_steps - self.step) * (sum(step_times) / len(step_times))
+                self.writer.set_status(state="running", step=self.step, total_steps=self.total_steps,
+                                       eta_s=round(eta, 1), tokens_per_s=round(tps, 1))
+                window, win_t, win_steps = None, time.perf_counter(), 0
+                if not math.isfinite(rec["loss"]):
+                    raise TrainingError(f"the loss became {rec['loss']} at step {self.step}: lower --lr")
+            if stop:
+                raise Cancelled()
+            if self.step % c.eval_every == 0 or self.step == self.total_steps:
+                if self.dist.main:
+                    self._eval_and_log()
+                self.dist.barrier()
+            due_time = c.save_every_s and time.perf_counter() - self.last_save_t >= c.save_every_s
+            if (self.step % c.save_every == 0 or due_time) and self.step < self.total_steps:
+                self.checkpoint()
+
+    def _sync_stop(self) -> bool:
+        if not self.dist.enabled:
+            return self.stop.set
+        flag = torch.tensor([1.0 if self.stop.set else 0.0])
+        if self.device.type == "cuda":
+            flag = flag.to(self.device)
+        self.dist.all_reduce_sum(flag)
+        return bool(flag.item() > 0)
+
+    def _eval_and_log(self) -> None:
+        val = self.task.val_ds
+        if val is not None and len(val):
+            res = self.evaluate(val, self.cfg.eval_batches)
+            if res:
+                self.emit({"step": self.step, "time": round(self.elapsed(), 3), "split": "val",
+                           "lr": lr_at(max(0, self.step - 1), self.lr, self.warmup, self.total_steps),
+                           "tokens_per_s": None, **{k: round(v, 6) for k, v in res.items()}})
+        self.task.after_eval(self)
+
+    def finish(self) -> None:
+        """The final checkpoint, then the task's end (fine-tuning: test metrics and the baseline)."""
+        self.checkpoint()
+        if self.dist.main:
+            self.task.finish(self)
+            R.RunDir(self.run_dir).remove_litter(keep_pid=None)
+
+    def run(self) -> str:
+        """Set up, train, finish. Returns the final state (done / failed / cancelled) and sets
+        :attr:`exit_code`; never raises for training errors (they go to status.json and the log)."""
+        state, error = "done", None
+        try:
+            self.setup()
+            self.fit()
+            self.finish()
+            self.exit_code = ExitCode.DONE
+        except Cancelled:
+            state, self.exit_code = "cancelled", ExitCode.CANCELLED
+            self.log(f"signal {self.stop.signal}: saving a checkpoint and stopping")
+            try:
+                if hasattr(self, "optimizer"):  # else it stopped before training started
+                    self.checkpoint()
+            except Exception as exc:  # noqa: BLE001
+                self.log(f"could not save the checkpoint: {exc}")
+        except R.RunBusyError as exc:
+            state, error, self.exit_code = "failed", str(exc), ExitCode.BUSY
+            self.log(error)
+        except Exception as exc:  # noqa: BLE001 - every failure is reported in status.json
+            state, error, self.exit_code = "failed", f"{type(exc).__name__}: {exc}", ExitCode.FAILED
+            if self.dist.main:
+                traceback.print_exc()
+        finally:
+            if self.lock is not None:
+                self.lock.release()
+        self.writer.set_status(state=state, error=error, step=self.step, eta_s=None if state != "done" else 0.0)
+        self.log(f"run {state}" + (f": {error}" if error else ""))
+        if self.dist.enabled and torch.distributed.is_initialized():
+            with contextlib.suppress(Exception):
+                torch.distributed.destroy_process_group()
+        return state

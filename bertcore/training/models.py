@@ -1,0 +1,174 @@
+"""The model and tokenizer a run starts from, and the checks the Train page shows before a launch.
+
+``init``: a preset (from scratch, random weights: BERT section 3 / Turc et al. 2019 sizes), the
+packaged MiniLM, a run directory (its last checkpoint), a local HF folder, or a hub id. Heads the
+checkpoint lacks (MLM, NSP, classifier) are initialised fresh (``load_report.missing``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..config import PRESETS, BertConfig, ConfigError
+from ..runs import last_checkpoint
+from .config import OptionError, TrainConfig
+
+
+class TrainingError(RuntimeError):
+    """A run that cannot start (bad options, model that does not load); the message is for people."""
+
+
+def resolve_init(init: str):
+    """``packaged`` | a run directory (its last checkpoint) | a local HF folder | a hub id ->
+    :class:`bertcore.sources.ModelSource`.
+
+    Raises:
+        TrainingError: a run without a complete checkpoint, or a path that is not a model folder.
+    """
+    from .. import sources
+
+    if init in ("packaged", "default", ""):
+        return sources.PACKAGED
+    path = Path(init).expanduser()
+    if path.is_dir():
+        if (path / "checkpoints").is_dir():
+            last = last_checkpoint(path)
+            if last is None:
+                raise TrainingError(f"run {path} has no complete checkpoint to start from")
+            return sources.ModelSource("run", str(last))
+        return sources.ModelSource("local", str(path))
+    if path.exists() or init.startswith((".", "/", "~")):
+        raise TrainingError(f"{init} is not a model folder")
+    return sources.ModelSource("hub", init)
+
+
+def load_tokenizer_for(spec: str | None):
+    """The WordPiece tokenizer of ``spec``: ``packaged`` or a folder (``BertTokenizerFast``).
+
+    Raises:
+        TrainingError: no readable tokenizer there.
+    """
+    from .. import sources
+    from ..tokenizer import load_tokenizer
+
+    folder = sources.packaged_model_dir() if spec in ("packaged", "", None) else Path(spec).expanduser()
+    try:
+        return load_tokenizer(folder)
+    except (OSError, ValueError) as exc:
+        raise TrainingError(f"no tokenizer in {folder}: {exc}") from exc
+
+
+def init_folder(cfg: TrainConfig) -> Path:
+    """The folder of the model a continued run starts from."""
+    from .. import sources
+
+    return sources.resolve(resolve_init(cfg.init))
+
+
+def data_tokenizer(cfg: TrainConfig):
+    """The tokenizer the data is encoded with before the model exists (pretraining)."""
+    return load_tokenizer_for(cfg.tokenizer if cfg.scratch else str(init_folder(cfg)))
+
+
+def build_model(cfg: TrainConfig, labels: list[str] | None = None):
+    """``(model, tokenizer, origin)`` of a new run, in train mode (before any resume).
+
+    Pretraining builds :class:`~bertcore.heads.BertForPreTraining`; fine-tuning
+    :class:`~bertcore.heads.BertForSequenceClassification` with ``len(labels)`` classes.
+
+    Raises:
+        TrainingError: a model that does not load, bad overrides, or ``max_seq_len`` past its positions.
+    """
+    from .. import sources
+    from ..checkpoint import CheckpointError
+    from ..config import preset
+    from ..heads import BertForPreTraining, BertForSequenceClassification
+
+    cls = BertForPreTraining if cfg.pretrain else BertForSequenceClassification
+    head_changes = {} if cfg.pretrain else {"num_labels": len(labels or []), "id2label": dict(enumerate(labels or []))}
+    try:
+        changes = {**cfg.overrides(), **head_changes}
+        if cfg.scratch:
+            tok = load_tokenizer_for(cfg.tokenizer)
+            config = preset(cfg.preset, vocab_size=len(tok), pre_layer_norm=bool(cfg.pre_layer_norm),
+                            pad_token_id=tok.pad_token_id, **changes)
+            if config.max_position_embeddings < cfg.max_seq_len:
+                config = config.replace(max_position_embeddings=cfg.max_seq_len)
+            model = cls(config)
+            origin = f"preset {cfg.preset} (from scratch)"
+        else:
+            source = resolve_init(cfg.init)
+            folder = sources.resolve(source)
+            model = cls.from_pretrained(folder, **changes)
+            tok = load_tokenizer_for(str(folder))
+            if cfg.pre_layer_norm and not model.config.pre_layer_norm:
+                raise TrainingError("--pre-layer-norm applies to models trained from scratch only")
+            origin = f"{source.name} ({model.load_report.summary()})"
+    except (sources.SourceError, CheckpointError, ConfigError, OptionError) as exc:
+        raise TrainingError(str(exc)) from exc
+    if cfg.max_seq_len > model.config.max_position_embeddings:
+        raise TrainingError(f"--max-seq-len {cfg.max_seq_len} exceeds the model's "
+                            f"{model.config.max_position_embeddings} positions")
+    model.train()
+    return model, tok, origin
+
+
+def start_model_config(init: str | None, preset: str) -> BertConfig | None:
+    """The architecture a run will train: the preset, or the ``config.json`` of the starting model
+    (None when it cannot be read)."""
+    if init in (None, "", "scratch"):
+        return PRESETS[preset]
+    if init == "packaged":
+        from ..sources import packaged_model_dir
+
+        folder = packaged_model_dir()
+    else:
+        folder = Path(init).expanduser()
+        last = last_checkpoint(folder) if (folder / "checkpoints").is_dir() else None
+        folder = last or folder
+    try:
+        return BertConfig.from_json_file(folder / "config.json")
+    except (ConfigError, OSError):
+        return None
+
+
+PACKAGED_DATA = ("bbc", "tweets", "bbc-topics")
+
+
+def validate(task: str, opts: dict[str, Any]) -> list[str]:
+    """Problems with a set of page options that bounded inputs cannot catch alone (messages for
+    people, [] when the run can start): the starting model folder, the data path, the sequence
+    length against the model's positions, evaluation interval against the run length."""
+    problems = []
+    init = opts.get("init")
+    if init == "":
+        problems.append("Choose a starting model: no checkpoint or folder is selected.")
+    elif init not in (None, "packaged", "scratch") and not (Path(init).expanduser() / "config.json").is_file():
+        problems.append(f"No model at {init}: the folder must hold config.json and the weights "
+                        "(model.safetensors or pytorch_model.bin) and the tokenizer files.")
+    data = opts.get("corpus" if task == "pretrain" else "dataset")
+    if data is not None and not str(data).startswith("hub:") and data not in PACKAGED_DATA:
+        path = Path(str(data)).expanduser()
+        if not str(data).strip():
+            problems.append("Give the path of your data file or folder.")
+        elif not path.exists():
+            problems.append(f"No file or folder at {path}.")
+        elif task == "finetune" and path.suffix.lower() != ".csv":
+            problems.append(f"{path.name} is not a .csv file: fine-tuning reads a CSV with text and label columns.")
+    config = None if problems else start_model_config(init, opts.get("preset", "nano"))
+    seq = opts.get("max_seq_len", TrainConfig.max_seq_len)
+    if config is not None and seq > config.max_position_embeddings:
+        problems.append(f"Sequence length {seq} is longer than the model's "
+                        f"{config.max_position_embeddings} positions; choose at most {config.max_position_embeddings}.")
+    steps = opts.get("max_steps")
+    if steps is not None and opts.get("eval_every", 1) > steps:
+        problems.append(f"Evaluate every {opts['eval_every']} steps is more than the {steps} steps of the run: "
+                        "no validation point would be drawn; lower it.")
+    if task == "pretrain" and opts.get("probe") and "[MASK]" not in opts["probe"]:
+        problems.append("The probe sentence needs at least one [MASK].")
+    try:
+        TrainConfig.create(task, **{k: v for k, v in opts.items() if k != "device"}).check()
+    except OptionError as exc:
+        problems.append(str(exc))
+    return problems

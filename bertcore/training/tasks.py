@@ -1,0 +1,206 @@
+"""What differs between pretraining and fine-tuning, in one object each (the loop has no task branches).
+
+A task owns its data (build, tokenize, collate), its model class, the forward pass and loss, the
+per-batch sums it logs and how they become metrics, and what it does after an evaluation (the probe)
+and at the end (test results and the TF-IDF baseline).
+
+Pretraining loss = MLM cross-entropy on the selected positions only (labels != -100; the MLM head
+runs on those rows only, ``masked_only=True``) + ``nsp_weight`` x NSP cross-entropy (2 classes)
+(Devlin et al. 2019, section 3.1). The MLM accuracy is split by how each selected token was
+corrupted (:mod:`bertcore.masking` decision codes): at [MASK] positions (the headline number), at
+random replacements and at unchanged positions; ``mlm_acc`` is their mix.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+import torch
+
+from .. import data as D
+from ..heads import BertForPreTraining, BertForSequenceClassification
+from ..masking import MASKED, RANDOM, UNCHANGED
+from .baseline import macro_f1, tfidf_baseline
+from .config import TrainConfig
+from .models import data_tokenizer
+
+Log = Callable[[str], None]
+
+
+def _sums(values: list, device: torch.device) -> torch.Tensor:
+    """``(K,)`` float64 on the CPU from tensors / numbers."""
+    def as_t(v):
+        return v.detach().to(torch.float64) if torch.is_tensor(v) else torch.tensor(float(v), dtype=torch.float64,
+                                                                                    device=device)
+    return torch.stack([as_t(v) for v in values]).cpu()
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else 0.0
+
+
+class PretrainTask:
+    """MLM (+ NSP) on sentence pairs of a corpus; see the module docstring."""
+
+    name = "pretrain"
+    model_class = BertForPreTraining
+    eval_by_length = False
+    STATS = ("mlm_loss_sum", "n_selected", "correct", "nsp_loss_sum", "n_pairs", "nsp_correct", "tokens",
+             "n_mask", "correct_mask", "n_random", "correct_random", "n_unchanged", "correct_unchanged", "top5_mask")
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.cfg = cfg
+        self.labels = None
+
+    def load_data(self, log: Log) -> None:
+        """Corpus -> NSP pairs with the tokenizer the run starts from (before the model is built)."""
+        c = self.cfg
+        tok = data_tokenizer(c)
+        self.data = D.build_pretraining_data(tok, c.corpus, c.max_seq_len, seed=c.seed, max_docs=c.max_docs,
+                                             val_fraction=c.val_fraction, short_seq_prob=c.short_seq_prob)
+        log(f"data: {json.dumps(self.data.stats)}")
+
+    def prepare(self, tokenizer, model) -> None:
+        c = self.cfg
+        self.train_ds, self.val_ds, self.test_ds = self.data.train, self.data.val, None
+        self.collate = D.PretrainCollator(tokenizer, c.mlm_probability, c.whole_word_mask, model.config.vocab_size)
+
+    def forward(self, model, batch: dict[str, torch.Tensor]):
+        out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], labels=batch["labels"],
+                    next_sentence_label=batch["next_sentence_label"], masked_only=True)
+        out.loss = out.mlm_loss + out.nsp_loss
+        return out
+
+    @torch.no_grad()
+    def batch_stats(self, out, batch) -> torch.Tensor:
+        """``(len(STATS),)`` float64 sums over the batch (summed over steps and DDP ranks, then
+        :meth:`summarize` divides)."""
+        labels = out.mlm_labels  # (N,) the selected positions, row-major, as the model picked them
+        logits = out.prediction_logits  # (N, V)
+        hit = logits.argmax(-1) == labels  # (N,)
+        decision = batch["decision"][batch["labels"] != -100]  # (N,) same order
+        is_mask, is_random, is_unchanged = decision == MASKED, decision == RANDOM, decision == UNCHANGED
+        top5 = (logits.topk(min(5, logits.size(-1)), dim=-1).indices == labels[:, None]).any(-1)  # (N,)
+        nsp_label = batch["next_sentence_label"]
+        nsp_hit = (out.seq_relationship_logits.argmax(-1) == nsp_label).sum()
+        n, b = labels.numel(), nsp_label.numel()
+        return _sums([out.mlm_loss.float() * n, n, hit.sum(), out.nsp_loss.float() * b, b, nsp_hit,
+                      batch["attention_mask"].sum(), is_mask.sum(), (hit & is_mask).sum(), is_random.sum(),
+                      (hit & is_random).sum(), is_unchanged.sum(), (hit & is_unchanged).sum(), (top5 & is_mask).sum()],
+                     labels.device)
+
+    def summarize(self, sums: torch.Tensor) -> dict[str, float]:
+        s = dict(zip(self.STATS, sums.tolist()))
+        mlm_loss, nsp_loss = _ratio(s["mlm_loss_sum"], s["n_selected"]), _ratio(s["nsp_loss_sum"], s["n_pairs"])
+        return {"loss": mlm_loss + nsp_loss, "mlm_loss": mlm_loss, "mlm_acc": _ratio(s["correct"], s["n_selected"]),
+                "mlm_acc_mask": _ratio(s["correct_mask"], s["n_mask"]),
+                "mlm_acc_random": _ratio(s["correct_random"], s["n_random"]),
+                "mlm_acc_unchanged": _ratio(s["correct_unchanged"], s["n_unchanged"]),
+                "mlm_top5_mask": _ratio(s["top5_mask"], s["n_mask"]),
+                "nsp_loss": nsp_loss, "nsp_acc": _ratio(s["nsp_correct"], s["n_pairs"])}
+
+    def eval_collect(self, out, batch, store: dict[str, list]) -> None:
+        """Nothing beyond the sums for pretraining."""
+
+    def eval_extra(self, store: dict[str, list]) -> dict[str, Any]:
+        return {}
+
+    def after_eval(self, trainer) -> None:
+        """Log the probe sentence's top predictions (``probe.jsonl``)."""
+        rec = trainer.probe()
+        if rec is not None:
+            trainer.writer.log_probe(rec)
+
+    def finish(self, trainer) -> None:
+        """Pretraining ends with its last checkpoint only."""
+
+
+class ClassifyTask:
+    """Sequence classification on a labelled set (BERT section 4.1: a linear layer on the pooled [CLS])."""
+
+    name = "finetune"
+    model_class = BertForSequenceClassification
+    eval_by_length = True
+    STATS = ("loss_sum", "n", "correct", "tokens")
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.cfg = cfg
+
+    def load_data(self, log: Log) -> None:
+        """The labelled set and its split (the labels size the model's head)."""
+        c = self.cfg
+        self.data = D.build_classification_data(
+            c.dataset, seed=c.seed, val_fraction=c.val_fraction, test_fraction=c.test_fraction,
+            max_train_examples=c.max_train_examples, text_column=c.text_column, label_column=c.label_column,
+            text_pair_column=c.text_pair_column)
+        self.labels = self.data.labels
+        log(f"data: {json.dumps(self.data.stats)}")
+
+    def prepare(self, tokenizer, model) -> None:
+        n = self.cfg.max_seq_len
+        self.train_ds = D.tokenize_classification(self.data.train, tokenizer, n)
+        self.val_ds = D.tokenize_classification(self.data.val, tokenizer, n)
+        self.test_ds = D.tokenize_classification(self.data.test, tokenizer, n)
+        self.collate = D.ClassificationCollator(tokenizer)
+
+    def forward(self, model, batch: dict[str, torch.Tensor]):
+        return model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], labels=batch["label"])
+
+    @torch.no_grad()
+    def batch_stats(self, out, batch) -> torch.Tensor:
+        b = batch["label"].numel()
+        correct = (out.logits.argmax(-1) == batch["label"]).sum()
+        return _sums([out.loss.float() * b, b, correct, batch["attention_mask"].sum()], batch["label"].device)
+
+    def summarize(self, sums: torch.Tensor) -> dict[str, float]:
+        s = dict(zip(self.STATS, sums.tolist()))
+        return {"loss": _ratio(s["loss_sum"], s["n"]), "acc": _ratio(s["correct"], s["n"])}
+
+    def eval_collect(self, out, batch, store: dict[str, list]) -> None:
+        store.setdefault("preds", []).extend(out.logits.argmax(-1).tolist())
+        store.setdefault("golds", []).extend(batch["label"].tolist())
+
+    def eval_extra(self, store: dict[str, list]) -> dict[str, Any]:
+        return {"f1": macro_f1(store.get("golds", []), store.get("preds", []), len(self.labels))}
+
+    def after_eval(self, trainer) -> None:
+        """No probe for classification."""
+
+    def finish(self, trainer) -> None:
+        """Test metrics, confusion matrix, classification report and the baseline into ``results.json``."""
+        from sklearn.metrics import classification_report, confusion_matrix
+
+        labels = self.labels
+        store: dict[str, list] = {}
+        res = trainer.evaluate(self.test_ds, 0, store)
+        preds, golds = store.get("preds", []), store.get("golds", [])
+        ids = list(range(len(labels)))
+        results: dict[str, Any] = {
+            "step": trainer.step, "labels": labels,
+            "test": {**res, "n": len(golds)},
+            "confusion_matrix": confusion_matrix(golds, preds, labels=ids).tolist(),
+            "classification_report": classification_report(golds, preds, labels=ids, target_names=labels,
+                                                           output_dict=True, zero_division=0),
+            "classification_report_text": classification_report(golds, preds, labels=ids, target_names=labels,
+                                                                zero_division=0),
+            "majority_fraction": self.data.stats.get("majority_fraction"),
+            "data": self.data.stats, "wall_time_s": round(trainer.elapsed(), 1),
+        }
+        if not self.cfg.no_baseline:
+            try:
+                results["baseline"] = tfidf_baseline(self.data.train, self.data.test, labels)
+            except Exception as exc:  # noqa: BLE001 - the baseline is a comparison only
+                results["baseline"] = {"error": f"{type(exc).__name__}: {exc}"}
+        trainer.writer.write_results(results)
+        b = results.get("baseline", {})
+        trainer.log(f"test acc {res.get('acc'):.4f} f1 {res.get('f1'):.4f}; baseline acc {b.get('acc')} f1 {b.get('f1')}")
+        trainer.log("\n" + results["classification_report_text"])
+
+
+TASK_CLASSES = {"pretrain": PretrainTask, "finetune": ClassifyTask}
+
+
+def make_task(cfg: TrainConfig):
+    """The task object of a config (:class:`PretrainTask` or :class:`ClassifyTask`)."""
+    return TASK_CLASSES[cfg.task](cfg)

@@ -1,0 +1,90 @@
+"""Next sentence prediction: sentence A and sentence B in, P(IsNext) out, with [CLS]'s attention."""
+
+import random
+
+import streamlit as st
+
+from bertcore import next_sentence
+from bertcore.sources import PACKAGED_MLM
+from bertcore.tokenizer import TextError
+from explorer import resources, widgets
+from explorer.figures import next_sentence as nsp_figures
+
+EXAMPLES = {
+    "true": ("The company said its profits rose by 20% last year.",
+             "Sales of its new phones were much stronger than analysts had expected."),
+    "random": ("The company said its profits rose by 20% last year.",
+               "The striker scored twice in the second half to win the match."),
+}
+
+st.title("Next sentence prediction")
+st.markdown(
+    """
+BERT's second pretraining task (Devlin et al. 2019, section 3.1, "Next Sentence Prediction"): the
+model reads `[CLS] A [SEP] B [SEP]` and says whether **B really follows A** in a document (*IsNext*)
+or is a **random sentence from another document** (*NotNext*). Half of the training pairs are each.
+The answer comes from the final `[CLS]` vector only (through the pooler and a 2-way classifier), so
+`[CLS]` has to gather what it needs from both sentences by attention: the heatmap below shows where it
+looks in each layer. Later work found the task easy (topic alone often gives the answer) and dropped
+it (RoBERTa, Liu et al. 2019); it is here because it is how BERT was trained.
+"""
+)
+
+lm = widgets.current_model()
+if not next_sentence.has_nsp_head(lm.model):
+    st.info(f"**{widgets.escape_md(lm.source.name)} has no next-sentence head**: "
+            + widgets.escape_md(next_sentence.NO_NSP_HEAD), icon=":material/block:")
+    st.button("Use the packaged MiniLM-MLM (has MLM and NSP heads)", key="nsp_switch", type="primary",
+              on_click=widgets.use_source, args=(PACKAGED_MLM,), icon=":material/swap_horiz:")
+    st.stop()
+
+
+def _example(kind: str) -> None:
+    st.session_state["nsp_a"], st.session_state["nsp_b"] = EXAMPLES[kind]
+
+
+def _draw(is_next: bool) -> None:
+    """A pair from BBC News: two consecutive sentences, or A and a sentence of another article."""
+    docs = resources.corpus_sentences("bbc")
+    rng = random.Random()
+    doc = rng.choice([d for d in docs if len(d) >= 2])
+    i = rng.randrange(len(doc) - 1)
+    b = doc[i + 1] if is_next else rng.choice(rng.choice([d for d in docs if d is not doc]))
+    st.session_state["nsp_a"], st.session_state["nsp_b"] = doc[i], b
+
+
+if "nsp_a" not in st.session_state:
+    _example("true")
+c = st.columns(4)
+c[0].button("Example: true next", key="nsp_ex_true", on_click=_example, args=("true",))
+c[1].button("Example: random", key="nsp_ex_random", on_click=_example, args=("random",))
+c[2].button("Draw a next pair from BBC", key="nsp_draw_next", on_click=_draw, args=(True,), icon=":material/casino:")
+c[3].button("Draw a random pair from BBC", key="nsp_draw_random", on_click=_draw, args=(False,),
+            icon=":material/casino:")
+a = st.text_area("Sentence A", key="nsp_a", height=80)
+b = st.text_area("Sentence B", key="nsp_b", height=80)
+
+try:
+    pred = next_sentence.predict(lm.model, lm.tokenizer, a or "", b or "", max_length=lm.max_length)
+except TextError as exc:
+    widgets.show_error(exc)
+    st.stop()
+enc = pred.encoding
+if enc.num_truncated:
+    widgets.truncation_notice(len(enc) + enc.num_truncated, lm.max_length)
+
+left, right = st.columns([1, 3])
+verdict = "B follows A" if pred.p_is_next >= 0.5 else "B is a random sentence"
+left.metric("P(IsNext)", f"{pred.p_is_next:.1%}", verdict, delta_color="off", delta_arrow="off",
+            help="Softmax of the NSP head's two logits " + f"(IsNext {pred.logits[0]:.2f}, NotNext {pred.logits[1]:.2f}).")
+right.plotly_chart(nsp_figures.is_next_bar(pred.p_is_next), key="nsp_bar")
+
+st.subheader("Where [CLS] looks")
+st.caption("Row = layer, column = token (sentence B's tokens are marked B:). Each row is [CLS]'s attention "
+           "and sums to 1. In many BERTs the middle layers send most of it to [SEP] (Clark et al. 2019), "
+           "and the last layer spreads it over both sentences.")
+n_heads = pred.cls_attention.shape[1]
+head = st.selectbox("Head", ["mean over heads"] + [f"head {h + 1}" for h in range(n_heads)], key="nsp_head")
+head_index = None if head == "mean over heads" else int(head.split()[1]) - 1
+st.plotly_chart(nsp_figures.cls_attention_figure(pred.cls_attention, enc.tokens, enc.token_type_ids, head_index),
+                key="nsp_cls_attention")

@@ -1,0 +1,271 @@
+"""The Train page's views of runs: the runs table, one run live (a polling fragment) or finished
+(curves, probe, fine-tuning results, error and log), resume and "use this checkpoint".
+
+Reads only the run directory (``bertcore.runs``, ``docs/CONTRACTS.md``); figures come from
+``explorer.figures.training``. Session-state keys start with ``train_``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from bertcore import runs
+from bertcore.sources import ModelSource
+from explorer import widgets
+from explorer.figures import training as figs
+
+POLL_S = 2.0  # seconds between two reads of a live run's files
+
+
+def view_task(run_dir: Path) -> str:
+    """The task of a run to draw its views (``pretrain`` when it cannot be told yet)."""
+    info = runs.run_info(run_dir)
+    task = runs.task_of(info) if info is not None else "?"
+    return task if task in runs.TASKS else "pretrain"
+
+
+def use_checkpoint(ref: str, label: str) -> None:
+    """Callback: make a run checkpoint the model of every page (the sidebar's keys are set by
+    ``widgets.use_source``)."""
+    if widgets.use_source(ModelSource("run", ref, label)):
+        st.session_state["train_used"] = label
+
+
+def _tail_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """All metric records of ``run_dir``; only lines new since the last call are read and parsed."""
+    tail = st.session_state.get("train_tail")
+    if not tail or tail["run"] != str(run_dir):
+        tail = {"run": str(run_dir), "seen": 0, "records": []}
+    new, seen = runs.iter_new_metrics(run_dir, tail["seen"])
+    records = new if seen < tail["seen"] or tail["seen"] == 0 else tail["records"] + new
+    tail.update(seen=seen, records=records)
+    st.session_state["train_tail"] = tail
+    return records
+
+
+def _last_lines(text: str, n: int = 15) -> str:
+    return "\n".join(text.rstrip().splitlines()[-n:])
+
+
+# ----------------------------------------------------------------------------- views of one run
+CURVES_HELP = {
+    "pretrain": "Solid: training batches; dotted: held-out documents (validation). The MLM loss starts near "
+                "ln(30,522) ≈ 10.3, a uniform guess over the vocabulary, and falls as the model learns which words "
+                "fit; the NSP loss starts at ln 2 ≈ 0.69 (a coin flip). MLM accuracy is the share of masked "
+                "tokens guessed exactly.",
+    "finetune": "Solid: training batches; dotted: the validation split. The loss starts near ln(classes) and "
+                "should fall; accuracy and macro F1 (the mean of the per-class F1, which a majority-class "
+                "guess cannot fake) should rise above the share of the most frequent class.",
+}
+
+
+def show_curves(records: list[dict[str, Any]], task: str, total: int | None, key: str) -> None:
+    st.caption(CURVES_HELP[task])
+    c1, c2 = st.columns(2)
+    c1.plotly_chart(figs.loss_figure(records, task, total), key=f"train_loss_{key}")
+    c2.plotly_chart(figs.accuracy_figure(records, task, total), key=f"train_acc_{key}")
+
+
+def show_probe(run_dir: Path, key: str) -> None:
+    probes = runs.read_probe(run_dir)
+    if not probes:
+        st.caption("The probe sentence's predictions appear after the first evaluation.")
+        return
+    latest = max(probes, key=lambda r: r["step"])
+    probe_text = str(latest.get("text", "")).replace("`", "'")
+    st.markdown(f"**Probe sentence** (fixed, predicted at each evaluation): `{probe_text}`")
+    try:
+        st.plotly_chart(figs.probe_figure(latest, top_k=5), key=f"train_probe_{key}")
+        if len(probes) > 1:
+            with st.expander("How the guesses changed"):
+                st.dataframe(figs.probe_rows(probes, last=12), hide_index=True)
+    except ValueError as exc:
+        widgets.show_error(exc, "Unreadable probe record")
+
+
+COMPARED = ("acc", "f1", "accuracy", "macro_f1")  # scores in [0, 1] shown beside the baseline's
+
+
+def _block(data: dict[str, Any], name: str) -> dict[str, Any]:
+    block = data.get(name)
+    return block if isinstance(block, dict) else {}
+
+
+def show_results(run_dir: Path) -> None:
+    """Fine-tuning results (``results.json``): test scores beside the TF-IDF baseline's, both
+    confusion matrices and both classification reports."""
+    results = runs.read_results(run_dir)
+    if not results:
+        st.caption("The test results appear when the run ends.")
+        return
+    test, base = _block(results, "test"), _block(results, "baseline")
+    labels = results.get("labels")
+    st.subheader("Test set")
+    n = test.get("n")
+    st.caption(f"Scores on the held-out test split{f' ({n:,} examples)' if isinstance(n, int) else ''}, which "
+               "training never saw. The baseline is a TF-IDF + logistic regression model trained on the same "
+               "training split: a fine-tuned BERT should beat it. The dashed line is the share of the most "
+               "frequent class (what always guessing it would score).")
+    if base.get("error"):
+        st.warning("The baseline could not be computed: " + widgets.escape_md(base["error"]))
+    elif not base:
+        st.caption("No baseline in this run (it was skipped).")
+    try:
+        model_scores = {k: test[k] for k in COMPARED if k in test}
+        base_scores = {k: base[k] for k in COMPARED if k in base}
+        if set(model_scores) & set(base_scores):
+            st.plotly_chart(figs.baseline_comparison_figure(
+                model_scores, base_scores, names=("fine-tuned BERT", base.get("name") or "TF-IDF + logistic regression"),
+                majority=results.get("majority_fraction")), key="train_baseline")
+        elif model_scores:
+            st.dataframe([model_scores], hide_index=True)
+        cm = results.get("confusion_matrix", test.get("confusion_matrix"))
+        base_cm = base.get("confusion_matrix")
+        cols = st.columns(2 if base_cm is not None else 1)
+        if cm is not None:
+            cols[0].plotly_chart(figs.confusion_matrix_figure(cm, labels, title="Fine-tuned BERT: confusion matrix"),
+                                 key="train_cm")
+        if base_cm is not None:
+            cols[-1].plotly_chart(figs.confusion_matrix_figure(base_cm, labels, title="Baseline: confusion matrix"),
+                                  key="train_cm_base")
+        report = results.get("classification_report", test.get("classification_report"))
+        base_report = base.get("classification_report")
+        rc = st.columns(2 if base_report else 1)
+        if report:
+            rc[0].markdown("**Classification report: fine-tuned BERT**")
+            rc[0].dataframe(figs.report_rows(report), hide_index=True)
+        if base_report:
+            rc[-1].markdown("**Classification report: baseline**")
+            rc[-1].dataframe(figs.report_rows(base_report), hide_index=True)
+    except ValueError as exc:
+        widgets.show_error(exc, "Unreadable results.json")
+
+
+def show_status_line(status: dict[str, Any]) -> figs.Progress:
+    progress = figs.progress_summary(status)
+    st.progress(progress.fraction, text=progress.text)
+    return progress
+
+
+@st.fragment(run_every=POLL_S)
+def live_view(run_dir_s: str) -> None:
+    """The selected run while it is queued or running; re-reads only status.json and new metric lines.
+
+    When the run ends it asks for a full rerun: the page then draws the static view, which does
+    not poll (this fragment is not called for a finished run)."""
+    run_dir = Path(run_dir_s)
+    status = runs.read_status(run_dir)
+    if status is not None and status.get("state") in runs.FINAL_STATES:
+        st.rerun()  # stop polling: the next full run shows the finished run
+    if status is None:
+        st.info("Starting ...")
+        return
+    task = view_task(run_dir)
+    show_status_line(status)
+    if status["state"] == "queued":
+        holder = runs.waiting_for(run_dir)
+        if holder is not None:
+            st.info(f"Queued: {holder['device']} is busy with run {holder.get('run_id')}; this run starts by itself "
+                    "when that one ends.", icon=":material/hourglass_top:")
+        else:
+            st.info("Starting: loading the libraries, the data and the model (10-30 s on a CPU) ...",
+                    icon=":material/hourglass_top:")
+    elif status.get("step", 0) == 0:
+        st.caption("Preparing the data and the model; the first steps follow shortly.")
+    elif status.get("total_steps") and status["step"] >= status["total_steps"]:
+        st.caption("Last step done: saving the final checkpoint" + (
+            ", evaluating on the test split and fitting the TF-IDF baseline ..." if task == "finetune" else " ..."))
+    c1, c2 = st.columns([1, 4])
+    if c1.button("Cancel run", key="train_cancel", type="secondary", icon=":material/stop:",
+                 help="Stops the run cleanly: it saves a checkpoint and ends as 'cancelled'."):
+        if runs.cancel(run_dir):
+            c2.info("Cancelling: the run saves a checkpoint and stops ...")
+        else:
+            c2.warning("The run is not running any more.")
+    records = _tail_metrics(run_dir)
+    show_curves(records, task, status.get("total_steps"), "live")
+    if task == "pretrain":
+        show_probe(run_dir, "live")
+
+
+def static_view(run_dir: Path, status: dict[str, Any] | None) -> None:
+    """A finished (or unreadable) run: final curves, probe, results, error and log."""
+    task = view_task(run_dir)
+    if status is None:
+        st.warning("This run has no status.json: it never started, or its folder is incomplete.")
+        return
+    show_status_line(status)
+    if status["state"] == "failed":
+        st.error("The run failed: " + widgets.escape_md(status.get("error") or "no error message"),
+                 icon=":material/error:")
+        log = runs.read_log(run_dir, 4000)
+        if log:
+            st.code(_last_lines(log), language=None)
+    elif status["state"] == "cancelled":
+        st.info("The run was cancelled; its last checkpoint is kept and can be used as a model.")
+    records = runs.read_metrics(run_dir)
+    show_curves(records, task, status.get("total_steps"), "final")
+    if task == "pretrain":
+        show_probe(run_dir, "final")
+    else:
+        show_results(run_dir)
+    ckpts = runs.checkpoints(run_dir)
+    if ckpts and status["state"] in ("cancelled", "failed"):
+        if st.button(f"Resume from step {runs.checkpoint_step(ckpts[-1])}", key="train_resume",
+                     icon=":material/resume:", help="Continue this run from its last checkpoint (same options, same "
+                                                   "run directory); refused while its device is busy."):
+            try:
+                runs.resume(run_dir)
+            except runs.RunBusyError as exc:
+                st.warning(f"Not resumed: {widgets.escape_md(exc)}", icon=":material/block:")
+            except (runs.RunError, OSError) as exc:
+                st.error(f"Cannot resume: {widgets.escape_md(exc)}", icon=":material/error:")
+            else:
+                st.session_state.pop("train_tail", None)
+                st.rerun()
+    if ckpts:
+        last = ckpts[-1]
+        label = f"run {run_dir.name} @ step {runs.checkpoint_step(last)}"
+        st.button("Use its last checkpoint as the model of every page", key="train_use", icon=":material/hub:",
+                  on_click=use_checkpoint, args=(str(last), label),
+                  help="The sidebar's model becomes this checkpoint (Attention, Masking, Positions, Word senses ...). "
+                       "The Evolution page compares all its checkpoints.")
+    if st.session_state.get("train_used"):
+        st.success(f"Model in use: {widgets.escape_md(st.session_state['train_used'])}")
+
+
+
+# ----------------------------------------------------------------------------- the list of runs
+def runs_table(infos: list[runs.RunInfo]) -> None:
+    """The runs: state, task, step / total, start time, checkpoints, and why failed runs failed."""
+    rows = []
+    for i in infos:
+        total = i.total_steps or (i.args or {}).get("max_steps")
+        started = i.created or (runs.read_status(i.path) or {}).get("started") or ""
+        rows.append({"state": i.state, "task": runs.task_of(i),
+                     "step": f"{i.step:,} / {total:,}" if total else f"{i.step:,}",
+                     "started": started.replace("T", " ").removesuffix("Z"),
+                     "checkpoints": i.n_checkpoints, "run": i.run_id,
+                     "error": (i.error or "")[:120]})
+    st.dataframe(rows, hide_index=True)
+    failed = [i for i in infos if i.state == "failed"][:5]
+    for i in failed:
+        with st.expander(f"{i.run_id}: why it failed", icon=":material/error:"):
+            st.markdown(widgets.escape_md(i.error or "no error message"))
+            log = runs.read_log(i.path, 4000)
+            st.code(_last_lines(log) if log else "(log.txt is empty)", language=None)
+
+
+@st.fragment(run_every=POLL_S)
+def runs_table_live() -> None:
+    """The runs table while some run is queued or running: re-read every few seconds; when none is
+    active any more, one full rerun draws the static table (and this stops polling)."""
+    infos = runs.list_runs()
+    if not any(i.state in ("queued", "running") for i in infos):
+        st.rerun()
+    runs_table(infos)
+
+

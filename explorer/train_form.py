@@ -1,0 +1,227 @@
+"""The Train page's launch form: task, starting model, data (packaged, a path or an upload), run
+length and the advanced options. Every default, range and help text comes from
+:class:`bertcore.training.config.TrainConfig` (the CLI reads the same), the checks before a launch
+from ``bertcore.training.models.validate`` and ``bertcore.data.check_upload``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import streamlit as st
+
+from bertcore import data as D
+from bertcore import runs
+from bertcore.sources import list_run_sources
+from bertcore.training.config import default_lr, field_info
+from bertcore.training.models import validate
+from explorer import widgets
+
+TASKS = {"pretrain": "Pretraining (masked LM + next sentence prediction)",
+         "finetune": "Fine-tuning (sentence classification, e.g. sentiment)"}
+SCRATCH_PRESETS = ("nano", "tiny", "mini", "small", "medium", "base")
+PRETRAIN_DATA = {"bbc": "BBC News, 2,225 articles (packaged, offline)",
+                 "local": "Local .txt file or folder of .txt files",
+                 "upload": "Upload a .txt file (documents separated by blank lines)",
+                 "hub:wikitext:wikitext-2-raw-v1": "WikiText-2 from the Hugging Face Hub (needs internet)"}
+FINETUNE_DATA = {"tweets": "Tweets, positive vs negative (packaged, offline)",
+                 "bbc-topics": "BBC News topics, 5 classes (packaged, offline; easy)",
+                 "local": "Local .csv file (columns: text, label)",
+                 "upload": "Upload a .csv file (columns: text, label; optional text_pair)",
+                 "hub:imdb": "IMDB reviews from the Hugging Face Hub (needs internet)",
+                 "hub:sst2": "SST-2 from the Hugging Face Hub (needs internet)"}
+
+
+KEYS = {"max_steps": "steps", "epochs": "epochs", "batch_size": "batch", "max_seq_len": "seqlen", "eval_every": "eval",
+        "log_every": "log", "save_every": "save", "keep_checkpoints": "keep", "seed": "seed"}  # widget keys
+
+
+def number(name: str, task: str, label: str, *, value: Any = None, step: Any = None, fmt: str | None = None,
+           key: str | None = None, extra: str = "") -> Any:
+    """A ``st.number_input`` for the TrainConfig option ``name``: its default (or ``value``), its range and
+    its help text; returns an int or a float as the option's default is."""
+    info = field_info(name, task)
+    default = info["default"] if value is None else value
+    cast = float if isinstance(default, float) or isinstance(step, float) else int
+    lo, hi = info["min"], info["max"]
+    rng = f"{lo:g} to {hi:g}. " if lo is not None and hi is not None else (f"at least {lo:g}. " if lo is not None else "")
+    out = st.number_input(label, min_value=None if lo is None else cast(lo), max_value=None if hi is None else cast(hi),
+                          value=cast(default), step=None if step is None else cast(step), format=fmt,
+                          key=key or f"train_{task}_{KEYS.get(name, name)}", help=rng + info["help"][:1].upper() + info["help"][1:]
+                          + (". " + extra if extra else "."))
+    return cast(out)
+
+
+def upload_input(task: str) -> tuple[str | None, str | None, str | None]:
+    """The uploader; returns (saved path, text_pair column, problem). A file is checked once per content."""
+    suffix = D.UPLOAD_TYPES[task]
+    up = st.file_uploader(f"Your {suffix} file (at most {D.UPLOAD_MAX_MB} MB)", type=[suffix.lstrip(".")],
+                          key=f"train_{task}_upload",
+                          help="Pretraining: plain UTF-8 text, documents separated by blank lines. Fine-tuning: a "
+                               "UTF-8 CSV with a header row and columns 'text' and 'label' (optional 'text_pair'). "
+                               "Accepted files are kept in the runs folder, under uploads/.")
+    if up is None:
+        return None, None, "Upload a file first (or choose another data source)."
+    raw = up.getvalue()
+    cache_key = (task, up.name, hashlib.sha256(raw).hexdigest())
+    cached = st.session_state.get("train_upload_checked")
+    if cached and cached[0] == cache_key and (cached[1].path is None or cached[1].path.is_file()):
+        check = cached[1]
+    else:
+        with st.spinner("Checking the file ..."):
+            check = D.check_upload(task, up.name, raw)
+        st.session_state["train_upload_checked"] = (cache_key, check)
+    path, message, pair = (None if check.path is None else str(check.path)), check.message, check.text_pair_column
+    if path is None:
+        st.error(widgets.escape_md(message), icon=":material/error:")
+        return None, None, "The uploaded file was refused (see the message under the uploader): fix it or upload another."
+    st.success(f"Accepted: {widgets.escape_md(message)}. Saved as {widgets.escape_md(path)}.", icon=":material/check_circle:")
+    return path, pair, None
+
+
+# ----------------------------------------------------------------------------- the launch form
+def launch_form() -> None:
+    st.subheader("Start a run")
+    task = st.radio("Task", list(TASKS), format_func=TASKS.__getitem__, key="train_task", horizontal=True)
+    opts: dict[str, Any] = {}
+    upload_problem = None
+    run_sources = list_run_sources()
+    ckpt_labels = {s.ref: s.name for s in run_sources}
+    c1, c2 = st.columns(2)
+    with c1:
+        if task == "pretrain":
+            st.caption("Masked-LM + NSP from scratch: the nano preset on BBC News makes the loss fall visibly within "
+                       "minutes on a CPU. Continuing from a checkpoint keeps its weights (and heads, if it has them).")
+            start = st.selectbox("Starting model", ["scratch", "checkpoint", "packaged"], key="train_pt_start",
+                                 format_func={"scratch": "From scratch (a preset)",
+                                              "checkpoint": "Continue a run's checkpoint",
+                                              "packaged": "Packaged MiniLM (fresh MLM/NSP heads)"}.__getitem__)
+            data = st.selectbox("Corpus", list(PRETRAIN_DATA), format_func=PRETRAIN_DATA.__getitem__,
+                                key="train_pt_data")
+        else:
+            st.caption("Fine-tuning adds a classifier on the [CLS] vector and trains everything on labelled "
+                       "sentences. Default: the packaged MiniLM on tweets (positive / negative).")
+            start = st.selectbox("Starting model", ["packaged", "checkpoint", "local", "scratch"], key="train_ft_start",
+                                 format_func={"packaged": "Packaged MiniLM (offline)",
+                                              "checkpoint": "A run's checkpoint (e.g. your pretrained model)",
+                                              "local": "Local Hugging Face folder",
+                                              "scratch": "From scratch (a preset; shows what pretraining adds)"}.__getitem__)
+            data = st.selectbox("Data set", list(FINETUNE_DATA), format_func=FINETUNE_DATA.__getitem__,
+                                key="train_ft_data")
+        preset = "nano"
+        if start == "scratch":
+            preset = st.selectbox("Preset", SCRATCH_PRESETS, key=f"train_{task}_preset",
+                                  help="nano: 2 layers x 256 (CPU, minutes); tiny/mini/small: Turc et al.'s "
+                                       "miniatures; base: BERT-base (needs a GPU).")
+            opts["preset"] = preset
+            if task == "finetune":
+                opts["init"] = "scratch"
+        elif start == "checkpoint":
+            if not ckpt_labels:
+                st.warning("No run checkpoint yet: pretrain a model first, or choose another start.")
+                opts["init"] = ""
+            else:
+                opts["init"] = st.selectbox("Checkpoint", list(ckpt_labels), format_func=ckpt_labels.__getitem__,
+                                            key=f"train_{task}_ckpt")
+        elif start == "local":
+            opts["init"] = st.text_input("Model folder", key="train_ft_local", placeholder="/path/to/bert-folder",
+                                         help="A Hugging Face BERT folder: config.json, weights, vocab.txt.").strip()
+        else:
+            opts["init"] = "packaged"
+        if data == "local":
+            path = st.text_input("Path", key=f"train_{task}_path",
+                                 placeholder="/path/to/corpus.txt" if task == "pretrain" else "/path/to/data.csv",
+                                 help="Pretraining: a .txt file (documents separated by blank lines) or a folder of "
+                                      ".txt files. Fine-tuning: a CSV with 'text' and 'label' columns.").strip()
+            data = path
+        elif data == "upload":
+            data, pair_column, upload_problem = upload_input(task)
+            if pair_column:
+                opts["text_pair_column"] = pair_column
+        if str(data).startswith("hub:"):
+            st.caption("This data set is downloaded from the Hugging Face Hub: without internet the run fails "
+                       "with a message saying so.")
+        opts["corpus" if task == "pretrain" else "dataset"] = data
+
+    with c2:
+        scratch = start == "scratch"
+        length = st.radio("Length in", ["steps", "epochs"], key=f"train_{task}_length", horizontal=True,
+                          help="An optimizer step processes one batch; an epoch is one pass over the training split.")
+        if length == "steps":
+            opts["max_steps"] = number("max_steps", task, "Steps", step=50)
+        else:
+            opts["epochs"] = number("epochs", task, "Epochs", step=0.5)
+        opts["batch_size"] = number("batch_size", task, "Batch size", step=8)
+        opts["max_seq_len"] = number("max_seq_len", task, "Sequence length (tokens)", step=16,
+                                     extra="At most the model's positions; attention costs grow with its square.")
+        opts["lr"] = number("lr", task, "Peak learning rate", value=default_lr(task, scratch), fmt="%.1e", step=1e-5,
+                            key=f"train_{task}_lr_{'scratch' if scratch else 'init'}")
+        devices = runs.devices()
+        opts["device"] = st.selectbox("Device", devices, key="train_device",
+                                      help="One run at a time per device; a second one is refused or queued.")
+        queue = st.checkbox("Queue if the device is busy", value=False, key="train_queue",
+                            help="Otherwise a launch while another run uses the device is refused.")
+
+    with st.expander("Advanced options"):
+        a1, a2, a3 = st.columns(3)
+        steps = opts.get("max_steps") or field_info("max_steps")["default"]
+        with a1:
+            opts["eval_every"] = number("eval_every", task, "Evaluate every (steps)",
+                                        value=min(field_info("eval_every")["default"], steps))
+            opts["log_every"] = number("log_every", task, "Log train metrics every (steps)")
+        with a2:
+            opts["save_every"] = number("save_every", task, "Checkpoint every (steps)",
+                                        extra="The Evolution page compares checkpoints.")
+            opts["keep_checkpoints"] = number("keep_checkpoints", task, "Checkpoints kept (0: all)")
+        with a3:
+            opts["seed"] = number("seed", task, "Seed")
+        if task == "pretrain":
+            docs = int(a3.number_input("Documents to use (0: all)", min_value=0, max_value=1_000_000, value=0,
+                                       key="train_pretrain_docs",
+                                       help="0 to 1,000,000 documents of the corpus (fewer: faster start)."))
+            opts["max_docs"] = docs or None
+            probe = st.text_input("Probe sentence (with [MASK])", key="train_probe",
+                                  value=field_info("probe")["default"],
+                                  help="Its [MASK] predictions are logged at each evaluation.")
+            opts["probe"] = probe.strip() or None
+        else:
+            n = int(a3.number_input("Training examples (0: all)", min_value=0, max_value=10_000_000, value=0,
+                                    key="train_finetune_examples",
+                                    help="0 to 10,000,000: subsample the training split (seeded) for a quicker run."))
+            opts["max_train_examples"] = n or None
+
+    problems = validate(task, opts)
+    if upload_problem:
+        problems.insert(0, upload_problem)
+    busy_with = runs.device_user(opts["device"])
+    if busy_with and not queue:
+        st.info(f"{opts['device']} is busy with run {busy_with}. Cancel it, wait, or tick 'Queue if the device is busy'.")
+    if st.button("Start training", key="train_start", type="primary", icon=":material/play_arrow:"):
+        if problems:
+            for p in problems:
+                st.error(widgets.escape_md(p), icon=":material/error:")
+            return
+        if busy_with and not queue:
+            st.warning(f"Not started: only one run at a time per device, and {opts['device']} is busy with run "
+                       f"{busy_with}. Cancel it, wait for it to end, or tick 'Queue if the device is busy'.",
+                       icon=":material/block:")
+            return
+        args = {k: v for k, v in opts.items() if k != "device"}
+        try:
+            run_dir = runs.launch(task, args, device=opts["device"], queue=queue)
+        except runs.RunBusyError as exc:
+            st.warning(f"Not started: {widgets.escape_md(exc)}", icon=":material/block:")
+            return
+        except (runs.RunError, OSError) as exc:
+            st.error(f"Cannot start the run: {widgets.escape_md(exc)}", icon=":material/error:")
+            return
+        st.session_state["train_view"] = str(run_dir)
+        st.session_state.pop("train_tail", None)
+        st.success(f"Started run {run_dir.name}" + (" (queued until the device is free)" if busy_with else "") + ".",
+                   icon=":material/rocket_launch:")
+    elif problems:
+        for p in problems:
+            st.warning(widgets.escape_md(p), icon=":material/edit_note:")
+
+

@@ -1,0 +1,91 @@
+"""TrainConfig: one owner of every training option; CLI <-> page defaults <-> run.json round trips."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from bertcore import runs as R
+from bertcore.train import build_parser, parse_args, resume_config, to_config
+from bertcore.training.config import ExitCode, OptionError, TrainConfig, default_lr, field_info, fields_for
+
+ROOT = Path(__file__).resolve().parents[1]
+LEAD = ("pretrain --init packaged --corpus bbc --max-seq-len 128 --batch-size 32 --lr 3e-4 --warmup 0.05 "
+        "--max-steps 50 --threads 1 --log-every 10 --eval-every 100 --eval-batches 10 --save-every 100 "
+        "--keep-checkpoints 2 --lock none --run-dir runs/X").split()
+
+
+@pytest.mark.parametrize("task", ["pretrain", "finetune"])
+def test_cli_defaults_are_the_dataclass_defaults(task):
+    assert to_config(parse_args([task])) == TrainConfig.create(task)
+    dests = {a.dest for a in build_parser()._subparsers._group_actions[0].choices[task]._actions}
+    assert {f.name for f in fields_for(task)} <= dests
+
+
+def test_the_background_runs_command_line_still_parses():
+    cfg = to_config(parse_args(LEAD))
+    assert (cfg.init, cfg.lr, cfg.warmup, cfg.keep_checkpoints, cfg.lock, cfg.run_dir) == \
+        ("packaged", 3e-4, 0.05, 2, "none", "runs/X")
+
+
+def test_argv_and_run_json_round_trip():
+    cfg = TrainConfig.create("finetune", init="scratch", preset="tiny", lr=2e-4, max_steps=7, group_by_length=True,
+                             pre_layer_norm=True, dropout=0.0, text_pair_column="text_pair", seed=3)
+    assert to_config(parse_args(cfg.to_argv())) == cfg
+    assert TrainConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+
+
+def test_old_run_json_args_are_read_with_todays_defaults():
+    old = {"task": "pretrain", "run_dir": "runs/x", "config": None, "resume": False, "preset": "nano", "lr": 0.001,
+           "max_steps": 6, "a_removed_option": 1}  # a run.json of an earlier version
+    cfg = TrainConfig.from_dict(old)
+    assert cfg.max_steps == 6 and cfg.lr == 1e-3 and cfg.batch_size == TrainConfig.batch_size
+
+
+def test_resume_reads_run_json_and_overrides(tmp_path):
+    run = tmp_path / "r"
+    cfg = TrainConfig.create("pretrain", max_steps=5, run_dir=str(run))
+    R.RunWriter(run).write_config({"task": "pretrain", "args": cfg.to_dict(), "model_config": {}})
+    again = resume_config(parse_args(["resume", "--run-dir", str(run), "--max-steps", "9", "--lock", "none"]))
+    assert again == cfg.replace(max_steps=9, resume=True, lock="none")
+    with pytest.raises(OptionError, match="no readable run.json"):
+        resume_config(parse_args(["resume", "--run-dir", str(tmp_path / "nothing")]))
+
+
+def test_out_of_range_is_refused_with_exit_code_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["pretrain", "--batch-size", "0"])
+    assert exc.value.code == ExitCode.USAGE == 2
+    assert "--batch-size 0 is out of range" in capsys.readouterr().err
+    with pytest.raises(OptionError, match="unknown training option"):
+        TrainConfig.create("pretrain", bacth_size=3)
+    with pytest.raises(R.RunError, match="unknown training option"):
+        R.launch("pretrain", {"bacth_size": 3}, root="/nonexistent-root-for-test", device="cpu")
+
+
+def test_learning_rate_defaults_agree():
+    assert TrainConfig.create("pretrain").peak_lr == default_lr("pretrain", True) == 1e-3
+    assert TrainConfig.create("pretrain", init="packaged").peak_lr == 1e-4
+    assert TrainConfig.create("finetune").peak_lr == 5e-5
+    assert TrainConfig.create("finetune", init="scratch").peak_lr == 3e-4
+
+
+def test_page_inputs_show_the_config_defaults_ranges_and_help(tmp_path, monkeypatch):
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path))
+    at = AppTest.from_file(str(ROOT / "explorer" / "app_pages" / "train.py"), default_timeout=60).run()
+    assert not at.exception
+    for task in ("pretrain", "finetune"):
+        if task == "finetune":
+            at.radio(key="train_task").set_value("finetune").run()
+        for name, key in (("batch_size", "batch"), ("max_seq_len", "seqlen"), ("log_every", "log"),
+                          ("save_every", "save"), ("keep_checkpoints", "keep"), ("seed", "seed"),
+                          ("max_steps", "steps")):
+            w = at.number_input(key=f"train_{task}_{key}")
+            info = field_info(name, task)
+            assert w.value == info["default"], (task, name)
+            assert (w.min, w.max) == (info["min"], info["max"]) and info["help"][1:20] in w.help
+        lr = at.number_input(key=f"train_{task}_lr_{'scratch' if task == 'pretrain' else 'init'}")
+        assert lr.value == pytest.approx(default_lr(task, task == "pretrain"))
