@@ -4,6 +4,7 @@ is shown beside bert-base-uncased's; the packaged model (bert-base-uncased's voc
 from pathlib import Path
 
 import pytest
+import torch
 from streamlit.testing.v1 import AppTest
 
 from bertcore import BertConfig, BertForPreTraining
@@ -26,6 +27,7 @@ def corpus_vocab_run(tmp_path_factory):
                      intermediate_size=64, max_position_embeddings=64, pad_token_id=tok.pad_token_id)
     BertForPreTraining(cfg).save_pretrained(folder)
     save_tokenizer(tok, folder)
+    torch.save({"step": 10}, folder / "trainer_state.pt")  # a complete checkpoint (bertcore.runs.RunDir)
     return root, tok
 
 
