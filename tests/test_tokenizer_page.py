@@ -66,3 +66,33 @@ def test_corpus_vocab_shown_beside_bert_base_uncased(corpus_vocab_run, monkeypat
     row = table[table["text"] == "hyperparameterization"].iloc[0]
     assert row["reference_pieces"] == "hyper ##para ##meter ##ization" and row["n_pieces"] > 4
     assert table["n_pieces"].sum() == ours and table["n_reference_pieces"].sum() == 12
+
+
+def test_train_page_offers_the_corpus_vocabulary_and_corpora(tmp_path, monkeypatch):
+    """From-scratch pretraining: 'WordPiece trained on the corpus' and its size reach the launch as
+    tokenizer='corpus' and vocab_size; the named corpora are offered."""
+    from bertcore import runs
+
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
+    launched = []
+
+    def fake_launch(task, args, **kwargs):
+        launched.append((task, args))
+        raise runs.RunError("not launched in this test")
+
+    monkeypatch.setattr(runs, "launch", fake_launch)
+    at = AppTest.from_file(str(Path(APP).parent / "explorer" / "app_pages" / "train.py"), default_timeout=120).run()
+    assert not at.exception, at.exception
+    options = " | ".join(at.selectbox(key="train_pt_data").options)  # their labels
+    assert all(w in options for w in ("State of the Union", "Wikipedia", "BBC News + State of the Union"))
+    at.selectbox(key="train_pt_data").set_value("sotu").run()
+    at.selectbox(key="train_pretrain_vocab").set_value("corpus").run()
+    at.number_input(key="train_pretrain_vocab_size").set_value(4000).run()
+    at.button(key="train_start").click().run()
+    assert not at.exception, at.exception
+    [(task, args)] = launched
+    assert task == "pretrain" and args["corpus"] == "sotu"
+    assert args["tokenizer"] == "corpus" and args["vocab_size"] == 4000
+    at.selectbox(key="train_pretrain_vocab").set_value("packaged").run()
+    at.button(key="train_start").click().run()
+    assert launched[-1][1]["tokenizer"] == "packaged" and "vocab_size" not in launched[-1][1]
