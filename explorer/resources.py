@@ -68,6 +68,29 @@ def occurrences(key: tuple[str, str], target: str, sentences: tuple[str, ...], _
     return analysis.word_occurrences(_loaded.encoder, _loaded.tokenizer, target, list(sentences))
 
 
+@st.cache_resource(show_spinner=False)
+def bert_base_uncased_tokenizer():
+    """bert-base-uncased's WordPiece tokenizer (30,522 tokens: the packaged MiniLM's ``vocab.txt``),
+    loaded once and shared (read-only).
+
+    Raises:
+        bertcore.sources.SourceError: the packaged model is not installed;
+        bertcore.tokenizer.TokenizerError: its tokenizer files are unusable.
+    """
+    from bertcore.sources import packaged_model_dir
+    from bertcore.tokenizer import load_tokenizer
+
+    return load_tokenizer(packaged_model_dir())
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def has_bert_base_uncased_vocab(key: tuple[str, str], _loaded: LoadedModel) -> bool:
+    """:func:`bertcore.tokenizer.is_bert_base_uncased` of the model's tokenizer, cached per source ``key``."""
+    from bertcore.tokenizer import is_bert_base_uncased
+
+    return is_bert_base_uncased(_loaded.tokenizer)
+
+
 @st.cache_resource(show_spinner="Reading and splitting the corpus into sentences ...", max_entries=2)
 def corpus_sentences(corpus: str = "bbc") -> list[list[str]]:
     """Each document of a pretraining corpus as its list of sentences (NLTK Punkt), read once per process."""
