@@ -51,4 +51,5 @@ def test_example_runs(tiny_folder, monkeypatch):
     assert all(isinstance(f, go.Figure) and f.data for f in shown)
     act = namespace["act"]
     assert act.attentions.shape[:2] == (5, 2)
+    assert namespace["maps"]["Rollout"].shape == (5, len(act.tokens))  # (layers, T): the rollout of "it"
     assert torch.is_tensor(namespace["loaded"].encoder.embeddings.word_embeddings.weight)
