@@ -125,7 +125,7 @@ if len(scores) == 0:
     st.info("No word to score.")
     st.stop()
 unit = "cosine" if kind == "similarity" else "probability"
-st.plotly_chart(attr_figures.attribution_bars(labels, scores, f"What moves {res.target}", unit), key="attr_bars")
+widgets.plotly_chart(attr_figures.attribution_bars(labels, scores, f"What moves {res.target}", unit), key="attr_bars")
 table = pd.DataFrame({"word" if per_word else "token": labels, "attribution": scores})
 st.dataframe(table, hide_index=True, key="attr_table")
-st.download_button("CSV", table.to_csv(index=False), "attribution.csv", "text/csv", key="attr_csv")
+widgets.download_csv(table, "attribution", key="attr_csv", index=False)

@@ -94,22 +94,22 @@ if by_layer.open:
             st.caption("Layer 0 ('emb') is the embedding output. Fine-tuning typically keeps the lower layers (CKA "
                        "near 1) and changes the top ones (Kovaleva et al. 2019).")
             js_layer = cmp.js.mean(1) if cmp.js is not None else None
-            st.plotly_chart(cmp_figures.by_layer(cmp.cka, js_layer), key="cmp_by_layer")
+            widgets.plotly_chart(cmp_figures.by_layer(cmp.cka, js_layer), key="cmp_by_layer")
             table = pd.DataFrame({"layer": ["emb"] + [str(i) for i in range(1, len(cmp.cka))],
                                   "CKA": np.round(cmp.cka, 4)})
             if js_layer is not None:
                 table["mean JS distance"] = [None] + list(np.round(js_layer, 4))
             st.dataframe(table, hide_index=True, key="cmp_by_layer_table")
-            st.download_button("CSV", table.to_csv(index=False), "cka_by_layer.csv", "text/csv", key="cmp_by_layer_csv")
+            widgets.download_csv(table, "cka_by_layer", key="cmp_by_layer_csv", index=False)
 if matrix.open:
     with matrix:
         st.caption("Every layer of A against every layer of B. A bright diagonal means each layer kept its role; "
                    "brightness off the diagonal means a layer of B resembles another layer of A.")
-        st.plotly_chart(cmp_figures.cka_heatmap(cmp.cka_matrix, lm_a.source.name, source_b.name), key="cmp_matrix")
+        widgets.plotly_chart(cmp_figures.cka_heatmap(cmp.cka_matrix, lm_a.source.name, source_b.name), key="cmp_matrix")
         names = ["emb"] + [str(i) for i in range(1, cmp.cka_matrix.shape[1])]
         frame = pd.DataFrame(cmp.cka_matrix, columns=[f"B {n}" for n in names],
                              index=[f"A {n}" for n in ["emb"] + [str(i) for i in range(1, cmp.cka_matrix.shape[0])]])
-        st.download_button("CSV", frame.to_csv(), "cka_matrix.csv", "text/csv", key="cmp_matrix_csv")
+        widgets.download_csv(frame, "cka_matrix", key="cmp_matrix_csv")
 if heads.open:
     with heads:
         if cmp.js is None:
@@ -117,11 +117,11 @@ if heads.open:
         else:
             st.caption("Jensen-Shannon distance between the two models' attention, per head, averaged over every "
                        "query token of every line: 0 = the head attends as before, 1 = to entirely different tokens.")
-            st.plotly_chart(att_figures.stat_heatmap(cmp.js, "Jensen-Shannon distance", 0, 1, fmt=".2f",
+            widgets.plotly_chart(att_figures.stat_heatmap(cmp.js, "Jensen-Shannon distance", 0, 1, fmt=".2f",
                                                      colorscale="Reds"), key="cmp_js")
             frame = pd.DataFrame(cmp.js, columns=[f"head {h + 1}" for h in range(cmp.js.shape[1])],
                                  index=[f"layer {i + 1}" for i in range(cmp.js.shape[0])])
-            st.download_button("CSV", frame.to_csv(), "js_per_head.csv", "text/csv", key="cmp_js_csv")
+            widgets.download_csv(frame, "js_per_head", key="cmp_js_csv")
 if one.open:
     with one:
         if cmp.js is None:
@@ -141,6 +141,12 @@ if one.open:
             d = float(js_distance(act_a.attentions[layer - 1, head - 1], act_b.attentions[layer - 1, head - 1]).mean())
             st.caption(f"Layer {layer}, head {head} on line {line + 1}: JS distance {d:.3f} (mean over query rows). "
                        "Rows are the tokens that look, columns the tokens looked at.")
-            st.plotly_chart(cmp_figures.side_by_side(act_a.attentions[layer - 1, head - 1],
+            widgets.plotly_chart(cmp_figures.side_by_side(act_a.attentions[layer - 1, head - 1],
                                                      act_b.attentions[layer - 1, head - 1], act_a.tokens,
                                                      f"A: {lm_a.source.name}", f"B: {source_b.name}"), key="cmp_side")
+            names = [f"{i}:{tok}" for i, tok in enumerate(act_a.tokens)]
+            d1, d2 = st.columns(2)
+            for where, which, act in ((d1, "A", act_a), (d2, "B", act_b)):
+                frame = pd.DataFrame(act.attentions[layer - 1, head - 1], index=names, columns=names)
+                widgets.download_csv(frame, f"attention_{which}_layer{layer}_head{head}", key=f"cmp_side_csv_{which}",
+                                     label=f"CSV of model {which}", where=where)
