@@ -49,7 +49,9 @@ def show_error(exc: BaseException, where: str = "") -> None:
     message = prefix + escape_md(str(exc))
     if isinstance(exc, (TextError, InputError)):
         st.warning(message, icon=":material/edit_note:")
-    elif isinstance(exc, (SourceError, CheckpointError, ConfigError)) or isinstance(exc, ValueError):
+    elif isinstance(exc, (SourceError, CheckpointError, ConfigError)):
+        st.error(message, icon=":material/error:")
+    elif isinstance(exc, ValueError):
         st.error(message, icon=":material/error:")
     else:
         raise exc
