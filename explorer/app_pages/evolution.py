@@ -17,7 +17,7 @@ from bertcore.config import BertConfig, ConfigError
 from bertcore.sources import ModelSource, SourceError, load
 from bertcore.tokenizer import TextError
 from explorer import widgets
-from explorer.figures import training as figs
+from explorer.figures import evolution as figs
 
 MAX_PANELS = 8
 DEFAULT_TEXT = "The cat sat on the mat because it was tired."
