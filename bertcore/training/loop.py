@@ -2,10 +2,12 @@
 
     setup     device (auto: CUDA else CPU), DDP (torchrun), seeds, the per-device lock, data and
               model (the task object, :mod:`.tasks`), AdamW, resume from a checkpoint
-    loop      batch -> forward (bf16 autocast on CUDA) -> loss -> backward -> clip -> lr_at(step)
+    loop      batch (short sequences first if scheduled) -> forward (bf16 autocast on CUDA) -> loss
+              -> backward -> clip -> lr (by step, or by elapsed time under ``--max-time``)
               -> optimizer step -> metrics every ``log_every`` -> eval every ``eval_every``
-              -> checkpoint every ``save_every`` (and on SIGTERM, then exit as ``cancelled``)
-    end       last checkpoint; the task's finish (fine-tuning: test results and the baseline)
+              -> checkpoint every ``save_every`` and at the extra steps (and on SIGTERM, then exit
+              as ``cancelled``); the run ends at ``max_steps`` or when the time budget is spent
+    end       a final evaluation and checkpoint; the task's finish (fine-tuning: test results, baseline)
 
 Every metric record goes to the subscribers (``on_event``) and to ``metrics.jsonl`` (the UI and a
 test see the same events). Reproducibility: the data order depends on (seed, epoch), the masks on
