@@ -26,6 +26,7 @@ PAGES = [
     st.Page("explorer/app_pages/anatomy.py", title="Model anatomy", icon=":material/account_tree:"),
     st.Page("explorer/app_pages/train.py", title="Train", icon=":material/model_training:"),
     st.Page("explorer/app_pages/evolution.py", title="Evolution", icon=":material/timeline:"),
+    st.Page("explorer/app_pages/findings.py", title="Findings", icon=":material/fact_check:"),
 ]
 
 pg = st.navigation(PAGES)

@@ -218,7 +218,7 @@ def pooler_steps(model: nn.Module, input_ids: torch.Tensor, attention_mask: torc
     Raises:
         bertcore.embeddings.InputError: ids the model cannot embed.
     """
-    encoder = getattr(model, "bert", model)
+    encoder = model.base_model
     if getattr(encoder, "pooler", None) is None:
         return None
     out = encoder(input_ids, attention_mask, token_type_ids)
@@ -236,13 +236,13 @@ class EmbeddingBreakdown:
 
     Attributes:
         word / position / segment: the three looked-up vectors of each token.
-        total: ``word + position + segment`` (HF's order of addition: word + segment + position).
+        total: ``word + position + segment`` (from :meth:`BertEmbeddings.parts`, HF's order of addition).
         normalised: ``(total - mean) / sqrt(var + eps)`` per token, before LayerNorm's gain and bias.
         output: ``normalised * gamma + beta``: what the first encoder layer receives (eval mode: no dropout).
         model_output: the model's own embedding output (``hidden_states[0]``), for the check.
         norms: ``{name: (T,)}`` L2 norm per token of each of the above.
-        max_abs_diff: ``{check: float}``: ``sum`` (our sum vs ``parts.total``), ``layernorm`` (our
-            LayerNorm vs the module's), ``model`` (our output vs ``hidden_states[0]``).
+        max_abs_diff: ``{check: float}``: ``layernorm`` (LayerNorm written out vs the module's),
+            ``model`` (the recomposed output vs the model's own ``hidden_states[0]``).
     """
 
     word: torch.Tensor
@@ -274,12 +274,11 @@ def embedding_breakdown(model: nn.Module, input_ids: torch.Tensor,
     Raises:
         bertcore.embeddings.InputError: ids out of range or longer than the model's positions.
     """
-    encoder = getattr(model, "bert", model)
+    encoder = model.base_model
     emb = encoder.embeddings
     emb.check_inputs(input_ids, token_type_ids)
     parts = emb.parts(input_ids, token_type_ids)  # each (1, T, H)
-    word, position, segment = parts.word[0], parts.position[0], parts.token_type[0]  # (T, H)
-    total = word + segment + position  # (T, H)
+    word, position, segment, total = parts.word[0], parts.position[0], parts.token_type[0], parts.total[0]  # (T, H)
     mean = total.mean(-1, keepdim=True)  # (T, 1)
     var = total.var(-1, unbiased=False, keepdim=True)  # (T, 1)
     normalised = (total - mean) / torch.sqrt(var + emb.LayerNorm.eps)  # (T, H)
@@ -287,8 +286,7 @@ def embedding_breakdown(model: nn.Module, input_ids: torch.Tensor,
     model_output = encoder(input_ids, token_type_ids=token_type_ids, output_hidden_states=True).hidden_states[0][0]
     named = {"token": word, "position": position, "segment": segment, "sum": total,
              "normalised": normalised, "output": output}
-    diffs = {"sum": float((total - parts.total[0]).abs().max()),
-             "layernorm": float((output - emb.LayerNorm(parts.total[0])).abs().max()),
+    diffs = {"layernorm": float((output - emb.LayerNorm(total)).abs().max()),
              "model": float((output - model_output).abs().max())}
     return EmbeddingBreakdown(word, position, segment, total, normalised, output, model_output,
                               {k: v.norm(dim=-1) for k, v in named.items()}, diffs)

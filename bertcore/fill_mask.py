@@ -63,10 +63,9 @@ def mlm_head_of(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Modul
     """
     cls = getattr(model, "cls", None)
     predictions = getattr(cls, "predictions", None)
-    encoder = getattr(model, "bert", None)
-    if predictions is None or encoder is None:
+    if predictions is None:
         raise FillMaskError(NO_MLM_HEAD)
-    return encoder, predictions
+    return model.base_model, predictions
 
 
 @torch.no_grad()

@@ -5,8 +5,9 @@
 - Sinusoidal: ``PE(pos, 2i) = sin(pos / 10000^(2i/d))``, ``PE(pos, 2i+1) = cos(pos / 10000^(2i/d))``
   (Vaswani et al. 2017, "Attention Is All You Need", section 3.5), a fixed function of the position.
 
-Three views of either table: the values, cosine similarity between positions, and a 2-D PCA path.
-Everything here is numpy in, numpy out (float64 for the analyses).
+Three views of either table: the values, cosine similarity between positions, and a 2-D PCA path
+(both computed by :mod:`bertcore.analysis`, the one owner of cosine and PCA), plus Wang & Chen's
+(2020) linear position regression. Everything here is numpy in, numpy out (float64 for the analyses).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from .analysis import cosine_matrix, pca_2d
 
 
 class PositionRangeError(ValueError):
@@ -70,7 +73,7 @@ def check_range(start: int, stop: int, max_positions: int) -> tuple[int, int]:
 
 
 def cosine_similarity(x: np.ndarray) -> np.ndarray:
-    """Cosine similarity between every pair of rows.
+    """Cosine similarity between every pair of rows (:func:`bertcore.analysis.cosine_matrix`).
 
     Args:
         x: ``(P, D)`` float.
@@ -82,16 +85,14 @@ def cosine_similarity(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 2:
         raise ValueError(f"expected a (positions, dims) matrix, got shape {x.shape}")
-    norms = np.linalg.norm(x, axis=1, keepdims=True)  # (P, 1)
-    unit = np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)  # (P, D)
-    sim = np.clip(unit @ unit.T, -1.0, 1.0)  # (P, P)
+    sim = cosine_matrix(x).astype(np.float64)  # (P, P)
     np.fill_diagonal(sim, 1.0)
     return sim
 
 
 @dataclass
 class PCAPath:
-    """Positions projected on their first principal components.
+    """Positions projected on their first two principal components.
 
     Attributes:
         coords: ``(P, 2)`` float64, row p is position ``start + p``.
@@ -102,33 +103,67 @@ class PCAPath:
     explained: np.ndarray
 
 
-def pca_path(x: np.ndarray, n_components: int = 2) -> PCAPath:
-    """Project the rows of ``x`` on their first principal components (``sklearn.decomposition.PCA``).
+def pca_path(x: np.ndarray) -> PCAPath:
+    """Project the rows of ``x`` on their first two principal components (:func:`bertcore.analysis.pca_2d`,
+    scikit-learn PCA).
 
     Args:
         x: ``(P, D)`` float, one row per position.
-        n_components: 2 for a plane.
     Returns:
-        :class:`PCAPath`; with fewer than 2 rows, or a rank below ``n_components``, the
-        missing components are zeros (and explain 0).
+        :class:`PCAPath`; with a single row, or identical rows, everything is 0 (and explains 0).
     Raises:
         ValueError: ``x`` not 2-D or empty.
     """
-    from sklearn.decomposition import PCA
-
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 2 or x.shape[0] == 0:
         raise ValueError(f"expected a non-empty (positions, dims) matrix, got shape {x.shape}")
-    p, d = x.shape
-    coords = np.zeros((p, n_components))
-    explained = np.zeros(n_components)
-    k = min(n_components, p - 1, d)  # PCA of P points has at most P-1 non-trivial components
-    centred = x - x.mean(axis=0)
-    if k >= 1 and np.abs(centred).max() > 0:
-        pca = PCA(n_components=k, svd_solver="full")
-        coords[:, :k] = pca.fit_transform(x)
-        explained[:k] = pca.explained_variance_ratio_
-    return PCAPath(coords, explained)
+    if x.shape[0] < 2:
+        return PCAPath(np.zeros((x.shape[0], 2)), np.zeros(2))
+    coords, explained = pca_2d(x)
+    return PCAPath(coords.astype(np.float64), explained.astype(np.float64))
+
+
+def position_predictions(table: np.ndarray, n_splits: int = 5, seed: int = 0) -> np.ndarray:
+    """Held-out predictions of a linear regression from each row of a position table to its index
+    (Wang & Chen 2020, Table 1; the authors' code: MiuLab/PE-Study ``absolute.py``).
+
+    ``sklearn.linear_model.LinearRegression``, ``n_splits``-fold cross-validation over shuffled rows
+    (``KFold(shuffle=True, random_state=seed)``): each row is predicted by a model that never saw it.
+
+    Args:
+        table: ``(P, D)`` float, row p is position p.
+    Returns:
+        ``(P,)`` float64, the predicted (unrounded) index of each row.
+    Raises:
+        ValueError: ``table`` not 2-D, or fewer rows than ``n_splits``.
+    """
+    from sklearn.linear_model import LinearRegression
+    from sklearn.model_selection import KFold, cross_val_predict
+
+    x = np.asarray(table, dtype=np.float64)
+    if x.ndim != 2 or x.shape[0] < max(2, n_splits):
+        raise ValueError(f"need a (positions, dims) table with at least {max(2, n_splits)} rows, got {x.shape}")
+    y = np.arange(x.shape[0], dtype=np.float64)
+    return cross_val_predict(LinearRegression(), x, y, cv=KFold(n_splits=n_splits, shuffle=True, random_state=seed))
+
+
+def position_regression(table: np.ndarray, n_splits: int = 5, seed: int = 0) -> float:
+    """How linearly a position table encodes the absolute position (Wang & Chen 2020, Table 1): the mean
+    absolute difference between the rounded held-out prediction of :func:`position_predictions` and the
+    true index, as in the authors' code. 0 = every held-out position is recovered exactly.
+
+    Returns:
+        the mean absolute error in positions (float).
+    Raises:
+        ValueError: ``table`` not 2-D, or fewer rows than ``n_splits``.
+    """
+    return prediction_error(position_predictions(table, n_splits, seed))
+
+
+def prediction_error(predictions: np.ndarray) -> float:
+    """Mean absolute error, in positions, of rounded predictions ``(P,)`` of the indices ``0..P-1``."""
+    pred = np.asarray(predictions, dtype=np.float64)
+    return float(np.abs(np.round(pred) - np.arange(len(pred))).mean())
 
 
 def learned_positions(model, start: int = 0, stop: int | None = None) -> np.ndarray:

@@ -71,3 +71,87 @@ def corpus_sentences(corpus: str = "bbc") -> list[list[str]]:
     from bertcore import data
 
     return [data.split_sentences(text) for text in data.load_documents(corpus)["text"]]
+
+
+# ----------------------------------------------------------------------------- Findings page
+@st.cache_resource(show_spinner=False)
+def _findings_store() -> dict:
+    """Process-wide store of Findings results: ``{(key, n_segments): FindingsResult}`` plus a lock."""
+    import threading
+
+    return {"lock": threading.Lock(), "results": {}}
+
+
+@st.cache_resource(show_spinner="Reading the held-out BBC documents ...", max_entries=4)
+def findings_segments(tokenizer_key: tuple[str, str], n_segments: int, max_tokens: int,
+                      _loaded: LoadedModel) -> list:
+    """:func:`bertcore.analysis.evalset.build_segments` over the held-out BBC documents (seed 0),
+    cached per tokenizer (``tokenizer_key``: :func:`source_key` of the model that owns it)."""
+    from bertcore.analysis import evalset
+
+    return evalset.build_segments(_loaded.tokenizer, evalset.heldout_documents(), n_segments, max_tokens)
+
+
+def findings_cached(key: tuple[str, str], n_segments: int):
+    """The cached :class:`~bertcore.analysis.evalset.FindingsResult` of ``(key, n_segments)``, or None."""
+    return _findings_store()["results"].get((key, n_segments))
+
+
+def findings(key: tuple[str, str], n_segments: int, _loaded: LoadedModel, progress=None):
+    """:func:`bertcore.analysis.evalset.run_findings` of ``_loaded`` on ``n_segments`` held-out segments,
+    computed once per process and kept (at most 8 results; the oldest is dropped).
+
+    Not an ``st.cache_*`` function on purpose: ``progress(done, total)`` drives a progress bar in the
+    page, which a cached function would replay on every later hit.
+
+    Raises:
+        bertcore.data.DataError: the packaged BBC corpus is missing; ValueError: no segment.
+    """
+    from bertcore.analysis import evalset
+
+    store = _findings_store()
+    with store["lock"]:
+        hit = store["results"].get((key, n_segments))
+        if hit is not None:
+            return hit
+        limit = min(evalset.MAX_TOKENS, _loaded.max_length)
+        segments = findings_segments(key, n_segments, limit, _loaded)
+        result = evalset.run_findings(_loaded.encoder, _loaded.tokenizer, segments, progress=progress)
+        results = store["results"]
+        results[(key, n_segments)] = result
+        while len(results) > 8:
+            results.pop(next(iter(results)))
+        return result
+
+
+@st.cache_data(show_spinner="Fitting the position regression ...", max_entries=8)
+def position_regression(key: tuple[str, str], _loaded: LoadedModel) -> dict[str, dict]:
+    """Wang & Chen 2020's 5-fold linear position regression on the model's whole learned table and on a
+    sinusoidal table of the same size (:func:`bertcore.positional.position_predictions`), cached per model.
+
+    Returns:
+        ``{"learned": {"predictions": (P,), "mae": float}, "sinusoidal": {...}}``.
+    """
+    from bertcore import positional
+
+    table = positional.learned_positions(_loaded.model)  # (P, H)
+    out = {}
+    for name, t in (("learned", table), ("sinusoidal", positional.sinusoidal(*table.shape))):
+        pred = positional.position_predictions(t)
+        out[name] = {"predictions": pred, "mae": positional.prediction_error(pred)}
+    return out
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def checkpoint_summary(folder: str, stamp: float, run_key: str, n_segments: int, max_tokens: int) -> dict[str, float]:
+    """:func:`bertcore.analysis.emergence.summary` of one run checkpoint on ``n_segments`` held-out segments
+    of at most ``max_tokens`` tokens (the model is loaded, run and dropped, not kept). ``run_key`` (the run
+    folder) keys the segments, shared by every checkpoint of a run (one tokenizer); ``stamp`` (the
+    weights' modification time) keys the cache only.
+    """
+    from bertcore.analysis import emergence, evalset
+
+    loaded = load(ModelSource("run", folder))
+    limit = min(max_tokens, evalset.MAX_TOKENS, loaded.max_length)
+    segments = findings_segments(("run-tokenizer", run_key), n_segments, limit, loaded)
+    return emergence.summary(evalset.run_findings(loaded.encoder, loaded.tokenizer, segments))

@@ -117,12 +117,17 @@ def test_embedding_breakdown_recomposes_the_model_output(packaged, pair):
 
 
 def test_embedding_breakdown_would_notice_a_difference(packaged):
-    """Control: with a perturbed LayerNorm gain, the recomposition no longer matches."""
+    """Control: when the model's own embedding forward differs from its parts (a bug there), the check fails."""
+    import copy
+
+    model = copy.deepcopy(packaged.model)
+    emb = model.base_model.embeddings
+    real_forward = emb.forward
+    emb.forward = lambda *a, **k: real_forward(*a, **k) + 1e-3  # the forward the encoder runs, off by 1e-3
     t = encode(packaged.tokenizer, "a check that can fail").tensors()
-    b = anatomy.embedding_breakdown(packaged.model, t["input_ids"])
-    b.model_output = b.model_output + 1e-3
-    b.max_abs_diff["model"] = float((b.output - b.model_output).abs().max())
+    b = anatomy.embedding_breakdown(model, t["input_ids"])
     assert not b.matches()
+    assert b.max_abs_diff["model"] == pytest.approx(1e-3, rel=1e-2)
 
 
 def test_embedding_breakdown_too_long_is_an_input_error(packaged):

@@ -188,7 +188,8 @@ def test_masking_whole_word_option_runs(packaged):
 def test_masking_without_mlm_head_says_so():
     at = page("masking")
     info = " ".join(messages(at)["info"])
-    assert "no MLM head" in info and "Train page" in info and "cls.predictions" in info
+    assert "no MLM head" in info and "Train page" in info and "MiniLM-MLM" in info
+    assert at.button(key="msk_switch").label.startswith("Use the packaged MiniLM-MLM")
 
 
 def test_masking_predictions_with_an_mlm_model(mlm_source):
@@ -255,7 +256,7 @@ def test_positions_learned_beside_sinusoids_of_the_same_size(packaged):
     at = page("positions", pos_start=10, pos_end=41, pos_base=100.0)
     assert_clean(at)
     specs = chart_specs(at)
-    assert len(specs) == 4
+    assert len(specs) == 5  # values, cosine, PCA, offsets, linear read-out (Wang & Chen 2020)
     tables = specs[0]
     titles = [a["text"] for a in tables["layout"]["annotations"]]
     assert titles == ["learned (this model)", "sinusoidal (base 100)"]

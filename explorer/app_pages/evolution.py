@@ -1,7 +1,7 @@
 """Evolution: how one attention head and the position embeddings change across a run's checkpoints.
 
 Widgets -> ``bertcore.runs`` (which runs and checkpoints exist) -> ``bertcore.sources.load`` per
-checkpoint -> ``bertcore.analysis.run`` / ``bertcore.positional`` -> ``explorer.figures.training``.
+checkpoint -> ``bertcore.analysis.run`` / ``bertcore.positional`` -> ``explorer.figures.evolution``.
 Session-state keys start with ``evo_``.
 """
 
@@ -13,11 +13,14 @@ import numpy as np
 import streamlit as st
 
 from bertcore import analysis, positional, runs
+from bertcore.analysis import emergence
 from bertcore.config import BertConfig, ConfigError
+from bertcore.data import DataError
 from bertcore.sources import ModelSource, SourceError, load
 from bertcore.tokenizer import TextError
-from explorer import widgets
+from explorer import resources, widgets
 from explorer.figures import evolution as figs
+from explorer.figures import findings as finding_figs
 
 MAX_PANELS = 8
 DEFAULT_TEXT = "The cat sat on the mat because it was tired."
@@ -106,7 +109,7 @@ except ConfigError as exc:
     widgets.show_error(exc, "Cannot read the checkpoint's config")
     st.stop()
 
-tab_att, tab_pos = st.tabs(["One head's attention", "Position embeddings"])
+tab_att, tab_pos, tab_find = st.tabs(["One head's attention", "Position embeddings", "Published patterns"])
 
 with tab_att:
     st.markdown("Each panel is the attention of one head at one checkpoint: row = the token that looks "
@@ -153,3 +156,76 @@ with tab_pos:
         st.plotly_chart(figs.neighbour_similarity_figure(sims, chosen, max_offset=4), key="evo_pos_line")
     except (SourceError, ValueError) as exc:
         widgets.show_error(exc, "Cannot read the position embeddings")
+
+with tab_find:
+    st.markdown("The measures of the **Findings** page at each chosen checkpoint, on held-out BBC segments, beside the "
+                "run's MLM loss: when did a previous-token head appear (Clark et al. 2019: > 50% of a head's attention "
+                "on the previous token), when did attention to [SEP] rise (their 'no-op'), how did anisotropy "
+                "change (Ethayarajh 2019), and when did the loss leave its plateau (Chen et al. 2023 see a plateau, "
+                "then a sudden drop as syntactic attention appears). Each checkpoint is run once, then kept.")
+    c1, c2 = st.columns(2)
+    with c1:
+        show = st.toggle("Compute across the chosen checkpoints", value=False, key="evo_findings")
+    with c2:
+        n_seg = int(st.number_input("Held-out segments per checkpoint", min_value=4, max_value=200, value=24, step=4,
+                                    key="evo_find_segments", help="More segments give steadier numbers; each "
+                                    "checkpoint runs the model once per segment."))
+    if show:
+        seq_len = (runs.read_config(run_dir) or {}).get("args", {}).get("max_seq_len")
+        max_tokens = int(seq_len) if isinstance(seq_len, int) and seq_len >= 8 else 128
+        bar = st.progress(0.0, text="Running the checkpoints on held-out segments ...")
+        summaries = []
+        try:
+            for i, (folder, stamp) in enumerate(zip(key_folders, key_stamps)):
+                summaries.append(resources.checkpoint_summary(folder, stamp, str(run_dir), n_seg, max_tokens))
+                bar.progress((i + 1) / len(key_folders), text=f"Checkpoint {i + 1} / {len(key_folders)}")
+        except (SourceError, ValueError) as exc:
+            widgets.show_error(exc, "Cannot run the checkpoints")
+            summaries = []
+        except DataError as exc:
+            st.error("Cannot build the evaluation set: " + widgets.escape_md(str(exc)), icon=":material/error:")
+            summaries = []
+        bar.empty()
+        if summaries:
+            series = {}
+            metrics = [r for r in runs.read_metrics(run_dir) if r.get("split") == "train"]
+            loss_key = "mlm_loss" if any("mlm_loss" in r for r in metrics) else "loss"
+            points = [(r["step"], r[loss_key]) for r in metrics if isinstance(r.get(loss_key), (int, float))]
+            loss_name = f"MLM loss (train, {loss_key})"
+            exit_step, plateau = emergence.plateau_exit(*zip(*points)) if len(points) >= 3 else (None, None)
+            if points:
+                series[loss_name] = tuple(zip(*points))
+            val = [(r["step"], r["mlm_acc_mask"]) for r in runs.read_metrics(run_dir, split="val")
+                   if isinstance(r.get("mlm_acc_mask"), (int, float))]
+            if val:
+                series["Accuracy at [MASK] positions (validation)"] = tuple(zip(*val))
+            for k, name in emergence.SUMMARY_NAMES.items():
+                series[name] = (chosen, [s[k] for s in summaries])
+            prev_step = emergence.first_above(chosen, [s["prev_max"] for s in summaries], emergence.PREV_MIN)
+            sep_step = emergence.rise_step(chosen, [s["sep"] for s in summaries])
+            marks = {emergence.SUMMARY_NAMES["prev_max"]: prev_step, emergence.SUMMARY_NAMES["sep"]: sep_step,
+                     loss_name: exit_step}
+            not_yet = "not in the chosen checkpoints"
+            if not points:
+                plateau_text = "no loss in metrics.jsonl"
+            elif exit_step is None:
+                plateau_text = "not yet" if plateau is not None else "too few logged steps"
+            else:
+                plateau_text = str(exit_step)
+            aniso = [s["anisotropy_last"] for s in summaries]
+            st.dataframe([
+                {"event": "first previous-token head (> 50%)", "step": not_yet if prev_step is None else str(prev_step)},
+                {"event": f"[SEP] attention rose (x{emergence.SEP_RISE:g}, >= {emergence.SEP_MIN:.0%})",
+                 "step": not_yet if sep_step is None else str(sep_step)},
+                {"event": "loss left its plateau" + (f" (plateau {plateau:.2f})" if plateau is not None else ""),
+                 "step": plateau_text},
+                {"event": "anisotropy of the last layer, first -> last checkpoint",
+                 "step": f"{aniso[0]:.2f} -> {aniso[-1]:.2f}"},
+            ], hide_index=True, width="stretch")
+            st.caption(f"Rules: a previous-token head puts > {emergence.PREV_MIN:.0%} on the previous token; [SEP] "
+                       f"attention 'rose' when it reaches {emergence.SEP_RISE:g} x its first value and at least "
+                       f"{emergence.SEP_MIN:.0%}; the plateau starts where the smoothed loss falls at under "
+                       f"{emergence.FLAT:.0%} of its fastest rate and ends where it has fallen half-way to its final "
+                       "value. Dashed red lines mark these steps. Only the chosen checkpoints are measured: save "
+                       "early checkpoints densely to see a sudden change.")
+            st.plotly_chart(finding_figs.emergence_figure(series, marks), key="evo_find_chart")

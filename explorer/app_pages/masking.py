@@ -7,6 +7,7 @@ import torch
 from bertcore import fill_mask, masking
 from bertcore.embeddings import InputError
 from bertcore.fill_mask import FillMaskError
+from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError, encode
 from explorer import widgets
 from explorer.figures import masking as mask_figures
@@ -64,7 +65,7 @@ with c3:
               help="Draw again with the next seed.")
 
 # ----------------------------------------------------------------------------- encode and mask
-limit = min(lm.config.max_position_embeddings, int(tok.model_max_length))
+limit = lm.max_length
 try:
     enc = encode(tok, fill_mask.normalise_mask_markers(text, tok),
                  None if text_pair is None else fill_mask.normalise_mask_markers(text_pair, tok), max_length=limit)
@@ -72,8 +73,7 @@ except TextError as exc:
     widgets.show_error(exc)
     st.stop()
 if enc.num_truncated:
-    st.warning(f"The input has {len(enc) + enc.num_truncated:,} tokens but this model reads at most {limit}: "
-               f"the last {enc.num_truncated:,} were cut off.", icon=":material/content_cut:")
+    widgets.truncation_notice(len(enc) + enc.num_truncated, limit)
 
 t = enc.tensors()
 eligible = masking.eligible_positions(tok, t["input_ids"], t["attention_mask"])  # (1, T)
@@ -134,12 +134,14 @@ if selected_positions:
 st.subheader("What the model predicts")
 positions = sorted(set(selected_positions) | set(typed_masks))
 if not lm.has_mlm_head:
-    st.info(f"**{widgets.escape_md(lm.source.name)} has no MLM head**, so it cannot predict masked tokens. "
-            "The packaged MiniLM was trained for sentence embeddings and its masked-LM weights were not "
-            "published. To see predictions, pick a model with an MLM head in the sidebar: a checkpoint of a "
-            "pretraining run (start one on the Train page), or a Hugging Face folder saved from "
-            "`BertForMaskedLM` / `BertForPreTraining` (its weights include `cls.predictions`), such as "
+    st.info(f"**{widgets.escape_md(lm.source.name)} has no MLM head**, so it cannot predict masked tokens "
+            "(the packaged all-MiniLM-L6-v2 was trained for sentence embeddings; its masked-LM weights were not "
+            "published). The packaged **MiniLM-MLM** is the same encoder trained further here with masked-LM + "
+            "NSP, so it fills [MASK]. Other choices in the sidebar: a checkpoint of a pretraining run (Train page), "
+            "or a Hugging Face folder saved from `BertForMaskedLM` / `BertForPreTraining` such as "
             "`bert-base-uncased`.", icon=":material/block:")
+    st.button("Use the packaged MiniLM-MLM to see predictions", key="msk_switch", type="primary",
+              on_click=widgets.use_source, args=(PACKAGED_MLM,), icon=":material/swap_horiz:")
     st.stop()
 if not positions:
     st.info("Nothing to predict: no token was selected and the text has no [MASK]. Raise the rate, re-sample, "

@@ -3,7 +3,8 @@
 import streamlit as st
 
 from bertcore import positional
-from explorer import widgets
+from explorer import resources, widgets
+from explorer.figures import findings as finding_figures
 from explorer.figures import positions as pos_figures
 
 st.title("Positional embeddings")
@@ -54,7 +55,8 @@ lv, sv = positional.views(learned), positional.views(sinus)
 titles = ("learned (this model)", f"sinusoidal (base {base:g})")
 st.caption(f"Positions {start} to {stop - 1} ({stop - start} of this model's {n_pos}), {hidden} dimensions.")
 
-tab_values, tab_cos, tab_pca, tab_offset = st.tabs(["Values", "Cosine similarity", "PCA path", "Similarity vs offset"])
+tab_values, tab_cos, tab_pca, tab_offset, tab_reg = st.tabs(
+    ["Values", "Cosine similarity", "PCA path", "Similarity vs offset", "Linear read-out"])
 with tab_values:
     st.caption("Each row is one position's vector (red positive, blue negative). The sinusoids' left columns "
                "oscillate fast and the right ones slowly; a learned table has no imposed pattern, but training "
@@ -84,3 +86,21 @@ with tab_offset:
         st.plotly_chart(pos_figures.offset_similarity(positional.neighbour_similarity(lv.cosine, max_off),
                                                       positional.neighbour_similarity(sv.cosine, max_off), titles),
                         key="pos_offset")
+with tab_reg:
+    st.markdown("Does a position's vector *encode its index linearly*? Wang & Chen 2020 (*What do position embeddings "
+                "learn?*, EMNLP, Table 1) fit a linear regression from each vector of the **whole** table to its "
+                "position, 5-fold cross-validated, and report the mean absolute error of the held-out predictions: "
+                "sinusoids are read out almost exactly, bert-base's learned table poorly (tens of positions). "
+                "The same test on this model (all its positions, whatever the range chosen above):")
+    try:
+        reg = resources.position_regression(resources.source_key(lm.source), lm)
+    except ValueError as exc:
+        widgets.show_error(exc, "Cannot fit the regression")
+    else:
+        c1, c2 = st.columns(2)
+        c1.metric("Learned table: mean absolute error", f"{reg['learned']['mae']:.1f} positions")
+        c2.metric("Sinusoidal table: mean absolute error", f"{reg['sinusoidal']['mae']:.1f} positions")
+        st.plotly_chart(finding_figures.position_regression_figure(
+            {k: v["predictions"] for k, v in reg.items()}, {k: v["mae"] for k, v in reg.items()}), key="pos_regression")
+        st.caption("Each dot is one position, predicted by a regression that never saw it. The **Findings** page "
+                   "puts this number beside the other published measures.")

@@ -3,6 +3,7 @@ vectors group by meaning, and from which layer on?"""
 
 import numpy as np
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
 
 from bertcore import analysis
 from bertcore.tokenizer import TextError
@@ -59,6 +60,12 @@ Raw cosine values are misleading: BERT's vectors share a common direction, so ev
 words score well above 0. Compare with the **random word pairs** baseline.
 """
 )
+st.caption("The same measures over many words and a held-out corpus (anisotropy, self-similarity and intra-sentence "
+           "similarity by layer, Ethayarajh 2019) are on the **Findings** page, tab *Contextuality*.")
+try:  # a link when the page runs inside app.py's navigation (not when a test runs this file alone)
+    st.page_link("explorer/app_pages/findings.py", label="Open Findings", icon=":material/fact_check:")
+except StreamlitAPIException:
+    pass
 
 lm = widgets.current_model()
 first = next(iter(PRESETS))

@@ -1,0 +1,149 @@
+"""Which from-scratch pretraining recipe leaves the MLM plateau fastest on this machine's CPU?
+
+Each recipe is a real run of the project's CLI (``python -m bertcore.train pretrain ... --max-time M``)
+into a temporary run directory; the table reads its held-out evaluations (``metrics.jsonl``,
+``split == "val"``) at 1, 2, 5 and 10 minutes of training: accuracy at [MASK] positions (the honest
+number: no copying), MLM loss against the run's own unigram (frequency-only) loss, tokens/s, and the
+probe's top-3 guesses at the end. A recipe "leaves the plateau" when its [MASK] accuracy is at least
+twice the rate of the most frequent token of its data (what a model that knows only frequencies gets).
+
+    python bench/bench_recipes.py --minutes 10 --threads 2                 # every recipe, one after another
+    python bench/bench_recipes.py --minutes 5 --only default-bert,fast --write docs/recipes.md
+
+Runs one recipe at a time (timings are only comparable when nothing else trains). Ratios in the table
+(``x unigram rate``) are measured within each run, so machine speed partly cancels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+COMMON = ["--lock", "none", "--log-every", "10", "--eval-batches", "4", "--keep-checkpoints", "1", "--seed", "0"]
+#: name -> (what it tests, CLI options). From scratch, BBC News unless said otherwise.
+RECIPES: dict[str, tuple[str, list[str]]] = {
+    "default-bert": ("BERT's recipe on the nano preset: bert-base vocab (30k), seq 128, NSP on, 80/10/10, lr 1e-3",
+                     ["--preset", "nano", "--max-seq-len", "128", "--batch-size", "32", "--lr", "1e-3",
+                      "--eval-every", "20"]),
+    "vocab8k": ("+ a corpus WordPiece vocabulary of 8k (smaller softmax, fewer rare pieces)",
+                ["--preset", "nano", "--tokenizer", "corpus:8000", "--max-seq-len", "128", "--batch-size", "32",
+                 "--lr", "1e-3", "--eval-every", "20"]),
+    "vocab8k-nonsp-mask100": ("+ NSP off and 100% [MASK] corruption (no copying shortcut)",
+                              ["--preset", "nano", "--tokenizer", "corpus:8000", "--max-seq-len", "128",
+                               "--batch-size", "32", "--lr", "1e-3", "--no-nsp", "--mask-replace-prob", "1.0",
+                               "--random-replace-prob", "0.0", "--eval-every", "20"]),
+    "fast": ("+ seq 64, batch 64, lr 2e-3, dropout 0, pre-LN",
+             ["--preset", "nano", "--tokenizer", "corpus:8000", "--max-seq-len", "64", "--batch-size", "64",
+              "--lr", "2e-3", "--no-nsp", "--mask-replace-prob", "1.0", "--random-replace-prob", "0.0",
+              "--dropout", "0", "--pre-layer-norm", "--eval-every", "20"]),
+    "fast-mini": ("fast on the 4-layer mini preset",
+                  ["--preset", "mini", "--tokenizer", "corpus:8000", "--max-seq-len", "64", "--batch-size", "64",
+                   "--lr", "2e-3", "--no-nsp", "--mask-replace-prob", "1.0", "--random-replace-prob", "0.0",
+                   "--dropout", "0", "--pre-layer-norm", "--eval-every", "20"]),
+}
+MARKS = (1, 2, 5, 10)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    rows = []
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    return rows
+
+
+def run_recipe(name: str, options: list[str], minutes: float, threads: int, root: Path) -> dict:
+    run_dir = root / name
+    cmd = [sys.executable, "-m", "bertcore.train", "pretrain", *options, *COMMON, "--max-time", str(minutes),
+           "--threads", str(threads), "--run-dir", str(run_dir)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    wall = time.perf_counter() - t0
+    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    val = [r for r in metrics if r.get("split") == "val"]
+    train = [r for r in metrics if r.get("split") == "train" and r.get("tokens_per_s")]
+    run = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
+    probes = read_jsonl(run_dir / "probe.jsonl")
+    data = run.get("data", {})
+    res = {"name": name, "cmd": " ".join(cmd[1:]), "rc": proc.returncode, "wall_s": round(wall, 1),
+           "unigram_loss": data.get("unigram_loss") or run.get("unigram_loss"),
+           "top_rate": data.get("most_frequent_token_rate") or run.get("most_frequent_token_rate"),
+           "tokens_per_s": round(sum(r["tokens_per_s"] for r in train) / len(train)) if train else None,
+           "steps": max((r["step"] for r in metrics), default=0), "marks": {},
+           "probe": [[p[0] for p in preds[:3]] for preds in probes[-1]["predictions"]] if probes else None,
+           "stderr_tail": proc.stderr[-800:] if proc.returncode else ""}
+    for m in MARKS:
+        before = [r for r in val if r.get("time", 0) <= m * 60 + 5]
+        if before and m <= minutes:
+            r = before[-1]
+            res["marks"][m] = {"acc_mask": r.get("mlm_acc_mask"), "top5_mask": r.get("mlm_top5_mask"),
+                               "loss": r.get("mlm_loss"), "step": r.get("step")}
+    return res
+
+
+def fmt(v, pct=True) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.1%}" if pct else f"{v:.2f}"
+
+
+def table(results: list[dict], minutes: float, threads: int) -> str:
+    marks = [m for m in MARKS if m <= minutes]
+    head = ("| recipe | tok/s | " + " | ".join(f"[MASK] acc / loss @{m} min" for m in marks)
+            + " | top token rate | unigram loss | x top rate at end | probe top-3 at end |")
+    lines = [head, "|" + "---|" * (6 + len(marks))]
+    for r in results:
+        cells = []
+        for m in marks:
+            x = r["marks"].get(m)
+            cells.append(f"{fmt(x['acc_mask'])} / {fmt(x['loss'], False)}" if x else "-")
+        last = r["marks"].get(marks[-1]) if marks else None
+        ratio = (last["acc_mask"] / r["top_rate"]) if last and last.get("acc_mask") and r["top_rate"] else None
+        probe = " ; ".join(", ".join(p) for p in r["probe"]) if r["probe"] else "-"
+        lines.append(f"| {r['name']} | {r['tokens_per_s'] or '-'} | " + " | ".join(cells)
+                     + f" | {fmt(r['top_rate'])} | {fmt(r['unigram_loss'], False)} | "
+                     + (f"{ratio:.1f}x" if ratio else "-") + f" | {probe} |")
+    legend = "\n".join(f"- **{n}**: {RECIPES[n][0]}" for n in [r["name"] for r in results])
+    return (f"{minutes:g}-minute runs, {threads} CPU thread(s), one at a time; held-out BBC documents "
+            f"(4 batches per evaluation).\n\n" + "\n".join(lines) + "\n\n" + legend + "\n")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--minutes", type=float, default=10.0)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--only", default=None, help="comma-separated recipe names")
+    p.add_argument("--write", type=Path, default=None, help="also append the table to this Markdown file")
+    p.add_argument("--keep", type=Path, default=None, help="keep the run directories here")
+    a = p.parse_args()
+    names = a.only.split(",") if a.only else list(RECIPES)
+    root = a.keep or Path(tempfile.mkdtemp(prefix="recipes-"))
+    root.mkdir(parents=True, exist_ok=True)
+    results = []
+    for n in names:
+        print(f"== {n}: {RECIPES[n][0]}", flush=True)
+        r = run_recipe(n, RECIPES[n][1], a.minutes, a.threads, root)
+        print(json.dumps(r, indent=1), flush=True)
+        results.append(r)
+    out = table(results, a.minutes, a.threads)
+    print(out)
+    if a.write:
+        with a.write.open("a", encoding="utf-8") as fh:
+            fh.write(f"\n## {time.strftime('%Y-%m-%d %H:%M')} `python bench/bench_recipes.py "
+                     f"{' '.join(sys.argv[1:])}`\n\n{out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""Findings: published analyses of BERT recomputed on the selected model, beside the published numbers.
+
+Widgets -> ``explorer.resources.findings`` (held-out BBC segments, one forward each, cached) ->
+``bertcore.analysis.published.comparison_rows`` / ``explorer.figures.findings``. Keys start with ``find_``.
+"""
+
+import time
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from bertcore import runs
+from bertcore.analysis import evalset, published
+from bertcore.analysis import findings as F
+from bertcore.data import DataError
+from bertcore.embeddings import InputError
+from explorer import resources, widgets
+from explorer.figures import findings as figs
+
+COLUMNS = {"measure": "Measure", "ours": "This model", "published": "bert-base (published)", "source": "Source"}
+
+st.title("Findings: does this model agree with the papers?")
+st.markdown(
+    "Analyses that made BERT's inner workings famous, recomputed on the model chosen in the sidebar over a fixed "
+    "evaluation set: segments of the packaged **BBC News** articles that pretraining here holds out (never trained "
+    "on), each `[CLS] part 1 [SEP] part 2 [SEP]` of at most 128 tokens, as in Clark et al. 2019. Our number "
+    "stands beside the published one and its source."
+)
+
+lm = widgets.current_model()
+config = lm.config
+source = lm.source
+if published.comparable(config):
+    st.success("This model has bert-base's shape (12 layers x 12 heads): the columns compare directly "
+               "(the text differs: BBC News here, Wikipedia in Clark et al.).", icon=":material/check:")
+else:
+    diffs = "; ".join(published.differences(config))
+    if source.kind == "packaged":
+        training = ("all-MiniLM-L6-v2 is a 6-layer MiniLM (distilled from a larger BERT-style model), then fine-tuned "
+                    "for sentence embeddings with a contrastive objective on ~1B sentence pairs, with no MLM or NSP "
+                    "head: expect the attention habits of MLM pretraining to be weaker or moved.")
+    elif source.kind == "run":
+        step = runs.checkpoint_step(lm.path)
+        training = (f"This is a checkpoint of a run trained here (step {step}); at step 0 it is a random "
+                    "initialisation, so no published pattern is expected yet." if step is not None
+                    else "This is a checkpoint of a run trained here.")
+    else:
+        training = "Its training may differ from bert-base's (MLM + NSP on books and Wikipedia)."
+    st.info(f"The papers measured bert-base. This model differs: {diffs}. {training} Layer ranges are mapped to "
+            "the same relative depth (bert-base's layers 6-10 of 12 are layers 3-5 of 6).", icon=":material/info:")
+
+n_segments = int(st.number_input(
+    "Segments in the evaluation set", min_value=10, max_value=300, value=evalset.DEFAULT_SEGMENTS, step=10,
+    key="find_segments", help="More segments give steadier numbers but take longer the first time (about 0.15 s "
+                              "per segment for the MiniLM on one CPU thread); results are kept afterwards."))
+key = resources.source_key(source)
+cached = resources.findings_cached(key, n_segments)
+try:
+    if cached is None:
+        bar = st.progress(0.0, text=f"Running the model on {n_segments} held-out segments ...")
+        t0 = time.perf_counter()
+        result = resources.findings(key, n_segments, lm, progress=lambda i, n: bar.progress(
+            i / n, text=f"Running the model on held-out segments: {i} / {n}"))
+        bar.empty()
+        st.caption(f"First computation: {time.perf_counter() - t0:.1f} s (kept for this session and others).")
+    else:
+        result = cached
+except DataError as exc:
+    st.error("Cannot build the evaluation set: " + widgets.escape_md(str(exc)), icon=":material/error:")
+    st.stop()
+except (ValueError, InputError) as exc:
+    widgets.show_error(exc, "Cannot run the model on the evaluation set")
+    st.stop()
+st.caption(f"{result.n_segments} segments, {result.n_tokens:,} tokens, {result.info.get('sentences', 0)} sentences; "
+           f"the forward passes took {result.seconds:.1f} s when first computed.")
+
+
+regression = resources.position_regression(key, lm)
+learned_mae, sinus_mae = regression["learned"]["mae"], regression["sinusoidal"]["mae"]
+st.subheader("Ours beside the papers")
+st.table(pd.DataFrame(published.comparison_rows(result, learned_mae, sinus_mae)).rename(columns=COLUMNS))
+with st.expander("The papers"):
+    for paper in (published.CLARK, published.KOVALEVA, published.ETHAYARAJH, published.WANG_CHEN):
+        st.markdown(f"- {paper.short}, *{paper.title}*, {paper.venue}. {paper.url}")
+
+tabs = st.tabs(["Special tokens", "Previous / next token", "Entropy", "Pattern types", "Contextuality",
+                "Positions"])
+with tabs[0]:
+    st.markdown("Clark et al. 2019 (section 3.2, Figure 2): how much of each head's attention goes to [CLS], to "
+                "[SEP], and to periods and commas, averaged over every token. In bert-base, early heads look at "
+                "[CLS], middle layers put over half their attention on [SEP] (a 'no-op' when a head has "
+                "nothing to do), the last layers look at punctuation. A model trained differently can park its idle attention on another token "
+                "that every input has, such as [CLS]: look for the layers where one token takes most of the attention.")
+    st.plotly_chart(figs.token_attention_figure({"[CLS]": result.to_cls, "[SEP]": result.to_sep,
+                                                 ". and ,": result.to_punct}), key="find_tokens")
+with tabs[1]:
+    st.markdown("Clark et al. 2019 (section 3.1): the average attention each head puts on the previous and on the "
+                "next token; cells above 50% are labelled. bert-base has 4 such previous-token heads and 5 "
+                "next-token heads, mostly in the early layers.")
+    st.plotly_chart(figs.head_grid_figure({"previous token": result.prev, "next token": result.next},
+                                          threshold=F.POSITIONAL_MIN), key="find_offsets")
+with tabs[2]:
+    mean_t = result.n_tokens / max(result.n_segments, 1)
+    st.markdown("Clark et al. 2019 (section 3.3, Figure 4): the entropy of each head's attention, in nats. Low = "
+                "focused on a few tokens; the dashed line is uniform attention over an average segment. "
+                f"Broad heads put less than {F.BROAD_MAX:.0%} on any token on average.")
+    st.plotly_chart(figs.entropy_figure(result.entropy, float(np.log(mean_t))), key="find_entropy")
+    st.plotly_chart(figs.head_grid_figure({"[CLS] entropy (nats)": result.cls_entropy},
+                                          zmax=float(np.log(mean_t)), colorbar="nats"), key="find_cls_entropy")
+with tabs[3]:
+    st.markdown("Kovaleva et al. 2019 (section 4.1) sorted attention maps into five types with a CNN trained on ~400 "
+                "hand-labelled maps. Here a transparent rule classifies each head on each segment, from three "
+                "scores: *vertical* = share on [CLS]/[SEP]; *diagonal* = share on the tokens at offsets -1, 0, +1; "
+                "*block* = share of ordinary attention staying inside the query's own part (A or B).")
+    r = F.PATTERN_RULES
+    st.markdown(
+        f"1. **vertical**: vertical ≥ {r['vertical_min']} and diagonal < {r['other_max']}\n"
+        f"2. **diagonal**: diagonal ≥ {r['diagonal_min']} and vertical < {r['other_max']}\n"
+        f"3. **vertical+diagonal**: both ≥ {r['mixed_min']} and together ≥ {r['mixed_sum']}\n"
+        f"4. **block**: block ≥ {r['block_min']}\n"
+        "5. **heterogeneous**: anything else (the only type that could carry linguistic structure)")
+    st.plotly_chart(figs.pattern_figure(result.pattern_shares, F.PATTERNS), key="find_patterns")
+with tabs[4]:
+    st.markdown("Ethayarajh 2019: *anisotropy* is the average cosine of two random words (0 in an isotropic space). "
+                "*Self-similarity* is the average cosine of one word's vectors in different contexts, "
+                "*intra-sentence similarity* the average cosine of a sentence's words to their mean; both minus "
+                "the anisotropy, so 0 means 'no more similar than random words'. In bert-base, upper layers are "
+                "more context-specific: adjusted self-similarity falls. Words are whole words (mean of their "
+                f"WordPieces); {result.n_self_words} words seen in at least {evalset.MIN_CONTEXTS} segments. "
+                "See also the **Word senses** page for one word across your own sentences.")
+    st.plotly_chart(figs.contextuality_figure(result.anisotropy, result.self_similarity_adjusted,
+                                              result.intra_similarity_adjusted), key="find_context")
+with tabs[5]:
+    st.markdown(f"Wang & Chen 2020 (Table 1): a linear regression from a position's vector to its index, 5-fold "
+                f"cross-validated. This model's learned table: mean absolute error **{learned_mae:.1f}** positions; "
+                f"a sinusoidal table of the same size: **{sinus_mae:.1f}**. A small error means absolute position "
+                "is a linear read-out of the vector. The **Positional embeddings** page shows the tables.")
+    st.plotly_chart(figs.position_regression_figure(
+        {k: v["predictions"] for k, v in regression.items()}, {k: v["mae"] for k, v in regression.items()}),
+        key="find_positions")

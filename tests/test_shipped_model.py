@@ -1,0 +1,86 @@
+"""The packaged fill-mask model (models/minilm-mlm): small enough to ship, loads in bertcore and in
+transformers with the same logits, fills an easy [MASK], and the pages switch to it in one click."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+from streamlit.testing.v1 import AppTest
+
+from bertcore import fill_mask, sources
+from bertcore.heads import BertForMaskedLM, BertForPreTraining
+
+FOLDER = sources.SHIPPED_MLM_DIR
+PAGES = Path(__file__).resolve().parents[1] / "explorer" / "app_pages"
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return sources.load(sources.PACKAGED_MLM)
+
+
+def test_folder_is_small_and_documented():
+    size = sum(f.stat().st_size for f in FOLDER.iterdir()) / 2**20
+    assert size <= 50, f"{size:.1f} MiB"
+    card = (FOLDER / "README.md").read_text(encoding="utf-8")
+    for words in ("accuracy at [MASK] positions", "top-5", "NSP accuracy", "python -m bertcore.train", "Licences"):
+        assert words in card
+    measured = json.loads((FOLDER / "eval.json").read_text())
+    assert measured["acc_mask"] > 2 * measured["most_frequent_token_rate"]
+
+
+def test_loads_as_pretraining_model_in_fp32(shipped):
+    assert shipped.head == "pretraining" and shipped.has_mlm_head
+    assert all(p.dtype == torch.float32 for p in shipped.model.parameters())
+    report = shipped.model.load_report
+    assert report.missing == [] and report.unexpected == [], report.summary()
+
+
+@pytest.mark.parametrize("ours_cls,hf_name", [(BertForPreTraining, "BertForPreTraining"),
+                                              (BertForMaskedLM, "BertForMaskedLM")])
+def test_transformers_gives_the_same_logits(shipped, ours_cls, hf_name):
+    tok = shipped.tokenizer
+    enc = tok(["The central bank raised interest [MASK] again.", "Shares fell."], ["Markets were calm.", "Why?"],
+              return_tensors="pt", padding=True)
+    ours = ours_cls.from_pretrained(FOLDER).eval()
+    hf = getattr(transformers, hf_name).from_pretrained(str(FOLDER), attn_implementation="eager").eval()
+    assert hf.dtype == torch.float32
+    with torch.no_grad():
+        a = ours(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
+        b = hf(**enc)
+    got = a.prediction_logits if hasattr(a, "prediction_logits") else a.logits
+    want = b.prediction_logits if hasattr(b, "prediction_logits") else b.logits
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    if hasattr(a, "seq_relationship_logits"):
+        torch.testing.assert_close(a.seq_relationship_logits, b.seq_relationship_logits, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("sentence,answer", [("The central bank raised interest [MASK] for the third time.", "rates"),
+                                             ("Voters will go to the polls in the general [MASK] next week.", "election")])
+def test_fills_an_easy_mask(shipped, sentence, answer):
+    tok = shipped.tokenizer
+    ids = tok(sentence.replace("[MASK]", tok.mask_token), return_tensors="pt")["input_ids"]
+    pos = fill_mask.mask_token_positions(tok, ids)
+    preds = fill_mask.predict(shipped.model, tok, ids, pos, k=5)
+    assert answer in preds[0].tokens, preds[0].tokens
+
+
+def test_masking_page_switches_in_one_click():
+    at = AppTest.from_file(str(PAGES / "masking.py"), default_timeout=180).run()
+    assert not at.exception
+    at.button(key="msk_switch").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["model_source"] == sources.PACKAGED_MLM
+    tables = [t.value for t in at.dataframe if "top guess" in t.value.columns]
+    assert tables and len(tables[0]) > 0
+
+
+def test_next_sentence_page_switches_in_one_click():
+    at = AppTest.from_file(str(PAGES / "next_sentence.py"), default_timeout=180).run()
+    at.button(key="nsp_switch").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.metric[0].label == "P(IsNext)"
