@@ -268,3 +268,17 @@ def test_time_budget_ends_the_run_with_a_final_evaluation_and_checkpoint(tmp_pat
     assert [r["step"] for r in R.read_metrics(run, "val")] == [0, trainer.step]  # the final evaluation
     assert R.last_checkpoint(run).name == f"step-{trainer.step:06d}"  # the final checkpoint
     assert last_train["lr"] < 3e-3 * 0.5  # the schedule decayed with the time spent
+
+
+def test_epochs_save_every_s_and_grad_clip_options(tmp_path):
+    """--epochs sets the length from the training split, --save-every-s checkpoints by time (here at
+    every step), --grad-clip 0 turns clipping (and its logged norm) off."""
+    run = tmp_path / "ep"
+    argv = [a for a in tiny_pretrain_argv(run) if a not in ("--max-steps", "6")]
+    trainer, state = run_trainer(argv + ["--epochs", "1", "--save-every-s", "0.000001", "--save-every", "1000",
+                                         "--keep-checkpoints", "0", "--grad-clip", "0"])
+    assert state == "done"
+    per_epoch = len(trainer.task.train_ds) // 8
+    assert trainer.total_steps == per_epoch == R.read_status(run)["total_steps"]
+    assert [R.checkpoint_step(c) for c in R.checkpoints(run)] == list(range(1, per_epoch + 1))
+    assert all("grad_norm" not in r for r in R.read_metrics(run, "train"))
