@@ -46,7 +46,7 @@ def recipe_options(opts: dict[str, Any]) -> None:
                    "BERT trained 90% of its steps at 128 tokens, then 512.")
         r1, r2, r3 = st.columns(3)
         opts["nsp"] = r1.toggle("Next sentence prediction", value=field_info("nsp")["default"], key="train_nsp",
-                                help=field_info("nsp")["help"][:1].upper() + field_info("nsp")["help"][1:] + ".")
+                                help=option_help("nsp"))
         if opts["nsp"]:
             with r1:
                 opts["nsp_weight"] = number("nsp_weight", "pretrain", "NSP loss weight", step=0.1)
@@ -58,18 +58,21 @@ def recipe_options(opts: dict[str, Any]) -> None:
         opts["mask_replace_prob"] = round(float(split[0]), 4)
         opts["random_replace_prob"] = round(float(split[1]) - float(split[0]), 4)
         short = r3.number_input("Short sequences first (tokens, 0: off)", min_value=0, max_value=4096, value=0, step=16,
-                                key="train_short_len", help=field_info("short_seq_len")["help"][:1].upper()
-                                + field_info("short_seq_len")["help"][1:] + ".")
+                                key="train_short_len", help=option_help("short_seq_len"))
         if short:
             opts["short_seq_len"] = int(short)
             opts["short_seq_fraction"] = float(r3.slider("Share of the run at that length", 0.0, 1.0, 0.5, 0.05,
                                                          key="train_short_frac"))
         opts["save_early"] = r1.checkbox("Early checkpoints (0, 10, 20, 50, 100, ...)", key="train_save_early",
-                                         help=field_info("save_early")["help"][:1].upper()
-                                         + field_info("save_early")["help"][1:] + ".")
+                                         help=option_help("save_early"))
         opts["tensorboard"] = r2.checkbox("TensorBoard event files", key="train_tensorboard",
-                                          help=field_info("tensorboard")["help"][:1].upper()
-                                          + field_info("tensorboard")["help"][1:] + ".")
+                                          help=option_help("tensorboard"))
+
+
+def option_help(name: str, extra: str = "") -> str:
+    """The TrainConfig help of ``name`` as a sentence (the page's tooltip), plus ``extra``."""
+    text = field_info(name)["help"]
+    return text[:1].upper() + text[1:] + "." + (" " + extra if extra else "")
 
 
 def number(name: str, task: str, label: str, *, value: Any = None, step: Any = None, fmt: str | None = None,
@@ -80,11 +83,13 @@ def number(name: str, task: str, label: str, *, value: Any = None, step: Any = N
     default = info["default"] if value is None else value
     cast = float if isinstance(default, float) or isinstance(step, float) else int
     lo, hi = info["min"], info["max"]
-    rng = f"{lo:g} to {hi:g}. " if lo is not None and hi is not None else (f"at least {lo:g}. " if lo is not None else "")
+    if lo is not None and hi is not None:
+        rng = f"{lo:g} to {hi:g}. "
+    else:
+        rng = f"at least {lo:g}. " if lo is not None else ""
     out = st.number_input(label, min_value=None if lo is None else cast(lo), max_value=None if hi is None else cast(hi),
                           value=cast(default), step=None if step is None else cast(step), format=fmt,
-                          key=key or f"train_{task}_{KEYS.get(name, name)}", help=rng + info["help"][:1].upper() + info["help"][1:]
-                          + (". " + extra if extra else "."))
+                          key=key or f"train_{task}_{KEYS.get(name, name)}", help=rng + option_help(name, extra))
     return cast(out)
 
 
@@ -237,7 +242,8 @@ def launch_form() -> None:
         problems.insert(0, upload_problem)
     busy_with = runs.device_user(opts["device"])
     if busy_with and not queue:
-        st.info(f"{opts['device']} is busy with run {busy_with}. Cancel it, wait, or tick 'Queue if the device is busy'.")
+        st.info(f"{opts['device']} is busy with run {busy_with}. Cancel it, wait, or tick "
+                "'Queue if the device is busy'.")
     if st.button("Start training", key="train_start", type="primary", icon=":material/play_arrow:"):
         if problems:
             for p in problems:

@@ -18,7 +18,8 @@ def tensorboard_writer(folder: Path) -> Callable[[Event], None]:
     def write(record: Event) -> None:
         split, step = record.get("split", "train"), int(record.get("step", 0))
         for key, value in record.items():
-            if key not in ("step", "split", "epoch") and isinstance(value, (int, float)) and not isinstance(value, bool):
+            numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if numeric and key not in ("step", "split", "epoch"):
                 writer.add_scalar(f"{split}/{key}", value, step)
         writer.flush()
 

@@ -133,7 +133,8 @@ class Trainer:
 
             self.ddp_model = DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         if c.batch_size % self.dist.world_size:
-            raise TrainingError(f"--batch-size {c.batch_size} must be divisible by the {self.dist.world_size} processes")
+            raise TrainingError(f"--batch-size {c.batch_size} must be divisible by the "
+                                f"{self.dist.world_size} processes")
         per_epoch = len(task.train_ds) // c.batch_size
         if per_epoch == 0:
             raise TrainingError(f"{len(task.train_ds)} training examples: fewer than one batch of {c.batch_size}")
@@ -198,7 +199,8 @@ class Trainer:
     def max_len_now(self) -> int | None:
         """The sequence-length schedule: ``short_seq_len`` for the first ``short_seq_fraction`` of the run."""
         c = self.cfg
-        if c.pretrain and c.short_seq_len and c.short_seq_len < c.max_seq_len and self.progress() < c.short_seq_fraction:
+        short = c.pretrain and c.short_seq_len and c.short_seq_len < c.max_seq_len
+        if short and self.progress() < c.short_seq_fraction:
             return c.short_seq_len
         return None
 

@@ -120,7 +120,8 @@ def reference_of(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def _hline(fig: go.Figure, y: float, name: str, x_end: float, dash: str, color: str = "#555") -> None:
     """A horizontal reference line as a legend entry (from step 0 to ``x_end``)."""
-    fig.add_trace(go.Scatter(x=[0, x_end], y=[y, y], name=name, mode="lines", line=dict(color=color, dash=dash, width=1),
+    fig.add_trace(go.Scatter(x=[0, x_end], y=[y, y], name=name, mode="lines",
+                             line=dict(color=color, dash=dash, width=1),
                              hovertemplate=f"{name}<extra></extra>"))
 
 
