@@ -66,13 +66,14 @@ def _add_options(p: argparse.ArgumentParser, task: str) -> None:
         m = f.metadata
         g = groups.get(m["group"]) or groups.setdefault(m["group"], p.add_argument_group(GROUPS[m["group"]]))
         flag = "--" + f.name.replace("_", "-")
+        help_text = m["help"].replace("%", "%%")  # argparse expands %-formats in help
         default = field_info(f.name, task)["default"] if f.default is not None or m["by_task"] else None
         if m["type"] is bool:
             action = argparse.BooleanOptionalAction if m["negatable"] else "store_true"
-            g.add_argument(flag, dest=f.name, action=action, default=bool(default), help=m["help"])
+            g.add_argument(flag, dest=f.name, action=action, default=bool(default), help=help_text)
         else:
             g.add_argument(flag, dest=f.name, type=m["type"] or str, default=default, choices=m["choices"],
-                           help=m["help"])
+                           help=help_text)
     groups["run"].add_argument("--config", type=Path, default=None,
                    help="JSON file of options (option names as keys, or an earlier run.json); flags win")
 

@@ -111,3 +111,12 @@ def test_page_recipe_options_reach_run_json(tmp_path, monkeypatch):
         assert cfg == TrainConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
     finally:
         R.cancel(run, timeout_s=30)
+
+
+@pytest.mark.parametrize("task", ["pretrain", "finetune", "resume"])
+def test_help_of_every_subcommand_prints(task, capsys):
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args([task, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "--run-dir" in out and (task == "resume" or "--max-time" in out)
