@@ -261,13 +261,15 @@ class Trainer:
         self.dist.barrier()
 
     def elapsed(self) -> float:
-        """Seconds of training, earlier sessions of a resumed run included."""
+        """Seconds of training since the loop started (setup excluded), earlier sessions of a resumed
+        run included."""
         return self.time_offset + time.perf_counter() - self.t0
 
     # -- the loop
     def fit(self) -> None:
         c, task = self.cfg, self.task
         model, opt = self.ddp_model, self.optimizer
+        self.t0 = time.perf_counter()  # the clock (metrics "time", the time budget) counts training, not setup
         lengths = [len(x) for x in task.train_ds["input_ids"]] if c.group_by_length else None
         batches = D.iterate_batches(task.train_ds, c.batch_size, seed=c.seed, start_step=self.step,
                                     rank=self.dist.rank, world_size=self.dist.world_size, lengths=lengths)
