@@ -18,6 +18,7 @@ PAGES = [
     st.Page("explorer/app_pages/overview.py", title="Overview", icon=":material/home:", default=True),
     st.Page("explorer/app_pages/tokenization.py", title="Tokenization", icon=":material/text_fields:"),
     st.Page("explorer/app_pages/attention.py", title="Attention", icon=":material/grid_on:"),
+    st.Page("explorer/app_pages/ablation.py", title="Head ablation", icon=":material/content_cut:"),
     st.Page("explorer/app_pages/word_senses.py", title="Word senses", icon=":material/scatter_plot:"),
     st.Page("explorer/app_pages/masking.py", title="Masking", icon=":material/visibility_off:"),
     st.Page("explorer/app_pages/next_sentence.py", title="Next sentence", icon=":material/low_priority:"),
@@ -31,4 +32,5 @@ PAGES = [
 
 pg = st.navigation(PAGES)
 widgets.model_picker()
+widgets.export_picker()
 pg.run()

@@ -8,10 +8,10 @@ from .embeddings import InputError
 from .heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
 from .model import BertModel, BertModelOutput
 from .checkpoint import CheckpointError, LoadReport
-from .tokenizer import Encoding, TextError, encode, load_tokenizer
+from .tokenizer import Encoding, TextError, TokenizerError, encode, load_tokenizer
 
 __all__ = [
     "PRESETS", "BertConfig", "ConfigError", "preset", "InputError", "BertModel", "BertModelOutput",
     "BertForMaskedLM", "BertForPreTraining", "BertForSequenceClassification", "CheckpointError",
-    "LoadReport", "Encoding", "TextError", "encode", "load_tokenizer",
+    "LoadReport", "Encoding", "TextError", "TokenizerError", "encode", "load_tokenizer",
 ]

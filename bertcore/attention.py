@@ -8,11 +8,16 @@ weight names mirror ``transformers/models/bert/modeling_bert.py`` (``BertSelfAtt
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .config import BertConfig
+
+HeadAblation = Literal["zero", "uniform"]
+HEAD_ABLATIONS: tuple[str, ...] = ("zero", "uniform")
 
 
 def additive_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
@@ -33,6 +38,32 @@ def additive_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> to
     return torch.where(keep, zero, torch.finfo(dtype).min)  # (B, 1, 1, T)
 
 
+def get_head_mask(head_mask: torch.Tensor | None, num_layers: int, num_heads: int,
+                  dtype: torch.dtype = torch.float32) -> list[torch.Tensor | None]:
+    """One ``(heads,)`` mask per layer from a user head mask, as HF 4.x ``get_head_mask``.
+
+    Args:
+        head_mask: ``(heads,)`` (the same for every layer) or ``(layers, heads)``; 1.0 keeps a
+            head, 0.0 switches it off (multiplied into its attention probabilities); None: keep all.
+    Returns:
+        ``num_layers`` entries, each a ``(heads,)`` tensor of ``dtype`` or None (no mask given).
+    Raises:
+        ValueError: a shape other than ``(heads,)`` or ``(layers, heads)``.
+    Source: ``transformers.modeling_utils.ModuleUtilsMixin.get_head_mask`` (transformers < 5;
+    Michel et al. 2019, "Are Sixteen Heads Really Better than One?").
+    """
+    if head_mask is None:
+        return [None] * num_layers
+    head_mask = torch.as_tensor(head_mask)
+    if head_mask.dim() == 1:
+        head_mask = head_mask.unsqueeze(0).expand(num_layers, -1)  # (L, heads)
+    if tuple(head_mask.shape) != (num_layers, num_heads):
+        raise ValueError(f"head_mask must have shape ({num_heads},) or ({num_layers}, {num_heads}); "
+                         f"got {tuple(head_mask.shape)}")
+    head_mask = head_mask.to(dtype)
+    return list(head_mask.unbind(0))
+
+
 def attention(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -40,6 +71,8 @@ def attention(
     mask: torch.Tensor | None = None,
     dropout_p: float = 0.0,
     need_probs: bool = False,
+    head_mask: torch.Tensor | None = None,
+    head_ablation: HeadAblation = "zero",
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """softmax(Q K^T / sqrt(d) + mask) V, per head.
 
@@ -49,11 +82,22 @@ def attention(
         dropout_p: dropout on the probabilities (pass 0.0 in eval).
         need_probs: return the attention probabilities. When False the fused
             ``torch.nn.functional.scaled_dot_product_attention`` kernel runs and probs is None.
+        head_mask: ``(heads,)`` float, 1 keep / 0 drop, or None (the fast path, untouched).
+            ``"zero"``: multiplied into the probabilities after dropout (HF 4.x; Michel et al.
+            2019), so a dropped head's output is 0; on the SDPA path the context is multiplied
+            instead, the same product.
+        head_ablation: ``"zero"`` (above) or ``"uniform"``: heads whose mask is 0 attend
+            uniformly to every unpadded key (Kovaleva et al. 2019, "Revealing the Dark Secrets
+            of BERT", section 6); other mask values are ignored in this mode.
     Returns:
         ``(context, probs)``: context ``(B, heads, T, d)``; probs ``(B, heads, T, T)`` post-softmax
-        (each row sums to 1, padded keys exactly 0) or None.
+        (each row sums to 1, padded keys exactly 0; times the head mask when one is given) or None.
+    Raises:
+        ValueError: an unknown ``head_ablation``.
     Source: HF ``eager_attention_forward`` / ``sdpa_attention_forward``.
     """
+    if head_mask is not None:
+        return _ablated_attention(query, key, value, mask, dropout_p, need_probs, head_mask, head_ablation)
     if not need_probs:
         context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
         return context, None
@@ -64,6 +108,32 @@ def attention(
     probs = torch.softmax(scores, dim=-1)  # (B, heads, T, T)
     weights = F.dropout(probs, p=dropout_p) if dropout_p > 0 else probs
     context = torch.matmul(weights, value)  # (B, heads, T, d)
+    return context, probs
+
+
+def _ablated_attention(query, key, value, mask, dropout_p, need_probs, head_mask, head_ablation):
+    """:func:`attention` with a head mask (kept off the fast path when there is none)."""
+    if head_ablation not in HEAD_ABLATIONS:
+        raise ValueError(f"head_ablation must be one of {HEAD_ABLATIONS}; got {head_ablation!r}")
+    m = head_mask.to(query.dtype).view(1, -1, 1, 1)  # (1, heads, 1, 1)
+    if head_ablation == "zero":
+        if not need_probs:
+            context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
+            return context * m, None  # (p * m) @ V == m * (p @ V)
+        scores = torch.matmul(query, key.transpose(-1, -2)) * query.size(-1) ** -0.5  # (B, heads, T, T)
+        if mask is not None:
+            scores = scores + mask
+        probs = torch.softmax(scores, dim=-1)
+        probs = (F.dropout(probs, p=dropout_p) if dropout_p > 0 else probs) * m  # (B, heads, T, T)
+        return torch.matmul(probs, value), probs  # (B, heads, T, d)
+    context, probs = attention(query, key, value, mask, dropout_p, need_probs)
+    b, _, t, _ = query.shape
+    keys_mask = mask if mask is not None else torch.zeros((1, 1, 1, t), dtype=query.dtype, device=query.device)
+    uniform = torch.softmax(keys_mask.expand(b, 1, 1, t), dim=-1)  # (B, 1, 1, T): 1/n over unpadded keys
+    dropped = m == 0  # (1, heads, 1, 1)
+    context = torch.where(dropped, torch.matmul(uniform, value), context)  # (B, heads, T, d)
+    if probs is not None:
+        probs = torch.where(dropped, uniform.expand_as(probs), probs)  # (B, heads, T, T)
     return context, probs
 
 
@@ -97,15 +167,17 @@ class BertSelfAttention(nn.Module):
         return self._qkv_cache[1], self._qkv_cache[2]
 
     def forward(
-        self, hidden_states: torch.Tensor, mask: torch.Tensor | None = None, need_probs: bool = False
+        self, hidden_states: torch.Tensor, mask: torch.Tensor | None = None, need_probs: bool = False,
+        head_mask: torch.Tensor | None = None, head_ablation: HeadAblation = "zero",
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``hidden_states (B, T, H)`` -> ``(context (B, T, H), probs (B, heads, T, T) | None)``."""
+        """``hidden_states (B, T, H)`` -> ``(context (B, T, H), probs (B, heads, T, T) | None)``;
+        ``head_mask (heads,)`` / ``head_ablation`` as :func:`attention`."""
         b, t, h = hidden_states.shape
         qkv = F.linear(hidden_states, *self._qkv_weights())  # (B, T, 3H)
         qkv = qkv.view(b, t, 3, self.num_attention_heads, self.attention_head_size)  # (B, T, 3, heads, d)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).contiguous().unbind(0)  # each (B, heads, T, d), one copy
         p = self.dropout_p if self.training else 0.0
-        context, probs = attention(q, k, v, mask, p, need_probs)  # (B, heads, T, d)
+        context, probs = attention(q, k, v, mask, p, need_probs, head_mask, head_ablation)  # (B, heads, T, d)
         return context.transpose(1, 2).reshape(b, t, h), probs  # (B, T, H)
 
 
@@ -135,9 +207,10 @@ class BertAttention(nn.Module):
         self.output = BertSelfOutput(config)
 
     def forward(
-        self, hidden_states: torch.Tensor, mask: torch.Tensor | None = None, need_probs: bool = False
+        self, hidden_states: torch.Tensor, mask: torch.Tensor | None = None, need_probs: bool = False,
+        head_mask: torch.Tensor | None = None, head_ablation: HeadAblation = "zero",
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``(B, T, H) -> ((B, T, H), probs (B, heads, T, T) | None)``."""
         x = self.output.LayerNorm(hidden_states) if self.output.pre_layer_norm else hidden_states
-        context, probs = self.self(x, mask, need_probs)  # (B, T, H)
+        context, probs = self.self(x, mask, need_probs, head_mask, head_ablation)  # (B, T, H)
         return self.output(context, hidden_states), probs

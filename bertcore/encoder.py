@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import BertAttention
+from .attention import BertAttention, HeadAblation
 from .config import BertConfig
 
 
@@ -65,10 +65,12 @@ class BertLayer(nn.Module):
         self.output = BertOutput(config)
 
     def forward(
-        self, hidden_states: torch.Tensor, mask: torch.Tensor | None = None, need_probs: bool = False
+        self, hidden_states: torch.Tensor, mask: torch.Tensor | None = None, need_probs: bool = False,
+        head_mask: torch.Tensor | None = None, head_ablation: HeadAblation = "zero",
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``(B, T, H) -> ((B, T, H), probs (B, heads, T, T) | None)``."""
-        x, probs = self.attention(hidden_states, mask, need_probs)  # (B, T, H)
+        """``(B, T, H) -> ((B, T, H), probs (B, heads, T, T) | None)``; ``head_mask (heads,)`` as
+        :func:`bertcore.attention.attention`."""
+        x, probs = self.attention(hidden_states, mask, need_probs, head_mask, head_ablation)  # (B, T, H)
         ffn_in = self.output.LayerNorm(x) if self.output.pre_layer_norm else x
         return self.output(self.intermediate(ffn_in), x), probs  # (B, T, H)
 
@@ -88,16 +90,20 @@ class BertEncoder(nn.Module):
         mask: torch.Tensor | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
+        head_mask: list[torch.Tensor | None] | None = None,
+        head_ablation: HeadAblation = "zero",
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, tuple[torch.Tensor, ...] | None]:
         """Returns ``(last (B, T, H), hidden_states (L+1 x (B, T, H)) | None, attentions (L x (B, heads, T, T)) | None)``.
 
         ``hidden_states[0]`` is the embedding output and ``hidden_states[i]`` the output of layer i,
-        as HF (in pre-LN mode the last entry is after the final LayerNorm).
+        as HF (in pre-LN mode the last entry is after the final LayerNorm). ``head_mask``: one
+        ``(heads,)`` tensor or None per layer (:func:`bertcore.attention.get_head_mask`).
         """
         all_hidden = [hidden_states] if output_hidden_states else None
         all_probs = [] if output_attentions else None
         for i, layer in enumerate(self.layer):
-            hidden_states, probs = layer(hidden_states, mask, output_attentions)  # (B, T, H)
+            layer_mask = head_mask[i] if head_mask is not None else None
+            hidden_states, probs = layer(hidden_states, mask, output_attentions, layer_mask, head_ablation)  # (B, T, H)
             if i == len(self.layer) - 1 and hasattr(self, "LayerNorm"):
                 hidden_states = self.LayerNorm(hidden_states)
             if all_hidden is not None:

@@ -14,7 +14,7 @@ from typing import TypeVar
 import torch
 from torch import nn
 
-from .attention import additive_mask
+from .attention import HeadAblation, additive_mask, get_head_mask
 from .config import BertConfig
 from .embeddings import BertEmbeddings
 from .encoder import BertEncoder
@@ -151,6 +151,8 @@ class BertModel(BertPreTrainedModel):
         position_ids: torch.Tensor | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
+        head_mask: torch.Tensor | None = None,
+        head_ablation: HeadAblation = "zero",
     ) -> BertModelOutput:
         """Encode a batch.
 
@@ -162,14 +164,25 @@ class BertModel(BertPreTrainedModel):
             output_attentions: also return every layer's attention probabilities (this path
                 computes them explicitly; otherwise the fused SDPA kernel runs).
             output_hidden_states: also return the embedding output and every layer's output.
+            head_mask: ``(heads,)`` or ``(layers, heads)`` float, 1 keeps a head, 0 switches it off
+                (HF 4.x ``head_mask``: multiplied into the attention probabilities; Michel et al. 2019);
+                None: no ablation and the unchanged fast path.
+            head_ablation: ``"zero"`` (as HF) or ``"uniform"``: switched-off heads attend uniformly
+                to every unpadded token instead (Kovaleva et al. 2019).
         Returns:
-            :class:`BertModelOutput`.
+            :class:`BertModelOutput` (with a head mask, ``attentions`` are the masked / uniform probabilities).
         Raises:
             bertcore.embeddings.InputError: ids out of range or sequence too long.
+            ValueError: a head mask of another shape, an unknown ``head_ablation``.
         """
         self.embeddings.check_inputs(input_ids, token_type_ids)
         x = self.embeddings(input_ids, token_type_ids, position_ids)  # (B, T, H)
         mask = additive_mask(attention_mask, x.dtype)  # (B, 1, 1, T) or None
-        last, hidden_states, attentions = self.encoder(x, mask, output_attentions, output_hidden_states)
+        layer_masks = None if head_mask is None else get_head_mask(
+            head_mask, self.config.num_hidden_layers, self.config.num_attention_heads, x.dtype)
+        if layer_masks is not None:
+            layer_masks = [m.to(x.device) for m in layer_masks]
+        last, hidden_states, attentions = self.encoder(x, mask, output_attentions, output_hidden_states,
+                                                       layer_masks, head_ablation)
         pooled = self.pooler(last) if self.pooler is not None else None  # (B, H)
         return BertModelOutput(last, pooled, hidden_states, attentions)

@@ -198,6 +198,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OptionError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
+    if ns.task != "resume":
+        from .training.models import tokenizer_problem
+
+        if (problem := tokenizer_problem(cfg)) is not None:  # refused at launch, before a run directory exists
+            print(f"error: {problem}", file=sys.stderr)
+            return ExitCode.USAGE
     from .training.loop import Trainer  # heavy imports only after --help and option checks
 
     trainer = Trainer(cfg, cfg.run_dir, argv)

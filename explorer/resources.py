@@ -8,9 +8,12 @@ gives them the loaded model of the sidebar's choice, and :func:`source_key` its 
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
 from bertcore import analysis
+from bertcore.analysis import ablation, neurons, rollout
+from bertcore.analysis.words import WordGroups, merge_attention, word_groups
 from bertcore.sources import LoadedModel, ModelSource, load
 
 
@@ -65,6 +68,29 @@ def occurrences(key: tuple[str, str], target: str, sentences: tuple[str, ...], _
     return analysis.word_occurrences(_loaded.encoder, _loaded.tokenizer, target, list(sentences))
 
 
+@st.cache_resource(show_spinner=False)
+def bert_base_uncased_tokenizer():
+    """bert-base-uncased's WordPiece tokenizer (30,522 tokens: the packaged MiniLM's ``vocab.txt``),
+    loaded once and shared (read-only).
+
+    Raises:
+        bertcore.sources.SourceError: the packaged model is not installed;
+        bertcore.tokenizer.TokenizerError: its tokenizer files are unusable.
+    """
+    from bertcore.sources import packaged_model_dir
+    from bertcore.tokenizer import load_tokenizer
+
+    return load_tokenizer(packaged_model_dir())
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def has_bert_base_uncased_vocab(key: tuple[str, str], _loaded: LoadedModel) -> bool:
+    """:func:`bertcore.tokenizer.is_bert_base_uncased` of the model's tokenizer, cached per source ``key``."""
+    from bertcore.tokenizer import is_bert_base_uncased
+
+    return is_bert_base_uncased(_loaded.tokenizer)
+
+
 @st.cache_resource(show_spinner="Reading and splitting the corpus into sentences ...", max_entries=2)
 def corpus_sentences(corpus: str = "bbc") -> list[list[str]]:
     """Each document of a pretraining corpus as its list of sentences (NLTK Punkt), read once per process."""
@@ -72,6 +98,95 @@ def corpus_sentences(corpus: str = "bbc") -> list[list[str]]:
 
     return [data.split_sentences(text) for text in data.load_documents(corpus)["text"]]
 
+
+# ----------------------------------------------------------------------------- attention views (issue 9)
+@st.cache_resource(show_spinner=False, max_entries=6, ttl="1h")
+def attention_maps(key: tuple[str, str], text: str, text_pair: str | None, hide: bool,
+                   _loaded: LoadedModel) -> np.ndarray:
+    """:func:`forward`'s attentions ``(L, heads, T, T)``, with [CLS]/[SEP] hidden and rows rescaled
+    when ``hide`` (:func:`bertcore.analysis.hide_tokens`). Read-only."""
+    act = forward(key, text, text_pair, _loaded)
+    if not hide:
+        return act.attentions
+    attn = analysis.hide_tokens(act.attentions, np.array(act.encoding.special_tokens_mask, dtype=bool))
+    attn.flags.writeable = False
+    return attn
+
+
+def groups_of(key: tuple[str, str], text: str, text_pair: str | None, _loaded: LoadedModel) -> WordGroups:
+    """:func:`bertcore.analysis.words.word_groups` of :func:`forward`'s encoding (cheap, not cached)."""
+    enc = forward(key, text, text_pair, _loaded).encoding
+    return word_groups(enc.tokens, enc.word_ids)
+
+
+@st.cache_resource(show_spinner="Merging WordPieces into words ...", max_entries=4, ttl="1h")
+def word_attention(key: tuple[str, str], text: str, text_pair: str | None, hide: bool,
+                   _loaded: LoadedModel) -> np.ndarray:
+    """:func:`attention_maps` of every layer and head merged into words ``(L, heads, W, W)``
+    (:func:`bertcore.analysis.words.merge_attention`; read-only). Views of one head or one layer
+    merge their slice instead, which is cheaper."""
+    out = merge_attention(attention_maps(key, text, text_pair, hide, _loaded),
+                          groups_of(key, text, text_pair, _loaded))
+    out.flags.writeable = False
+    return out
+
+
+@st.cache_resource(show_spinner=False, max_entries=6, ttl="1h")
+def head_mean(key: tuple[str, str], text: str, text_pair: str | None, hide: bool, words: bool,
+              _loaded: LoadedModel) -> np.ndarray:
+    """:func:`attention_maps` averaged over heads ``(L, T, T)`` float64, merged into words ``(L, W, W)``
+    with ``words`` (merging is linear, so it commutes with the mean). Read-only."""
+    mean = attention_maps(key, text, text_pair, hide, _loaded).astype(np.float64).mean(axis=1)  # (L, T, T)
+    if words:
+        mean = merge_attention(mean, groups_of(key, text, text_pair, _loaded)).astype(np.float64)
+    mean.flags.writeable = False
+    return mean
+
+
+@st.cache_resource(show_spinner="Rolling attention out over the layers ...", max_entries=6, ttl="1h")
+def rollout_maps(key: tuple[str, str], text: str, text_pair: str | None, hide: bool, words: bool,
+                 _loaded: LoadedModel) -> np.ndarray:
+    """:func:`bertcore.analysis.rollout.rollout` ``(L, T, T)`` of :func:`head_mean` (read-only)."""
+    out = rollout.rollout(head_mean(key, text, text_pair, hide, words, _loaded)[:, None])
+    out.flags.writeable = False
+    return out
+
+
+@st.cache_data(show_spinner="Computing attention flow (one max-flow per layer and token) ...", max_entries=32)
+def flow_map(key: tuple[str, str], text: str, text_pair: str | None, hide: bool, words: bool, query: int,
+             _loaded: LoadedModel) -> np.ndarray:
+    """:func:`bertcore.analysis.rollout.flow` ``(L, T)`` into ``query`` of :func:`head_mean`; raises
+    ``FlowTooLongError`` as it."""
+    return rollout.flow(head_mean(key, text, text_pair, hide, words, _loaded)[:, None], query)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def neuron_view(key: tuple[str, str], text: str, text_pair: str | None, layer: int, head: int, query: int,
+                _loaded: LoadedModel) -> neurons.NeuronView:
+    """:func:`bertcore.analysis.neurons.neuron_view` from :func:`forward`'s hidden states."""
+    act = forward(key, text, text_pair, _loaded)
+    return neurons.neuron_view(_loaded.encoder, act.hidden_states[layer - 1], layer, head, query)
+
+
+@st.cache_data(show_spinner="Running the model with and without those heads ...", max_entries=16)
+def ablation_readout(key: tuple[str, str], text: str, text_pair: str | None, off: tuple[tuple[int, int], ...],
+                     mode: str, _loaded: LoadedModel) -> ablation.Readout:
+    """:func:`bertcore.analysis.ablation.readout` with the heads ``off`` (1-based ``(layer, head)``;
+    empty: the unablated run)."""
+    enc = forward(key, text, text_pair, _loaded).encoding
+    cfg = _loaded.config
+    mask = ablation.make_head_mask(cfg.num_hidden_layers, cfg.num_attention_heads, heads=off) if off else None
+    return ablation.readout(_loaded.model, _loaded.head, _loaded.tokenizer, enc, mask, mode)
+
+
+@st.cache_data(show_spinner="MLM loss on the held-out BBC batch ...", max_entries=16)
+def heldout_mlm_loss(key: tuple[str, str], off: tuple[tuple[int, int], ...], mode: str, _loaded: LoadedModel) -> float:
+    """:func:`bertcore.analysis.ablation.mlm_loss` on the fixed held-out batch with the heads ``off``."""
+    batch = ablation.heldout_batch(_loaded.tokenizer, ablation.heldout_texts(),
+                                   max_length=min(ablation.HELDOUT_TOKENS, _loaded.max_length))
+    cfg = _loaded.config
+    mask = ablation.make_head_mask(cfg.num_hidden_layers, cfg.num_attention_heads, heads=off) if off else None
+    return ablation.mlm_loss(_loaded.model, batch, mask, mode)
 
 # ----------------------------------------------------------------------------- Findings page
 @st.cache_resource(show_spinner=False)

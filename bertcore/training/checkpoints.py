@@ -15,6 +15,7 @@ import torch
 
 from ..checkpoint import atomic_write
 from ..runs import RunDir
+from ..tokenizer import save_tokenizer
 
 
 def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, optimizer, extra: dict[str, Any]) -> Path:
@@ -30,7 +31,7 @@ def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, optimizer,
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     model.save_pretrained(tmp)
-    tokenizer.save_pretrained(str(tmp))
+    save_tokenizer(tokenizer, tmp)  # tokenizer.json, tokenizer_config.json, vocab.txt, special_tokens_map.json
     state = {"step": step, "optimizer": optimizer.state_dict(), "rng": {"torch": torch.get_rng_state()}, **extra}
     if torch.cuda.is_available():
         state["rng"]["cuda"] = torch.cuda.get_rng_state_all()

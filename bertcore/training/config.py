@@ -124,11 +124,16 @@ class TrainConfig:
                            "folder / run directory / checkpoint, or a hub id; fine-tuning also 'scratch' (a preset)",
                            type=str, by_task={"finetune": "packaged"})
     tokenizer: str = opt("packaged", "model", "WordPiece tokenizer for from-scratch runs: 'packaged' "
-                         "(bert-base-uncased vocab) or a folder", type=str)
+                         "(bert-base-uncased's 30,522-token vocab), 'corpus' or 'corpus:<N>' (a WordPiece vocab of "
+                         "--vocab-size / N tokens trained on --corpus with the tokenizers library, cached), or a "
+                         "tokenizer folder (refused unless it is a usable BERT WordPiece tokenizer)", type=str)
+    vocab_size: int = opt(8000, "model", "size of the corpus vocabulary of --tokenizer corpus", type=int,
+                          min=100, max=100_000)
     pre_layer_norm: bool = opt(False, "model", "pre-LN layers (LayerNorm before each sub-layer) instead of post-LN "
                                "(from scratch only)", type=bool)
     # pretraining data and masking
-    corpus: str = opt("bbc", "data", "'bbc' (packaged BBC News), a .txt file or a folder of .txt files (documents "
+    corpus: str = opt("bbc", "data", "'bbc' (packaged BBC News), 'sotu' (State of the Union addresses), 'wiki' "
+                      "(Wikipedia summaries), 'bbc+sotu', 'all', a .txt file or a folder of .txt files (documents "
                       "separated by blank lines in a file), or 'hub:<name>[:<config>]' (online)", type=str,
                       tasks=PRETRAIN)
     max_docs: int | None = opt(None, "data", "use at most this many documents", type=int, min=2, tasks=PRETRAIN)

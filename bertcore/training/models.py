@@ -43,20 +43,38 @@ def resolve_init(init: str):
     return sources.ModelSource("hub", init)
 
 
-def load_tokenizer_for(spec: str | None):
-    """The WordPiece tokenizer of ``spec``: ``packaged`` or a folder (``BertTokenizerFast``).
+def load_tokenizer_for(spec: str | None, corpus: str = "bbc", vocab_size: int | None = None):
+    """The WordPiece tokenizer of ``spec`` (:func:`bertcore.wordpiece.resolve_tokenizer`): ``packaged``,
+    ``corpus`` / ``corpus:<N>`` (trained on ``corpus``, cached), or a folder, checked.
 
     Raises:
-        TrainingError: no readable tokenizer there.
+        TrainingError: no usable BERT WordPiece tokenizer there, or a corpus that cannot be read.
     """
     from .. import sources
-    from ..tokenizer import load_tokenizer
+    from ..data import DataError
+    from ..wordpiece import TokenizerError, resolve_tokenizer
 
-    folder = sources.packaged_model_dir() if spec in ("packaged", "", None) else Path(spec).expanduser()
     try:
-        return load_tokenizer(folder)
-    except (OSError, ValueError) as exc:
-        raise TrainingError(f"no tokenizer in {folder}: {exc}") from exc
+        return resolve_tokenizer(spec, corpus, vocab_size)
+    except (TokenizerError, DataError, sources.SourceError, OSError) as exc:
+        raise TrainingError(f"--tokenizer {spec}: {exc}") from exc
+
+
+def tokenizer_problem(cfg: TrainConfig) -> str | None:
+    """Why ``cfg.tokenizer`` cannot be used (a message for people), or None. Cheap: a corpus
+    vocabulary is not trained here, only its size checked; a folder is loaded and checked."""
+    from ..tokenizer import TokenizerError, load_tokenizer
+    from ..wordpiece import parse_tokenizer_spec
+
+    if not cfg.scratch:
+        return None
+    try:
+        kind, value = parse_tokenizer_spec(cfg.tokenizer, cfg.vocab_size)
+        if kind == "folder":
+            load_tokenizer(str(value))
+    except TokenizerError as exc:
+        return f"{exc}. Use 'packaged', 'corpus:<size>' or a folder holding a BERT WordPiece tokenizer."
+    return None
 
 
 def init_folder(cfg: TrainConfig) -> Path:
@@ -68,7 +86,9 @@ def init_folder(cfg: TrainConfig) -> Path:
 
 def data_tokenizer(cfg: TrainConfig):
     """The tokenizer the data is encoded with before the model exists (pretraining)."""
-    return load_tokenizer_for(cfg.tokenizer if cfg.scratch else str(init_folder(cfg)))
+    if cfg.scratch:
+        return load_tokenizer_for(cfg.tokenizer, cfg.corpus, cfg.vocab_size)
+    return load_tokenizer_for(str(init_folder(cfg)))
 
 
 def build_model(cfg: TrainConfig, labels: list[str] | None = None):
@@ -90,7 +110,7 @@ def build_model(cfg: TrainConfig, labels: list[str] | None = None):
     try:
         changes = {**cfg.overrides(), **head_changes}
         if cfg.scratch:
-            tok = load_tokenizer_for(cfg.tokenizer)
+            tok = load_tokenizer_for(cfg.tokenizer, cfg.corpus, cfg.vocab_size)
             config = preset(cfg.preset, vocab_size=len(tok), pre_layer_norm=bool(cfg.pre_layer_norm),
                             pad_token_id=tok.pad_token_id, **changes)
             if config.max_position_embeddings < cfg.max_seq_len:
@@ -140,6 +160,8 @@ def validate(task: str, opts: dict[str, Any]) -> list[str]:
     """Problems with a set of page options that bounded inputs cannot catch alone (messages for
     people, [] when the run can start): the starting model folder, the data path, the sequence
     length against the model's positions, evaluation interval against the run length."""
+    from ..data.corpora import CORPORA
+
     problems = []
     init = opts.get("init")
     if init == "":
@@ -148,7 +170,7 @@ def validate(task: str, opts: dict[str, Any]) -> list[str]:
         problems.append(f"No model at {init}: the folder must hold config.json and the weights "
                         "(model.safetensors or pytorch_model.bin) and the tokenizer files.")
     data = opts.get("corpus" if task == "pretrain" else "dataset")
-    if data is not None and not str(data).startswith("hub:") and data not in PACKAGED_DATA:
+    if data is not None and not str(data).startswith("hub:") and data not in PACKAGED_DATA and data not in CORPORA:
         path = Path(str(data)).expanduser()
         if not str(data).strip():
             problems.append("Give the path of your data file or folder.")
@@ -168,7 +190,11 @@ def validate(task: str, opts: dict[str, Any]) -> list[str]:
     if task == "pretrain" and opts.get("probe") and "[MASK]" not in opts["probe"]:
         problems.append("The probe sentence needs at least one [MASK].")
     try:
-        TrainConfig.create(task, **{k: v for k, v in opts.items() if k != "device"}).check()
+        cfg = TrainConfig.create(task, **{k: v for k, v in opts.items() if k != "device"})
+        cfg.check()
     except OptionError as exc:
         problems.append(str(exc))
+    else:
+        if (tok_problem := tokenizer_problem(cfg)) is not None:
+            problems.append(f"Tokenizer {opts.get('tokenizer')!r}: {tok_problem}")
     return problems

@@ -58,7 +58,7 @@ head_name = {"base": "none (BertModel)", "mlm": "MLM (BertForMaskedLM)", "pretra
 st.caption(f"{total:,} parameters in {len(rows)} named tensors · vocabulary {cfg.vocab_size:,} · positions {cfg.max_position_embeddings} · segments "
            f"{cfg.type_vocab_size} · heads on top: {head_name}.")
 
-st.plotly_chart(ana_figures.groups_figure(list(totals), list(totals.values())), key="ana_groups")
+widgets.plotly_chart(ana_figures.groups_figure(list(totals), list(totals.values())), key="ana_groups")
 emb = totals.get("embeddings", 0)
 st.caption(f"The embeddings hold {emb / total:.0%} of the parameters, mostly the {cfg.vocab_size:,} × "
            f"{cfg.hidden_size} token table. Every encoder layer has the same "
@@ -90,7 +90,7 @@ presets = preset_table()
 match = [name for name, c in PRESETS.items()
          if (c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.intermediate_size) ==
          (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.intermediate_size)]
-st.plotly_chart(ana_figures.presets_figure(list(presets["preset"]), list(presets["BertModel"]),
+widgets.plotly_chart(ana_figures.presets_figure(list(presets["preset"]), list(presets["BertModel"]),
                                            highlight=match[0] if match else None), key="ana_presets")
 st.dataframe(presets, hide_index=True, key="ana_preset_table",
              column_config={"BertModel": st.column_config.NumberColumn(format="localized"),
@@ -120,7 +120,7 @@ if enc.num_truncated:
 if steps is None:
     st.info("This model has no pooler (BertForMaskedLM drops it, as Hugging Face does).", icon=":material/info:")
 else:
-    st.plotly_chart(ana_figures.pooler_figure(steps.dense.numpy(), steps.pooled.numpy()), key="ana_pooler")
+    widgets.plotly_chart(ana_figures.pooler_figure(steps.dense.numpy(), steps.pooled.numpy()), key="ana_pooler")
     check = "equals" if steps.matches_model else "does NOT equal"
     st.caption(f"Each dot is one of the {cfg.hidden_size} dimensions: before tanh (x) and after (y). "
                f"Recomputed here, the pooled vector {check} the model's `pooler_output`. "

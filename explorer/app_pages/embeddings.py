@@ -64,7 +64,7 @@ st.caption("L2 norm of each vector. The three summands are small (~1) and the sa
            f"γ. Segment vectors change only where sentence B starts. (Not drawn: the normalised vector, whose "
            f"norm is always √H = {hidden ** 0.5:.1f}.)")
 norms = {k: v.numpy() for k, v in parts.norms.items() if k != "normalised"}
-st.plotly_chart(emb_figures.norms_figure(norms, enc.tokens), key="emb_norms")
+widgets.plotly_chart(emb_figures.norms_figure(norms, enc.tokens), key="emb_norms")
 
 # ----------------------------------------------------------------------------- heatmaps
 st.subheader("The vectors themselves")
@@ -88,7 +88,7 @@ if not chosen:
 else:
     st.caption(f"Tokens {rows.start}–{rows.stop - 1} of {len(enc)}, dimensions {dims.start}–{dims.stop - 1} of "
                f"{hidden}.")
-    st.plotly_chart(emb_figures.component_heatmaps({k: tensors[k][rows, dims].numpy() for k in chosen},
+    widgets.plotly_chart(emb_figures.component_heatmaps({k: tensors[k][rows, dims].numpy() for k in chosen},
                                                    enc.tokens[rows], first_token=rows.start, first_dim=dims.start),
                     key="emb_heatmaps")
 
@@ -99,7 +99,7 @@ pick = st.selectbox("Token", range(len(enc)), format_func=labels.__getitem__, ke
                     index=min(1, len(enc) - 1))
 pick = min(int(pick), len(enc) - 1)
 vectors = {k: tensors[k][pick].numpy() for k in ("token", "position", "segment", "sum", "output")}
-st.plotly_chart(emb_figures.token_vectors_figure(vectors, f"token {pick}: {enc.tokens[pick]}"), key="emb_vectors")
+widgets.plotly_chart(emb_figures.token_vectors_figure(vectors, f"token {pick}: {enc.tokens[pick]}"), key="emb_vectors")
 total = tensors["sum"][pick]
 st.dataframe(pd.DataFrame({
     "step": ["token (id %d)" % enc.input_ids[pick], f"position {pick}", f"segment {enc.token_type_ids[pick]}",

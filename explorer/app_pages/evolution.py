@@ -128,7 +128,7 @@ with tab_att:
         if len(tokens) > 40:
             st.caption(f"{len(tokens)} tokens: hover over a panel to read the cells; a shorter sentence is easier "
                        "to read.")
-        st.plotly_chart(figs.attention_evolution_figure(maps, tokens, chosen, layer=layer, head=head),
+        widgets.plotly_chart(figs.attention_evolution_figure(maps, tokens, chosen, layer=layer, head=head),
                         key="evo_att_chart")
     except (TextError, SourceError, ValueError) as exc:
         widgets.show_error(exc, "Cannot compute the attention maps")
@@ -152,8 +152,8 @@ with tab_pos:
                    "were never used, so they keep their initial vectors.")
     try:
         sims = position_similarity_per_checkpoint(key_folders, key_stamps, n_positions)
-        st.plotly_chart(figs.position_similarity_evolution_figure(sims, chosen), key="evo_pos_chart")
-        st.plotly_chart(figs.neighbour_similarity_figure(sims, chosen, max_offset=4), key="evo_pos_line")
+        widgets.plotly_chart(figs.position_similarity_evolution_figure(sims, chosen), key="evo_pos_chart")
+        widgets.plotly_chart(figs.neighbour_similarity_figure(sims, chosen, max_offset=4), key="evo_pos_line")
     except (SourceError, ValueError) as exc:
         widgets.show_error(exc, "Cannot read the position embeddings")
 
@@ -228,4 +228,4 @@ with tab_find:
                        f"{emergence.FLAT:.0%} of its fastest rate and ends where it has fallen half-way to its final "
                        "value. Dashed red lines mark these steps. Only the chosen checkpoints are measured: save "
                        "early checkpoints densely to see a sudden change.")
-            st.plotly_chart(finding_figs.emergence_figure(series, marks), key="evo_find_chart")
+            widgets.plotly_chart(finding_figs.emergence_figure(series, marks), key="evo_find_chart")

@@ -92,21 +92,21 @@ with tabs[0]:
                 "[CLS], middle layers put over half their attention on [SEP] (a 'no-op' when a head has "
                 "nothing to do), the last layers look at punctuation. A model trained differently can park its idle attention on another token "
                 "that every input has, such as [CLS]: look for the layers where one token takes most of the attention.")
-    st.plotly_chart(figs.token_attention_figure({"[CLS]": result.to_cls, "[SEP]": result.to_sep,
+    widgets.plotly_chart(figs.token_attention_figure({"[CLS]": result.to_cls, "[SEP]": result.to_sep,
                                                  ". and ,": result.to_punct}), key="find_tokens")
 with tabs[1]:
     st.markdown("Clark et al. 2019 (section 3.1): the average attention each head puts on the previous and on the "
                 "next token; cells above 50% are labelled. bert-base has 4 such previous-token heads and 5 "
                 "next-token heads, mostly in the early layers.")
-    st.plotly_chart(figs.head_grid_figure({"previous token": result.prev, "next token": result.next},
+    widgets.plotly_chart(figs.head_grid_figure({"previous token": result.prev, "next token": result.next},
                                           threshold=F.POSITIONAL_MIN), key="find_offsets")
 with tabs[2]:
     mean_t = result.n_tokens / max(result.n_segments, 1)
     st.markdown("Clark et al. 2019 (section 3.3, Figure 4): the entropy of each head's attention, in nats. Low = "
                 "focused on a few tokens; the dashed line is uniform attention over an average segment. "
                 f"Broad heads put less than {F.BROAD_MAX:.0%} on any token on average.")
-    st.plotly_chart(figs.entropy_figure(result.entropy, float(np.log(mean_t))), key="find_entropy")
-    st.plotly_chart(figs.head_grid_figure({"[CLS] entropy (nats)": result.cls_entropy},
+    widgets.plotly_chart(figs.entropy_figure(result.entropy, float(np.log(mean_t))), key="find_entropy")
+    widgets.plotly_chart(figs.head_grid_figure({"[CLS] entropy (nats)": result.cls_entropy},
                                           zmax=float(np.log(mean_t)), colorbar="nats"), key="find_cls_entropy")
 with tabs[3]:
     st.markdown("Kovaleva et al. 2019 (section 4.1) sorted attention maps into five types with a CNN trained on ~400 "
@@ -120,7 +120,7 @@ with tabs[3]:
         f"3. **vertical+diagonal**: both ≥ {r['mixed_min']} and together ≥ {r['mixed_sum']}\n"
         f"4. **block**: block ≥ {r['block_min']}\n"
         "5. **heterogeneous**: anything else (the only type that could carry linguistic structure)")
-    st.plotly_chart(figs.pattern_figure(result.pattern_shares, F.PATTERNS), key="find_patterns")
+    widgets.plotly_chart(figs.pattern_figure(result.pattern_shares, F.PATTERNS), key="find_patterns")
 with tabs[4]:
     st.markdown("Ethayarajh 2019: *anisotropy* is the average cosine of two random words (0 in an isotropic space). "
                 "*Self-similarity* is the average cosine of one word's vectors in different contexts, "
@@ -129,13 +129,13 @@ with tabs[4]:
                 "more context-specific: adjusted self-similarity falls. Words are whole words (mean of their "
                 f"WordPieces); {result.n_self_words} words seen in at least {evalset.MIN_CONTEXTS} segments. "
                 "See also the **Word senses** page for one word across your own sentences.")
-    st.plotly_chart(figs.contextuality_figure(result.anisotropy, result.self_similarity_adjusted,
+    widgets.plotly_chart(figs.contextuality_figure(result.anisotropy, result.self_similarity_adjusted,
                                               result.intra_similarity_adjusted), key="find_context")
 with tabs[5]:
     st.markdown(f"Wang & Chen 2020 (Table 1): a linear regression from a position's vector to its index, 5-fold "
                 f"cross-validated. This model's learned table: mean absolute error **{learned_mae:.1f}** positions; "
                 f"a sinusoidal table of the same size: **{sinus_mae:.1f}**. A small error means absolute position "
                 "is a linear read-out of the vector. The **Positional embeddings** page shows the tables.")
-    st.plotly_chart(figs.position_regression_figure(
+    widgets.plotly_chart(figs.position_regression_figure(
         {k: v["predictions"] for k, v in regression.items()}, {k: v["mae"] for k, v in regression.items()}),
         key="find_positions")

@@ -101,7 +101,7 @@ if counts["eligible"] == 0:
 elif counts["selected"] == 0:
     st.info("No token was selected in this draw" + (" (the rate is 0)." if rate == 0 else
             ": press Re-sample or raise the rate."), icon=":material/info:")
-st.plotly_chart(mask_figures.decision_grid(enc.tokens, decisions, eligible[0].tolist(), fed_tokens,
+widgets.plotly_chart(mask_figures.decision_grid(enc.tokens, decisions, eligible[0].tolist(), fed_tokens,
                                            per_row=12 if len(enc) <= 120 else 16), key="msk_grid")
 
 m = st.columns(4)
@@ -115,7 +115,7 @@ for col, key, name, frac in ((m[1], "masked", "→ [MASK]", mask_fraction), (m[2
 
 st.markdown("**Counts against the recipe.** The light bars are what the parameters predict for this many "
             "tokens, with the range a single random draw stays in about 95% of the time (±2 standard errors).")
-st.plotly_chart(mask_figures.counts_figure(counts, rate, mask_fraction, max(random_fraction, 0.0)), key="msk_counts")
+widgets.plotly_chart(mask_figures.counts_figure(counts, rate, mask_fraction, max(random_fraction, 0.0)), key="msk_counts")
 
 selected_positions = [i for i, d in enumerate(decisions) if d != masking.NOT_SELECTED]
 if selected_positions:
@@ -178,7 +178,7 @@ if len(preds) > MAX_PANELS:
     st.caption(f"The first {MAX_PANELS} of {len(preds)} positions are drawn; the table below lists all of them.")
 st.caption("Bars: the model's probabilities for its top guesses (the axis zooms in when no guess passes 50%). "
            "Green: the original token.")
-st.plotly_chart(mask_figures.topk_figure([_title(p) for p in shown], [p.tokens for p in shown],
+widgets.plotly_chart(mask_figures.topk_figure([_title(p) for p in shown], [p.tokens for p in shown],
                                          [p.probs for p in shown],
                                          [None if p.original_id is None else enc.tokens[p.position] for p in shown]),
                 key="msk_topk")

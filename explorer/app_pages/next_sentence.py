@@ -77,7 +77,7 @@ left, right = st.columns([1, 3])
 verdict = "B follows A" if pred.p_is_next >= 0.5 else "B is a random sentence"
 left.metric("P(IsNext)", f"{pred.p_is_next:.1%}", verdict, delta_color="off", delta_arrow="off",
             help="Softmax of the NSP head's two logits " + f"(IsNext {pred.logits[0]:.2f}, NotNext {pred.logits[1]:.2f}).")
-right.plotly_chart(nsp_figures.is_next_bar(pred.p_is_next), key="nsp_bar")
+widgets.plotly_chart(where=right, fig=nsp_figures.is_next_bar(pred.p_is_next), key="nsp_bar")
 
 st.subheader("Where [CLS] looks")
 st.caption("Row = layer, column = token (sentence B's tokens are marked B:). Each row is [CLS]'s attention "
@@ -86,5 +86,5 @@ st.caption("Row = layer, column = token (sentence B's tokens are marked B:). Eac
 n_heads = pred.cls_attention.shape[1]
 head = st.selectbox("Head", ["mean over heads"] + [f"head {h + 1}" for h in range(n_heads)], key="nsp_head")
 head_index = None if head == "mean over heads" else int(head.split()[1]) - 1
-st.plotly_chart(nsp_figures.cls_attention_figure(pred.cls_attention, enc.tokens, enc.token_type_ids, head_index),
+widgets.plotly_chart(nsp_figures.cls_attention_figure(pred.cls_attention, enc.tokens, enc.token_type_ids, head_index),
                 key="nsp_cls_attention")

@@ -62,11 +62,11 @@ with tab_values:
                "oscillate fast and the right ones slowly; a learned table has no imposed pattern, but training "
                "often gives it smooth waves too. Each panel has its own colour range, up to its 99th percentile "
                "(learned values are much smaller, with a few outlier dimensions that saturate).")
-    st.plotly_chart(pos_figures.compare_tables(lv.table, sv.table, start, titles), key="pos_tables")
+    widgets.plotly_chart(pos_figures.compare_tables(lv.table, sv.table, start, titles), key="pos_tables")
 with tab_cos:
     st.caption("Cosine similarity of every pair of positions. A bright band along the diagonal means nearby "
                "positions have similar vectors, so the model can tell near from far.")
-    st.plotly_chart(pos_figures.compare_cosine(lv.cosine, sv.cosine, start, titles), key="pos_cosine")
+    widgets.plotly_chart(pos_figures.compare_cosine(lv.cosine, sv.cosine, start, titles), key="pos_cosine")
 with tab_pca:
     st.caption("Each position's vector projected on the two directions of largest variance (PCA), joined in "
                "order and coloured from first (dark) to last (yellow). A smooth curve means position varies "
@@ -74,7 +74,7 @@ with tab_pca:
                "where [CLS] always sits, often lies far from all the others.")
     if stop - start < 3:
         st.info("Choose at least 3 positions for a meaningful path.", icon=":material/info:")
-    st.plotly_chart(pos_figures.compare_pca(lv.pca.coords, sv.pca.coords, start,
+    widgets.plotly_chart(pos_figures.compare_pca(lv.pca.coords, sv.pca.coords, start,
                                             [lv.pca.explained, sv.pca.explained], titles), key="pos_pca")
 with tab_offset:
     if stop - start < 2:
@@ -83,7 +83,7 @@ with tab_offset:
         max_off = min(64, stop - start - 1)
         st.caption(f"Mean cosine similarity between positions 1 to {max_off} apart. For sinusoids it depends only "
                    "on the offset (their dot product is a sum of cos(offset · frequency)).")
-        st.plotly_chart(pos_figures.offset_similarity(positional.neighbour_similarity(lv.cosine, max_off),
+        widgets.plotly_chart(pos_figures.offset_similarity(positional.neighbour_similarity(lv.cosine, max_off),
                                                       positional.neighbour_similarity(sv.cosine, max_off), titles),
                         key="pos_offset")
 with tab_reg:
@@ -100,7 +100,7 @@ with tab_reg:
         c1, c2 = st.columns(2)
         c1.metric("Learned table: mean absolute error", f"{reg['learned']['mae']:.1f} positions")
         c2.metric("Sinusoidal table: mean absolute error", f"{reg['sinusoidal']['mae']:.1f} positions")
-        st.plotly_chart(finding_figures.position_regression_figure(
+        widgets.plotly_chart(finding_figures.position_regression_figure(
             {k: v["predictions"] for k, v in reg.items()}, {k: v["mae"] for k, v in reg.items()}), key="pos_regression")
         st.caption("Each dot is one position, predicted by a regression that never saw it. The **Findings** page "
                    "puts this number beside the other published measures.")

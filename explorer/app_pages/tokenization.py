@@ -4,8 +4,9 @@ import pandas as pd
 import streamlit as st
 
 from bertcore import analysis
-from bertcore.tokenizer import TextError, encode
-from explorer import widgets
+from bertcore.sources import SourceError
+from bertcore.tokenizer import TextError, TokenizerError, compare_vocabularies, encode
+from explorer import resources, widgets
 from explorer.figures import tokens as token_figures
 
 DEFAULT = "Unbelievably, the Café's naïve chatbot tokenized hyperparameterization!"
@@ -55,9 +56,43 @@ st.caption("Each cell is one token with its id below. Pieces of the same word sh
            "alternate two shades); sentence A is blue, sentence B green, special tokens grey. "
            "Hover a cell for its position, word, segment id and attention mask.")
 per_row = 12 if len(enc) <= 120 else 16
-st.plotly_chart(token_figures.token_grid(enc.tokens, enc.input_ids, enc.word_ids, enc.special_tokens_mask,
+widgets.plotly_chart(token_figures.token_grid(enc.tokens, enc.input_ids, enc.word_ids, enc.special_tokens_mask,
                                          enc.token_type_ids, enc.attention_mask, per_row=per_row),
                 key="tok_grid")
+
+st.subheader("This vocabulary vs bert-base-uncased's")
+if resources.has_bert_base_uncased_vocab(resources.source_key(lm.source), lm):
+    st.caption(f"This model uses bert-base-uncased's vocabulary ({len(tok):,} WordPiece tokens, lower-cased), "
+               "the one Devlin et al. (2019) trained on Wikipedia and BooksCorpus. A model pretrained here "
+               "from scratch with a corpus vocabulary (`--tokenizer corpus:<size>`) splits words differently: "
+               "pick one in the sidebar to compare.")
+else:
+    try:
+        reference = resources.bert_base_uncased_tokenizer()
+    except (SourceError, TokenizerError) as exc:
+        reference = None
+        st.info(f"bert-base-uncased's vocabulary is not available to compare with: {exc}")
+    if reference is not None:
+        comp = compare_vocabularies(tok, reference, text, text_pair, max_length=limit)
+        n_model, n_ref = comp.n_pieces
+        st.caption(f"This model's vocabulary ({len(tok):,} tokens) is not bert-base-uncased's (30,522). A smaller "
+                   "vocabulary trained on one corpus (WordPiece, Wu et al. 2016; trained with the `tokenizers` "
+                   "library) keeps that corpus's frequent words whole and cuts rarer words into more pieces; "
+                   "every extra piece is a longer sequence for the model. Ids differ too: the same id means "
+                   "a different token under each vocabulary.")
+        left, right = st.columns(2)
+        for col, name, e, n in ((left, "this model", comp.encoding, n_model),
+                                (right, "bert-base-uncased", comp.reference, n_ref)):
+            col.metric(f"Pieces under {name}", n, delta=None if col is right else n - n_ref,
+                       delta_color="inverse", help="WordPiece tokens without [CLS] and [SEP]")
+            widgets.plotly_chart(where=col, fig=token_figures.token_grid(e.tokens, e.input_ids, e.word_ids, e.special_tokens_mask,
+                                                      e.token_type_ids, e.attention_mask, per_row=8),
+                             key=f"tok_grid_{'model' if col is left else 'reference'}")
+        if comp.words:
+            st.dataframe(pd.DataFrame(comp.words).drop(columns="word"), hide_index=True, key="tok_compare",
+                         column_config={"text": "word", "pieces": "this model's pieces",
+                                        "reference_pieces": "bert-base-uncased's pieces", "n_pieces": "pieces",
+                                        "n_reference_pieces": "pieces (bert-base-uncased)"})
 
 st.subheader("Input vs tokens: normalization and WordPiece")
 st.caption("What you typed, what the normalizer made of it, and the pieces. Invisible characters "

@@ -127,7 +127,7 @@ left, right = st.columns(2)
 with left:
     st.subheader("Cosine similarity")
     st.caption(f"Between the occurrences at layer {layer_names[layer]} ({'the embedding output, before any context is mixed in' if layer == 0 else 'after ' + str(layer) + ' layer(s) of attention'}).")
-    st.plotly_chart(sim_figures.cosine_heatmap(sim, occ_labels, baseline=float(base_mean[layer])), key="ws_matrix")
+    widgets.plotly_chart(sim_figures.cosine_heatmap(sim, occ_labels, baseline=float(base_mean[layer])), key="ws_matrix")
     if not np.isnan(base_mean[layer]):
         st.caption(f"Baseline at this layer: two random different words of these sentences have a mean cosine of "
                    f"{base_mean[layer]:.2f} (± {base_std[layer]:.2f}); the colour scale starts there, so a dark "
@@ -140,7 +140,7 @@ with right:
     if not explained.any():
         st.info("Every occurrence has the same vector at this layer: before any attention layer, a word's "
                 "vector depends only on the word, its position and its segment.", icon=":material/info:")
-    st.plotly_chart(sim_figures.pca_scatter(points, occ_labels, occ_senses, explained), key="ws_pca")
+    widgets.plotly_chart(sim_figures.pca_scatter(points, occ_labels, occ_senses, explained), key="ws_pca")
 
 st.subheader("Similarity across layers")
 same, different = analysis.similarity_by_layer(occ.vectors, occ_senses)
@@ -151,4 +151,4 @@ else:
     st.caption("Mean cosine of pairs of occurrences with the same sense label and with different labels; "
                "the grey band is random pairs of different words from the same sentences. The gap between "
                "green and red is what the model knows about the sense.")
-st.plotly_chart(sim_figures.similarity_by_layer(same, different, base_mean, base_std, layer_names), key="ws_layers")
+widgets.plotly_chart(sim_figures.similarity_by_layer(same, different, base_mean, base_std, layer_names), key="ws_layers")

@@ -1,0 +1,198 @@
+"""Tokenizer loading checks and the corpus WordPiece trainer (bertcore.tokenizer, bertcore.wordpiece)."""
+
+import json
+from pathlib import Path
+
+import pytest
+import transformers
+
+from bertcore import sources
+from bertcore.tokenizer import (
+    TokenizerError,
+    check_tokenizer,
+    encode,
+    is_bert_base_uncased,
+    load_tokenizer,
+    save_tokenizer,
+    vocab_md5,
+)
+from bertcore.wordpiece import (
+    SPECIAL_TOKENS,
+    corpus_tokenizer,
+    parse_tokenizer_spec,
+    resolve_tokenizer,
+    train_wordpiece,
+)
+
+FIXTURE = Path(__file__).parent / "fixtures" / "tiny_corpus.txt"
+TEXTS = [b for b in FIXTURE.read_text(encoding="utf-8").split("\n\n") if b.strip()]
+PAIR = ("The Village Council met on Monday.", "Farmers brought pumpkins to the fair!")
+
+
+@pytest.fixture(scope="module")
+def trained():
+    return train_wordpiece(TEXTS, 300)
+
+
+def test_specials_first_and_read_from_the_tokenizer(trained):
+    vocab = trained.get_vocab()
+    assert [vocab[t] for t in SPECIAL_TOKENS] == [0, 1, 2, 3, 4]
+    assert (trained.pad_token_id, trained.unk_token_id, trained.cls_token_id, trained.sep_token_id,
+            trained.mask_token_id) == (0, 1, 2, 3, 4)
+    enc = encode(trained, *PAIR)
+    assert enc.tokens[0] == "[CLS]" and enc.tokens[-1] == "[SEP]" and enc.tokens.count("[SEP]") == 2
+    first_sep = enc.tokens.index("[SEP]")
+    assert set(enc.token_type_ids[:first_sep + 1]) == {0} and set(enc.token_type_ids[first_sep + 1:]) == {1}
+    assert any(t.startswith("##") for t in trained.get_vocab()), "continuation pieces use the ## prefix"
+    assert 5 < len(trained) <= 300
+
+
+def test_lower_cases_and_strips_accents(trained):
+    assert trained.tokenize("VILLAGE Fair") == trained.tokenize("village fair")
+    assert trained.tokenize("Café") == trained.tokenize("cafe")
+    assert not any(c.isupper() for t in trained.get_vocab() if t not in SPECIAL_TOKENS for c in t)
+    cased = train_wordpiece(TEXTS, 300, lowercase=False)
+    assert cased.tokenize("Village") != cased.tokenize("village")
+
+
+def test_deterministic(trained):
+    """Same corpus -> same vocabulary and ids (a tiny corpus has many equally frequent merges, where
+    the bare trainer's hash-map order showed through)."""
+    for size in (200, 300):
+        first = train_wordpiece(TEXTS, size)
+        for _ in range(3):
+            again = train_wordpiece(list(TEXTS), size)
+            assert again.get_vocab() == first.get_vocab() and vocab_md5(again) == vocab_md5(first)
+    assert vocab_md5(first) == vocab_md5(trained)
+
+
+def test_folder_loads_in_transformers_with_the_same_ids(trained, tmp_path):
+    files = {p.name for p in save_tokenizer(trained, tmp_path / "tok")}
+    assert {"tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"} <= files
+    hf = transformers.BertTokenizerFast.from_pretrained(str(tmp_path / "tok"), local_files_only=True)
+    auto = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "tok"), local_files_only=True)
+    want = trained(*PAIR)
+    for other in (hf, auto, load_tokenizer(tmp_path / "tok")):
+        assert len(other) == len(trained)
+        assert other(*PAIR)["input_ids"] == want["input_ids"]
+        assert other(*PAIR)["token_type_ids"] == want["token_type_ids"]
+    vocab_only = tmp_path / "vocab_only"
+    vocab_only.mkdir()
+    (vocab_only / "vocab.txt").write_bytes((tmp_path / "tok" / "vocab.txt").read_bytes())
+    assert transformers.BertTokenizerFast.from_pretrained(str(vocab_only))(*PAIR)["input_ids"] == want["input_ids"]
+
+
+def test_packaged_vocab_is_bert_base_uncased(trained):
+    tok = load_tokenizer(sources.packaged_model_dir())
+    assert len(tok) == 30522 and is_bert_base_uncased(tok)
+    assert not is_bert_base_uncased(trained)
+
+
+def _write(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def _tokenizer_json(trained, tmp_path) -> dict:
+    trained.save_pretrained(str(tmp_path / "good"))
+    return json.loads((tmp_path / "good" / "tokenizer.json").read_text(encoding="utf-8"))
+
+
+def test_five_token_tokenizer_refused(tmp_path):
+    """transformers 5's BertTokenizerFast(vocab_file=...) ignores the file and saves a 5-token tokenizer."""
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join([*SPECIAL_TOKENS, "the", "cat"]) + "\n", encoding="utf-8")
+    broken = transformers.BertTokenizerFast(vocab_file=str(vocab))
+    broken.save_pretrained(str(tmp_path / "five"))
+    with pytest.raises(TokenizerError, match="only its 5 special tokens"):
+        load_tokenizer(tmp_path / "five")
+
+
+@pytest.mark.parametrize("special", ["[CLS]", "[SEP]", "[MASK]", "[PAD]"])
+def test_missing_special_refused(tmp_path, special):
+    tokens = [t for t in [*SPECIAL_TOKENS, "the", "cat", "sat"] if t != special]
+    folder = _write(tmp_path / "v", "vocab.txt", "\n".join(tokens) + "\n")
+    with pytest.raises(TokenizerError, match=rf"lacks the special token\(s\) {__import__('re').escape(special)}"):
+        load_tokenizer(folder)
+
+
+def test_not_wordpiece_refused(trained, tmp_path):
+    spec = _tokenizer_json(trained, tmp_path)
+    spec["model"] = {"type": "BPE", "vocab": {"a": 0}, "merges": []}
+    folder = _write(tmp_path / "bpe", "tokenizer.json", json.dumps(spec))
+    with pytest.raises(TokenizerError, match="BPE model, not WordPiece"):
+        load_tokenizer(folder)
+
+
+def test_unreadable_json_and_empty_folder_refused(tmp_path):
+    with pytest.raises(TokenizerError, match="not readable JSON"):
+        load_tokenizer(_write(tmp_path / "bad", "tokenizer.json", "{not json"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(TokenizerError, match="no tokenizer in"):
+        load_tokenizer(tmp_path / "empty")
+    with pytest.raises(TokenizerError, match="not a folder"):
+        load_tokenizer(tmp_path / "nowhere")
+
+
+def test_post_processor_not_bert_refused(trained):
+    """transformers re-installs BERT's post-processor when it loads a folder; a tokenizer object
+    built otherwise is checked too."""
+    import copy
+
+    tok = copy.deepcopy(trained)
+    tok.backend_tokenizer.post_processor = None
+    with pytest.raises(TokenizerError, match=r"\[CLS\] A \[SEP\] B \[SEP\]"):
+        check_tokenizer(tok)
+    check_tokenizer(trained)
+
+
+def test_vocab_size_range():
+    with pytest.raises(TokenizerError, match="outside"):
+        train_wordpiece(TEXTS, 10)
+
+
+def test_corpus_tokenizer_cached_per_corpus_and_size(tmp_path, monkeypatch):
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    a = corpus_tokenizer(str(corpus), 300)
+    folders = sorted((tmp_path / "cache" / "wordpiece").iterdir())
+    assert len(folders) == 1 and (folders[0] / "vocab.txt").is_file()
+    info = json.loads((folders[0] / "wordpiece.json").read_text())
+    assert info["vocab_size"] == len(a) and info["documents"] == len(TEXTS)
+    assert corpus_tokenizer(str(corpus), 300).get_vocab() == a.get_vocab()  # from the cache
+    assert len(list((tmp_path / "cache" / "wordpiece").iterdir())) == 1
+    corpus_tokenizer(str(corpus), 200)
+    assert len(list((tmp_path / "cache" / "wordpiece").iterdir())) == 2
+    corpus.write_text(FIXTURE.read_text(encoding="utf-8") + "\n\nA brand new document about zebras.\n")
+    corpus_tokenizer(str(corpus), 300)  # the content changed: a new fingerprint, a new folder
+    assert len(list((tmp_path / "cache" / "wordpiece").iterdir())) == 3
+
+
+@pytest.mark.parametrize("spec, size, want", [
+    ("packaged", None, ("packaged", None)), ("", None, ("packaged", None)),
+    ("corpus", None, ("corpus", 8000)), ("corpus", 4000, ("corpus", 4000)), ("corpus:2,000", 4000, ("corpus", 2000)),
+    ("/some/folder", None, ("folder", "/some/folder")),
+])
+def test_parse_tokenizer_spec(spec, size, want):
+    assert parse_tokenizer_spec(spec, size) == want
+
+
+@pytest.mark.parametrize("spec, match", [("corpus:many", "whole number"), ("corpus:12", "outside"),
+                                         ("corpus:1000000", "outside")])
+def test_parse_tokenizer_spec_refuses(spec, match):
+    with pytest.raises(TokenizerError, match=match):
+        parse_tokenizer_spec(spec)
+
+
+def test_resolve_tokenizer(tmp_path, monkeypatch, trained):
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    assert is_bert_base_uncased(resolve_tokenizer("packaged"))
+    assert resolve_tokenizer("corpus:300", str(corpus)).get_vocab() == trained.get_vocab()
+    save_tokenizer(trained, tmp_path / "folder")
+    assert resolve_tokenizer(str(tmp_path / "folder")).get_vocab() == trained.get_vocab()
+    with pytest.raises(TokenizerError, match="no tokenizer in"):
+        resolve_tokenizer(str(tmp_path))
