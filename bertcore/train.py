@@ -11,6 +11,10 @@ Examples::
     # fine-tune the packaged MiniLM on the packaged tweets (positive vs negative)
     python -m bertcore.train finetune --init packaged --dataset tweets --max-seq-len 64 --max-steps 400
 
+    # ten minutes of CPU, the schedule spread over the time, MLM only, 100% [MASK], early checkpoints
+    python -m bertcore.train pretrain --preset nano --max-time 10 --no-nsp --mask-replace-prob 1 \
+        --random-replace-prob 0 --save-early --run-dir runs/nano-10min
+
     # continue a stopped or killed run from its last checkpoint
     python -m bertcore.train resume --run-dir runs/nano-bbc
 
@@ -62,13 +66,14 @@ def _add_options(p: argparse.ArgumentParser, task: str) -> None:
         m = f.metadata
         g = groups.get(m["group"]) or groups.setdefault(m["group"], p.add_argument_group(GROUPS[m["group"]]))
         flag = "--" + f.name.replace("_", "-")
+        help_text = m["help"].replace("%", "%%")  # argparse expands %-formats in help
         default = field_info(f.name, task)["default"] if f.default is not None or m["by_task"] else None
         if m["type"] is bool:
             action = argparse.BooleanOptionalAction if m["negatable"] else "store_true"
-            g.add_argument(flag, dest=f.name, action=action, default=bool(default), help=m["help"])
+            g.add_argument(flag, dest=f.name, action=action, default=bool(default), help=help_text)
         else:
             g.add_argument(flag, dest=f.name, type=m["type"] or str, default=default, choices=m["choices"],
-                           help=m["help"])
+                           help=help_text)
     groups["run"].add_argument("--config", type=Path, default=None,
                    help="JSON file of options (option names as keys, or an earlier run.json); flags win")
 

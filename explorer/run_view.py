@@ -53,9 +53,13 @@ def _last_lines(text: str, n: int = 15) -> str:
 # ----------------------------------------------------------------------------- views of one run
 CURVES_HELP = {
     "pretrain": "Solid: training batches; dotted: held-out documents (validation). The MLM loss starts near "
-                "ln(30,522) ≈ 10.3, a uniform guess over the vocabulary, and falls as the model learns which words "
-                "fit; the NSP loss starts at ln 2 ≈ 0.69 (a coin flip). MLM accuracy is the share of masked "
-                "tokens guessed exactly.",
+                "ln(vocabulary size) (a uniform guess, ≈ 10.3 for 30,522 tokens) and first falls to the dashed "
+                "unigram line: the model learns which tokens are frequent and copies the unchanged ones, "
+                "without using context. Leaving that plateau, often as a sudden drop, is when it starts to use "
+                "the context (Chen et al. 2023, \"Sudden drops in the loss\"). The headline accuracy is the one at "
+                "[MASK] positions, to compare with the dashed line of always guessing the most frequent token; the "
+                "mix over all selected tokens is higher because unchanged tokens only need copying. NSP accuracy "
+                "must rise above its 50% chance line to mean anything.",
     "finetune": "Solid: training batches; dotted: the validation split. The loss starts near ln(classes) and "
                 "should fall; accuracy and macro F1 (the mean of the per-class F1, which a majority-class "
                 "guess cannot fake) should rise above the share of the most frequent class.",

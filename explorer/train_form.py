@@ -38,6 +38,44 @@ KEYS = {"max_steps": "steps", "epochs": "epochs", "batch_size": "batch", "max_se
         "log_every": "log", "save_every": "save", "keep_checkpoints": "keep", "seed": "seed"}  # widget keys
 
 
+def recipe_options(opts: dict[str, Any]) -> None:
+    """Pretraining knobs: NSP on/off and its weight, the corruption split, the sequence-length schedule,
+    early checkpoints and TensorBoard (defaults from TrainConfig: BERT's recipe)."""
+    with st.expander("Pretraining recipe (MLM, NSP, sequence length)"):
+        st.caption("BERT's recipe is the default: NSP on, 80% [MASK] / 10% random / 10% unchanged, one sequence "
+                   "length. RoBERTa (Liu et al. 2019) drops NSP; Wettig et al. 2023 find 100% [MASK] works as well; "
+                   "BERT trained 90% of its steps at 128 tokens, then 512.")
+        r1, r2, r3 = st.columns(3)
+        opts["nsp"] = r1.toggle("Next sentence prediction", value=field_info("nsp")["default"], key="train_nsp",
+                                help=option_help("nsp"))
+        if opts["nsp"]:
+            with r1:
+                opts["nsp_weight"] = number("nsp_weight", "pretrain", "NSP loss weight", step=0.1)
+        split = r2.slider("Selected tokens: [MASK] | random | unchanged", 0.0, 1.0,
+                          (field_info("mask_replace_prob")["default"],
+                           field_info("mask_replace_prob")["default"] + field_info("random_replace_prob")["default"]),
+                          0.05, key="train_split", help="Left handle: share replaced by [MASK]; between the handles: "
+                          "share replaced by a random token; the rest stays unchanged (BERT: 80 | 10 | 10).")
+        opts["mask_replace_prob"] = round(float(split[0]), 4)
+        opts["random_replace_prob"] = round(float(split[1]) - float(split[0]), 4)
+        short = r3.number_input("Short sequences first (tokens, 0: off)", min_value=0, max_value=4096, value=0, step=16,
+                                key="train_short_len", help=option_help("short_seq_len"))
+        if short:
+            opts["short_seq_len"] = int(short)
+            opts["short_seq_fraction"] = float(r3.slider("Share of the run at that length", 0.0, 1.0, 0.5, 0.05,
+                                                         key="train_short_frac"))
+        opts["save_early"] = r1.checkbox("Early checkpoints (0, 10, 20, 50, 100, ...)", key="train_save_early",
+                                         help=option_help("save_early"))
+        opts["tensorboard"] = r2.checkbox("TensorBoard event files", key="train_tensorboard",
+                                          help=option_help("tensorboard"))
+
+
+def option_help(name: str, extra: str = "") -> str:
+    """The TrainConfig help of ``name`` as a sentence (the page's tooltip), plus ``extra``."""
+    text = field_info(name)["help"]
+    return text[:1].upper() + text[1:] + "." + (" " + extra if extra else "")
+
+
 def number(name: str, task: str, label: str, *, value: Any = None, step: Any = None, fmt: str | None = None,
            key: str | None = None, extra: str = "") -> Any:
     """A ``st.number_input`` for the TrainConfig option ``name``: its default (or ``value``), its range and
@@ -46,11 +84,13 @@ def number(name: str, task: str, label: str, *, value: Any = None, step: Any = N
     default = info["default"] if value is None else value
     cast = float if isinstance(default, float) or isinstance(step, float) else int
     lo, hi = info["min"], info["max"]
-    rng = f"{lo:g} to {hi:g}. " if lo is not None and hi is not None else (f"at least {lo:g}. " if lo is not None else "")
+    if lo is not None and hi is not None:
+        rng = f"{lo:g} to {hi:g}. "
+    else:
+        rng = f"at least {lo:g}. " if lo is not None else ""
     out = st.number_input(label, min_value=None if lo is None else cast(lo), max_value=None if hi is None else cast(hi),
                           value=cast(default), step=None if step is None else cast(step), format=fmt,
-                          key=key or f"train_{task}_{KEYS.get(name, name)}", help=rng + info["help"][:1].upper() + info["help"][1:]
-                          + (". " + extra if extra else "."))
+                          key=key or f"train_{task}_{KEYS.get(name, name)}", help=rng + option_help(name, extra))
     return cast(out)
 
 
@@ -158,10 +198,14 @@ def launch_form() -> None:
 
     with c2:
         scratch = start == "scratch"
-        length = st.radio("Length in", ["steps", "epochs"], key=f"train_{task}_length", horizontal=True,
-                          help="An optimizer step processes one batch; an epoch is one pass over the training split.")
+        length = st.radio("Length in", ["steps", "minutes", "epochs"], key=f"train_{task}_length", horizontal=True,
+                          help="An optimizer step processes one batch; minutes is a time budget (the learning rate "
+                               "decays with the time spent, and the run ends with an evaluation and a checkpoint "
+                               "when it is up); an epoch is one pass over the training split.")
         if length == "steps":
             opts["max_steps"] = number("max_steps", task, "Steps", step=50)
+        elif length == "minutes":
+            opts["max_time"] = number("max_time", task, "Minutes", step=1.0, key=f"train_{task}_minutes")
         else:
             opts["epochs"] = number("epochs", task, "Epochs", step=0.5)
         opts["batch_size"] = number("batch_size", task, "Batch size", step=8)
@@ -203,12 +247,15 @@ def launch_form() -> None:
                                     help="0 to 10,000,000: subsample the training split (seeded) for a quicker run."))
             opts["max_train_examples"] = n or None
 
+    if task == "pretrain":
+        recipe_options(opts)
     problems = validate(task, opts)
     if upload_problem:
         problems.insert(0, upload_problem)
     busy_with = runs.device_user(opts["device"])
     if busy_with and not queue:
-        st.info(f"{opts['device']} is busy with run {busy_with}. Cancel it, wait, or tick 'Queue if the device is busy'.")
+        st.info(f"{opts['device']} is busy with run {busy_with}. Cancel it, wait, or tick "
+                "'Queue if the device is busy'.")
     if st.button("Start training", key="train_start", type="primary", icon=":material/play_arrow:"):
         if problems:
             for p in problems:

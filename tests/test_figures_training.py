@@ -6,6 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
+from explorer.figures import evolution as E
 from explorer.figures import training as F
 
 
@@ -177,7 +178,7 @@ def softmax_rows(rng, t):
 def test_attention_evolution_small_multiples():
     rng = np.random.default_rng(0)
     maps = [softmax_rows(rng, 5) for _ in range(5)]
-    fig = F.attention_evolution_figure(maps, ["[CLS]", "the", "cat", "the", "[SEP]"], [0, 10, 20, 30, 40],
+    fig = E.attention_evolution_figure(maps, ["[CLS]", "the", "cat", "the", "[SEP]"], [0, 10, 20, 30, 40],
                                        layer=1, head=0, cols=3)
     assert len(fig.data) == 5
     assert [a.text for a in fig.layout.annotations][:5] == [f"step {s}" for s in (0, 10, 20, 30, 40)]
@@ -195,7 +196,7 @@ def test_attention_evolution_small_multiples():
 ])
 def test_attention_evolution_rejects(maps, tokens, steps, match):
     with pytest.raises(ValueError, match=match):
-        F.attention_evolution_figure(maps, tokens, steps)
+        E.attention_evolution_figure(maps, tokens, steps)
 
 
 def test_position_similarity_evolution_and_neighbours():
@@ -205,13 +206,13 @@ def test_position_similarity_evolution_and_neighbours():
         v = rng.normal(size=(12, 8))
         v /= np.linalg.norm(v, axis=1, keepdims=True)
         sims.append(v @ v.T)
-    fig = F.position_similarity_evolution_figure(sims, [0, 50, 100])
+    fig = E.position_similarity_evolution_figure(sims, [0, 50, 100])
     assert len(fig.data) == 3 and fig.layout.coloraxis.cmin == -1
-    line = F.neighbour_similarity_figure(sims, [100, 0, 50], max_offset=3)
+    line = E.neighbour_similarity_figure(sims, [100, 0, 50], max_offset=3)
     assert [t.name for t in line.data] == ["offset 1", "offset 2", "offset 3"]
     assert list(line.data[0].x) == [0, 50, 100]
     with pytest.raises(ValueError, match="outside"):
-        F.position_similarity_evolution_figure([np.full((3, 3), 2.0)], [0])
+        E.position_similarity_evolution_figure([np.full((3, 3), 2.0)], [0])
 
 
 def test_figures_module_does_not_import_streamlit():
@@ -222,3 +223,37 @@ def test_figures_module_does_not_import_streamlit():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=str(__import__('pathlib').Path(__file__).resolve().parents[1]))
     assert out.stdout.strip() == "False"
+
+
+# ----------------------------------------------------------------------------- issue 8: honest pretraining charts
+def with_reference(records: list[dict]) -> list[dict]:
+    ref = {"step": 0, "time": 0.0, "split": "reference", "unigram_loss": 6.5, "most_frequent_token_rate": 0.05,
+           "most_frequent_token": "the"}
+    extra = [{**r, "mlm_acc_mask": r["mlm_acc"] / 2, "mlm_top5_mask": r["mlm_acc"]} for r in records]
+    return [ref, *extra]
+
+
+def test_pretraining_charts_draw_the_reference_lines():
+    recs = with_reference(pretrain_metrics())
+    loss = F.loss_figure(recs, "pretrain", total_steps=100)
+    [uni] = [t for t in loss.data if t.name.startswith("unigram")]
+    assert list(uni.y) == [6.5, 6.5] and list(uni.x) == [0, 100.0] and "6.50" in uni.name
+    acc = F.accuracy_figure(recs, "pretrain", total_steps=100)
+    assert "MLM accuracy at [MASK] (train)" in names(acc) and "top-5 at [MASK] (validation)" in names(acc)
+    assert any("mix of [MASK], random, unchanged" in n for n in names(acc))
+    [freq] = [t for t in acc.data if t.name.startswith("always the most frequent")]
+    assert list(freq.y) == [0.05, 0.05] and "(the)" in freq.name and "5.0%" in freq.name
+    [chance] = [t for t in acc.data if t.name.startswith("NSP chance")]
+    assert list(chance.y) == [0.5, 0.5]
+    # a run without a reference record (older runs) or without NSP draws no such line
+    no_nsp = [{k: v for k, v in r.items() if not k.startswith("nsp")} for r in pretrain_metrics()]
+    acc = F.accuracy_figure(no_nsp, "pretrain")
+    assert not [n for n in names(acc) if n.startswith(("NSP chance", "always"))]
+    assert not [n for n in names(F.loss_figure(no_nsp, "pretrain")) if n.startswith("unigram")]
+
+
+def test_progress_under_a_time_budget_is_in_time():
+    p = F.progress_summary({"state": "running", "step": 340, "total_steps": None, "time_budget_s": 600,
+                            "elapsed_s": 150, "eta_s": 450, "tokens_per_s": 1000})
+    assert p.fraction == pytest.approx(0.25)
+    assert "2 min 30 s of 10 min 00 s (25%)" in p.text and "step 340" in p.text and "ETA 7 min 30 s" in p.text

@@ -89,3 +89,34 @@ def test_page_inputs_show_the_config_defaults_ranges_and_help(tmp_path, monkeypa
             assert (w.min, w.max) == (info["min"], info["max"]) and info["help"][1:20] in w.help
         lr = at.number_input(key=f"train_{task}_lr_{'scratch' if task == 'pretrain' else 'init'}")
         assert lr.value == pytest.approx(default_lr(task, task == "pretrain"))
+
+
+def test_page_recipe_options_reach_run_json(tmp_path, monkeypatch):
+    """Length in minutes and the recipe knobs set on the page arrive in run.json's args (a TrainConfig)."""
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path))
+    at = AppTest.from_file(str(ROOT / "explorer" / "app_pages" / "train.py"), default_timeout=60).run()
+    at.radio(key="train_pretrain_length").set_value("minutes").run()
+    at.number_input(key="train_pretrain_minutes").set_value(2.5).run()
+    at.toggle(key="train_nsp").set_value(False).run()
+    at.slider(key="train_split").set_value((1.0, 1.0)).run()
+    at.checkbox(key="train_save_early").check().run()
+    at.button(key="train_start").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    [run] = [p for p in tmp_path.iterdir() if not p.name.startswith(".")]
+    try:
+        args = R.read_config(run)["args"]
+        cfg = TrainConfig.from_dict(args)
+        assert (cfg.max_time, cfg.max_steps, cfg.nsp, cfg.mask_replace_prob, cfg.random_replace_prob, cfg.save_early) \
+            == (2.5, None, False, 1.0, 0.0, True)
+        assert cfg == TrainConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
+    finally:
+        R.cancel(run, timeout_s=30)
+
+
+@pytest.mark.parametrize("task", ["pretrain", "finetune", "resume"])
+def test_help_of_every_subcommand_prints(task, capsys):
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args([task, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "--run-dir" in out and (task == "resume" or "--max-time" in out)

@@ -180,3 +180,105 @@ def test_bad_options_fail_with_a_message(tmp_path):
     _, state = run_trainer(tiny_pretrain_argv(run, "--corpus", str(tmp_path / "missing.txt")))
     assert state == "failed"
     assert "unknown corpus" in R.read_status(run)["error"]
+
+
+# ----------------------------------------------------------------------------- issue 8: metrics, budget, knobs
+def test_per_corruption_accuracy_on_a_constructed_case():
+    """4 selected positions: [MASK] right, [MASK] wrong (but 2nd best), random right, unchanged right."""
+    from types import SimpleNamespace
+
+    from bertcore.masking import MASKED, RANDOM, UNCHANGED
+    from bertcore.training.config import TrainConfig
+    from bertcore.training.tasks import PretrainTask
+
+    task = PretrainTask(TrainConfig.create("pretrain"))
+    labels = torch.tensor([[-100, 5, 6, -100, 7, 8]])
+    decision = torch.tensor([[0, MASKED, MASKED, 0, RANDOM, UNCHANGED]], dtype=torch.uint8)
+    logits = torch.zeros(4, 10)
+    logits[0, 5] = 9  # right
+    logits[1, 2], logits[1, 6] = 9, 8  # wrong, but in the top 5
+    logits[2, 7] = 9
+    logits[3, 8] = 9
+    out = SimpleNamespace(mlm_labels=torch.tensor([5, 6, 7, 8]), prediction_logits=logits,
+                          mlm_loss=torch.tensor(1.0), nsp_loss=torch.tensor(0.5),
+                          seq_relationship_logits=torch.tensor([[2.0, 0.0]]))
+    batch = {"labels": labels, "decision": decision, "next_sentence_label": torch.tensor([1]),
+             "attention_mask": torch.ones(1, 6, dtype=torch.long)}
+    m = task.summarize(task.batch_stats(out, batch))
+    assert m["mlm_acc"] == 0.75 and m["mlm_acc_mask"] == 0.5 and m["mlm_top5_mask"] == 1.0
+    assert m["mlm_acc_random"] == 1.0 and m["mlm_acc_unchanged"] == 1.0 and m["nsp_acc"] == 0.0
+    assert m["loss"] == pytest.approx(1.5)
+
+
+def test_unigram_reference_is_the_entropy_of_maskable_tokens():
+    ref = D.unigram_reference([[101, 7, 7, 8, 102], [101, 9, 7, 102]], special_ids=[101, 102])
+    p = torch.tensor([3 / 5, 1 / 5, 1 / 5])
+    assert ref["unigram_loss"] == pytest.approx(float(-(p * p.log()).sum()))
+    assert ref["most_frequent_token_rate"] == pytest.approx(0.6) and ref["most_frequent_token_id"] == 7
+    assert ref["maskable_tokens"] == 5
+
+
+def test_lr_schedule_by_time_is_spread_over_the_budget():
+    from bertcore.training.optim import lr_at_time
+
+    assert lr_at_time(0, 100, 1.0, 0.1) == pytest.approx(1e-3)
+    assert lr_at_time(5, 100, 1.0, 0.1) == pytest.approx(0.5)
+    assert lr_at_time(10, 100, 1.0, 0.1) == pytest.approx(1.0)
+    assert lr_at_time(55, 100, 1.0, 0.1) == pytest.approx(0.5)
+    assert lr_at_time(100, 100, 1.0, 0.1) == 0.0 and lr_at_time(150, 100, 1.0, 0.1) == 0.0
+    assert lr_at_time(50, 100, 1.0, 4, step=1) == pytest.approx(0.5 * 0.5)  # step warmup x time decay
+
+
+def test_shorten_pair_keeps_the_boundary():
+    row = {"input_ids": [101, 1, 2, 3, 4, 102, 5, 6, 7, 102], "token_type_ids": [0] * 6 + [1] * 4,
+           "next_sentence_label": 1}
+    short = D.shorten_pair(row, 7)
+    assert short["input_ids"] == [101, 3, 4, 102, 5, 6, 102] and short["token_type_ids"] == [0] * 4 + [1] * 3
+    assert short["next_sentence_label"] == 1 and D.shorten_pair(row, 10) is row
+
+
+def test_knobs_no_nsp_corruption_split_length_schedule_early_checkpoints_tensorboard(tmp_path):
+    run = tmp_path / "knobs"
+    _, state = run_trainer(tiny_pretrain_argv(run, "--no-nsp", "--mask-replace-prob", "1.0", "--random-replace-prob",
+                                              "0", "--short-seq-len", "16", "--short-seq-fraction", "0.5",
+                                              "--save-steps", "0,2", "--keep-checkpoints", "1", "--tensorboard"))
+    assert state == "done"
+    train = R.read_metrics(run, "train")
+    assert [r["seq_len"] for r in train] == [16, 16, 16, 32, 32, 32]
+    assert all("nsp_acc" not in r and "mlm_acc_random" not in r and "mlm_acc_unchanged" not in r for r in train)
+    assert all(r["mlm_acc"] == r["mlm_acc_mask"] for r in train)  # 100% [MASK]: the mix is the [MASK] accuracy
+    assert R.read_config(run)["data"]["notnext_fraction"] == 0.0
+    assert [c.name for c in R.checkpoints(run)] == ["step-000000", "step-000002", "step-000006"]  # 0, 2 never pruned
+    [ref] = R.read_metrics(run, "reference")
+    assert 0 < ref["most_frequent_token_rate"] < 1 and ref["unigram_loss"] > 0
+    assert R.read_config(run)["reference"]["unigram_loss"] == ref["unigram_loss"]
+    assert list((run / "tensorboard").glob("events.out.tfevents.*"))
+
+
+def test_time_budget_ends_the_run_with_a_final_evaluation_and_checkpoint(tmp_path):
+    run = tmp_path / "timed"
+    argv = [a for a in tiny_pretrain_argv(run) if a not in ("--max-steps", "6")]
+    trainer, state = run_trainer(argv + ["--max-time", "0.05", "--eval-every", "100000", "--save-every", "100000"])
+    assert state == "done"
+    status = R.read_status(run)
+    assert status["total_steps"] is None and status["time_budget_s"] == pytest.approx(3.0)
+    assert status["elapsed_s"] >= 3.0 and trainer.step < 10**6
+    last_train = R.read_metrics(run, "train")[-1]
+    assert last_train["step"] == trainer.step and last_train["time"] >= 3.0
+    assert [r["step"] for r in R.read_metrics(run, "val")] == [0, trainer.step]  # the final evaluation
+    assert R.last_checkpoint(run).name == f"step-{trainer.step:06d}"  # the final checkpoint
+    assert last_train["lr"] < 3e-3 * 0.5  # the schedule decayed with the time spent
+
+
+def test_epochs_save_every_s_and_grad_clip_options(tmp_path):
+    """--epochs sets the length from the training split, --save-every-s checkpoints by time (here at
+    every step), --grad-clip 0 turns clipping (and its logged norm) off."""
+    run = tmp_path / "ep"
+    argv = [a for a in tiny_pretrain_argv(run) if a not in ("--max-steps", "6")]
+    trainer, state = run_trainer(argv + ["--epochs", "1", "--save-every-s", "0.000001", "--save-every", "1000",
+                                         "--keep-checkpoints", "0", "--grad-clip", "0"])
+    assert state == "done"
+    per_epoch = len(trainer.task.train_ds) // 8
+    assert trainer.total_steps == per_epoch == R.read_status(run)["total_steps"]
+    assert [R.checkpoint_step(c) for c in R.checkpoints(run)] == list(range(1, per_epoch + 1))
+    assert all("grad_norm" not in r for r in R.read_metrics(run, "train"))

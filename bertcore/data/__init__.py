@@ -45,14 +45,15 @@ from .labelled import (
                        split_indices,
                        tokenize_classification,
 )
-from .nsp import PretrainData, build_pretraining_data, create_nsp_pairs, truncate_pair
+from .nsp import PretrainData, build_pretraining_data, create_nsp_pairs, shorten_pair, truncate_pair, unigram_reference
 from .uploads import UPLOAD_MAX_MB, UPLOAD_TYPES, UploadCheck, check_upload, safe_upload_name
 
 __all__ = [
     "CORPORA", "Corpus", "DataError", "bbc_dir", "cache_dir", "load_documents", "read_text", "sentence_splitter",
     "split_sentences", "tokenize_documents", "tokenized_corpus", "tweets_csv", "MIN_LABELLED", "TWEETS_LABELS",
     "ClassificationData", "build_classification_data", "load_labelled", "split_indices", "tokenize_classification",
-    "PretrainData", "build_pretraining_data", "create_nsp_pairs", "truncate_pair", "ClassificationCollator",
+    "PretrainData", "build_pretraining_data", "create_nsp_pairs", "shorten_pair", "truncate_pair",
+    "unigram_reference", "ClassificationCollator",
     "PretrainCollator", "batch_generator", "epoch_batches", "epoch_order", "eval_batches", "iterate_batches",
     "pad_batch", "UPLOAD_MAX_MB", "UPLOAD_TYPES", "UploadCheck", "check_upload", "safe_upload_name",
 ]

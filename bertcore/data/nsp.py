@@ -36,6 +36,42 @@ def truncate_pair(a: list[int], b: list[int], max_tokens: int) -> tuple[list[int
     return a, b, removed
 
 
+def shorten_pair(row: dict[str, Any], max_len: int) -> dict[str, Any]:
+    """A ``[CLS] A [SEP] B [SEP]`` example cut to ``max_len`` tokens with :func:`truncate_pair` (the
+    A|B boundary stays, so its NSP label still holds); shorter rows are returned unchanged.
+    ``token_type_ids`` tell A (0) from B (1). Used by the sequence-length schedule (short first)."""
+    ids, types = list(row["input_ids"]), list(row["token_type_ids"])
+    if len(ids) <= max_len:
+        return row
+    n0 = types.count(0)  # [CLS] A [SEP]
+    a, b, _ = truncate_pair(ids[1:n0 - 1], ids[n0:-1], max_len - 3)
+    out = dict(row)
+    out["input_ids"] = [ids[0], *a, ids[n0 - 1], *b, ids[-1]]
+    out["token_type_ids"] = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+    return out
+
+
+def unigram_reference(sequences: Sequence[Sequence[int]], special_ids: Sequence[int]) -> dict[str, Any]:
+    """What a model that knows only token frequencies scores on MLM, from the training sequences.
+
+    Over the maskable tokens (not in ``special_ids``) with frequencies p: ``unigram_loss`` = entropy
+    -sum p ln p in nats (the MLM cross-entropy of predicting p at every selected position, since
+    selection is uniform over maskable tokens), ``most_frequent_token_rate`` = max p (the accuracy of
+    always guessing the most frequent token) and its id ``most_frequent_token_id``. The plateau of
+    early pretraining sits near these (Chen et al. 2023: frequencies first, context later).
+    """
+    flat = np.fromiter((t for s in sequences for t in s), dtype=np.int64)
+    if special_ids is not None and len(special_ids):
+        flat = flat[~np.isin(flat, np.asarray(list(special_ids), dtype=np.int64))]
+    if flat.size == 0:
+        return {"unigram_loss": None, "most_frequent_token_rate": None, "most_frequent_token_id": None,
+                "maskable_tokens": 0}
+    counts = np.bincount(flat)
+    p = counts[counts > 0] / flat.size
+    return {"unigram_loss": float(-(p * np.log(p)).sum()), "most_frequent_token_rate": float(counts.max() / flat.size),
+            "most_frequent_token_id": int(counts.argmax()), "maskable_tokens": int(flat.size)}
+
+
 def create_nsp_pairs(
     documents: Sequence[Sequence[Sequence[int]]],
     max_seq_len: int,
@@ -82,7 +118,9 @@ def create_nsp_pairs(
                     is_random = False
                     chunk.append(doc[i + 1])
                     i += 1
-                if is_random:
+                if is_random and random_next_prob <= 0:
+                    b = []  # no NSP: never a B from another document (a lone last sentence is dropped)
+                elif is_random:
                     r = rng.randrange(len(usable) - 1)  # any usable document but this one
                     other = usable[r + 1 if r >= pos[d_idx] else r]
                     rdoc = docs[other]
@@ -128,6 +166,7 @@ def build_pretraining_data(
     max_docs: int | None = None,
     val_fraction: float = 0.05,
     short_seq_prob: float = 0.1,
+    random_next_prob: float = 0.5,
 ) -> PretrainData:
     """Corpus -> documents -> sentences -> NSP pairs, split by document (validation pairs come
     from documents never seen in training; their NotNext partners too).
@@ -145,7 +184,8 @@ def build_pretraining_data(
     if n - n_val < 2:
         raise DataError(f"corpus has {n} documents: too few for a validation split of {val_fraction:.0%}")
     val_idx, train_idx = sorted(order[:n_val]), sorted(order[n_val:])
-    common = dict(cls_id=tokenizer.cls_token_id, sep_id=tokenizer.sep_token_id, short_seq_prob=short_seq_prob)
+    common = dict(cls_id=tokenizer.cls_token_id, sep_id=tokenizer.sep_token_id, short_seq_prob=short_seq_prob,
+                  random_next_prob=random_next_prob)
     train = create_nsp_pairs([all_ids[i] for i in train_idx], max_seq_len, seed=seed, **common)
     val = create_nsp_pairs([all_ids[i] for i in val_idx], max_seq_len, seed=seed + 1, **common) if n_val else None
     stats = {

@@ -240,7 +240,8 @@ class RunDir:
         status = read_json(self.status_file)
         if status is None:
             return None
-        if status.get("state") in ("running", "queued") and status.get("host", socket.gethostname()) == socket.gethostname():
+        here = socket.gethostname()
+        if status.get("state") in ("running", "queued") and status.get("host", here) == here:
             if not pid_alive(status.get("pid")):
                 status = dict(status, state="failed", stale=True,
                               error=status.get("error") or "the training process ended without saying why "

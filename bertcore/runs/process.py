@@ -30,7 +30,8 @@ from .lock import RunBusyError, busy_message, lock_holder, resolve_device
 from .writer import RunWriter
 
 
-def train_command(task: str, run_dir: Path, args: dict[str, Any] | Sequence[str], nproc: int = 1) -> tuple[list[str], dict]:
+def train_command(task: str, run_dir: Path, args: dict[str, Any] | Sequence[str],
+                  nproc: int = 1) -> tuple[list[str], dict]:
     """The command line of a run and the ``args`` recorded in its first ``run.json``.
 
     ``args`` as a dict is read as :class:`bertcore.training.config.TrainConfig` options (an unknown
@@ -62,7 +63,8 @@ def _spawn(cmd: list[str], run_dir: Path, env: dict[str, str] | None = None) -> 
     try:
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         project_root = str(Path(__file__).resolve().parents[2])
-        full_env["PYTHONPATH"] = project_root + (os.pathsep + full_env["PYTHONPATH"] if full_env.get("PYTHONPATH") else "")
+        old = full_env.get("PYTHONPATH")
+        full_env["PYTHONPATH"] = project_root + (os.pathsep + old if old else "")
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env=full_env, cwd=os.getcwd())
     finally:

@@ -81,8 +81,12 @@ class TrainConfig:
     # run length
     max_steps: int | None = opt(None, "length", "optimizer steps (default: from --epochs)", type=int, min=1,
                                 max=10_000_000, suggested=300)
-    epochs: float | None = opt(None, "length", "passes over the training split when --max-steps is not given "
-                               "(default 1)", type=float, min=0.01, max=1000.0, suggested=1.0)
+    epochs: float | None = opt(None, "length", "passes over the training split when neither --max-steps nor "
+                               "--max-time is given (default 1)", type=float, min=0.01, max=1000.0, suggested=1.0)
+    max_time: float | None = opt(None, "length", "time budget in minutes: the run ends (final evaluation and "
+                                 "checkpoint) when it is spent, and the learning-rate schedule is spread over it by "
+                                 "elapsed time (Geiping & Goldstein 2023, Cramming); with --max-steps, whichever "
+                                 "comes first", type=float, min=0.01, max=100_000.0, suggested=10.0)
     # optimisation
     batch_size: int = opt(32, "optim", "sequences per step (over all DDP processes)", type=int, min=1, max=4096)
     lr: float | None = opt(None, "optim", "peak learning rate (default: 1e-3 pretrain from scratch, 1e-4 continued "
@@ -107,6 +111,12 @@ class TrainConfig:
                           min=1, max=10_000_000)
     keep_checkpoints: int = opt(5, "log", "newest checkpoints kept (0: keep all)", type=int, min=0, max=10_000)
     save_every_s: float = opt(0.0, "log", "also checkpoint after this many seconds (0: off)", type=float, min=0.0)
+    save_steps: str | None = opt(None, "log", "extra checkpoints at these steps, e.g. '0,25,50,100,200' (0: before "
+                                 "the first step); never pruned", type=str)
+    save_early: bool = opt(False, "log", "extra checkpoints at step 0 and log-spaced early steps (10, 20, 50, 100, "
+                           "200, 500, 1000, ...), never pruned, so the Evolution page shows the start and a "
+                           "sudden drop", type=bool)
+    tensorboard: bool = opt(False, "log", "also write TensorBoard event files (run directory/tensorboard)", type=bool)
     # model
     preset: str = opt("nano", "model", "architecture preset when training from scratch "
                       "(nano, tiny, mini, small, medium, base, large)", type=str)
@@ -133,6 +143,19 @@ class TrainConfig:
                                  tasks=PRETRAIN)
     whole_word_mask: bool = opt(False, "mlm", "select whole words (all their pieces) together", type=bool,
                                 tasks=PRETRAIN)
+    mask_replace_prob: float = opt(0.8, "mlm", "share of the selected tokens replaced by [MASK] (BERT: 0.8)",
+                                   type=float, min=0.0, max=1.0, tasks=PRETRAIN)
+    random_replace_prob: float = opt(0.1, "mlm", "share of the selected tokens replaced by a random token (BERT: "
+                                     "0.1); the rest stays unchanged", type=float, min=0.0, max=1.0, tasks=PRETRAIN)
+    nsp: bool = opt(True, "mlm", "next sentence prediction: with --no-nsp, B always continues A (contiguous text) "
+                    "and the loss is MLM only (as RoBERTa)", type=bool, negatable=True, tasks=PRETRAIN)
+    nsp_weight: float = opt(1.0, "mlm", "weight of the NSP loss in the total loss", type=float, min=0.0, max=100.0,
+                            tasks=PRETRAIN)
+    short_seq_len: int | None = opt(None, "mlm", "sequence-length schedule: train on sequences of at most this many "
+                                    "tokens first (BERT appendix A.2: 128 for 90% of the steps, then 512)",
+                                    type=int, min=8, max=4096, tasks=PRETRAIN)
+    short_seq_fraction: float = opt(0.0, "mlm", "share of the run (steps, or time with --max-time) spent at "
+                                    "--short-seq-len", type=float, min=0.0, max=1.0, tasks=PRETRAIN)
     short_seq_prob: float = opt(0.1, "data", "chance of a shorter target length (as BERT)", type=float, min=0.0,
                                 max=1.0, tasks=PRETRAIN)
     probe: str | None = opt("The government said it would [MASK] the new law next [MASK].", "data",
@@ -239,6 +262,33 @@ class TrainConfig:
             if isinstance(value, (int, float)) and ((m["min"] is not None and value < m["min"])
                                                     or (m["max"] is not None and value > m["max"])):
                 raise OptionError(f"{flag} {value} is out of range [{m['min']}, {m['max']}]")
+        if self.pretrain and self.mask_replace_prob + self.random_replace_prob > 1.0 + 1e-9:
+            raise OptionError(f"--mask-replace-prob {self.mask_replace_prob} + --random-replace-prob "
+                              f"{self.random_replace_prob} exceed 1 (the rest of the selected tokens stays unchanged)")
+        self.extra_save_steps(10**9)  # raises on a malformed --save-steps
+
+    def extra_save_steps(self, total_steps: int) -> tuple[int, ...]:
+        """Steps of the extra checkpoints (``--save-steps``, ``--save-early``) up to ``total_steps``.
+
+        Raises:
+            OptionError: ``--save-steps`` is not a comma-separated list of whole numbers >= 0.
+        """
+        steps: set[int] = set()
+        if self.save_steps:
+            try:
+                steps |= {int(x) for x in str(self.save_steps).replace(" ", "").split(",") if x != ""}
+            except ValueError as exc:
+                raise OptionError(f"--save-steps {self.save_steps!r}: give whole numbers separated by commas, "
+                                  "e.g. 0,25,50,100") from exc
+            if any(x < 0 for x in steps):
+                raise OptionError(f"--save-steps {self.save_steps!r}: steps must be >= 0")
+        if self.save_early:
+            steps.add(0)
+            k = 1
+            while k <= total_steps:
+                steps |= {m * k for m in (1, 2, 5) if m * k >= 10 and m * k <= total_steps}
+                k *= 10
+        return tuple(sorted(x for x in steps if x <= total_steps))
 
 
 def fields_for(task: str) -> list[dataclasses.Field]:

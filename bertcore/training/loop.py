@@ -2,10 +2,12 @@
 
     setup     device (auto: CUDA else CPU), DDP (torchrun), seeds, the per-device lock, data and
               model (the task object, :mod:`.tasks`), AdamW, resume from a checkpoint
-    loop      batch -> forward (bf16 autocast on CUDA) -> loss -> backward -> clip -> lr_at(step)
+    loop      batch (short sequences first if scheduled) -> forward (bf16 autocast on CUDA) -> loss
+              -> backward -> clip -> lr (by step, or by elapsed time under ``--max-time``)
               -> optimizer step -> metrics every ``log_every`` -> eval every ``eval_every``
-              -> checkpoint every ``save_every`` (and on SIGTERM, then exit as ``cancelled``)
-    end       last checkpoint; the task's finish (fine-tuning: test results and the baseline)
+              -> checkpoint every ``save_every`` and at the extra steps (and on SIGTERM, then exit
+              as ``cancelled``); the run ends at ``max_steps`` or when the time budget is spent
+    end       a final evaluation and checkpoint; the task's finish (fine-tuning: test results, baseline)
 
 Every metric record goes to the subscribers (``on_event``) and to ``metrics.jsonl`` (the UI and a
 test see the same events). Reproducibility: the data order depends on (seed, epoch), the masks on
@@ -31,10 +33,12 @@ from .checkpoints import load_trainer_state, prune_checkpoints, save_checkpoint
 from .config import ExitCode, TrainConfig
 from .dist import StopFlag, autocast, init_distributed, pick_device
 from .models import TrainingError, build_model, load_tokenizer_for
-from .optim import lr_at, make_optimizer, warmup_steps_of
+from .optim import lr_at, lr_at_time, make_optimizer, warmup_steps_of
+from .events import tensorboard_writer
 from .tasks import make_task
 
 Event = dict[str, Any]
+UNBOUNDED = 10**12  # "no step limit": a run bounded by its time budget only
 
 
 class Cancelled(Exception):
@@ -129,12 +133,21 @@ class Trainer:
 
             self.ddp_model = DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         if c.batch_size % self.dist.world_size:
-            raise TrainingError(f"--batch-size {c.batch_size} must be divisible by the {self.dist.world_size} processes")
+            raise TrainingError(f"--batch-size {c.batch_size} must be divisible by the "
+                                f"{self.dist.world_size} processes")
         per_epoch = len(task.train_ds) // c.batch_size
         if per_epoch == 0:
             raise TrainingError(f"{len(task.train_ds)} training examples: fewer than one batch of {c.batch_size}")
-        self.total_steps = c.max_steps or max(1, int(math.ceil((c.epochs or 1.0) * per_epoch)))
-        self.warmup = warmup_steps_of(c.warmup, self.total_steps)
+        self.budget_s = c.max_time * 60.0 if c.max_time else None
+        if c.max_steps:
+            self.total_steps = c.max_steps
+        elif self.budget_s:
+            self.total_steps = UNBOUNDED  # the time budget ends the run
+        else:
+            self.total_steps = max(1, int(math.ceil((c.epochs or 1.0) * per_epoch)))
+        self.bounded = self.total_steps != UNBOUNDED
+        self.warmup = warmup_steps_of(c.warmup, self.total_steps) if self.bounded or c.warmup >= 1 else 0
+        self.extra_saves = c.extra_save_steps(self.total_steps)
         self.lr = c.peak_lr
         self.optimizer = make_optimizer(self.model, self.lr, c.weight_decay, c.beta2)
         if resume_from is not None:
@@ -152,10 +165,44 @@ class Trainer:
                     self.log(f"removed {n} incomplete checkpoint folder(s) left by the interrupted session")
             self.log(f"resumed at step {self.step} from {resume_from}")
         n_params = self.model.num_parameters()
-        self.log(f"model: {origin}; {n_params:,} parameters; {self.total_steps} steps, warmup {self.warmup}, "
+        length = f"{self.total_steps} steps" if self.bounded else ""
+        if self.budget_s:
+            length += (" or " if length else "") + f"{c.max_time:g} min"
+        self.log(f"model: {origin}; {n_params:,} parameters; {length}, warmup {c.warmup}, "
                  f"peak lr {self.lr}, batch {c.batch_size}, seq {c.max_seq_len}")
         self._write_run_json(n_params)
-        self.writer.set_status(state="running", step=self.step, total_steps=self.total_steps)
+        self.writer.set_status(state="running", step=self.step, total_steps=self.status_total(),
+                               time_budget_s=self.budget_s, elapsed_s=round(self.elapsed(), 1))
+        if c.tensorboard and self.dist.main:
+            self.subscribers.append(tensorboard_writer(R.RunDir(self.run_dir).tensorboard_dir))
+
+    def status_total(self) -> int | None:
+        """``total_steps`` for status.json: None when only the time budget bounds the run."""
+        return self.total_steps if self.bounded else None
+
+    def progress(self) -> float:
+        """Share of the run done, in [0, 1]: by time under a budget (or steps, whichever is further)."""
+        p = self.step / self.total_steps if self.bounded else 0.0
+        if self.budget_s:
+            p = max(p, self.elapsed() / self.budget_s)
+        return min(1.0, p)
+
+    def lr_now(self) -> float:
+        """The learning rate of the next step: by elapsed time under a budget, else by step."""
+        if self.budget_s:
+            return lr_at_time(self.elapsed(), self.budget_s, self.lr, self.cfg.warmup, self.step)
+        return lr_at(self.step, self.lr, self.warmup, self.total_steps)
+
+    def time_up(self) -> bool:
+        return bool(self.budget_s) and self.elapsed() >= self.budget_s
+
+    def max_len_now(self) -> int | None:
+        """The sequence-length schedule: ``short_seq_len`` for the first ``short_seq_fraction`` of the run."""
+        c = self.cfg
+        short = c.pretrain and c.short_seq_len and c.short_seq_len < c.max_seq_len
+        if short and self.progress() < c.short_seq_fraction:
+            return c.short_seq_len
+        return None
 
     def _write_run_json(self, n_params: int) -> None:
         existing = R.read_config(self.run_dir) if self.dist.main else None
@@ -167,7 +214,8 @@ class Trainer:
             "model_config": self.model.config.to_dict(), "device": str(self.device),
             "world_size": self.dist.world_size, "origin": self.origin, "num_parameters": n_params,
             "data": self.task.data.stats, "labels": self.task.labels,
-            "total_steps": self.total_steps, "warmup_steps": self.warmup,
+            "total_steps": self.status_total(), "warmup_steps": self.warmup, "time_budget_s": self.budget_s,
+            "reference": self.task.reference or None,
         }
         if existing is not None:
             record["resumes"] = (existing.get("resumes") or []) + ([{"at": R.now_iso(), "step": self.step}]
@@ -202,47 +250,26 @@ class Trainer:
             return {}
         return {**task.summarize(sums), **task.eval_extra(store)}
 
-    @torch.no_grad()
-    def probe(self) -> dict[str, Any] | None:
-        """Top-5 predictions at each [MASK] of the probe sentence: ``{"step", "text", "predictions"}``."""
-        text = self.cfg.probe
-        if not text or "[MASK]" not in text:
-            return None
-        tok = self.tokenizer
-        enc = tok(text.replace("[MASK]", tok.mask_token), return_tensors="pt", truncation=True,
-                  max_length=self.cfg.max_seq_len)
-        ids = enc["input_ids"].to(self.device)
-        model = self.model
-        was = model.training
-        model.eval()
-        with autocast(self.device, self.cfg.precision):
-            out = model(ids, enc["attention_mask"].to(self.device), enc["token_type_ids"].to(self.device))
-        model.train(was)
-        pos = (ids[0] == tok.mask_token_id).nonzero().flatten()
-        probs = out.prediction_logits[0, pos].float().softmax(-1)  # (M, V)
-        top = probs.topk(5, dim=-1)
-        preds = [[[tok.convert_ids_to_tokens(int(i)), round(float(p), 4)] for p, i in zip(tp, ti)]
-                 for tp, ti in zip(top.values, top.indices)]
-        return {"step": self.step, "text": text, "predictions": preds}
-
     # -- checkpoint
     def checkpoint(self) -> None:
         if self.dist.main:
             path = save_checkpoint(self.run_dir, self.step, self.model, self.tokenizer, self.optimizer,
                                    {"elapsed_s": self.elapsed(), "seed": self.cfg.seed})
-            prune_checkpoints(self.run_dir, self.cfg.keep_checkpoints)
+            prune_checkpoints(self.run_dir, self.cfg.keep_checkpoints, protect=self.extra_saves)
             self.log(f"checkpoint {path.name}")
         self.last_save_t = time.perf_counter()
         self.dist.barrier()
 
     def elapsed(self) -> float:
-        """Seconds of training, earlier sessions of a resumed run included."""
+        """Seconds of training since the loop started (setup excluded), earlier sessions of a resumed
+        run included."""
         return self.time_offset + time.perf_counter() - self.t0
 
     # -- the loop
     def fit(self) -> None:
         c, task = self.cfg, self.task
         model, opt = self.ddp_model, self.optimizer
+        self.t0 = time.perf_counter()  # the clock (metrics "time", the time budget) counts training, not setup
         lengths = [len(x) for x in task.train_ds["input_ids"]] if c.group_by_length else None
         batches = D.iterate_batches(task.train_ds, c.batch_size, seed=c.seed, start_step=self.step,
                                     rank=self.dist.rank, world_size=self.dist.world_size, lengths=lengths)
@@ -250,13 +277,21 @@ class Trainer:
         win_t, win_steps = time.perf_counter(), 0
         self.last_save_t = time.perf_counter()
         step_times: list[float] = []
-        if self.step == 0 and self.dist.main:
-            self._eval_and_log()
+        if self.step == 0:
+            if self.dist.main:
+                if self.task.reference:
+                    self.emit({"step": 0, "time": 0.0, "split": "reference", **self.task.reference})
+                self._eval_and_log()
+            self.dist.barrier()
+            if 0 in self.extra_saves:
+                self.checkpoint()
         while self.step < self.total_steps:
             t_step = time.perf_counter()
             step, epoch, rows = next(batches)
-            batch = self.to_device(task.collate(rows, D.batch_generator(c.seed, step, self.dist.rank)))
-            lr = lr_at(self.step, self.lr, self.warmup, self.total_steps)
+            max_len = self.max_len_now()
+            rows_batch = task.collate_train(rows, D.batch_generator(c.seed, step, self.dist.rank), max_len)
+            batch = self.to_device(rows_batch)
+            lr = self.lr_now()
             for group in opt.param_groups:
                 group["lr"] = lr
             out = self.forward(model, batch)
@@ -273,31 +308,52 @@ class Trainer:
             step_times.append(time.perf_counter() - t_step)
             step_times = step_times[-50:]
             stop = self._sync_stop()
-            if self.step % c.log_every == 0 or self.step == self.total_steps or stop:
+            last = self.step >= self.total_steps or self._sync_flag(self.time_up())
+            if self.step % c.log_every == 0 or last or stop:
                 sums = self.dist.all_reduce_sum(window.clone())
                 dt = max(1e-9, time.perf_counter() - win_t)
                 tps = float(sums[task.STATS.index("tokens")]) / dt
                 rec = {"step": self.step, "time": round(self.elapsed(), 3), "split": "train", "epoch": epoch,
                        "lr": lr, "tokens_per_s": round(tps, 1), "steps_per_s": round(win_steps / dt, 4),
+                       "seq_len": max_len or c.max_seq_len,
                        **{k: round(v, 6) for k, v in task.summarize(sums).items()}}
                 if grad_norm is not None:
                     rec["grad_norm"] = round(grad_norm, 4)
                 self.emit(rec)
-                eta = (self.total_steps - self.step) * (sum(step_times) / len(step_times))
-                self.writer.set_status(state="running", step=self.step, total_steps=self.total_steps,
-                                       eta_s=round(eta, 1), tokens_per_s=round(tps, 1))
+                self.writer.set_status(state="running", step=self.step, total_steps=self.status_total(),
+                                       eta_s=round(self._eta(step_times), 1), tokens_per_s=round(tps, 1),
+                                       time_budget_s=self.budget_s, elapsed_s=round(self.elapsed(), 1))
                 window, win_t, win_steps = None, time.perf_counter(), 0
                 if not math.isfinite(rec["loss"]):
                     raise TrainingError(f"the loss became {rec['loss']} at step {self.step}: lower --lr")
             if stop:
                 raise Cancelled()
-            if self.step % c.eval_every == 0 or self.step == self.total_steps:
+            if self.step % c.eval_every == 0 or last:
                 if self.dist.main:
                     self._eval_and_log()
                 self.dist.barrier()
+            if last:
+                break
             due_time = c.save_every_s and time.perf_counter() - self.last_save_t >= c.save_every_s
-            if (self.step % c.save_every == 0 or due_time) and self.step < self.total_steps:
+            if self.step % c.save_every == 0 or due_time or self.step in self.extra_saves:
                 self.checkpoint()
+
+    def _eta(self, step_times: list[float]) -> float:
+        """Seconds left: by steps (mean of the last step times) and/or by the time budget, the sooner."""
+        left = []
+        if self.bounded:
+            left.append((self.total_steps - self.step) * (sum(step_times) / max(1, len(step_times))))
+        if self.budget_s:
+            left.append(max(0.0, self.budget_s - self.elapsed()))
+        return min(left)
+
+    def _sync_flag(self, flag: bool) -> bool:
+        """True on every rank when it is True on any (so DDP ranks stop at the same step)."""
+        if not self.dist.enabled:
+            return flag
+        t = torch.tensor([1.0 if flag else 0.0], device=self.device if self.device.type == "cuda" else "cpu")
+        self.dist.all_reduce_sum(t)
+        return bool(t.item() > 0)
 
     def _sync_stop(self) -> bool:
         if not self.dist.enabled:
@@ -314,7 +370,7 @@ class Trainer:
             res = self.evaluate(val, self.cfg.eval_batches)
             if res:
                 self.emit({"step": self.step, "time": round(self.elapsed(), 3), "split": "val",
-                           "lr": lr_at(max(0, self.step - 1), self.lr, self.warmup, self.total_steps),
+                           "lr": self.lr_now(),
                            "tokens_per_s": None, **{k: round(v, 6) for k, v in res.items()}})
         self.task.after_eval(self)
 
@@ -352,7 +408,8 @@ class Trainer:
         finally:
             if self.lock is not None:
                 self.lock.release()
-        self.writer.set_status(state=state, error=error, step=self.step, eta_s=None if state != "done" else 0.0)
+        self.writer.set_status(state=state, error=error, step=self.step, eta_s=None if state != "done" else 0.0,
+                               elapsed_s=round(self.elapsed(), 1))
         self.log(f"run {state}" + (f": {error}" if error else ""))
         if self.dist.enabled and torch.distributed.is_initialized():
             with contextlib.suppress(Exception):

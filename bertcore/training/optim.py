@@ -41,3 +41,25 @@ def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, beta2
         except (RuntimeError, TypeError, ValueError):
             continue
     raise RuntimeError("cannot build AdamW")
+
+
+def lr_at_time(elapsed_s: float, budget_s: float, peak: float, warmup: float, step: int = 0) -> float:
+    """Learning rate under a time budget (Geiping & Goldstein 2023, "Cramming": the schedule is a
+    function of the budget spent, progress = elapsed / budget). Pure.
+
+    ``warmup`` < 1 is a fraction of the budget: linear warmup in time to ``peak``, then linear decay to
+    0 when the budget is spent. ``warmup`` >= 1 is a number of optimizer steps (``step`` is 0-based):
+    the step warmup multiplies a linear decay in time, ``peak * min(1, (step+1)/warmup) * (1 - progress)``.
+
+    Args:
+        elapsed_s: seconds of training so far (earlier sessions of a resumed run included).
+        budget_s: the run's time budget in seconds (> 0).
+    """
+    if budget_s <= 0:
+        return peak
+    p = min(1.0, max(0.0, elapsed_s / budget_s))
+    if warmup >= 1:
+        return peak * min(1.0, (step + 1) / warmup) * (1.0 - p)
+    if warmup > 0 and p < warmup:
+        return peak * max(p / warmup, 1e-3)
+    return peak * max(0.0, (1.0 - p) / max(1e-9, 1.0 - warmup))

@@ -20,9 +20,10 @@ import torch
 
 from .. import data as D
 from ..heads import BertForPreTraining, BertForSequenceClassification
-from ..masking import MASKED, RANDOM, UNCHANGED
+from ..masking import MASKED, RANDOM, UNCHANGED, special_ids
 from .baseline import macro_f1, tfidf_baseline
 from .config import TrainConfig
+from .dist import autocast
 from .models import data_tokenizer
 
 Log = Callable[[str], None]
@@ -52,24 +53,40 @@ class PretrainTask:
     def __init__(self, cfg: TrainConfig) -> None:
         self.cfg = cfg
         self.labels = None
+        self.reference: dict[str, Any] = {}
 
     def load_data(self, log: Log) -> None:
         """Corpus -> NSP pairs with the tokenizer the run starts from (before the model is built)."""
         c = self.cfg
         tok = data_tokenizer(c)
         self.data = D.build_pretraining_data(tok, c.corpus, c.max_seq_len, seed=c.seed, max_docs=c.max_docs,
-                                             val_fraction=c.val_fraction, short_seq_prob=c.short_seq_prob)
+                                             val_fraction=c.val_fraction, short_seq_prob=c.short_seq_prob,
+                                             random_next_prob=0.5 if c.nsp else 0.0)
+        ref = D.unigram_reference(self.data.train["input_ids"], special_ids(tok).tolist())
+        mf = ref.pop("most_frequent_token_id")
+        ref["most_frequent_token"] = None if mf is None else tok.convert_ids_to_tokens(mf)
+        self.reference = ref
+        self.data.stats.update(ref)
         log(f"data: {json.dumps(self.data.stats)}")
 
     def prepare(self, tokenizer, model) -> None:
         c = self.cfg
         self.train_ds, self.val_ds, self.test_ds = self.data.train, self.data.val, None
-        self.collate = D.PretrainCollator(tokenizer, c.mlm_probability, c.whole_word_mask, model.config.vocab_size)
+        self.collate = D.PretrainCollator(tokenizer, c.mlm_probability, c.whole_word_mask, model.config.vocab_size,
+                                          mask_fraction=c.mask_replace_prob, random_fraction=c.random_replace_prob)
+
+    def collate_train(self, rows: list[dict[str, Any]], generator: torch.Generator, max_len: int | None):
+        """A training batch; ``max_len`` (the sequence-length schedule) shortens pairs first."""
+        if max_len:
+            rows = [D.shorten_pair(r, max_len) for r in rows]
+        return self.collate(rows, generator)
 
     def forward(self, model, batch: dict[str, torch.Tensor]):
+        """Loss = MLM + ``nsp_weight`` x NSP (NSP left out with ``--no-nsp``)."""
+        nsp = self.cfg.nsp
         out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], labels=batch["labels"],
-                    next_sentence_label=batch["next_sentence_label"], masked_only=True)
-        out.loss = out.mlm_loss + out.nsp_loss
+                    next_sentence_label=batch["next_sentence_label"] if nsp else None, masked_only=True)
+        out.loss = out.mlm_loss + self.cfg.nsp_weight * out.nsp_loss if nsp else out.mlm_loss
         return out
 
     @torch.no_grad()
@@ -85,7 +102,10 @@ class PretrainTask:
         nsp_label = batch["next_sentence_label"]
         nsp_hit = (out.seq_relationship_logits.argmax(-1) == nsp_label).sum()
         n, b = labels.numel(), nsp_label.numel()
-        return _sums([out.mlm_loss.float() * n, n, hit.sum(), out.nsp_loss.float() * b, b, nsp_hit,
+        nsp_loss = out.nsp_loss.float() * b if out.nsp_loss is not None else 0.0
+        if out.nsp_loss is None:
+            b = nsp_hit = 0
+        return _sums([out.mlm_loss.float() * n, n, hit.sum(), nsp_loss, b, nsp_hit,
                       batch["attention_mask"].sum(), is_mask.sum(), (hit & is_mask).sum(), is_random.sum(),
                       (hit & is_random).sum(), is_unchanged.sum(), (hit & is_unchanged).sum(), (top5 & is_mask).sum()],
                      labels.device)
@@ -93,12 +113,16 @@ class PretrainTask:
     def summarize(self, sums: torch.Tensor) -> dict[str, float]:
         s = dict(zip(self.STATS, sums.tolist()))
         mlm_loss, nsp_loss = _ratio(s["mlm_loss_sum"], s["n_selected"]), _ratio(s["nsp_loss_sum"], s["n_pairs"])
-        return {"loss": mlm_loss + nsp_loss, "mlm_loss": mlm_loss, "mlm_acc": _ratio(s["correct"], s["n_selected"]),
-                "mlm_acc_mask": _ratio(s["correct_mask"], s["n_mask"]),
-                "mlm_acc_random": _ratio(s["correct_random"], s["n_random"]),
-                "mlm_acc_unchanged": _ratio(s["correct_unchanged"], s["n_unchanged"]),
-                "mlm_top5_mask": _ratio(s["top5_mask"], s["n_mask"]),
-                "nsp_loss": nsp_loss, "nsp_acc": _ratio(s["nsp_correct"], s["n_pairs"])}
+        out = {"loss": mlm_loss + self.cfg.nsp_weight * nsp_loss, "mlm_loss": mlm_loss,
+               "mlm_acc": _ratio(s["correct"], s["n_selected"])}
+        for name, n in (("mask", "n_mask"), ("random", "n_random"), ("unchanged", "n_unchanged")):
+            if s[n]:  # a split with 0% of a kind (e.g. 100% [MASK]) logs no accuracy for it
+                out[f"mlm_acc_{name}"] = s[f"correct_{name}"] / s[n]
+        if s["n_mask"]:
+            out["mlm_top5_mask"] = s["top5_mask"] / s["n_mask"]
+        if s["n_pairs"]:  # NSP on
+            out.update(nsp_loss=nsp_loss, nsp_acc=_ratio(s["nsp_correct"], s["n_pairs"]))
+        return out
 
     def eval_collect(self, out, batch, store: dict[str, list]) -> None:
         """Nothing beyond the sums for pretraining."""
@@ -106,9 +130,32 @@ class PretrainTask:
     def eval_extra(self, store: dict[str, list]) -> dict[str, Any]:
         return {}
 
+    @torch.no_grad()
+    def probe(self, trainer) -> dict[str, Any] | None:
+        """Top-5 predictions at each [MASK] of the probe sentence: ``{"step", "text", "predictions"}``."""
+        text = self.cfg.probe
+        if not text or "[MASK]" not in text:
+            return None
+        tok = trainer.tokenizer
+        enc = tok(text.replace("[MASK]", tok.mask_token), return_tensors="pt", truncation=True,
+                  max_length=self.cfg.max_seq_len)
+        ids = enc["input_ids"].to(trainer.device)
+        model = trainer.model
+        was = model.training
+        model.eval()
+        with autocast(trainer.device, self.cfg.precision):
+            out = model(ids, enc["attention_mask"].to(trainer.device), enc["token_type_ids"].to(trainer.device))
+        model.train(was)
+        pos = (ids[0] == tok.mask_token_id).nonzero().flatten()
+        probs = out.prediction_logits[0, pos].float().softmax(-1)  # (M, V)
+        top = probs.topk(5, dim=-1)
+        preds = [[[tok.convert_ids_to_tokens(int(i)), round(float(p), 4)] for p, i in zip(tp, ti)]
+                 for tp, ti in zip(top.values, top.indices)]
+        return {"step": trainer.step, "text": text, "predictions": preds}
+
     def after_eval(self, trainer) -> None:
         """Log the probe sentence's top predictions (``probe.jsonl``)."""
-        rec = trainer.probe()
+        rec = self.probe(trainer)
         if rec is not None:
             trainer.writer.log_probe(rec)
 
@@ -136,6 +183,11 @@ class ClassifyTask:
             text_pair_column=c.text_pair_column)
         self.labels = self.data.labels
         log(f"data: {json.dumps(self.data.stats)}")
+
+    reference: dict[str, Any] = {}
+
+    def collate_train(self, rows: list[dict[str, Any]], generator: torch.Generator, max_len: int | None):
+        return self.collate(rows, generator)
 
     def prepare(self, tokenizer, model) -> None:
         n = self.cfg.max_seq_len

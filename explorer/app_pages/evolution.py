@@ -1,7 +1,7 @@
 """Evolution: how one attention head and the position embeddings change across a run's checkpoints.
 
 Widgets -> ``bertcore.runs`` (which runs and checkpoints exist) -> ``bertcore.sources.load`` per
-checkpoint -> ``bertcore.analysis.run`` / ``bertcore.positional`` -> ``explorer.figures.training``.
+checkpoint -> ``bertcore.analysis.run`` / ``bertcore.positional`` -> ``explorer.figures.evolution``.
 Session-state keys start with ``evo_``.
 """
 
@@ -19,8 +19,8 @@ from bertcore.data import DataError
 from bertcore.sources import ModelSource, SourceError, load
 from bertcore.tokenizer import TextError
 from explorer import resources, widgets
+from explorer.figures import evolution as figs
 from explorer.figures import findings as finding_figs
-from explorer.figures import training as figs
 
 MAX_PANELS = 8
 DEFAULT_TEXT = "The cat sat on the mat because it was tired."

@@ -23,12 +23,17 @@ from plotly.subplots import make_subplots
 
 # Which metric keys each task logs (CONTRACTS.md, metrics.jsonl).
 LOSS_KEYS: dict[str, tuple[str, ...]] = {"pretrain": ("loss", "mlm_loss", "nsp_loss"), "finetune": ("loss",)}
-ACC_KEYS: dict[str, tuple[str, ...]] = {"pretrain": ("mlm_acc", "nsp_acc"), "finetune": ("acc", "f1")}
+ACC_KEYS: dict[str, tuple[str, ...]] = {"pretrain": ("mlm_acc_mask", "mlm_top5_mask", "mlm_acc", "nsp_acc"),
+                                        "finetune": ("acc", "f1")}
 METRIC_LABELS = {
-    "loss": "total loss", "mlm_loss": "MLM loss", "nsp_loss": "NSP loss", "mlm_acc": "MLM accuracy",
+    "loss": "total loss", "mlm_loss": "MLM loss", "nsp_loss": "NSP loss",
+    "mlm_acc": "MLM accuracy, all selected (mix of [MASK], random, unchanged)",
+    "mlm_acc_mask": "MLM accuracy at [MASK]", "mlm_top5_mask": "top-5 at [MASK]",
+    "mlm_acc_random": "MLM accuracy at random replacements", "mlm_acc_unchanged": "MLM accuracy at unchanged tokens",
     "nsp_acc": "NSP accuracy", "acc": "accuracy", "f1": "macro F1", "lr": "learning rate",
     "tokens_per_s": "tokens / s",
 }
+REFERENCE_SPLIT = "reference"  # the metrics.jsonl record of the run's own data (unigram loss, frequent-token rate)
 SPLIT_STYLE = {"train": dict(dash="solid", width=1.5), "val": dict(dash="dot", width=2.5)}
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 STATES = ("queued", "running", "done", "failed", "cancelled")
@@ -107,6 +112,24 @@ def curves_figure(records: Sequence[Mapping[str, Any]], keys: Sequence[str], *, 
     return fig
 
 
+def reference_of(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The run's reference record (``split == "reference"``: ``unigram_loss``, ``most_frequent_token_rate``,
+    ``most_frequent_token``), or {} for runs that did not log one."""
+    return dict(next((r for r in records if r.get("split") == REFERENCE_SPLIT), {}))
+
+
+def _hline(fig: go.Figure, y: float, name: str, x_end: float, dash: str, color: str = "#555") -> None:
+    """A horizontal reference line as a legend entry (from step 0 to ``x_end``)."""
+    fig.add_trace(go.Scatter(x=[0, x_end], y=[y, y], name=name, mode="lines",
+                             line=dict(color=color, dash=dash, width=1),
+                             hovertemplate=f"{name}<extra></extra>"))
+
+
+def _x_end(records: Sequence[Mapping[str, Any]], total_steps: int | None) -> float:
+    steps = [int(r["step"]) for r in records if r.get("split") in ("train", "val")]
+    return float(total_steps or max(steps or [1]))
+
+
 def _task_keys(table: dict[str, tuple[str, ...]], task: str) -> tuple[str, ...]:
     if task not in table:
         raise ValueError(f"unknown task {task!r}; expected one of {', '.join(table)}")
@@ -114,17 +137,37 @@ def _task_keys(table: dict[str, tuple[str, ...]], task: str) -> tuple[str, ...]:
 
 
 def loss_figure(records: Sequence[Mapping[str, Any]], task: str, total_steps: int | None = None) -> go.Figure:
-    """Loss curves of a run (pretraining: total, MLM and NSP loss; fine-tuning: loss), train vs val."""
-    return curves_figure(records, _task_keys(LOSS_KEYS, task), title="Loss", yaxis_title="cross-entropy",
-                         total_steps=total_steps)
+    """Loss curves of a run (pretraining: total, MLM and NSP loss; fine-tuning: loss), train vs val.
+
+    Pretraining adds the unigram loss of the run's own data (the entropy of its token frequencies,
+    from the ``reference`` record): an MLM loss near it means the model guesses by frequency only.
+    """
+    fig = curves_figure(records, _task_keys(LOSS_KEYS, task), title="Loss", yaxis_title="cross-entropy",
+                        total_steps=total_steps)
+    unigram = _finite(reference_of(records).get("unigram_loss"))
+    if task == "pretrain" and fig.data and unigram is not None:
+        _hline(fig, unigram, f"unigram (frequency-only) MLM loss {unigram:.2f}", _x_end(records, total_steps), "dash")
+    return fig
 
 
 def accuracy_figure(records: Sequence[Mapping[str, Any]], task: str, total_steps: int | None = None) -> go.Figure:
-    """Accuracy curves (pretraining: MLM and NSP accuracy; fine-tuning: accuracy and macro F1), train vs val."""
+    """Accuracy curves, train vs val. Pretraining: accuracy at [MASK] (the headline), top-5 at [MASK], the
+    mix over all selected positions (unchanged ones are easy: copying), NSP accuracy, with the
+    most-frequent-token rate and NSP's 50% chance as reference lines. Fine-tuning: accuracy, macro F1."""
     fig = curves_figure(records, _task_keys(ACC_KEYS, task), title="Accuracy", yaxis_title="fraction correct",
                         total_steps=total_steps)
     if fig.data:
         fig.update_yaxes(range=[0, 1.02])
+        if task == "pretrain":
+            x_end = _x_end(records, total_steps)
+            ref = reference_of(records)
+            rate = _finite(ref.get("most_frequent_token_rate"))
+            if rate is not None:
+                token = ref.get("most_frequent_token")
+                _hline(fig, rate, f"always the most frequent token{f' ({token})' if token else ''}: {rate:.1%}",
+                       x_end, "dash")
+            if any(_finite(r.get("nsp_acc")) is not None for r in records):
+                _hline(fig, 0.5, "NSP chance (50%)", x_end, "dot", PALETTE[3])
     return fig
 
 
@@ -151,7 +194,9 @@ class Progress:
 
 
 def progress_summary(status: Mapping[str, Any]) -> Progress:
-    """Fraction done and a line ``step 120 / 300 (40%) · ETA 1 min 05 s · 5,400 tokens/s`` from ``status.json``.
+    """Fraction done and a line ``step 120 / 300 (40%) · ETA 1 min 05 s · 5,400 tokens/s`` from ``status.json``;
+    under a time budget (``time_budget_s``, ``elapsed_s``) the progress is in time:
+    ``running · 2 min 10 s of 10 min 00 s (22%) · step 340 · ETA ...``.
 
     Raises:
         ValueError: ``status`` is not a dict or has no ``state``.
@@ -161,10 +206,15 @@ def progress_summary(status: Mapping[str, Any]) -> Progress:
     state = status["state"]
     step = int(_finite(status.get("step")) or 0)
     total = int(_finite(status.get("total_steps")) or 0)
+    budget, elapsed = _finite(status.get("time_budget_s")), _finite(status.get("elapsed_s"))
     fraction = min(1.0, max(0.0, step / total)) if total > 0 else 0.0
+    if budget and elapsed is not None:  # a time budget: progress in time (or steps, whichever is further)
+        fraction = max(fraction, min(1.0, max(0.0, elapsed / budget)))
     if state == "done":
         fraction = 1.0
     parts = [f"{state}", f"step {step:,} / {total:,} ({fraction:.0%})" if total else f"step {step:,}"]
+    if budget:
+        parts.insert(1, f"{format_duration(elapsed)} of {format_duration(budget)} ({fraction:.0%})")
     if state == "running":
         parts.append(f"ETA {format_duration(status.get('eta_s'))}")
     tps = _finite(status.get("tokens_per_s"))
@@ -335,127 +385,4 @@ def baseline_comparison_figure(model: Mapping[str, float], baseline: Mapping[str
     fig.update_layout(title="Test set: fine-tuned BERT vs. baseline", barmode="group", height=360,
                       yaxis=dict(range=[0, 1.1], title="score"), margin=dict(l=50, r=20, t=50, b=40),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
-    return fig
-
-
-# ----------------------------------------------------------------------------- across checkpoints
-def _grid(n: int, cols: int) -> tuple[int, int]:
-    cols = max(1, min(cols, n))
-    return math.ceil(n / cols), cols
-
-
-def _check_stack(maps: Sequence[Any], steps: Sequence[int], what: str) -> list[np.ndarray]:
-    if not isinstance(maps, Sequence) or not maps:
-        raise ValueError(f"{what}: give at least one checkpoint's matrix")
-    if len(steps) != len(maps):
-        raise ValueError(f"{what}: {len(maps)} matrices but {len(steps)} steps; give one step per checkpoint")
-    arrays = [np.asarray(m, dtype=float) for m in maps]
-    shape = arrays[0].shape
-    for i, a in enumerate(arrays):
-        if a.ndim != 2 or a.shape[0] != a.shape[1]:
-            raise ValueError(f"{what}: matrix {i} must be square (T x T), got shape {a.shape}")
-        if a.shape != shape:
-            raise ValueError(f"{what}: matrix {i} has shape {a.shape}, matrix 0 {shape}; all checkpoints must see "
-                             "the same tokens / positions")
-        if not np.all(np.isfinite(a)):
-            raise ValueError(f"{what}: matrix {i} holds NaN or infinite values")
-    return arrays
-
-
-def attention_evolution_figure(maps: Sequence[Any], tokens: Sequence[str], steps: Sequence[int], *,
-                               layer: int | None = None, head: int | None = None, cols: int = 4) -> go.Figure:
-    """Small multiples: one head's attention map (queries down, keys across) at each checkpoint,
-    on one shared colour scale (0 to the largest weight in any panel) so panels compare directly
-    and near-uniform early maps still show their structure.
-
-    Args:
-        maps: one (T, T) array per checkpoint, rows summing to 1.
-        tokens: the T token strings (same tokenizer for every checkpoint).
-        steps: the training step of each checkpoint (panel titles).
-    Raises:
-        ValueError: shapes differ, a row does not sum to 1, or tokens do not match T.
-    """
-    arrays = _check_stack(maps, steps, "attention maps")
-    t = arrays[0].shape[0]
-    if len(tokens) != t:
-        raise ValueError(f"{len(tokens)} tokens for {t} x {t} attention maps; give one token per row")
-    for i, a in enumerate(arrays):
-        if (a < -1e-6).any() or not np.allclose(a.sum(axis=1), 1.0, atol=1e-3):
-            raise ValueError(f"attention map {i} is not a probability map (each row must sum to 1)")
-    # Make token labels unique so that repeated words stay separate rows/columns.
-    labels = [f"{tok} ·{i}" for i, tok in enumerate(tokens)]
-    rows, cols = _grid(len(arrays), cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"step {s}" for s in steps],
-                        horizontal_spacing=0.04, vertical_spacing=0.08 if rows > 1 else 0.0)
-    for i, a in enumerate(arrays):
-        r, c = divmod(i, cols)
-        fig.add_trace(go.Heatmap(z=a, x=labels, y=labels, coloraxis="coloraxis",
-                                 hovertemplate=f"step {steps[i]}<br>%{{y}} → %{{x}}<br>%{{z:.3f}}<extra></extra>"),
-                      row=r + 1, col=c + 1)
-    fig.update_yaxes(autorange="reversed", showticklabels=False)
-    fig.update_xaxes(showticklabels=False)
-    for r in range(rows):  # labels on the outer panels only, to keep the grid readable
-        fig.update_yaxes(showticklabels=True, tickfont=dict(size=9), row=r + 1, col=1)
-    where = f"layer {layer}, head {head}: " if layer is not None and head is not None else ""
-    cmax = max(float(a.max()) for a in arrays)
-    fig.update_layout(title=f"{where}attention at each checkpoint (shared colour scale 0-{cmax:.2f})",
-                      coloraxis=dict(colorscale="Viridis", cmin=0, cmax=cmax, colorbar=dict(title="weight")),
-                      height=max(300, 260 * rows + 60), margin=dict(l=90, r=20, t=70, b=30))
-    return fig
-
-
-def position_similarity_evolution_figure(sims: Sequence[Any], steps: Sequence[int], *, cols: int = 4) -> go.Figure:
-    """Small multiples: cosine similarity between the learned position embeddings (P x P) at each
-    checkpoint, on one shared -1..1 scale. A band along the diagonal appearing over training means
-    nearby positions have learned similar vectors.
-
-    Raises:
-        ValueError: shapes differ or values fall outside [-1, 1].
-    """
-    arrays = _check_stack(sims, steps, "position similarities")
-    for i, a in enumerate(arrays):
-        if (np.abs(a) > 1 + 1e-4).any():
-            raise ValueError(f"similarity matrix {i} has values outside [-1, 1]; pass cosine similarities")
-    p = arrays[0].shape[0]
-    rows, cols = _grid(len(arrays), cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"step {s}" for s in steps],
-                        horizontal_spacing=0.04, vertical_spacing=0.08 if rows > 1 else 0.0)
-    for i, a in enumerate(arrays):
-        r, c = divmod(i, cols)
-        fig.add_trace(go.Heatmap(z=a, x=list(range(p)), y=list(range(p)), coloraxis="coloraxis",
-                                 hovertemplate=f"step {steps[i]}<br>positions %{{y}} & %{{x}}<br>cos %{{z:.3f}}"
-                                               "<extra></extra>"), row=r + 1, col=c + 1)
-    fig.update_yaxes(autorange="reversed")
-    fig.update_layout(title=f"cosine similarity of position embeddings 0-{p - 1} at each checkpoint",
-                      coloraxis=dict(colorscale="RdBu", cmin=-1, cmax=1, reversescale=True,
-                                     colorbar=dict(title="cosine")),
-                      height=max(300, 250 * rows + 60), margin=dict(l=50, r=20, t=70, b=30))
-    return fig
-
-
-def neighbour_similarity_figure(sims: Sequence[Any], steps: Sequence[int], max_offset: int = 8) -> go.Figure:
-    """Mean cosine similarity between positions ``i`` and ``i + k`` (k = 1..max_offset) against step:
-    one line per offset. Summarises the small multiples: learned positions that encode order show
-    high similarity at small offsets, falling with distance.
-
-    Raises:
-        ValueError: as :func:`position_similarity_evolution_figure`, or ``max_offset`` < 1.
-    """
-    arrays = _check_stack(sims, steps, "position similarities")
-    if not isinstance(max_offset, int) or max_offset < 1:
-        raise ValueError(f"max_offset must be a positive integer, got {max_offset!r}")
-    p = arrays[0].shape[0]
-    offsets = list(range(1, min(max_offset, p - 1) + 1))
-    if not offsets:
-        raise ValueError("need at least 2 positions to compare neighbours")
-    fig = go.Figure()
-    order = np.argsort(np.asarray(steps))
-    xs = [steps[i] for i in order]
-    for j, k in enumerate(offsets):
-        ys = [float(np.mean(np.diagonal(arrays[i], offset=k))) for i in order]
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=f"offset {k}",
-                                 line=dict(color=PALETTE[j % len(PALETTE)] if j < len(PALETTE) else None)))
-    fig.update_layout(title="mean similarity of positions i and i + offset, per checkpoint", height=320,
-                      xaxis=dict(title="step"), yaxis=dict(title="mean cosine"),
-                      margin=dict(l=50, r=20, t=50, b=40))
     return fig
