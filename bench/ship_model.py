@@ -56,7 +56,7 @@ def heldout_metrics(model, tok, max_seq_len: int, batch_size: int = 32, seed: in
             m = masking.mask_tokens(ids, eligible, mask_token_id=tok.mask_token_id, vocab_size=len(tok),
                                     generator=gen)
             out = model(m.input_ids, batch["attention_mask"], batch["token_type_ids"])
-            sel = m.labels != masking.IGNORE_INDEX if hasattr(masking, "IGNORE_INDEX") else m.labels != -100
+            sel = m.labels != masking.IGNORE_INDEX
             logits = out.prediction_logits[sel]  # (N, V)
             gold = m.labels[sel]
             dec = m.decision[sel]

@@ -16,6 +16,7 @@ from bertcore import runs
 from bertcore.sources import list_run_sources
 from bertcore.training.config import default_lr, field_info
 from bertcore.training.models import validate
+from bertcore.training.recipes import DEFAULT_RECIPE, RECIPES
 from explorer import widgets
 
 TASKS = {"pretrain": "Pretraining (masked LM + next sentence prediction)",
@@ -122,9 +123,38 @@ def upload_input(task: str) -> tuple[str | None, str | None, str | None]:
 
 
 # ----------------------------------------------------------------------------- the launch form
+def recipe_form() -> dict[str, Any] | None:
+    """The one-click recipes (bertcore.training.recipes): choose one, set its minutes; None = custom."""
+    names = [*RECIPES, "custom"]
+    name = st.radio("Recipe", names, index=names.index(DEFAULT_RECIPE), key="train_recipe",
+                    format_func=lambda n: RECIPES[n].label if n in RECIPES else "Custom: every option",
+                    help="A recipe fills every option with values measured to work on a CPU; 'Custom' shows the "
+                         "whole form.")
+    if name == "custom":
+        return None
+    recipe = RECIPES[name]
+    st.caption(recipe.description)
+    c1, c2, c3 = st.columns(3)
+    minutes = c1.number_input("Minutes", min_value=0.5, max_value=1000.0, value=recipe.minutes, step=1.0,
+                              key=f"train_recipe_minutes_{name}", help=option_help("max_time"))
+    opts = {**recipe.options, "max_time": float(minutes)}
+    opts["device"] = c2.selectbox("Device", runs.devices(), key="train_device",
+                                  help="One run at a time per device; a second one is refused or queued.")
+    with c3.popover("All options of this recipe"):
+        st.json({k: v for k, v in opts.items() if k != "device"})
+    return opts
+
+
 def launch_form() -> None:
     st.subheader("Start a run")
     task = st.radio("Task", list(TASKS), format_func=TASKS.__getitem__, key="train_task", horizontal=True)
+    if task == "pretrain":
+        opts = recipe_form()
+        if opts is not None:
+            queue = st.checkbox("Queue if the device is busy", value=False, key="train_queue",
+                                help="Otherwise a launch while another run uses the device is refused.")
+            launch_controls(task, opts, validate(task, opts), None, queue)
+            return
     opts: dict[str, Any] = {}
     upload_problem = None
     run_sources = list_run_sources()
@@ -249,7 +279,12 @@ def launch_form() -> None:
 
     if task == "pretrain":
         recipe_options(opts)
-    problems = validate(task, opts)
+    launch_controls(task, opts, validate(task, opts), upload_problem, queue)
+
+
+def launch_controls(task: str, opts: dict[str, Any], problems: list[str], upload_problem: str | None,
+                    queue: bool) -> None:
+    """The busy notice, the Start button, the checks and the launch (``opts`` holds ``device``)."""
     if upload_problem:
         problems.insert(0, upload_problem)
     busy_with = runs.device_user(opts["device"])

@@ -47,8 +47,11 @@ def root(tmp_path, monkeypatch):
                 os.killpg(status.get("pgid") or pid, signal.SIGKILL)
 
 
-def app(page: str = TRAIN_PAGE) -> AppTest:
-    return AppTest.from_file(page, default_timeout=60).run()
+def app(page: str = TRAIN_PAGE, recipe: str = "custom") -> AppTest:
+    """The page with the launch form on ``recipe`` ('custom' shows every option, as these tests need)."""
+    at = AppTest.from_file(page, default_timeout=60)
+    at.session_state["train_recipe"] = recipe
+    return at.run()
 
 
 def texts(elements) -> list[str]:

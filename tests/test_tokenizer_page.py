@@ -81,7 +81,9 @@ def test_train_page_offers_the_corpus_vocabulary_and_corpora(tmp_path, monkeypat
         raise runs.RunError("not launched in this test")
 
     monkeypatch.setattr(runs, "launch", fake_launch)
-    at = AppTest.from_file(str(Path(APP).parent / "explorer" / "app_pages" / "train.py"), default_timeout=120).run()
+    at = AppTest.from_file(str(Path(APP).parent / "explorer" / "app_pages" / "train.py"), default_timeout=120)
+    at.session_state["train_recipe"] = "custom"
+    at.run()
     assert not at.exception, at.exception
     options = " | ".join(at.selectbox(key="train_pt_data").options)  # their labels
     assert all(w in options for w in ("State of the Union", "Wikipedia", "BBC News + State of the Union"))

@@ -28,7 +28,9 @@ def files_under(folder: Path) -> list[Path]:
 
 
 def upload(task: str, name: str, data: bytes, mime: str = "text/plain") -> AppTest:
-    at = AppTest.from_file(TRAIN_PAGE, default_timeout=60).run()
+    at = AppTest.from_file(TRAIN_PAGE, default_timeout=60)
+    at.session_state["train_recipe"] = "custom"
+    at.run()
     if task == "finetune":
         at.radio(key="train_task").set_value("finetune").run()
         at.selectbox(key="train_ft_data").set_value("upload").run()
@@ -100,7 +102,9 @@ def test_good_text_corpus_is_accepted(root):
 
 
 def test_path_input_still_offered_and_no_upload_means_no_start(root):
-    at = AppTest.from_file(TRAIN_PAGE, default_timeout=60).run()
+    at = AppTest.from_file(TRAIN_PAGE, default_timeout=60)
+    at.session_state["train_recipe"] = "custom"
+    at.run()
     at.selectbox(key="train_pt_data").set_value("local").run()
     assert at.text_input(key="train_pretrain_path") is not None
     at.selectbox(key="train_pt_data").set_value("upload").run()
