@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from bertcore import data as D  # noqa: E402
 from bertcore import masking  # noqa: E402
 from bertcore.heads import BertForPreTraining  # noqa: E402
-from bertcore.tokenizer import load_tokenizer  # noqa: E402
+from bertcore.tokenizer import load_tokenizer, save_tokenizer  # noqa: E402
 
 CLOZE = ROOT / "bench" / "data" / "cloze_news.tsv"
 
@@ -105,8 +105,9 @@ def cloze(model, tok) -> dict:
             "cloze_examples": examples}
 
 
-def export(checkpoint: Path, out: Path) -> None:
-    """Copy config + tokenizer, write the weights as fp16 safetensors (``dtype`` float32 in config.json)."""
+def export(checkpoint: Path, out: Path, tok) -> None:
+    """Copy config + tokenizer (all four files), write the weights as fp16 safetensors (``dtype`` float32
+    in config.json)."""
     from safetensors.torch import load_file, save_file
 
     tmp = out.with_name(out.name + ".tmp")
@@ -115,6 +116,7 @@ def export(checkpoint: Path, out: Path) -> None:
     for f in checkpoint.iterdir():
         if f.is_file() and f.name not in ("model.safetensors", "trainer_state.pt"):
             shutil.copy2(f, tmp / f.name)
+    save_tokenizer(tok, tmp)
     sd = load_file(str(checkpoint / "model.safetensors"))
     save_file({k: v.half().contiguous() for k, v in sd.items()}, str(tmp / "model.safetensors"),
               metadata={"format": "pt"})
@@ -146,6 +148,10 @@ def card(out: Path, run_dir: Path | None, m: dict, c: dict, par: float) -> str:
     status = json.loads((run_dir / "status.json").read_text()) if run_dir and (run_dir / "status.json").is_file() else {}
     args = run.get("args", {})
     argv = " ".join(run.get("argv", [])) or "(unknown)"
+    if not argv.startswith("python"):
+        argv = "python -m bertcore.train " + argv
+    if run.get("resumes") and steps:  # continued with a longer schedule: `resume --max-steps N`
+        argv += f"`, then `python -m bertcore.train resume --run-dir {args.get('run_dir')} --max-steps {steps}"
     steps = status.get("step") or run.get("total_steps")
     tokens = (steps or 0) * args.get("batch_size", 0) * args.get("max_seq_len", 0)
     size = (out / "model.safetensors").stat().st_size / 2**20
@@ -166,7 +172,7 @@ objectives (masked LM 15%, 80/10/10, + next sentence prediction) on the BBC News
   {run.get('data', {}).get('train_documents', '?')} articles), peak lr {args.get('lr')}, warmup {args.get('warmup')},
   linear decay, AdamW (weight decay {args.get('weight_decay')}), dropout as all-MiniLM-L6-v2 (0.1), one CPU thread,
   {status.get('updated', '')}.
-- Reproduce: `{argv if argv.startswith('python') else 'python -m bertcore.train ' + argv}`
+- Reproduce: `{argv}`
   then `python bench/ship_model.py --checkpoint <run>/checkpoints/step-<last> --out models/minilm-mlm`.
 
 ## Held-out evaluation
@@ -233,7 +239,7 @@ def main() -> None:
         print(f"  {s}  [{ans}] -> {g}")
     if a.eval_only:
         return
-    export(a.checkpoint, a.out)
+    export(a.checkpoint, a.out, tok)
     par = parity(a.out, tok)
     (a.out / "README.md").write_text(card(a.out, run_dir, m, c, par), encoding="utf-8")
     (a.out / "eval.json").write_text(json.dumps({k: v for k, v in {**m, **c}.items() if k != "cloze_examples"},
