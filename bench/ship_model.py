@@ -147,12 +147,12 @@ def card(out: Path, run_dir: Path | None, m: dict, c: dict, par: float) -> str:
     run = json.loads((run_dir / "run.json").read_text()) if run_dir and (run_dir / "run.json").is_file() else {}
     status = json.loads((run_dir / "status.json").read_text()) if run_dir and (run_dir / "status.json").is_file() else {}
     args = run.get("args", {})
+    steps = status.get("step") or run.get("total_steps")
     argv = " ".join(run.get("argv", [])) or "(unknown)"
     if not argv.startswith("python"):
         argv = "python -m bertcore.train " + argv
     if run.get("resumes") and steps:  # continued with a longer schedule: `resume --max-steps N`
         argv += f"`, then `python -m bertcore.train resume --run-dir {args.get('run_dir')} --max-steps {steps}"
-    steps = status.get("step") or run.get("total_steps")
     tokens = (steps or 0) * args.get("batch_size", 0) * args.get("max_seq_len", 0)
     size = (out / "model.safetensors").stat().st_size / 2**20
     ex = "\n".join(f"| {s} | {a} | {', '.join(g)} |" for s, a, g in c["cloze_examples"][:8])
