@@ -5,8 +5,8 @@ bertcore vs transformers (eager attention, output_attentions=True), in one run.
 
 Prints median milliseconds per forward for 1x32 and 1x128 tokens, the ratio
 bertcore / transformers (lower is better), and the floor: the same model's linear layers
-alone (every matmul of the forward with its bias, nothing else), timed in the same run. Runs alternate between the two models so that
-machine noise hits both alike.
+alone (every matmul of the forward with its bias, nothing else), timed in the same run.
+Runs alternate between the two models so that machine noise hits both alike.
 """
 
 from __future__ import annotations

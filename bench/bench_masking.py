@@ -162,7 +162,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 
     # sanity: both select about 15% of the eligible positions
     frac_vec = float((vectorised().labels != -100).sum()) / float(eligible.sum())
-    frac_loop = float((loop_reference(input_ids, attention_mask, ids, rng=rng)[1] != -100).sum()) / float(eligible.sum())
+    frac_loop = (float((loop_reference(input_ids, attention_mask, ids, rng=rng)[1] != -100).sum())
+                 / float(eligible.sum()))
 
     print(f"batch {args.batch} x {args.seq} ({int(eligible.sum())} eligible positions), torch {torch.__version__}, "
           f"{torch.get_num_threads()} thread(s)")

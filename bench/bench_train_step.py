@@ -44,8 +44,8 @@ def flops_per_token(cfg, seq: int, mlm_fraction: float) -> dict[str, float]:
     (bertcore) or on every position (HF). Embedding lookups, LayerNorm, GELU, softmax and the
     pooler/NSP head (per sequence) are left out (not matmuls, or < 0.1%).
     """
-    H, I, L, V = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.vocab_size
-    encoder = L * (4 * H * H + 2 * H * I + 2 * seq * H)
+    H, inter, L, V = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.vocab_size
+    encoder = L * (4 * H * H + 2 * H * inter + 2 * seq * H)
     head = H * H + H * V
     return {"masked_only": 6.0 * (encoder + mlm_fraction * head), "all_positions": 6.0 * (encoder + head)}
 

@@ -103,7 +103,8 @@ def main() -> None:
                 rows += [(f"attention flow (networkx), {t} tokens", lambda: rollout.flow_networkx(att, query, 32))]
         if t == 128:
             batch = ablation.heldout_batch(tok, ablation.heldout_texts())
-            rows += [(f"held-out MLM loss ({ablation.HELDOUT_DOCS} x {ablation.HELDOUT_TOKENS} tokens)", lambda: ablation.mlm_loss(mlm_model, batch, mask))]
+            rows += [(f"held-out MLM loss ({ablation.HELDOUT_DOCS} x {ablation.HELDOUT_TOKENS} tokens)",
+                      lambda: ablation.mlm_loss(mlm_model, batch, mask))]
         for name, fn in rows:
             ms = ref if fn is fwd else median_ms(fn, args.reps)
             print(f"{len(tokens):>6} {name:<44} {ms:>9.1f} {ms / ref:>10.2f}")

@@ -59,7 +59,8 @@ def main() -> None:
     ref = load_tokenizer(sources.packaged_model_dir())
     print(f"corpus {args.corpus}: {len(texts):,} documents, {sum(len(t.split()) for t in texts):,} words")
     print(f"bert-base-uncased (30,522): {pieces_per_word(ref, probe):.3f} pieces per word on BBC (every 10th doc)")
-    print(f"{'size':>6} {'bare s':>8} {'bertcore s':>10} {'ratio':>6} {'tokens':>7} {'same ids':>8} {'pieces/word':>11}")
+    print(f"{'size':>6} {'bare s':>8} {'bertcore s':>10} {'ratio':>6} "
+          f"{'tokens':>7} {'same ids':>8} {'pieces/word':>11}")
     for size in (int(s) for s in args.sizes.split(",")):
         bare, ours, md5s = [], [], set()
         for _ in range(args.repeats):

@@ -158,7 +158,8 @@ class BertSelfAttention(nn.Module):
         projects all three (each output column is the same dot product as in three matmuls).
         Without autograd the stack is cached until a weight changes (its ``_version``, storage,
         device or dtype); with autograd it is rebuilt each call so gradients reach each Linear."""
-        params = (self.query.weight, self.key.weight, self.value.weight, self.query.bias, self.key.bias, self.value.bias)
+        params = (self.query.weight, self.key.weight, self.value.weight,
+                  self.query.bias, self.key.bias, self.value.bias)
         if torch.is_grad_enabled():
             return torch.cat(params[:3]), torch.cat(params[3:])
         stamp = tuple((p.data_ptr(), p._version, p.device, p.dtype) for p in params)

@@ -94,7 +94,8 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
 
 
-def save_safetensors(tensors: dict[str, torch.Tensor], path: str | Path, metadata: dict[str, str] | None = None) -> None:
+def save_safetensors(tensors: dict[str, torch.Tensor], path: str | Path,
+                     metadata: dict[str, str] | None = None) -> None:
     """Write a safetensors file atomically; tensors are made contiguous and moved to the CPU."""
     data = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
     atomic_write(path, lambda p: save_file(data, str(p), metadata={"format": "pt", **(metadata or {})}))
@@ -148,7 +149,8 @@ def _rename(key: str) -> str:
     return re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", key)
 
 
-def match_state_dict(model: "BertPreTrainedModel", state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], LoadReport]:
+def match_state_dict(model: "BertPreTrainedModel",
+                     state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], LoadReport]:
     """Map a checkpoint's keys onto ``model.state_dict()`` keys.
 
     Returns the tensors keyed as the model names them (complete only for keys the checkpoint

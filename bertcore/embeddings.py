@@ -56,7 +56,8 @@ class BertEmbeddings(nn.Module):
         """
         cfg = self.config
         if input_ids.dim() != 2 or input_ids.size(1) == 0:
-            raise InputError(f"input_ids must have shape (batch, seq_len) with seq_len >= 1, got {tuple(input_ids.shape)}")
+            raise InputError("input_ids must have shape (batch, seq_len) with seq_len >= 1, "
+                             f"got {tuple(input_ids.shape)}")
         if input_ids.size(1) > cfg.max_position_embeddings:
             raise InputError(
                 f"sequence of {input_ids.size(1)} tokens is longer than this model's "
@@ -65,8 +66,10 @@ class BertEmbeddings(nn.Module):
             raise InputError(f"input_ids must lie in [0, {cfg.vocab_size}); is the tokenizer this model's?")
         if token_type_ids is not None:
             if token_type_ids.shape != input_ids.shape:
-                raise InputError(f"token_type_ids shape {tuple(token_type_ids.shape)} != input_ids shape {tuple(input_ids.shape)}")
-            if token_type_ids.numel() and (int(token_type_ids.min()) < 0 or int(token_type_ids.max()) >= cfg.type_vocab_size):
+                raise InputError(f"token_type_ids shape {tuple(token_type_ids.shape)} "
+                                 f"!= input_ids shape {tuple(input_ids.shape)}")
+            if token_type_ids.numel() and (int(token_type_ids.min()) < 0
+                                           or int(token_type_ids.max()) >= cfg.type_vocab_size):
                 raise InputError(f"token_type_ids must lie in [0, {cfg.type_vocab_size})")
 
     def parts(

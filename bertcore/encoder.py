@@ -93,7 +93,8 @@ class BertEncoder(nn.Module):
         head_mask: list[torch.Tensor | None] | None = None,
         head_ablation: HeadAblation = "zero",
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, tuple[torch.Tensor, ...] | None]:
-        """Returns ``(last (B, T, H), hidden_states (L+1 x (B, T, H)) | None, attentions (L x (B, heads, T, T)) | None)``.
+        """Returns ``(last (B, T, H), hidden_states (L+1 x (B, T, H)) | None,
+        attentions (L x (B, heads, T, T)) | None)``.
 
         ``hidden_states[0]`` is the embedding output and ``hidden_states[i]`` the output of layer i,
         as HF (in pre-LN mode the last entry is after the final LayerNorm). ``head_mask``: one

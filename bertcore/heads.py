@@ -165,8 +165,8 @@ class BertForPreTraining(_TiedMLM, BertPreTrainedModel):
     ) -> BertForPreTrainingOutput:
         """MLM + NSP. ``labels (B, T)``: original ids at selected positions, -100 elsewhere;
         ``next_sentence_label (B,)``: 0 IsNext, 1 NotNext. See :class:`BertForPreTrainingOutput`."""
-        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions, output_hidden_states,
-                        head_mask=head_mask, head_ablation=head_ablation)
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
+                        output_hidden_states, head_mask=head_mask, head_ablation=head_ablation)
         logits, mlm_labels = _mlm_logits(self.cls.predictions, out.last_hidden_state, labels, masked_only)
         nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
         mlm_loss = nsp_loss = None
@@ -205,12 +205,13 @@ class BertForMaskedLM(_TiedMLM, BertPreTrainedModel):
     ) -> MaskedLMOutput:
         """Masked-token logits; cross-entropy over positions whose label is not -100; ``head_mask`` /
         ``head_ablation`` as :meth:`BertModel.forward`."""
-        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions, output_hidden_states,
-                        head_mask=head_mask, head_ablation=head_ablation)
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
+                        output_hidden_states, head_mask=head_mask, head_ablation=head_ablation)
         logits, mlm_labels = _mlm_logits(self.cls.predictions, out.last_hidden_state, labels, masked_only)
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), mlm_labels.reshape(-1), ignore_index=IGNORE_INDEX)
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), mlm_labels.reshape(-1),
+                                   ignore_index=IGNORE_INDEX)
         return MaskedLMOutput(loss, logits, mlm_labels if masked_only else None, out.hidden_states, out.attentions)
 
 
@@ -240,8 +241,8 @@ class BertForSequenceClassification(BertPreTrainedModel):
     ) -> SequenceClassifierOutput:
         """Class logits ``(B, num_labels)``; cross-entropy against ``labels (B,)`` long when given;
         ``head_mask`` / ``head_ablation`` as :meth:`BertModel.forward`."""
-        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions, output_hidden_states,
-                        head_mask=head_mask, head_ablation=head_ablation)
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
+                        output_hidden_states, head_mask=head_mask, head_ablation=head_ablation)
         logits = self.classifier(self.dropout(out.pooler_output))  # (B, C)
         loss = F.cross_entropy(logits, labels.reshape(-1)) if labels is not None else None
         return SequenceClassifierOutput(loss, logits, out.hidden_states, out.attentions)

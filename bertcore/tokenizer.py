@@ -114,7 +114,8 @@ def vocab_md5(tok) -> str:
 
 def is_bert_base_uncased(tok) -> bool:
     """Whether ``tok`` has bert-base-uncased's vocabulary (30,522 tokens, md5 of vocab.txt) and lower-cases."""
-    return len(tok) == 30522 and bool(getattr(tok, "do_lower_case", True)) and vocab_md5(tok) == BERT_BASE_UNCASED_VOCAB_MD5
+    return (len(tok) == 30522 and bool(getattr(tok, "do_lower_case", True))
+            and vocab_md5(tok) == BERT_BASE_UNCASED_VOCAB_MD5)
 
 
 def save_tokenizer(tok: BertTokenizerFast, folder: str | Path) -> list[Path]:

@@ -65,7 +65,8 @@ def head_stats(key: tuple[str, str], text: str, text_pair: str | None, _loaded: 
 
 
 @st.cache_data(show_spinner="Running the model on every sentence ...", max_entries=8)
-def occurrences(key: tuple[str, str], target: str, sentences: tuple[str, ...], _loaded: LoadedModel) -> analysis.Occurrences:
+def occurrences(key: tuple[str, str], target: str, sentences: tuple[str, ...],
+                _loaded: LoadedModel) -> analysis.Occurrences:
     """:func:`bertcore.analysis.word_occurrences` cached per ``(key, target, sentences)``."""
     return analysis.word_occurrences(_loaded.encoder, _loaded.tokenizer, target, list(sentences))
 

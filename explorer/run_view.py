@@ -122,7 +122,8 @@ def show_results(run_dir: Path) -> None:
         base_scores = {k: base[k] for k in COMPARED if k in base}
         if set(model_scores) & set(base_scores):
             widgets.plotly_chart(figs.baseline_comparison_figure(
-                model_scores, base_scores, names=("fine-tuned BERT", base.get("name") or "TF-IDF + logistic regression"),
+                model_scores, base_scores,
+                names=("fine-tuned BERT", base.get("name") or "TF-IDF + logistic regression"),
                 majority=results.get("majority_fraction")), key="train_baseline")
         elif model_scores:
             st.dataframe([model_scores], hide_index=True)
@@ -130,11 +131,11 @@ def show_results(run_dir: Path) -> None:
         base_cm = base.get("confusion_matrix")
         cols = st.columns(2 if base_cm is not None else 1)
         if cm is not None:
-            widgets.plotly_chart(where=cols[0], fig=figs.confusion_matrix_figure(cm, labels, title="Fine-tuned BERT: confusion matrix"),
-                                 key="train_cm")
+            widgets.plotly_chart(where=cols[0], fig=figs.confusion_matrix_figure(
+                cm, labels, title="Fine-tuned BERT: confusion matrix"), key="train_cm")
         if base_cm is not None:
-            widgets.plotly_chart(where=cols[-1], fig=figs.confusion_matrix_figure(base_cm, labels, title="Baseline: confusion matrix"),
-                                  key="train_cm_base")
+            widgets.plotly_chart(where=cols[-1], fig=figs.confusion_matrix_figure(
+                base_cm, labels, title="Baseline: confusion matrix"), key="train_cm_base")
         report = results.get("classification_report", test.get("classification_report"))
         base_report = base.get("classification_report")
         rc = st.columns(2 if base_report else 1)

@@ -99,7 +99,10 @@ def source_picker(where, prefix: str, source_key: str, error_key: str) -> ModelS
     """
     kind = where.radio("Where from", list(KINDS), format_func=KINDS.__getitem__, key=f"{prefix}_kind",
                        on_change=lambda: st.session_state.pop(error_key, None))
-    use = lambda source: _use(source, source_key, error_key)
+
+    def use(source):
+        return _use(source, source_key, error_key)
+
     if kind == "packaged":
         packaged = {s.ref: s for s in PACKAGED_SOURCES}
         ref = where.selectbox("Model", list(packaged), format_func=lambda r: packaged[r].name, key=f"{prefix}_packaged",

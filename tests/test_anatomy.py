@@ -62,7 +62,8 @@ def test_groups_cover_every_parameter_in_order(packaged):
     totals = anatomy.group_totals(rows)
     layers = packaged.config.num_hidden_layers
     assert list(totals) == ["embeddings"] + [f"encoder layer {i}" for i in range(layers)] + ["pooler"]
-    assert sum(totals.values()) == packaged.model.num_parameters() == sum(p.numel() for p in packaged.model.parameters())
+    assert (sum(totals.values()) == packaged.model.num_parameters()
+            == sum(p.numel() for p in packaged.model.parameters()))
     assert len(set(totals[f"encoder layer {i}"] for i in range(layers))) == 1
     assert totals["pooler"] == 384 * 384 + 384
     parts = {r.part for r in rows if r.group == "encoder layer 0"}

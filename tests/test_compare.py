@@ -95,7 +95,8 @@ def test_cka_matches_the_feature_space_formula():
     rng = np.random.default_rng(1)
     x, y = rng.normal(size=(30, 8)), rng.normal(size=(30, 5)) + rng.normal(size=(30, 1))
     xc, yc = x - x.mean(0), y - y.mean(0)
-    expected = np.linalg.norm(yc.T @ xc, "fro") ** 2 / (np.linalg.norm(xc.T @ xc, "fro") * np.linalg.norm(yc.T @ yc, "fro"))
+    expected = (np.linalg.norm(yc.T @ xc, "fro") ** 2
+                / (np.linalg.norm(xc.T @ xc, "fro") * np.linalg.norm(yc.T @ yc, "fro")))
     assert compare.linear_cka(x, y) == pytest.approx(expected, rel=1e-12)
 
 

@@ -98,7 +98,8 @@ def _hf_style_folder(tmp_path, model, rename=None):
 
 def test_loader_renames_old_layernorm_names_and_reports_a_fresh_classifier(tmp_path):
     enc = BertModel(tiny_config())
-    folder = _hf_style_folder(tmp_path, enc, rename=lambda k: "bert." + k.replace("LayerNorm.weight", "LayerNorm.gamma"))
+    folder = _hf_style_folder(tmp_path, enc,
+                              rename=lambda k: "bert." + k.replace("LayerNorm.weight", "LayerNorm.gamma"))
     clf = BertForSequenceClassification.from_pretrained(folder)
     report = clf.load_report
     assert sorted(report.missing) == ["classifier.bias", "classifier.weight"]

@@ -22,7 +22,8 @@ def _cache(tmp_path, monkeypatch):
 
 
 def test_punkt_english_parameters_keep_abbreviations():
-    text = "Dr. Smith met Mr. Brown in Washington, D.C. at 5 p.m. on Monday. They talked for an hour.\nNew paragraph here."
+    text = ("Dr. Smith met Mr. Brown in Washington, D.C. at 5 p.m. on Monday. They talked for an hour.\n"
+            "New paragraph here.")
     assert D.split_sentences(text) == [
         "Dr. Smith met Mr. Brown in Washington, D.C. at 5 p.m. on Monday.", "They talked for an hour.",
         "New paragraph here."]
@@ -55,7 +56,8 @@ def test_nsp_pairs_structure_labels_and_contiguity():
     assert n > 50
     labels = torch.tensor(pairs["next_sentence_label"], dtype=torch.float)
     assert 0.4 < labels.mean().item() < 0.65  # about half NotNext
-    for ids, types, label, doc in zip(pairs["input_ids"], pairs["token_type_ids"], pairs["next_sentence_label"], pairs["doc"]):
+    for ids, types, label, doc in zip(pairs["input_ids"], pairs["token_type_ids"], pairs["next_sentence_label"],
+                                      pairs["doc"]):
         assert len(ids) <= 40 and len(ids) == len(types)
         assert ids[0] == 101 and ids[-1] == 102 and ids.count(102) == 2
         sep = ids.index(102)

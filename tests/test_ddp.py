@@ -19,7 +19,8 @@ TINY = json.dumps({"hidden_size": 32, "num_hidden_layers": 2, "num_attention_hea
 
 
 def torchrun(argv, tmp_path, timeout=240):
-    env = {**os.environ, "BERT_EXPLORER_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "BERT_EXPLORER_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT),
+           "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m",
            "bertcore.train", *argv]
     proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)

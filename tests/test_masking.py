@@ -201,7 +201,6 @@ def test_whole_word_masking_selects_all_pieces_of_a_word_together(packaged):
     ids = enc["input_ids"]
     word_ids = torch.tensor([[-1 if w is None else w for w in enc.word_ids()]])
     assert (torch.bincount(word_ids[word_ids >= 0]) > 1).any(), "the text should have multi-piece words"
-    eligible = eligible_positions(tok, ids)
     g = torch.Generator().manual_seed(0)
     n_words = int(word_ids.max()) + 1
     chosen_words = 0

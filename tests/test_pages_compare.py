@@ -40,15 +40,18 @@ def models(tmp_path_factory):
     src = {"base": save(root / "base", base)}
     torch.manual_seed(1)
     src["mlm"] = save(root / "mlm", transformers.BertForMaskedLM(transformers.BertConfig(**TINY)))
-    src["shallow"] = save(root / "shallow", transformers.BertModel(transformers.BertConfig(**{**TINY, "num_hidden_layers": 2})))
+    src["shallow"] = save(root / "shallow",
+                          transformers.BertModel(transformers.BertConfig(**{**TINY, "num_hidden_layers": 2})))
     vocab = root / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "."] + [f"w{i}" for i in range(50)]))
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "."]
+                               + [f"w{i}" for i in range(50)]))
     src["small_vocab"] = save(root / "small_vocab", transformers.BertModel(transformers.BertConfig(**TINY)), vocab)
     cfg = transformers.BertConfig(**TINY, id2label=LABELS, label2id={v: k for k, v in LABELS.items()})
     torch.manual_seed(2)
     tuned = transformers.BertForSequenceClassification(cfg)
     g = torch.Generator().manual_seed(3)
-    tuned.bert.load_state_dict({k: v + (0.3 * torch.randn(v.shape, generator=g) if k.startswith("encoder.layer.2.") else 0)
+    tuned.bert.load_state_dict({k: v + (0.3 * torch.randn(v.shape, generator=g)
+                                        if k.startswith("encoder.layer.2.") else 0)
                                 for k, v in base.state_dict().items()}, strict=False)
     run_dir = root / "runs" / "20261123-120000-finetune-aaaa"
     runs.write_json(run_dir / "run.json", {"run_id": run_dir.name, "task": "finetune"})

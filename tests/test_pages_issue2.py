@@ -354,7 +354,8 @@ def test_pages_follow_a_run_checkpoint_with_other_sizes(tiny_run, monkeypatch):
     at.slider(key="att_layer").set_value(6)
     at.slider(key="att_head").set_value(12).run()
     at.sidebar.radio(key="model_kind").set_value("run").run()
-    assert "tiny-run" in at.sidebar.selectbox(key="model_run_ref").format_func(at.sidebar.selectbox(key="model_run_ref").value)
+    assert "tiny-run" in at.sidebar.selectbox(key="model_run_ref").format_func(
+        at.sidebar.selectbox(key="model_run_ref").value)
     at.sidebar.button(key="model_run_use").click().run()
     check(at, None)
     assert at.slider(key="att_layer").value == 2 and at.slider(key="att_head").value == 2  # clamped to the new model

@@ -238,9 +238,9 @@ def test_embeddings_check_and_views(packaged):
 
 
 # ----------------------------------------------------------------------------- positions
-@pytest.mark.parametrize("start,end,match", [(300, 600, "512 positions"), (100, 50, "empty"), (600, 700, "512 positions"),
-                                             (-5, 10, ">= 0"), (0, 99_999_999, "512 positions"), (0, 0, None),
-                                             (510, 511, None)])
+@pytest.mark.parametrize("start,end,match", [(300, 600, "512 positions"), (100, 50, "empty"),
+                                             (600, 700, "512 positions"), (-5, 10, ">= 0"),
+                                             (0, 99_999_999, "512 positions"), (0, 0, None), (510, 511, None)])
 def test_positions_ranges(start, end, match):
     at = page("positions", pos_start=start, pos_end=end)
     assert_clean(at)

@@ -34,7 +34,8 @@ def _inputs(packaged, kind):
         return encode(tok, "The quick brown fox jumps over the lazy dog.").tensors()
     if kind == "pair":
         return encode(tok, "He went to the bank.", "He sat by the river all afternoon.").tensors()
-    return encode_batch(tok, ["Short one.", "A much longer sentence that forces padding in the batch.", "Mid size text here"],
+    return encode_batch(tok, ["Short one.", "A much longer sentence that forces padding in the batch.",
+                              "Mid size text here"],
                         ["pair b", "also b", "b again and more"])
 
 
@@ -100,7 +101,8 @@ def test_heads_match_transformers_on_tiny_random_config(ours_cls, hf_name, tmp_p
     types[:, 5:] = 1
     kw = dict(attention_mask=mask, token_type_ids=types, output_attentions=True, output_hidden_states=True)
     a, b = ours(ids, **kw), hf(ids, **kw)
-    pairs = {"BertForPreTraining": [("prediction_logits", "prediction_logits"), ("seq_relationship_logits", "seq_relationship_logits")],
+    pairs = {"BertForPreTraining": [("prediction_logits", "prediction_logits"),
+                                    ("seq_relationship_logits", "seq_relationship_logits")],
              "BertForMaskedLM": [("logits", "logits")],
              "BertForSequenceClassification": [("logits", "logits")],
              "BertModel": [("last_hidden_state", "last_hidden_state"), ("pooler_output", "pooler_output")]}[hf_name]
@@ -169,7 +171,8 @@ def test_pre_layer_norm_variant_runs_and_differs():
     torch.manual_seed(0)
     post = BertModel(tiny_config(hidden_dropout_prob=0.0)).eval()
     pre = BertModel(tiny_config(pre_layer_norm=True, hidden_dropout_prob=0.0)).eval()
-    pre.load_state_dict({**post.state_dict(), **{k: v for k, v in pre.state_dict().items() if k.startswith("encoder.LayerNorm")}})
+    pre.load_state_dict({**post.state_dict(),
+                         **{k: v for k, v in pre.state_dict().items() if k.startswith("encoder.LayerNorm")}})
     ids = torch.randint(5, 99, (1, 6))
     a, b = post(ids, output_hidden_states=True), pre(ids, output_hidden_states=True)
     assert b.last_hidden_state.shape == a.last_hidden_state.shape

@@ -54,7 +54,8 @@ def test_device_lock_refuses_then_takes_over_stale(tmp_path):
     assert R.lock_holder(tmp_path, "cpu") is None
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    R.lock_path(tmp_path, "cpu").write_text(json.dumps({"pid": dead.pid, "run_id": "ghost", "host": os.uname().nodename}))
+    R.lock_path(tmp_path, "cpu").write_text(json.dumps({"pid": dead.pid, "run_id": "ghost",
+                                                        "host": os.uname().nodename}))
     assert R.lock_holder(tmp_path, "cpu") is None  # stale
     lock = R.DeviceLock(tmp_path, "cpu", "run-c")
     assert lock.try_acquire() is None and R.read_json(lock.path)["run_id"] == "run-c"

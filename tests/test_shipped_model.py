@@ -59,8 +59,9 @@ def test_transformers_gives_the_same_logits(shipped, ours_cls, hf_name):
         torch.testing.assert_close(a.seq_relationship_logits, b.seq_relationship_logits, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("sentence,answer", [("The central bank raised interest [MASK] for the third time.", "rates"),
-                                             ("Voters will go to the polls in the general [MASK] next week.", "election")])
+@pytest.mark.parametrize("sentence,answer", [
+    ("The central bank raised interest [MASK] for the third time.", "rates"),
+    ("Voters will go to the polls in the general [MASK] next week.", "election")])
 def test_fills_an_easy_mask(shipped, sentence, answer):
     tok = shipped.tokenizer
     ids = tok(sentence.replace("[MASK]", tok.mask_token), return_tensors="pt")["input_ids"]

@@ -49,7 +49,8 @@ def test_lr_schedule_is_warmup_then_linear_decay():
 
 def test_one_step_lowers_the_loss_on_a_fixed_batch(packaged):
     tok = packaged.tokenizer
-    config = preset("nano", **json.loads(TINY), vocab_size=len(tok), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = preset("nano", **json.loads(TINY), vocab_size=len(tok), hidden_dropout_prob=0.0,
+                    attention_probs_dropout_prob=0.0)
     model = BertForPreTraining(config)
     d = D.build_pretraining_data(tok, str(FIX / "tiny_corpus.txt"), 32, seed=0, val_fraction=0.2)
     batch = D.PretrainCollator(tok)([d.train[i] for i in range(8)], D.batch_generator(0, 0))
@@ -75,7 +76,8 @@ def test_tiny_pretraining_run_writes_the_contract(tmp_path):
     status = R.read_status(run)
     assert status["state"] == "done" and status["step"] == 6 and status["total_steps"] == 6 and status["error"] is None
     config = R.read_config(run)
-    assert config["task"] == "pretrain" and config["model_config"]["hidden_size"] == 32 and config["args"]["max_steps"] == 6
+    assert (config["task"] == "pretrain" and config["model_config"]["hidden_size"] == 32
+            and config["args"]["max_steps"] == 6)
     train = R.read_metrics(run, "train")
     assert [r["step"] for r in train] == [1, 2, 3, 4, 5, 6]
     for key in ("time", "lr", "tokens_per_s", "loss", "mlm_loss", "mlm_acc", "nsp_loss", "nsp_acc"):

@@ -232,7 +232,8 @@ def head_stats(attn: np.ndarray, tokens: list[str], cls_token: str = "[CLS]", se
     dist = np.abs(idx[:, None] - idx[None, :]).astype(np.float32)  # (T, T)
     distance = (attn * dist).sum(-1).mean(-1)
     return HeadStats(entropy.astype(np.float32), share(is_cls).astype(np.float32), share(is_sep).astype(np.float32),
-                     share(is_punct).astype(np.float32), distance.astype(np.float32), float(np.log2(t)) if t > 1 else 0.0)
+                     share(is_punct).astype(np.float32), distance.astype(np.float32),
+                     float(np.log2(t)) if t > 1 else 0.0)
 
 
 # ----------------------------------------------------------------------------- word vectors
@@ -400,7 +401,8 @@ def similarity_by_layer(vectors: np.ndarray, senses: list[str]) -> tuple[np.ndar
     return np.array(same, np.float32), np.array(diff, np.float32)
 
 
-def random_pair_baseline(vectors: np.ndarray, words: list[str], n_pairs: int = 300, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def random_pair_baseline(vectors: np.ndarray, words: list[str], n_pairs: int = 300,
+                         seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Mean and std per layer of the cosine similarity of random pairs of *different* words.
 
     Contextual BERT vectors share a common direction, so even unrelated words often have a

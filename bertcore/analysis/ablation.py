@@ -163,11 +163,13 @@ def heldout_texts(n: int = HELDOUT_DOCS, seed: int = 0) -> list[str]:
     return texts
 
 
-def heldout_batch(tokenizer, texts: list[str], max_length: int = HELDOUT_TOKENS, seed: int = 0) -> dict[str, torch.Tensor]:
+def heldout_batch(tokenizer, texts: list[str], max_length: int = HELDOUT_TOKENS,
+                  seed: int = 0) -> dict[str, torch.Tensor]:
     """``texts`` tokenized, padded and masked once with a fixed seed (15%, 80/10/10, as pretraining).
 
     Returns:
-        ``input_ids``, ``token_type_ids``, ``attention_mask``, ``labels`` (-100 where not selected), each ``(N, T)`` long.
+        ``input_ids``, ``token_type_ids``, ``attention_mask``, ``labels`` (-100 where not selected),
+        each ``(N, T)`` long.
     """
     from ..masking import mask_for_tokenizer
 

@@ -89,7 +89,8 @@ def cka_matrix(hidden_a: np.ndarray, hidden_b: np.ndarray) -> np.ndarray:
     """
     hidden_a, hidden_b = np.asarray(hidden_a), np.asarray(hidden_b)
     if hidden_a.ndim != 3 or hidden_b.ndim != 3:
-        raise ValueError(f"hidden states must have shape (layers, N tokens, H), got {hidden_a.shape} and {hidden_b.shape}")
+        raise ValueError("hidden states must have shape (layers, N tokens, H), "
+                         f"got {hidden_a.shape} and {hidden_b.shape}")
     if hidden_a.shape[1] != hidden_b.shape[1]:
         raise ValueError(f"CKA needs the same tokens in both: got {hidden_a.shape[1]} and {hidden_b.shape[1]}")
     if hidden_a.shape[1] < 2:

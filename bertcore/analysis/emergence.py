@@ -74,7 +74,8 @@ def smooth(values: Sequence[float], window: int) -> np.ndarray:
     return (c[idx] - c[lo]) / (idx - lo)
 
 
-def plateau_exit(steps: Sequence[int], losses: Sequence[float], window: int | None = None) -> tuple[int | None, float | None]:
+def plateau_exit(steps: Sequence[int], losses: Sequence[float],
+                 window: int | None = None) -> tuple[int | None, float | None]:
     """Where the MLM loss leaves its plateau (Chen et al. 2023 see a plateau, then a sudden drop).
 
     Rule, on the loss smoothed over ``window`` points (default: 1/20 of the points):

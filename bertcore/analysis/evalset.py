@@ -279,7 +279,10 @@ def run_findings(model: BertModel, tokenizer: BertTokenizerFast, segments: list[
     model.train(was_training)
     n_layers = int(model.config.num_hidden_layers) + 1
     hidden_size = int(model.config.hidden_size)
-    stack = lambda v: np.stack(v) if v else np.zeros((0, n_layers, hidden_size))
+
+    def stack(v):
+        return np.stack(v) if v else np.zeros((0, n_layers, hidden_size))
+
     per_query = {k: sums[k] / n_queries for k in ("to_cls", "to_sep", "to_punct", "entropy", "max_weight")}
     per_prev = {k: sums[k] / max(n_prev, 1) for k in ("prev", "next")}
     nan = np.full(n_layers, np.nan)

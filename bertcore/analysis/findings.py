@@ -184,7 +184,8 @@ def _pair_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def anisotropy(vectors: np.ndarray, words: list[str], n_pairs: int = 1000, seed: int = 0) -> np.ndarray:
-    """Mean cosine of random pairs of occurrences of *different* words, per layer (Ethayarajh 2019, sections 3.4 and 4.1).
+    """Mean cosine of random pairs of occurrences of *different* words, per layer (Ethayarajh 2019,
+    sections 3.4 and 4.1).
 
     The baseline that :func:`self_similarity` and :func:`intra_similarity` subtract: in an isotropic
     space it is 0; in BERT it is well above 0, so raw cosines overstate how similar two words are.

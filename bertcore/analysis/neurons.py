@@ -76,5 +76,8 @@ def neuron_view(model: BertModel, layer_input: np.ndarray, layer: int, head: int
     product = q[None, :] * k  # (T, d)
     scores = product.sum(-1) * d ** -0.5  # (T,)
     probs = torch.softmax(scores, dim=-1)  # (T,)
-    as_np = (lambda v: v.float().cpu().numpy())
+
+    def as_np(v):
+        return v.float().cpu().numpy()
+
     return NeuronView(layer, head, query, as_np(q), as_np(k), as_np(product), as_np(scores), as_np(probs))

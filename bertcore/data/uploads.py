@@ -37,7 +37,8 @@ class UploadCheck:
 
 
 def safe_upload_name(name: str, suffix: str) -> str:
-    """A file name safe to write: letters, digits, '.', '_' and '-' only, at most 80 characters, ending in ``suffix``."""
+    """A file name safe to write: letters, digits, '.', '_' and '-' only, at most 80 characters,
+    ending in ``suffix``."""
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(name).replace("\\", "/")).name).strip("._-")
     stem = stem[:-len(suffix)] if stem.lower().endswith(suffix) else stem
     return (stem[:80] or "upload") + suffix

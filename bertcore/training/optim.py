@@ -21,7 +21,8 @@ def warmup_steps_of(warmup: float, total_steps: int) -> int:
     return int(warmup) if warmup >= 1 else int(round(warmup * total_steps))
 
 
-def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, beta2: float = 0.999) -> torch.optim.Optimizer:
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float,
+                   beta2: float = 0.999) -> torch.optim.Optimizer:
     """AdamW (betas 0.9/``beta2``, eps 1e-6 as BERT) with no weight decay on biases and LayerNorm
     weights; the fused kernel where available, else foreach, else plain.
 

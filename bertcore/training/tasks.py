@@ -246,7 +246,8 @@ class ClassifyTask:
                 results["baseline"] = {"error": f"{type(exc).__name__}: {exc}"}
         trainer.writer.write_results(results)
         b = results.get("baseline", {})
-        trainer.log(f"test acc {res.get('acc'):.4f} f1 {res.get('f1'):.4f}; baseline acc {b.get('acc')} f1 {b.get('f1')}")
+        trainer.log(f"test acc {res.get('acc'):.4f} f1 {res.get('f1'):.4f}; "
+                    f"baseline acc {b.get('acc')} f1 {b.get('f1')}")
         trainer.log("\n" + results["classification_report_text"])
 
 

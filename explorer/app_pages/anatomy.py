@@ -53,9 +53,11 @@ m[2].metric("Layers L", cfg.num_hidden_layers)
 m[3].metric("Hidden H", cfg.hidden_size)
 m[4].metric("Heads", cfg.num_attention_heads)
 m[5].metric("Intermediate I", cfg.intermediate_size)
-head_name = {"base": "none (BertModel)", "mlm": "MLM (BertForMaskedLM)", "pretraining": "MLM + NSP (BertForPreTraining)",
+head_name = {"base": "none (BertModel)", "mlm": "MLM (BertForMaskedLM)",
+             "pretraining": "MLM + NSP (BertForPreTraining)",
              "classification": "sequence classifier"}.get(lm.head, lm.head)
-st.caption(f"{total:,} parameters in {len(rows)} named tensors · vocabulary {cfg.vocab_size:,} · positions {cfg.max_position_embeddings} · segments "
+st.caption(f"{total:,} parameters in {len(rows)} named tensors · vocabulary {cfg.vocab_size:,} · "
+           f"positions {cfg.max_position_embeddings} · segments "
            f"{cfg.type_vocab_size} · heads on top: {head_name}.")
 
 widgets.plotly_chart(ana_figures.groups_figure(list(totals), list(totals.values())), key="ana_groups")

@@ -101,7 +101,8 @@ def query_picker(key_: str, names: list[str], default: int) -> int:
 default_query = next((u for u, m in enumerate(members) if enc.word_ids[m[0]] is not None), 0)
 TABS = ["One head", "All heads of a layer", "All layers × heads", "Head view", "Head statistics",
         "Rollout and flow", "Neuron view"]
-one, grid, thumbs, view, stats, roll, neuron = st.tabs(TABS, key="att_tab", on_change="rerun")  # lazy: only the open tab runs
+# lazy: only the open tab runs
+one, grid, thumbs, view, stats, roll, neuron = st.tabs(TABS, key="att_tab", on_change="rerun")
 if one.open:
     with one:
         st.caption(f"Layer {layer}, head {head}: row = the token that looks, column = the token looked at. "
@@ -174,7 +175,8 @@ if roll.open:
             "connection counted as 0.5·A + 0.5·I. **Flow**: the same graph read as pipes with capacities, "
             "the maximum flow from each input token. Rows sum to 1; top row = last layer.")
         query = query_picker("att_query", labels, default_query)
-        maps = {rollout.METHODS["raw"]: resources.head_mean(key, text, text_pair, hide, by_word, _loaded=lm)[:, query, :],
+        maps = {rollout.METHODS["raw"]: resources.head_mean(key, text, text_pair, hide, by_word,
+                                                            _loaded=lm)[:, query, :],
                 rollout.METHODS["rollout"]: resources.rollout_maps(key, text, text_pair, hide, by_word,
                                                                    _loaded=lm)[:, query, :]}
         if t <= rollout.FLOW_MAX_TOKENS:

@@ -89,7 +89,8 @@ with c1:
                                                     f"({guesses.probs[guesses.ids.index(i)]:.3f})")
         target = int(target) if target in guesses.ids else guesses.ids[0]
     else:
-        text = st.text_area("Sentence A (scored)", value=DEFAULT_A, key="attr_sim_a", height=80, persist_state="session")
+        text = st.text_area("Sentence A (scored)", value=DEFAULT_A, key="attr_sim_a", height=80,
+                            persist_state="session")
         other = st.text_area("Sentence B (held fixed)", value=DEFAULT_B, key="attr_sim_b", height=80,
                              persist_state="session")
 

@@ -145,7 +145,8 @@ with tab_pos:
     n_positions = int(st.number_input(
         "Positions to compare", min_value=2, max_value=min(max_p, 256), value=default_p, step=8,
         key="evo_positions",
-        help=f"The first N positions (2 to {min(max_p, 256)}; default: the run's sequence length). Runs trained with short sequences only update the "
+        help=f"The first N positions (2 to {min(max_p, 256)}; default: the run's sequence length). "
+             "Runs trained with short sequences only update the "
              "positions they saw: beyond the sequence length the vectors stay random."))
     if isinstance(trained_len, int) and n_positions > trained_len:
         st.caption(f"This run trained on sequences of {trained_len} tokens: positions from {trained_len} on "
@@ -214,7 +215,8 @@ with tab_find:
                 plateau_text = str(exit_step)
             aniso = [s["anisotropy_last"] for s in summaries]
             st.dataframe([
-                {"event": "first previous-token head (> 50%)", "step": not_yet if prev_step is None else str(prev_step)},
+                {"event": "first previous-token head (> 50%)",
+                 "step": not_yet if prev_step is None else str(prev_step)},
                 {"event": f"[SEP] attention rose (x{emergence.SEP_RISE:g}, >= {emergence.SEP_MIN:.0%})",
                  "step": not_yet if sep_step is None else str(sep_step)},
                 {"event": "loss left its plateau" + (f" (plateau {plateau:.2f})" if plateau is not None else ""),

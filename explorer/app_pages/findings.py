@@ -90,7 +90,8 @@ with tabs[0]:
     st.markdown("Clark et al. 2019 (section 3.2, Figure 2): how much of each head's attention goes to [CLS], to "
                 "[SEP], and to periods and commas, averaged over every token. In bert-base, early heads look at "
                 "[CLS], middle layers put over half their attention on [SEP] (a 'no-op' when a head has "
-                "nothing to do), the last layers look at punctuation. A model trained differently can park its idle attention on another token "
+                "nothing to do), the last layers look at punctuation. A model trained differently can park its "
+                "idle attention on another token "
                 "that every input has, such as [CLS]: look for the layers where one token takes most of the attention.")
     widgets.plotly_chart(figs.token_attention_figure({"[CLS]": result.to_cls, "[SEP]": result.to_sep,
                                                  ". and ,": result.to_punct}), key="find_tokens")

@@ -46,15 +46,17 @@ def _resample() -> None:
 
 c1, c2, c3 = st.columns([3, 3, 2])
 with c1:
-    rate = st.slider("Selection rate (share of eligible tokens)", 0.0, 1.0, 0.15, 0.01, key="msk_rate", persist_state="session",
+    rate = st.slider("Selection rate (share of eligible tokens)", 0.0, 1.0, 0.15, 0.01, key="msk_rate",
+                     persist_state="session",
                      help="BERT uses 15%. 0 selects nothing, 1 selects every ordinary token.")
     whole_word = st.toggle("Whole-word masking", key="msk_wwm", persist_state="session",
                            help="Select all WordPiece pieces of a word together (Google's later BERT release); "
                                 "each piece still gets its own [MASK] / random / unchanged decision.")
 with c2:
     split = st.slider("Split of the selected tokens: [MASK] | random | unchanged", 0.0, 1.0, (0.8, 0.9), 0.01,
-                      key="msk_split", persist_state="session", help="Left handle: share replaced by [MASK]; between the handles: share "
-                                            "replaced by a random token; the rest stays unchanged. BERT: 80 | 10 | 10.")
+                      key="msk_split", persist_state="session",
+                      help="Left handle: share replaced by [MASK]; between the handles: share "
+                           "replaced by a random token; the rest stays unchanged. BERT: 80 | 10 | 10.")
     mask_fraction, random_fraction = float(split[0]), float(split[1]) - float(split[0])
     st.caption(f"[MASK] {mask_fraction:.0%} · random {random_fraction:.0%} · unchanged "
                f"{1 - mask_fraction - random_fraction:.0%}")
@@ -111,11 +113,13 @@ m[0].metric("Selected", f"{counts['selected']} of {counts['eligible']}", f"{shar
 for col, key, name, frac in ((m[1], "masked", "→ [MASK]", mask_fraction), (m[2], "random", "→ random", random_fraction),
                              (m[3], "unchanged", "unchanged", 1 - mask_fraction - random_fraction)):
     got = counts[key] / counts["selected"] if counts["selected"] else 0.0
-    col.metric(name, counts[key], f"{got:.0%} of selected (target {max(frac, 0):.0%})", delta_color="off", delta_arrow="off")
+    col.metric(name, counts[key], f"{got:.0%} of selected (target {max(frac, 0):.0%})", delta_color="off",
+               delta_arrow="off")
 
 st.markdown("**Counts against the recipe.** The light bars are what the parameters predict for this many "
             "tokens, with the range a single random draw stays in about 95% of the time (±2 standard errors).")
-widgets.plotly_chart(mask_figures.counts_figure(counts, rate, mask_fraction, max(random_fraction, 0.0)), key="msk_counts")
+widgets.plotly_chart(mask_figures.counts_figure(counts, rate, mask_fraction, max(random_fraction, 0.0)),
+                     key="msk_counts")
 
 selected_positions = [i for i, d in enumerate(decisions) if d != masking.NOT_SELECTED]
 if selected_positions:
@@ -158,7 +162,8 @@ except (FillMaskError, InputError) as exc:
 
 hits, known = fill_mask.accuracy(preds)
 if known:
-    st.metric("Original token recovered (top-1)", f"{hits} of {known}", f"{hits / known:.0%}", delta_color="off", delta_arrow="off",
+    st.metric("Original token recovered (top-1)", f"{hits} of {known}", f"{hits / known:.0%}", delta_color="off",
+              delta_arrow="off",
               help="Among the selected positions. Unchanged tokens are easy: the model sees the answer.")
 if typed_masks:
     st.caption(f"{len(typed_masks)} [MASK] typed by you: the model's guesses are shown, there is no original to "

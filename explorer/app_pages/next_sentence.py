@@ -76,7 +76,8 @@ if enc.num_truncated:
 left, right = st.columns([1, 3])
 verdict = "B follows A" if pred.p_is_next >= 0.5 else "B is a random sentence"
 left.metric("P(IsNext)", f"{pred.p_is_next:.1%}", verdict, delta_color="off", delta_arrow="off",
-            help="Softmax of the NSP head's two logits " + f"(IsNext {pred.logits[0]:.2f}, NotNext {pred.logits[1]:.2f}).")
+            help="Softmax of the NSP head's two logits "
+                 + f"(IsNext {pred.logits[0]:.2f}, NotNext {pred.logits[1]:.2f}).")
 widgets.plotly_chart(where=right, fig=nsp_figures.is_next_bar(pred.p_is_next), key="nsp_bar")
 
 st.subheader("Where [CLS] looks")

@@ -31,7 +31,8 @@ c1, c2, c3 = st.columns(3)
 with c1:  # no bounds on the widgets: any number reaches the check below and gets a message
     start = st.number_input("First position", step=1, key="pos_start", persist_state="session")
 with c2:
-    end = st.number_input("Last position", step=1, key="pos_end", persist_state="session", help=f"This model has positions 0 to {n_pos - 1}.")
+    end = st.number_input("Last position", step=1, key="pos_end", persist_state="session",
+                          help=f"This model has positions 0 to {n_pos - 1}.")
 with c3:
     base = st.number_input("Sinusoid base", value=10000.0, step=1000.0, key="pos_base", persist_state="session",
                            help="10000 in the paper: the longest wavelength is 2π · base. Must be above 1.")

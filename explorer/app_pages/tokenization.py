@@ -85,8 +85,9 @@ else:
                                 (right, "bert-base-uncased", comp.reference, n_ref)):
             col.metric(f"Pieces under {name}", n, delta=None if col is right else n - n_ref,
                        delta_color="inverse", help="WordPiece tokens without [CLS] and [SEP]")
-            widgets.plotly_chart(where=col, fig=token_figures.token_grid(e.tokens, e.input_ids, e.word_ids, e.special_tokens_mask,
-                                                      e.token_type_ids, e.attention_mask, per_row=8),
+            widgets.plotly_chart(where=col, fig=token_figures.token_grid(e.tokens, e.input_ids, e.word_ids,
+                                                                         e.special_tokens_mask, e.token_type_ids,
+                                                                         e.attention_mask, per_row=8),
                              key=f"tok_grid_{'model' if col is left else 'reference'}")
         if comp.words:
             st.dataframe(pd.DataFrame(comp.words).drop(columns="word"), hide_index=True, key="tok_compare",

@@ -126,7 +126,9 @@ sim = analysis.cosine_matrix(occ.vectors[:, layer])
 left, right = st.columns(2)
 with left:
     st.subheader("Cosine similarity")
-    st.caption(f"Between the occurrences at layer {layer_names[layer]} ({'the embedding output, before any context is mixed in' if layer == 0 else 'after ' + str(layer) + ' layer(s) of attention'}).")
+    layer_context = ("the embedding output, before any context is mixed in" if layer == 0
+                     else "after " + str(layer) + " layer(s) of attention")
+    st.caption(f"Between the occurrences at layer {layer_names[layer]} ({layer_context}).")
     widgets.plotly_chart(sim_figures.cosine_heatmap(sim, occ_labels, baseline=float(base_mean[layer])), key="ws_matrix")
     if not np.isnan(base_mean[layer]):
         st.caption(f"Baseline at this layer: two random different words of these sentences have a mean cosine of "
@@ -151,4 +153,5 @@ else:
     st.caption("Mean cosine of pairs of occurrences with the same sense label and with different labels; "
                "the grey band is random pairs of different words from the same sentences. The gap between "
                "green and red is what the model knows about the sense.")
-widgets.plotly_chart(sim_figures.similarity_by_layer(same, different, base_mean, base_std, layer_names), key="ws_layers")
+widgets.plotly_chart(sim_figures.similarity_by_layer(same, different, base_mean, base_std, layer_names),
+                     key="ws_layers")

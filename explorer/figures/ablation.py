@@ -81,5 +81,6 @@ def before_after_bars(labels: Sequence[str], before: Sequence[float], after: Seq
                              hovertemplate="%{y}: %{x:.3f}<extra>" + name + "</extra>"))
     fig.update_layout(barmode="group", height=120 + 36 * len(labels), title={"text": title},
                       margin={"l": 10, "r": 10, "t": 50, "b": 10}, xaxis_title=xaxis_title,
-                      yaxis={"autorange": "reversed"}, legend={"orientation": "h", "y": 1.08, "x": 1, "xanchor": "right"})
+                      yaxis={"autorange": "reversed"},
+                      legend={"orientation": "h", "y": 1.08, "x": 1, "xanchor": "right"})
     return fig

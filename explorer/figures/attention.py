@@ -88,7 +88,8 @@ def attention_heatmap(attn, tokens: Sequence[str], title: str = "", segment_brea
                    {"y0": segment_break - 0.5, "y1": segment_break - 0.5, "x0": -0.5, "x1": t - 0.5}):
             fig.add_shape(type="line", line={"color": "#e6550d", "width": 1.5, "dash": "dot"}, **kw)
     size = min(720, 240 + 14 * min(t, max_labels))
-    fig.update_layout(title=title or None, height=size + 60, margin={"l": 10, "r": 10, "t": 90 if not title else 120, "b": 10})
+    fig.update_layout(title=title or None, height=size + 60,
+                      margin={"l": 10, "r": 10, "t": 90 if not title else 120, "b": 10})
     return fig
 
 
@@ -157,8 +158,8 @@ def thumbnails(attn, max_cells: int = 16) -> go.Figure:
     fig = go.Figure(go.Heatmap(z=mosaic, colorscale=COLORSCALE, zmin=0, zmax=1, customdata=who, showscale=False,
                                hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<extra></extra>",
                                hoverongaps=False))
-    fig.update_xaxes(tickvals=[h * tile + (n - 1) / 2 for h in range(heads)], ticktext=[f"H{h + 1}" for h in range(heads)],
-                     side="top", showgrid=False, zeroline=False)
+    fig.update_xaxes(tickvals=[h * tile + (n - 1) / 2 for h in range(heads)],
+                     ticktext=[f"H{h + 1}" for h in range(heads)], side="top", showgrid=False, zeroline=False)
     fig.update_yaxes(tickvals=[layer * tile + (n - 1) / 2 for layer in range(n_layers)],
                      ticktext=[f"L{layer + 1}" for layer in range(n_layers)], autorange="reversed",
                      showgrid=False, zeroline=False, scaleanchor="x")

@@ -33,8 +33,10 @@ def by_layer(cka, js_per_layer=None) -> go.Figure:
     if js_per_layer is not None:
         js = np.asarray(js_per_layer, dtype=np.float64)
         if js.shape != (cka.size - 1,):
-            raise ValueError(f"JS by layer must have shape ({cka.size - 1},) for layers 1..{cka.size - 1}, got {js.shape}")
-        fig.add_trace(go.Scatter(x=layers[1:], y=js, mode="lines+markers", name="mean JS distance of the heads (0 = same)",
+            raise ValueError(f"JS by layer must have shape ({cka.size - 1},) for layers 1..{cka.size - 1}, "
+                             f"got {js.shape}")
+        fig.add_trace(go.Scatter(x=layers[1:], y=js, mode="lines+markers",
+                                 name="mean JS distance of the heads (0 = same)",
                                  line={"dash": "dot", "color": "#d62728"},
                                  hovertemplate="layer %{x}<br>JS %{y:.3f}<extra></extra>"))
     fig.update_xaxes(tickvals=layers, ticktext=["emb"] + [str(i) for i in layers[1:]], title="layer")
@@ -54,7 +56,10 @@ def cka_heatmap(matrix, name_a: str = "model A", name_b: str = "model B") -> go.
     if matrix.ndim != 2 or matrix.size == 0:
         raise ValueError(f"a CKA matrix must have shape (layers of A, layers of B), got {matrix.shape}")
     la, lb = matrix.shape
-    names = lambda n: ["emb"] + [str(i) for i in range(1, n)]
+
+    def names(n):
+        return ["emb"] + [str(i) for i in range(1, n)]
+
     fig = go.Figure(go.Heatmap(
         z=matrix, x=names(lb), y=names(la), zmin=0, zmax=1, colorscale="Viridis",
         texttemplate="%{z:.2f}" if matrix.size <= 625 else None, colorbar={"title": {"text": "CKA"}},
@@ -91,6 +96,7 @@ def side_by_side(attn_a, attn_b, tokens: Sequence[str], title_a: str = "model A"
     fig.update_yaxes(tickvals=vals, ticktext=text, autorange="reversed")
     fig.update_yaxes(title="query (attending)", col=1)
     size = min(640, 220 + 12 * min(t, max_labels))
-    fig.update_layout(coloraxis={"colorscale": COLORSCALE, "cmin": 0, "cmax": zmax, "colorbar": {"title": {"text": "weight"}}},
+    fig.update_layout(coloraxis={"colorscale": COLORSCALE, "cmin": 0, "cmax": zmax,
+                                 "colorbar": {"title": {"text": "weight"}}},
                       height=size + 120, margin={"l": 10, "r": 10, "t": 50, "b": 10})
     return fig

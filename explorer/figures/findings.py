@@ -38,7 +38,8 @@ def token_attention_figure(shares: Mapping[str, np.ndarray]) -> go.Figure:
     arrays = {k: _per_head(v, f"shares[{k!r}]") for k, v in shares.items()}
     shape = next(iter(arrays.values())).shape
     if any(a.shape != shape for a in arrays.values()):
-        raise ValueError(f"all share arrays need the same (layers, heads) shape, got {[a.shape for a in arrays.values()]}")
+        raise ValueError("all share arrays need the same (layers, heads) shape, "
+                         f"got {[a.shape for a in arrays.values()]}")
     n_layers, n_heads = shape
     layers = np.arange(1, n_layers + 1)
     fig = go.Figure()
@@ -151,7 +152,8 @@ def contextuality_figure(anisotropy, self_adjusted, intra_adjusted) -> go.Figure
         fig.add_trace(go.Scatter(x=layers, y=a, mode="lines+markers", name=name, line={"dash": dash, "width": 3},
                                  hovertemplate=f"{name}<br>layer %{{x}}: %{{y:.3f}}<extra></extra>"))
     fig.add_hline(y=0, line_color="#999")
-    fig.update_layout(title="How contextual are the word vectors?", xaxis={"title": "layer (0 = embeddings)", "dtick": 1},
+    fig.update_layout(title="How contextual are the word vectors?",
+                      xaxis={"title": "layer (0 = embeddings)", "dtick": 1},
                       yaxis={"title": "cosine"}, height=380, margin={"l": 50, "r": 20, "t": 50, "b": 40},
                       legend={"orientation": "h", "y": -0.25})
     return fig
@@ -207,7 +209,8 @@ def position_regression_figure(predictions: Mapping[str, np.ndarray], maes: Mapp
         label = f"{name} (MAE {maes.get(name, float('nan')):.1f})"
         fig.add_trace(go.Scatter(x=np.arange(p.size), y=p, mode="markers", name=label, marker={"size": 4},
                                  hovertemplate=f"{name}<br>position %{{x}} predicted %{{y:.1f}}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", name="perfect", line={"dash": "dash", "color": "#999"}))
+    fig.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", name="perfect",
+                             line={"dash": "dash", "color": "#999"}))
     fig.update_layout(title="Linear read-out of the position (5-fold, held-out predictions)",
                       xaxis={"title": "true position"}, yaxis={"title": "predicted position"}, height=380,
                       margin={"l": 50, "r": 20, "t": 50, "b": 40})

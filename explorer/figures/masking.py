@@ -188,7 +188,7 @@ def topk_figure(titles: Sequence[str], tokens: Sequence[Sequence[str]], probs: S
                     hovertemplate="%{y}: %{x:.3%}<extra></extra>", row=r + 1, col=c + 1)
         fig.update_yaxes(autorange="reversed", row=r + 1, col=c + 1)
         top = max(map(float, probs[i]))  # an untrained model spreads ~1/V over the vocabulary: zoom in
-        fig.update_xaxes(range=[0, 1 if top > 0.5 else max(top * 1.25, 1e-6)], tickformat=".1%" if top > 0.02 else ".2~%",
-                         row=r + 1, col=c + 1)
+        fig.update_xaxes(range=[0, 1 if top > 0.5 else max(top * 1.25, 1e-6)],
+                         tickformat=".1%" if top > 0.02 else ".2~%", row=r + 1, col=c + 1)
     fig.update_layout(height=60 + rows * (40 + 24 * k_max), margin={"l": 10, "r": 10, "t": 40, "b": 10})
     return fig

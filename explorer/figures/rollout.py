@@ -93,13 +93,15 @@ def neuron_figure(query_vector, key_vectors, product, scores, probs, tokens: Seq
 
     fig.add_trace(go.Heatmap(z=q[None, :d], colorscale="RdBu_r", zmid=0, zmin=-lim(q), zmax=lim(q), showscale=False,
                              hovertemplate="dim %{x}: %{z:.3f}<extra>q</extra>"), row=1, col=1)
-    fig.add_trace(go.Heatmap(z=k[:, :d], y=rows, colorscale="RdBu_r", zmid=0, zmin=-lim(k), zmax=lim(k), showscale=False,
+    fig.add_trace(go.Heatmap(z=k[:, :d], y=rows, colorscale="RdBu_r", zmid=0, zmin=-lim(k), zmax=lim(k),
+                             showscale=False,
                              hovertemplate="%{y}<br>dim %{x}: %{z:.3f}<extra>k</extra>"), row=2, col=1)
     fig.add_trace(go.Heatmap(z=qk[:, :d], y=rows, colorscale="RdBu_r", zmid=0, zmin=-lim(qk), zmax=lim(qk),
                              showscale=False, hovertemplate="%{y}<br>dim %{x}: %{z:.3f}<extra>q×k</extra>"),
                   row=2, col=2)
     fig.add_trace(go.Heatmap(z=s[:, None], y=rows, colorscale="RdBu_r", zmid=0, zmin=-lim(s), zmax=lim(s),
-                             showscale=False, text=np.round(s[:, None], 2), texttemplate="%{text}" if len(s) <= 48 else None,
+                             showscale=False, text=np.round(s[:, None], 2),
+                             texttemplate="%{text}" if len(s) <= 48 else None,
                              hovertemplate="%{y}: %{z:.3f}<extra>score</extra>"), row=2, col=3)
     fig.add_trace(go.Heatmap(z=p[:, None], y=rows, colorscale=COLORSCALE, zmin=0, zmax=max(float(p.max()), 1e-6),
                              showscale=False, text=np.round(p[:, None], 2),

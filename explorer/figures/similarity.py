@@ -82,7 +82,8 @@ def similarity_by_layer(same, different, baseline_mean=None, baseline_std=None,
     fig = go.Figure()
     if baseline_mean is not None and not np.all(np.isnan(arrays["baseline_mean"])):
         mean, std = arrays["baseline_mean"], arrays["baseline_std"]
-        fig.add_trace(go.Scatter(x=x + x[::-1], y=list(mean + std) + list((mean - std)[::-1]), fill="toself", mode="lines",
+        fig.add_trace(go.Scatter(x=x + x[::-1], y=list(mean + std) + list((mean - std)[::-1]),
+                                 fill="toself", mode="lines",
                                  fillcolor="rgba(150,150,150,0.25)", line={"width": 0}, hoverinfo="skip",
                                  name="random word pairs (± std)"))
         fig.add_trace(go.Scatter(x=x, y=mean, mode="lines", line={"color": "#777777", "dash": "dash"},

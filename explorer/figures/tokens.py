@@ -21,7 +21,8 @@ def _check_lengths(tokens: Sequence[str], **columns: Sequence) -> None:
             raise ValueError(f"{name} has {len(col)} entries but there are {n} tokens; pass one per token")
 
 
-def token_codes(word_ids: Sequence[int | None], special_mask: Sequence[int], token_type_ids: Sequence[int]) -> np.ndarray:
+def token_codes(word_ids: Sequence[int | None], special_mask: Sequence[int],
+                token_type_ids: Sequence[int]) -> np.ndarray:
     """Colour code per token: SPECIAL, or A/B shade alternating word by word (``(T,)`` int)."""
     codes = np.empty(len(word_ids), dtype=int)
     for i, (w, sp, seg) in enumerate(zip(word_ids, special_mask, token_type_ids)):

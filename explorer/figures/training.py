@@ -67,7 +67,8 @@ def _finite(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def metric_series(records: Sequence[Mapping[str, Any]], key: str, split: str = "train") -> tuple[list[int], list[float]]:
+def metric_series(records: Sequence[Mapping[str, Any]], key: str,
+                  split: str = "train") -> tuple[list[int], list[float]]:
     """Steps and values of one metric in one split, sorted by step; records without a finite
     value for ``key`` are skipped (a run logs some keys only on some steps)."""
     records = _check_records(records, "metrics")

@@ -80,7 +80,8 @@ SETTLED_JS = """([needContent, quietMs]) => {
         || app.getAttribute('data-test-connection-state') !== 'CONNECTED') return false;
     if (document.querySelector('[data-testid="stElementContainer"][data-stale="true"]')) return false;
     if (document.querySelector('[data-testid="stSkeleton"]')) return false;  // a widget's code still loading
-    if (needContent && !document.querySelector('[data-testid="stMain"] [data-testid="stElementContainer"]')) return false;
+    if (needContent
+        && !document.querySelector('[data-testid="stMain"] [data-testid="stElementContainer"]')) return false;
     // no DOM change for quietMs (lazily loaded widgets, charts drawing); see conftest.MUTATION_JS
     return performance.now() - (window.__lastMutation || 0) >= quietMs;
 }"""
@@ -138,7 +139,8 @@ def problems(session: Session, server) -> list[str]:
     """What is wrong with the page now: exception boxes, traceback text, dead server, XSS."""
     page = session.page
     found = []
-    for text in visible_texts(page, EXCEPTION, limit=2) or (["(exception box)"] if page.locator(EXCEPTION).count() else []):
+    for text in (visible_texts(page, EXCEPTION, limit=2)
+                 or (["(exception box)"] if page.locator(EXCEPTION).count() else [])):
         found.append(f"exception box: {text[:600]}")
     body = page.locator(MAIN).inner_text() if page.locator(MAIN).count() else ""
     if TRACEBACK_TEXT.search(body) and not found:
