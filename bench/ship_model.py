@@ -80,7 +80,8 @@ def heldout_metrics(model, tok, max_seq_len: int, batch_size: int = 32, seed: in
     # reference: how often the single most frequent maskable token of the training split is right
     counts = Counter(t for ids in pre.train["input_ids"] for t in ids if t not in set(special.tolist()))
     n = sum(counts.values())
-    res["most_frequent_token"], top = tok.convert_ids_to_tokens(counts.most_common(1)[0][0]), counts.most_common(1)[0][1]
+    top_id, top = counts.most_common(1)[0]
+    res["most_frequent_token"] = tok.convert_ids_to_tokens(top_id)
     res["most_frequent_token_rate"] = top / n
     res["unigram_loss"] = -sum(c / n * math.log(c / n) for c in counts.values())
     return res
@@ -144,8 +145,10 @@ def parity(folder: Path, tok) -> float:
 
 
 def card(out: Path, run_dir: Path | None, m: dict, c: dict, par: float) -> str:
-    run = json.loads((run_dir / "run.json").read_text()) if run_dir and (run_dir / "run.json").is_file() else {}
-    status = json.loads((run_dir / "status.json").read_text()) if run_dir and (run_dir / "status.json").is_file() else {}
+    def read(name: str) -> dict:
+        return json.loads((run_dir / name).read_text()) if run_dir and (run_dir / name).is_file() else {}
+
+    run, status = read("run.json"), read("status.json")
     args = run.get("args", {})
     steps = status.get("step") or run.get("total_steps")
     argv = " ".join(run.get("argv", [])) or "(unknown)"
@@ -188,9 +191,11 @@ models/minilm-mlm --eval-only`):
 | accuracy at unchanged positions (the answer is in the input) | {m['acc_unchanged']:.1%} |
 | all selected positions mixed (what most training logs call "MLM accuracy") | {m['acc_all']:.1%} |
 | NSP accuracy (chance 50%) | {m['nsp_acc']:.1%} |
-| reference: always guessing the most frequent token ("{m['most_frequent_token']}") | {m['most_frequent_token_rate']:.1%} |
+| reference: always guessing the most frequent token ("{m['most_frequent_token']}") | \
+{m['most_frequent_token_rate']:.1%} |
 | reference: unigram (frequency-only) loss of the training split | {m['unigram_loss']:.2f} nats |
-| news cloze set, {c['cloze_n']} sentences (`bench/data/cloze_news.tsv`): top-1 / top-5 | {c['cloze_top1']:.0%} / {c['cloze_top5']:.0%} |
+| news cloze set, {c['cloze_n']} sentences (`bench/data/cloze_news.tsv`): top-1 / top-5 | \
+{c['cloze_top1']:.0%} / {c['cloze_top5']:.0%} |
 
 Parity: `transformers.BertForPreTraining` on this folder gives the same MLM and NSP logits as bertcore
 (max |difference| {par:.1e}).

@@ -117,8 +117,10 @@ def upload_input(task: str) -> tuple[str | None, str | None, str | None]:
     path, message, pair = (None if check.path is None else str(check.path)), check.message, check.text_pair_column
     if path is None:
         st.error(widgets.escape_md(message), icon=":material/error:")
-        return None, None, "The uploaded file was refused (see the message under the uploader): fix it or upload another."
-    st.success(f"Accepted: {widgets.escape_md(message)}. Saved as {widgets.escape_md(path)}.", icon=":material/check_circle:")
+        return None, None, ("The uploaded file was refused (see the message under the uploader): fix it or upload "
+                            "another.")
+    st.success(f"Accepted: {widgets.escape_md(message)}. Saved as {widgets.escape_md(path)}.",
+               icon=":material/check_circle:")
     return path, pair, None
 
 
@@ -177,7 +179,8 @@ def launch_form() -> None:
                                  format_func={"packaged": "Packaged MiniLM (offline)",
                                               "checkpoint": "A run's checkpoint (e.g. your pretrained model)",
                                               "local": "Local Hugging Face folder",
-                                              "scratch": "From scratch (a preset; shows what pretraining adds)"}.__getitem__)
+                                              "scratch": "From scratch (a preset; shows what pretraining adds)",
+                                              }.__getitem__)
             data = st.selectbox("Data set", list(FINETUNE_DATA), format_func=FINETUNE_DATA.__getitem__,
                                 key="train_ft_data")
         preset = "nano"
