@@ -178,7 +178,7 @@ def learned_positions(model, start: int = 0, stop: int | None = None) -> np.ndar
     Raises:
         PositionRangeError: the range does not fit the model's ``max_position_embeddings``.
     """
-    encoder = getattr(model, "bert", model)
+    encoder = getattr(model, "base_model", model)
     table = encoder.embeddings.position_embeddings.weight  # (P, H)
     n = table.shape[0]
     start, stop = check_range(start, n if stop is None else stop, n)

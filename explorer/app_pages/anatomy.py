@@ -110,7 +110,7 @@ st.markdown("The pooler takes the last layer's vector of the first token, `[CLS]
             "output is ignored by the pooler.")
 text = st.text_input("Sentence for the pooler", POOLER_TEXT, key="ana_text", persist_state="session")
 try:
-    enc = encode(lm.tokenizer, text, max_length=min(cfg.max_position_embeddings, int(lm.tokenizer.model_max_length)))
+    enc = encode(lm.tokenizer, text, max_length=lm.max_length)
     t = enc.tensors()
     steps = anatomy.pooler_steps(lm.model, t["input_ids"], t["attention_mask"], t["token_type_ids"])
 except (TextError, InputError) as exc:

@@ -38,7 +38,7 @@ except (TextError, InputError) as exc:
     st.stop()
 
 enc = act.encoding
-limit = min(lm.config.max_position_embeddings, int(lm.tokenizer.model_max_length))
+limit = lm.max_length
 if enc.num_truncated:
     st.warning(f"The input was cut to this model's {limit} positions: {enc.num_truncated:,} tokens were dropped.",
                icon=":material/content_cut:")

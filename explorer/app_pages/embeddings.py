@@ -34,7 +34,7 @@ lm = widgets.current_model()
 tok = lm.tokenizer
 hidden = lm.config.hidden_size
 text, text_pair = widgets.text_or_pair("emb", DEFAULT, DEFAULT_B, pair_default=True)
-limit = min(lm.config.max_position_embeddings, int(tok.model_max_length))
+limit = lm.max_length
 try:
     enc = encode(tok, text, text_pair, max_length=limit)
     t = enc.tensors()

@@ -28,7 +28,7 @@ A character the vocabulary cannot spell at all becomes `[UNK]`.
 lm = widgets.current_model()
 tok = lm.tokenizer
 text, text_pair = widgets.text_or_pair("tok", DEFAULT, DEFAULT_B)
-limit = min(lm.config.max_position_embeddings, int(tok.model_max_length))
+limit = lm.max_length
 try:
     enc = encode(tok, text, text_pair, max_length=limit)
 except TextError as exc:

@@ -6,10 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+from .tokens import _plain
 
-
-def _plain(text: str) -> str:
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _fmt(n: int) -> str:

@@ -7,17 +7,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
+from .tokens import _plain
 
 COLOURS = {"token": "#3b75af", "position": "#f28e2b", "segment": "#59a14f", "sum": "#7f7f7f",
            "normalised": "#b07aa1", "output": "#e15759"}
 
-
-def _plain(text: str, limit: int | None = None) -> str:
-    """Text safe inside Plotly's HTML-like labels (``&``, ``<``, ``>`` escaped), optionally shortened."""
-    text = str(text)
-    if limit is not None and len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def robust_limit(m: np.ndarray, q: float = 99.0) -> float:

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
+from .tokens import _plain
 
 # display codes: bertcore.masking's decisions 0..3, plus 4 for positions that cannot be selected
 NOT_SELECTED, MASKED, RANDOM, UNCHANGED, NOT_ELIGIBLE = 0, 1, 2, 3, 4
@@ -16,13 +17,6 @@ PALETTE = {NOT_SELECTED: "#eef3f8", MASKED: "#f4a259", RANDOM: "#b48ad9", UNCHAN
 NAMES = {NOT_SELECTED: "not selected", MASKED: "selected → [MASK]", RANDOM: "selected → random token",
          UNCHANGED: "selected, kept unchanged", NOT_ELIGIBLE: "special / padding (never selected)"}
 
-
-def _plain(text: str, limit: int | None = None) -> str:
-    """Token text safe inside Plotly's HTML-like labels (``&``, ``<``, ``>`` escaped), optionally shortened."""
-    text = str(text)
-    if limit is not None and len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _percent(p: float) -> str:

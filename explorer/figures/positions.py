@@ -10,10 +10,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .embeddings import robust_limit
+from .tokens import _plain
 
-
-def _plain(text: str) -> str:
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _pair(left, right, what: str, cols: int | None = None, square: bool = False) -> tuple[np.ndarray, np.ndarray]:

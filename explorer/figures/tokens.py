@@ -96,6 +96,10 @@ def token_grid(
     return fig
 
 
-def _plain(token: str) -> str:
-    """Token text safe inside Plotly's HTML-like labels (``<``, ``>``, ``&`` escaped)."""
-    return token.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+def _plain(text: str, limit: int | None = None) -> str:
+    """Text safe inside Plotly's HTML-like labels (``&``, ``<``, ``>`` escaped), optionally shortened to
+    ``limit`` characters (an ellipsis marks the cut). The one escape helper of every figure module."""
+    text = str(text)
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
