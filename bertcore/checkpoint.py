@@ -17,15 +17,15 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import torch
 from safetensors.torch import load_file, save_file
 
 from .config import BertConfig, ConfigError
 
-if TYPE_CHECKING:
-    from .model import BertPreTrainedModel
+# The models import this module (from_pretrained / save_pretrained), so it never imports them: a model
+# here is any ``torch.nn.Module`` with a ``config`` and ``tied_keys`` (``bertcore.model.BertPreTrainedModel``).
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 SHARD_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
@@ -149,7 +149,7 @@ def _rename(key: str) -> str:
     return re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", key)
 
 
-def match_state_dict(model: "BertPreTrainedModel",
+def match_state_dict(model: torch.nn.Module,
                      state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], LoadReport]:
     """Map a checkpoint's keys onto ``model.state_dict()`` keys.
 
@@ -224,12 +224,12 @@ def load_pretrained(cls: type, path: str | Path, config: BertConfig | None = Non
 
 
 # ----------------------------------------------------------------------------- writing
-def model_state_for_saving(model: "BertPreTrainedModel") -> dict[str, torch.Tensor]:
+def model_state_for_saving(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """``model.state_dict()`` without tied aliases (HF saves one copy of a tied tensor)."""
     return {k: v for k, v in model.state_dict().items() if k not in model.tied_keys}
 
 
-def save_pretrained(model: "BertPreTrainedModel", path: str | Path) -> None:
+def save_pretrained(model: torch.nn.Module, path: str | Path) -> None:
     """Write ``config.json`` (with ``architectures``) and ``model.safetensors`` into ``path``.
 
     ``transformers.<ClassName>.from_pretrained(path)`` loads the result (post-LN models;

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from .attention import HeadAblation, additive_mask, get_head_mask
+from .checkpoint import load_pretrained as _load_checkpoint, save_pretrained as _save_checkpoint
 from .config import BertConfig
 from .embeddings import BertEmbeddings
 from .encoder import BertEncoder
@@ -120,15 +121,11 @@ class BertPreTrainedModel(nn.Module):
             bertcore.checkpoint.CheckpointError: no weights file, unreadable or corrupt file,
                 a tensor shape that does not match the config, or nothing of the encoder found.
         """
-        from .checkpoint import load_pretrained  # local import: checkpoint imports this module
-
-        return load_pretrained(cls, path, config=config, **config_changes)
+        return _load_checkpoint(cls, path, config=config, **config_changes)
 
     def save_pretrained(self, path: str | Path) -> None:
         """Write ``config.json`` and ``model.safetensors`` that ``transformers`` loads (atomically)."""
-        from .checkpoint import save_pretrained
-
-        save_pretrained(self, path)
+        _save_checkpoint(self, path)
 
 
 class BertModel(BertPreTrainedModel):
