@@ -4,6 +4,7 @@ st.navigation): defaults render, and bad inputs give a message in the page, neve
 from pathlib import Path
 
 import pytest
+import torch
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -345,6 +346,7 @@ def tiny_run(tmp_path_factory, packaged):
                      max_position_embeddings=64)
     BertForPreTraining(cfg).save_pretrained(folder)
     packaged.tokenizer.save_pretrained(str(folder))
+    torch.save({"step": 10}, folder / "trainer_state.pt")  # a complete checkpoint (bertcore.runs.RunDir)
     return root
 
 
