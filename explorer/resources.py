@@ -9,13 +9,15 @@ gives them the loaded model of the sidebar's choice, and :func:`source_key` its 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 
-from bertcore import analysis
+from bertcore import analysis, anatomy, positional
 from bertcore.analysis import ablation, neurons, rollout
 from bertcore.analysis import attribution as attribution_mod
 from bertcore.analysis import compare as compare_mod
 from bertcore.analysis.words import WordGroups, merge_attention, word_groups
+from bertcore.config import PRESETS
 from bertcore.sources import LoadedModel, ModelSource, load
 
 
@@ -303,3 +305,47 @@ def checkpoint_summary(folder: str, stamp: float, run_key: str, n_segments: int,
     limit = min(max_tokens, evalset.MAX_TOKENS, loaded.max_length)
     segments = findings_segments(("run-tokenizer", run_key), n_segments, limit, loaded)
     return emergence.summary(evalset.run_findings(loaded.encoder, loaded.tokenizer, segments))
+
+
+# ----------------------------------------------------------------------------- Evolution and Model anatomy
+@st.cache_data(show_spinner="Running every checkpoint on the sentence ...", max_entries=16)
+def attention_per_checkpoint(folders: tuple[str, ...], stamps: tuple[float, ...], text: str, layer: int,
+                             head: int) -> tuple[list[np.ndarray], list[str]]:
+    """One (T, T) attention map of ``layer``/``head`` (1-based) per checkpoint, and the tokens.
+
+    Each checkpoint is loaded, run and dropped (not kept in memory). ``stamps`` only key the cache.
+    """
+    maps, tokens = [], []
+    for folder in folders:
+        loaded = load(ModelSource("run", folder))
+        acts = analysis.run(loaded.encoder, loaded.tokenizer, text)
+        maps.append(acts.attentions[layer - 1, head - 1].astype(np.float64))  # (T, T)
+        tokens = acts.tokens
+    return maps, tokens
+
+
+@st.cache_data(show_spinner="Reading the position embeddings of every checkpoint ...", max_entries=16)
+def position_similarity_per_checkpoint(folders: tuple[str, ...], stamps: tuple[float, ...],
+                                       n_positions: int) -> list[np.ndarray]:
+    """Cosine similarity (P, P) of the first ``n_positions`` learned positions, per checkpoint."""
+    out = []
+    for folder in folders:
+        loaded = load(ModelSource("run", folder))
+        table = positional.learned_positions(loaded.model, 0, n_positions)  # (P, H)
+        out.append(positional.cosine_similarity(table))
+    return out
+
+
+@st.cache_data(show_spinner="Counting the presets (on the meta device, no memory) ...")
+def preset_table() -> pd.DataFrame:
+    """Every preset's parameter counts beside transformers' own (the Model anatomy page)."""
+    rows = []
+    for c in anatomy.preset_counts():
+        hf_base, hf_tensors = anatomy.transformers_count(PRESETS[c.name], "base")
+        hf_pre, _ = anatomy.transformers_count(PRESETS[c.name], "pretraining")
+        rows.append({"preset": c.name, "layers L": c.layers, "hidden H": c.hidden, "heads": c.heads,
+                     "intermediate I": c.intermediate, "BertModel": c.base, "named tensors": c.named_tensors,
+                     "BertForPreTraining": c.pretraining,
+                     "equal to transformers": c.base == hf_base and c.pretraining == hf_pre
+                     and c.named_tensors == hf_tensors})
+    return pd.DataFrame(rows)

@@ -7,7 +7,7 @@ from bertcore import anatomy
 from bertcore.config import PRESETS
 from bertcore.embeddings import InputError
 from bertcore.tokenizer import TextError, encode
-from explorer import widgets
+from explorer import resources, widgets
 from explorer.figures import anatomy as ana_figures
 
 POOLER_TEXT = "The pooler summarises the whole input through the [CLS] token."
@@ -23,20 +23,6 @@ task **heads** when there are any. The names below are Hugging Face's, so a chec
 by name.
 """
 )
-
-
-@st.cache_data(show_spinner="Counting the presets (on the meta device, no memory) ...")
-def preset_table() -> pd.DataFrame:
-    rows = []
-    for c in anatomy.preset_counts():
-        hf_base, hf_tensors = anatomy.transformers_count(PRESETS[c.name], "base")
-        hf_pre, _ = anatomy.transformers_count(PRESETS[c.name], "pretraining")
-        rows.append({"preset": c.name, "layers L": c.layers, "hidden H": c.hidden, "heads": c.heads,
-                     "intermediate I": c.intermediate, "BertModel": c.base, "named tensors": c.named_tensors,
-                     "BertForPreTraining": c.pretraining,
-                     "equal to transformers": c.base == hf_base and c.pretraining == hf_pre
-                     and c.named_tensors == hf_tensors})
-    return pd.DataFrame(rows)
 
 
 lm = widgets.current_model()
@@ -88,7 +74,7 @@ st.markdown("The sizes this project can build and train. *nano* fits a CPU train
             "config's shapes and compared with `transformers`' own classes built for the same config on "
             "PyTorch's `meta` device (shapes only, no memory): BERT-base has 199 named tensors and "
             "109,482,240 parameters, BERT-large 335,141,888.")
-presets = preset_table()
+presets = resources.preset_table()
 match = [name for name, c in PRESETS.items()
          if (c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.intermediate_size) ==
          (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.intermediate_size)]

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import streamlit as st
 
-from bertcore import analysis, positional, runs
+from bertcore import runs
 from bertcore.analysis import emergence
 from bertcore.config import BertConfig, ConfigError
 from bertcore.data import DataError
-from bertcore.sources import ModelSource, SourceError, load
+from bertcore.sources import SourceError
 from bertcore.tokenizer import TextError
 from explorer import resources, widgets
 from explorer.figures import evolution as figs
@@ -33,34 +32,6 @@ def _stamp(folder: Path) -> float:
         return (folder / "model.safetensors").stat().st_mtime
     except OSError:
         return 0.0
-
-
-@st.cache_data(show_spinner="Running every checkpoint on the sentence ...", max_entries=16)
-def attention_per_checkpoint(folders: tuple[str, ...], stamps: tuple[float, ...], text: str, layer: int,
-                             head: int) -> tuple[list[np.ndarray], list[str]]:
-    """One (T, T) attention map of ``layer``/``head`` (1-based) per checkpoint, and the tokens.
-
-    Each checkpoint is loaded, run and dropped (not kept in memory). ``stamps`` only key the cache.
-    """
-    maps, tokens = [], []
-    for folder in folders:
-        loaded = load(ModelSource("run", folder))
-        acts = analysis.run(loaded.encoder, loaded.tokenizer, text)
-        maps.append(acts.attentions[layer - 1, head - 1].astype(np.float64))  # (T, T)
-        tokens = acts.tokens
-    return maps, tokens
-
-
-@st.cache_data(show_spinner="Reading the position embeddings of every checkpoint ...", max_entries=16)
-def position_similarity_per_checkpoint(folders: tuple[str, ...], stamps: tuple[float, ...],
-                                       n_positions: int) -> list[np.ndarray]:
-    """Cosine similarity (P, P) of the first ``n_positions`` learned positions, per checkpoint."""
-    out = []
-    for folder in folders:
-        loaded = load(ModelSource("run", folder))
-        table = positional.learned_positions(loaded.model, 0, n_positions)  # (P, H)
-        out.append(positional.cosine_similarity(table))
-    return out
 
 
 def _spread(n: int, k: int) -> list[int]:
@@ -124,7 +95,7 @@ with tab_att:
     with c2:
         head = widgets.head_picker("evo", config.num_attention_heads)
     try:
-        maps, tokens = attention_per_checkpoint(key_folders, key_stamps, text, layer, head)
+        maps, tokens = resources.attention_per_checkpoint(key_folders, key_stamps, text, layer, head)
         if len(tokens) > 40:
             st.caption(f"{len(tokens)} tokens: hover over a panel to read the cells; a shorter sentence is easier "
                        "to read.")
@@ -152,7 +123,7 @@ with tab_pos:
         st.caption(f"This run trained on sequences of {trained_len} tokens: positions from {trained_len} on "
                    "were never used, so they keep their initial vectors.")
     try:
-        sims = position_similarity_per_checkpoint(key_folders, key_stamps, n_positions)
+        sims = resources.position_similarity_per_checkpoint(key_folders, key_stamps, n_positions)
         widgets.plotly_chart(figs.position_similarity_evolution_figure(sims, chosen), key="evo_pos_chart")
         widgets.plotly_chart(figs.neighbour_similarity_figure(sims, chosen, max_offset=4), key="evo_pos_line")
     except (SourceError, ValueError) as exc:
