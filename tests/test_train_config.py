@@ -75,7 +75,9 @@ def test_learning_rate_defaults_agree():
 
 def test_page_inputs_show_the_config_defaults_ranges_and_help(tmp_path, monkeypatch):
     monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path))
-    at = AppTest.from_file(str(ROOT / "explorer" / "app_pages" / "train.py"), default_timeout=60).run()
+    at = AppTest.from_file(str(ROOT / "explorer" / "app_pages" / "train.py"), default_timeout=60)
+    at.session_state["train_recipe"] = "custom"  # the whole form (a one-click recipe is the default)
+    at.run()
     assert not at.exception
     for task in ("pretrain", "finetune"):
         if task == "finetune":
@@ -94,7 +96,9 @@ def test_page_inputs_show_the_config_defaults_ranges_and_help(tmp_path, monkeypa
 def test_page_recipe_options_reach_run_json(tmp_path, monkeypatch):
     """Length in minutes and the recipe knobs set on the page arrive in run.json's args (a TrainConfig)."""
     monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path))
-    at = AppTest.from_file(str(ROOT / "explorer" / "app_pages" / "train.py"), default_timeout=60).run()
+    at = AppTest.from_file(str(ROOT / "explorer" / "app_pages" / "train.py"), default_timeout=60)
+    at.session_state["train_recipe"] = "custom"  # the whole form (a one-click recipe is the default)
+    at.run()
     at.radio(key="train_pretrain_length").set_value("minutes").run()
     at.number_input(key="train_pretrain_minutes").set_value(2.5).run()
     at.toggle(key="train_nsp").set_value(False).run()
