@@ -1,7 +1,7 @@
 """BERT Explorer: run with ``streamlit run app.py``.
 
 The shared sidebar (model picker) is drawn here; each page lives in ``explorer/app_pages/``.
-Add a page with one ``st.Page(...)`` line in PAGES.
+Add a page with one ``page(...)`` line in its PAGES section (the sidebar shows the sections, all expanded).
 """
 
 import os
@@ -14,25 +14,39 @@ from explorer import widgets  # noqa: E402
 
 st.set_page_config(page_title="BERT Explorer", page_icon=":material/hub:", layout="wide")
 
-PAGES = [
-    st.Page("explorer/app_pages/overview.py", title="Overview", icon=":material/home:", default=True),
-    st.Page("explorer/app_pages/tokenization.py", title="Tokenization", icon=":material/text_fields:"),
-    st.Page("explorer/app_pages/attention.py", title="Attention", icon=":material/grid_on:"),
-    st.Page("explorer/app_pages/ablation.py", title="Head ablation", icon=":material/content_cut:"),
-    st.Page("explorer/app_pages/word_senses.py", title="Word senses", icon=":material/scatter_plot:"),
-    st.Page("explorer/app_pages/masking.py", title="Masking", icon=":material/visibility_off:"),
-    st.Page("explorer/app_pages/next_sentence.py", title="Next sentence", icon=":material/low_priority:"),
-    st.Page("explorer/app_pages/embeddings.py", title="Embeddings", icon=":material/stacks:"),
-    st.Page("explorer/app_pages/positions.py", title="Positional embeddings", icon=":material/linear_scale:"),
-    st.Page("explorer/app_pages/anatomy.py", title="Model anatomy", icon=":material/account_tree:"),
-    st.Page("explorer/app_pages/compare.py", title="Compare models", icon=":material/compare_arrows:"),
-    st.Page("explorer/app_pages/attribution.py", title="Attribution", icon=":material/insights:"),
-    st.Page("explorer/app_pages/train.py", title="Train", icon=":material/model_training:"),
-    st.Page("explorer/app_pages/evolution.py", title="Evolution", icon=":material/timeline:"),
-    st.Page("explorer/app_pages/findings.py", title="Findings", icon=":material/fact_check:"),
-]
+def page(file: str, title: str, icon: str, **kwargs) -> st.Page:
+    return st.Page(f"explorer/app_pages/{file}.py", title=title, icon=f":material/{icon}:", **kwargs)
 
-pg = st.navigation(PAGES)
+
+# Sections follow a first visit: what BERT reads, what it computes, its two training tasks, what the
+# papers measured, and training your own.
+PAGES = {
+    "Start": [page("overview", "Overview", "home", default=True)],
+    "Inside BERT": [
+        page("tokenization", "Tokenization", "text_fields"),
+        page("embeddings", "Embeddings", "stacks"),
+        page("positions", "Positional embeddings", "linear_scale"),
+        page("attention", "Attention", "grid_on"),
+        page("anatomy", "Model anatomy", "account_tree"),
+    ],
+    "BERT's tasks": [
+        page("masking", "Masking", "visibility_off"),
+        page("next_sentence", "Next sentence", "low_priority"),
+    ],
+    "Analyses": [
+        page("word_senses", "Word senses", "scatter_plot"),
+        page("findings", "Findings", "fact_check"),
+        page("ablation", "Head ablation", "content_cut"),
+        page("attribution", "Attribution", "insights"),
+        page("compare", "Compare models", "compare_arrows"),
+    ],
+    "Train your own": [
+        page("train", "Train", "model_training"),
+        page("evolution", "Evolution", "timeline"),
+    ],
+}
+
+pg = st.navigation(PAGES, expanded=True)
 widgets.model_picker()
 widgets.export_picker()
 pg.run()
