@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from bertcore.sources import PACKAGED_MLM
 from explorer import widgets
 
 st.title("BERT Explorer")
@@ -15,9 +16,18 @@ two tasks: guessing **masked** words (masked language modelling) and telling whe
 really follows sentence A (next-sentence prediction). The output is one *contextual* vector per
 token: the same word gets a different vector in a different sentence.
 
-Use the pages on the left to look inside: how text becomes tokens, what each attention head
-looks at, and how a word's vector changes with its meaning. The model is chosen in the sidebar
-and used by every page.
+The pages on the left follow a first visit:
+- **Inside BERT**: how text becomes tokens and vectors (Tokenization, Embeddings, Positional
+  embeddings), what each attention head looks at (Attention: heads, layers, rollout, neuron view),
+  and every weight tensor by name (Model anatomy).
+- **BERT's tasks**: watch it fill in `[MASK]` (Masking) and judge sentence pairs (Next sentence).
+- **Analyses**: how a word's vector changes with its meaning (Word senses), what the papers
+  measured, recomputed on this model (Findings), what happens when heads are switched off (Head
+  ablation), which input tokens a prediction depends on (Attribution), and two models side by side.
+- **Train your own**: pretrain or fine-tune a small BERT live and watch it learn (Train, Evolution).
+
+The model is chosen in the sidebar and used by every page. The default, all-MiniLM-L6-v2, has
+no masked-LM head; **MiniLM-MLM** (also packaged) is the same encoder trained here to fill `[MASK]`.
 """
 )
 
@@ -43,6 +53,8 @@ cols[4].metric("Head on top", lm.head)
 if not lm.has_mlm_head:
     st.info("This model has no masked-language-model head, so it cannot fill in [MASK] tokens. "
             "Attention, tokens and contextual vectors work as with any BERT.", icon=":material/info:")
+    st.button("Use the packaged MiniLM-MLM (fills [MASK])", key="ov_switch", on_click=widgets.use_source,
+              args=(PACKAGED_MLM,), icon=":material/swap_horiz:")
 report = getattr(lm.model, "load_report", None)
 if report is not None:
     st.caption("Checkpoint keys: " + widgets.escape_md(report.summary()))
