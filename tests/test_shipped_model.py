@@ -78,6 +78,8 @@ def test_masking_page_switches_in_one_click():
     assert at.session_state["model_source"] == sources.PACKAGED_MLM
     tables = [t.value for t in at.dataframe if "top guess" in t.value.columns]
     assert tables and len(tables[0]) > 0
+    # what a new user sees with every default: the model gets the hidden words of the default sentence
+    assert tables[0]["recovered"].sum() >= 2, tables[0][["original", "top guess"]]
 
 
 def test_next_sentence_page_switches_in_one_click():

@@ -12,8 +12,8 @@ from bertcore.tokenizer import TextError, encode
 from explorer import widgets
 from explorer.figures import masking as mask_figures
 
-DEFAULT = "The quick brown fox jumps over the lazy dog near the riverbank."
-DEFAULT_B = "Then it [MASK] away into the forest."
+DEFAULT = "The film won the award for best actor at the ceremony in London on Sunday night."
+DEFAULT_B = "Its director [MASK] the prize to his mother."
 MAX_SEED = 2**31 - 1
 MAX_PANELS = 12
 
