@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -30,18 +28,12 @@ from bertcore.analysis import attribution, compare
 from explorer.figures import attention as att_figures
 from explorer.figures import attribution as attr_figures
 from explorer.figures import compare as cmp_figures
+from timing import median_ms
 
 TEXT = ("The bank raised its interest rates again this quarter, and shares of the lender fell sharply as investors "
         "worried about the housing market. ")
 
 
-def median_ms(fn, reps: int) -> float:
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1000 * statistics.median(times)
 
 
 def bench_length(lm, t: int, reps: int, steps: int) -> str:

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -30,16 +28,9 @@ from bertcore.analysis import ablation, neurons, rollout, words  # noqa: E402
 from explorer.figures import ablation as abl_figures  # noqa: E402
 from explorer.figures import attention as att_figures  # noqa: E402
 from explorer.figures import rollout as rollout_figures  # noqa: E402
+from timing import median_ms  # noqa: E402
 
 
-def median_ms(fn, reps: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1000 * statistics.median(times)
 
 
 def long_text() -> str:
@@ -64,7 +55,7 @@ def main() -> None:
     print(f"{'tokens':>6} {'view':<44} {'ms':>9} {'x forward':>10}")
     for t in (128, 512, rollout.FLOW_MAX_TOKENS, 32):
         fwd = lambda: analysis.run(enc_model, tok, text, max_length=t)  # noqa: E731
-        ref = median_ms(fwd, args.reps)
+        ref = median_ms(fwd, args.reps, warmup=1)
         act = fwd()
         att, tokens, enc = act.attentions, act.tokens, act.encoding
         groups = words.word_groups(tokens, enc.word_ids)
@@ -106,7 +97,7 @@ def main() -> None:
             rows += [(f"held-out MLM loss ({ablation.HELDOUT_DOCS} x {ablation.HELDOUT_TOKENS} tokens)",
                       lambda: ablation.mlm_loss(mlm_model, batch, mask))]
         for name, fn in rows:
-            ms = ref if fn is fwd else median_ms(fn, args.reps)
+            ms = ref if fn is fwd else median_ms(fn, args.reps, warmup=1)
             print(f"{len(tokens):>6} {name:<44} {ms:>9.1f} {ms / ref:>10.2f}")
 
 
