@@ -310,8 +310,9 @@ def checkpoint_summary(folder: str, stamp: float, run_key: str, n_segments: int,
 # ----------------------------------------------------------------------------- Evolution and Model anatomy
 @st.cache_data(show_spinner="Running every checkpoint on the sentence ...", max_entries=16)
 def attention_per_checkpoint(folders: tuple[str, ...], stamps: tuple[float, ...], text: str, layer: int,
-                             head: int) -> tuple[list[np.ndarray], list[str]]:
-    """One (T, T) attention map of ``layer``/``head`` (1-based) per checkpoint, and the tokens.
+                             head: int, by_word: bool = False) -> tuple[list[np.ndarray], list[str]]:
+    """One (T, T) attention map of ``layer``/``head`` (1-based) per checkpoint, and the T token labels;
+    with ``by_word``, (W, W) maps over words (:func:`bertcore.analysis.words.merge_attention`) and W labels.
 
     Each checkpoint is loaded, run and dropped (not kept in memory). ``stamps`` only key the cache.
     """
@@ -319,8 +320,12 @@ def attention_per_checkpoint(folders: tuple[str, ...], stamps: tuple[float, ...]
     for folder in folders:
         loaded = load(ModelSource("run", folder))
         acts = analysis.run(loaded.encoder, loaded.tokenizer, text)
-        maps.append(acts.attentions[layer - 1, head - 1].astype(np.float64))  # (T, T)
+        one = acts.attentions[layer - 1, head - 1]  # (T, T)
         tokens = acts.tokens
+        if by_word:
+            groups = word_groups(acts.encoding.tokens, acts.encoding.word_ids)
+            one, tokens = merge_attention(one, groups), groups.labels  # (W, W)
+        maps.append(one.astype(np.float64))
     return maps, tokens
 
 

@@ -213,6 +213,17 @@ def layer_picker(prefix: str, num_layers: int, include_embeddings: bool = False,
                            help="0 is the embedding layer's output" if include_embeddings else None)
 
 
+WORDS_HELP = ("Merge the pieces of each word: attention to a word is the sum over its pieces, attention from a "
+              "word the mean over its pieces (Clark et al. 2019, section 4.1).")
+
+
+def words_toggle(prefix: str, where=None) -> bool:
+    """The "Words, not WordPieces" toggle of every token-level attention view (key ``<prefix>_words``,
+    kept across pages); merging is :mod:`bertcore.analysis.words`."""
+    return bool((where or st).toggle("Words, not WordPieces", key=f"{prefix}_words", persist_state="session",
+                                     help=WORDS_HELP))
+
+
 def head_picker(prefix: str, num_heads: int, default: int = 1) -> int:
     """A head slider 1..num_heads; returns the chosen head (1-based)."""
     return clamped_slider("Head", f"{prefix}_head", 1, num_heads, default)

@@ -48,6 +48,22 @@ def tiny_folder(folder: Path, model_class=BertModel, max_positions: int = 64) ->
     return folder
 
 
+def all_tab_charts(at) -> int:
+    """Open each tab of the Findings page in turn (lazy tabs); the number of charts drawn in all."""
+    total = 0
+    for label in TAB_NAMES:
+        at.session_state["find_tab"] = label
+        at.run()
+        assert_clean(at)
+        total += len(at.get("plotly_chart"))
+    at.session_state["find_tab"] = TAB_NAMES[0]
+    at.run()
+    return total
+
+
+TAB_NAMES = ["Special tokens", "Previous / next token", "Entropy", "Pattern types", "Contextuality", "Positions"]
+
+
 def test_findings_page_minilm_shows_ours_beside_published_with_citations():
     at = page("findings", PACKAGED, find_segments=SEGMENTS)
     assert_clean(at)
@@ -61,8 +77,9 @@ def test_findings_page_minilm_shows_ours_beside_published_with_citations():
     assert by["Heads with > 50% on the previous token"]["bert-base (published)"].startswith("4")
     assert "layers 3-5" in rows[0]["Measure"]  # bert-base's 6-10 mapped to 6 layers
     assert all(r["This model"] and r["Source"] for r in rows)
-    assert len(at.get("plotly_chart")) == 7
+    assert len(at.get("plotly_chart")) == 1  # lazy tabs: only the open one draws
     assert any("First computation" in t for t in texts(at.caption))
+    assert all_tab_charts(at) == 7
     at.run()  # cached: no recomputation, the same table
     assert_clean(at)
     assert not any("First computation" in t for t in texts(at.caption))
@@ -74,7 +91,7 @@ def test_findings_page_tiny_random_model_and_run_checkpoint(tmp_path, monkeypatc
     at = page("findings", ModelSource("local", str(local), "tiny"), find_segments=SEGMENTS)
     assert_clean(at)
     assert any("2 layers instead of 12" in t for t in texts(at.info))
-    assert len(at.table[0].value) == 12 and len(at.get("plotly_chart")) == 7
+    assert len(at.table[0].value) == 12 and all_tab_charts(at) == 7
 
     monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
     ckpt = tiny_folder(tmp_path / "runs" / "r1" / "checkpoints" / "step-000000", BertForPreTraining)

@@ -52,9 +52,7 @@ with c3:
     hide = st.toggle("Hide attention to [CLS] / [SEP]", key="att_hide", persist_state="session",
                      help="Zero the attention to special tokens and rescale each row to sum to 1 again.")
 with c4:
-    by_word = st.toggle("Words, not WordPieces", key="att_words", persist_state="session",
-                        help="Merge the pieces of each word: attention to a word is the sum over its pieces, "
-                             "attention from a word the mean over its pieces (Clark et al. 2019, section 4.1).")
+    by_word = widgets.words_toggle("att")
 key = resources.source_key(lm.source)
 attn = resources.attention_maps(key, text, text_pair, hide, _loaded=lm)  # (L, heads, T, T) WordPieces
 groups = resources.groups_of(key, text, text_pair, _loaded=lm) if by_word else None

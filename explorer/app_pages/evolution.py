@@ -89,13 +89,14 @@ with tab_att:
                 "has learned a pattern (e.g. attending to the previous token or to [SEP]).")
     text = st.text_input("Sentence", value=DEFAULT_TEXT, key="evo_text", max_chars=500,
                          help="A short sentence (at most 500 characters) keeps the panels readable.")
-    c1, c2 = st.columns(2)
+    c1, c2, c3 = st.columns([2, 2, 1])
     with c1:
         layer = widgets.layer_picker("evo", config.num_hidden_layers)
     with c2:
         head = widgets.head_picker("evo", config.num_attention_heads)
+    by_word = widgets.words_toggle("evo", where=c3)
     try:
-        maps, tokens = resources.attention_per_checkpoint(key_folders, key_stamps, text, layer, head)
+        maps, tokens = resources.attention_per_checkpoint(key_folders, key_stamps, text, layer, head, by_word)
         if len(tokens) > 40:
             st.caption(f"{len(tokens)} tokens: hover over a panel to read the cells; a shorter sentence is easier "
                        "to read.")

@@ -84,9 +84,8 @@ with st.expander("The papers"):
     for paper in (published.CLARK, published.KOVALEVA, published.ETHAYARAJH, published.WANG_CHEN):
         st.markdown(f"- {paper.short}, *{paper.title}*, {paper.venue}. {paper.url}")
 
-tabs = st.tabs(["Special tokens", "Previous / next token", "Entropy", "Pattern types", "Contextuality",
-                "Positions"])
-with tabs[0]:
+
+def special_tokens() -> None:
     st.markdown("Clark et al. 2019 (section 3.2, Figure 2): how much of each head's attention goes to [CLS], to "
                 "[SEP], and to periods and commas, averaged over every token. In bert-base, early heads look at "
                 "[CLS], middle layers put over half their attention on [SEP] (a 'no-op' when a head has "
@@ -95,13 +94,17 @@ with tabs[0]:
                 "that every input has, such as [CLS]: look for the layers where one token takes most of the attention.")
     widgets.plotly_chart(figs.token_attention_figure({"[CLS]": result.to_cls, "[SEP]": result.to_sep,
                                                  ". and ,": result.to_punct}), key="find_tokens")
-with tabs[1]:
+
+
+def offsets() -> None:
     st.markdown("Clark et al. 2019 (section 3.1): the average attention each head puts on the previous and on the "
                 "next token; cells above 50% are labelled. bert-base has 4 such previous-token heads and 5 "
                 "next-token heads, mostly in the early layers.")
     widgets.plotly_chart(figs.head_grid_figure({"previous token": result.prev, "next token": result.next},
                                           threshold=F.POSITIONAL_MIN), key="find_offsets")
-with tabs[2]:
+
+
+def entropy() -> None:
     mean_t = result.n_tokens / max(result.n_segments, 1)
     st.markdown("Clark et al. 2019 (section 3.3, Figure 4): the entropy of each head's attention, in nats. Low = "
                 "focused on a few tokens; the dashed line is uniform attention over an average segment. "
@@ -109,7 +112,9 @@ with tabs[2]:
     widgets.plotly_chart(figs.entropy_figure(result.entropy, float(np.log(mean_t))), key="find_entropy")
     widgets.plotly_chart(figs.head_grid_figure({"[CLS] entropy (nats)": result.cls_entropy},
                                           zmax=float(np.log(mean_t)), colorbar="nats"), key="find_cls_entropy")
-with tabs[3]:
+
+
+def patterns() -> None:
     st.markdown("Kovaleva et al. 2019 (section 4.1) sorted attention maps into five types with a CNN trained on ~400 "
                 "hand-labelled maps. Here a transparent rule classifies each head on each segment, from three "
                 "scores: *vertical* = share on [CLS]/[SEP]; *diagonal* = share on the tokens at offsets -1, 0, +1; "
@@ -122,7 +127,9 @@ with tabs[3]:
         f"4. **block**: block ≥ {r['block_min']}\n"
         "5. **heterogeneous**: anything else (the only type that could carry linguistic structure)")
     widgets.plotly_chart(figs.pattern_figure(result.pattern_shares, F.PATTERNS), key="find_patterns")
-with tabs[4]:
+
+
+def contextuality() -> None:
     st.markdown("Ethayarajh 2019: *anisotropy* is the average cosine of two random words (0 in an isotropic space). "
                 "*Self-similarity* is the average cosine of one word's vectors in different contexts, "
                 "*intra-sentence similarity* the average cosine of a sentence's words to their mean; both minus "
@@ -132,7 +139,9 @@ with tabs[4]:
                 "See also the **Word senses** page for one word across your own sentences.")
     widgets.plotly_chart(figs.contextuality_figure(result.anisotropy, result.self_similarity_adjusted,
                                               result.intra_similarity_adjusted), key="find_context")
-with tabs[5]:
+
+
+def positions() -> None:
     st.markdown(f"Wang & Chen 2020 (Table 1): a linear regression from a position's vector to its index, 5-fold "
                 f"cross-validated. This model's learned table: mean absolute error **{learned_mae:.1f}** positions; "
                 f"a sinusoidal table of the same size: **{sinus_mae:.1f}**. A small error means absolute position "
@@ -140,3 +149,12 @@ with tabs[5]:
     widgets.plotly_chart(figs.position_regression_figure(
         {k: v["predictions"] for k, v in regression.items()}, {k: v["mae"] for k, v in regression.items()}),
         key="find_positions")
+
+
+# lazy tabs: only the open one runs and draws (one or two charts per rerun instead of seven)
+SECTIONS = {"Special tokens": special_tokens, "Previous / next token": offsets, "Entropy": entropy,
+            "Pattern types": patterns, "Contextuality": contextuality, "Positions": positions}
+for tab, draw in zip(st.tabs(list(SECTIONS), key="find_tab", on_change="rerun"), SECTIONS.values()):
+    if tab.open:
+        with tab:
+            draw()

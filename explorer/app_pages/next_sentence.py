@@ -5,6 +5,7 @@ import random
 import streamlit as st
 
 from bertcore import next_sentence
+from bertcore.analysis.words import merge_vector, word_groups
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError
 from explorer import resources, widgets
@@ -85,7 +86,13 @@ st.caption("Row = layer, column = token (sentence B's tokens are marked B:). Eac
            "and sums to 1. In many BERTs the middle layers send most of it to [SEP] (Clark et al. 2019), "
            "and the last layer spreads it over both sentences.")
 n_heads = pred.cls_attention.shape[1]
-head = st.selectbox("Head", ["mean over heads"] + [f"head {h + 1}" for h in range(n_heads)], key="nsp_head")
+hc1, hc2 = st.columns([3, 1])
+head = hc1.selectbox("Head", ["mean over heads"] + [f"head {h + 1}" for h in range(n_heads)], key="nsp_head")
 head_index = None if head == "mean over heads" else int(head.split()[1]) - 1
-widgets.plotly_chart(nsp_figures.cls_attention_figure(pred.cls_attention, enc.tokens, enc.token_type_ids, head_index),
-                key="nsp_cls_attention")
+cls_attention, labels, types = pred.cls_attention, enc.tokens, enc.token_type_ids  # (L, heads, T)
+if widgets.words_toggle("nsp", where=hc2):
+    groups = word_groups(enc.tokens, enc.word_ids)
+    cls_attention = merge_vector(cls_attention, groups, "sum")  # (L, heads, W): a word gets its pieces' sum
+    labels, types = groups.labels, [enc.token_type_ids[m[0]] for m in groups.members]
+widgets.plotly_chart(nsp_figures.cls_attention_figure(cls_attention, labels, types, head_index),
+                     key="nsp_cls_attention")

@@ -121,6 +121,18 @@ def next_frame_ms(page) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
+def timed(page, action, start_ms: int = 500, timeout_ms: int = 180_000) -> tuple[float, float]:
+    """Render time of ``action()`` (a click, a text entry): seconds from the action to the page's last
+    DOM change, read once the script run has ended, the page has been quiet for 200 ms and every visible
+    chart has drawn (the waits themselves are not counted); and the next frame's ms after that."""
+    t0 = page.evaluate("() => performance.now()")
+    action()
+    wait_idle(page, start_ms=start_ms, quiet_ms=200)
+    wait_charts(page, timeout_ms=timeout_ms)
+    last = page.evaluate("() => window.__lastMutation || 0")
+    return max(0.0, (last - t0) / 1000), next_frame_ms(page)
+
+
 def visible_texts(page, selector: str, limit: int = 3) -> list[str]:
     loc = page.locator(selector)
     out = []

@@ -18,13 +18,11 @@ from .test_browser import (  # noqa: F401 - fixtures used by name
     find_page,
     nav_pages,
     new_session_module,
-    next_frame_ms,
     open_page,
     problems,
     set_text,
     shoot,
-    wait_charts,
-    wait_idle,
+    timed,
 )
 
 WORDS = {128: 126, 512: 510}  # one-token words; + [CLS] and [SEP]
@@ -33,15 +31,6 @@ WORDS = {128: 126, 512: 510}  # one-token words; + [CLS] and [SEP]
 def text_of(tokens: int) -> str:
     words = FILLER.split() * (WORDS[tokens] // 6 + 1)
     return " ".join(words[: WORDS[tokens]])
-
-
-def timed(page, action) -> tuple[float, float]:
-    """Seconds until the run ends and every chart is drawn after ``action()``; the next frame's ms."""
-    t0 = time.perf_counter()
-    action()
-    wait_idle(page, start_ms=500, quiet_ms=200)
-    wait_charts(page, timeout_ms=180_000)
-    return time.perf_counter() - t0, next_frame_ms(page)
 
 
 def record(lines: list[str]) -> None:

@@ -19,13 +19,12 @@ from .test_browser import (  # noqa: F401 - fixtures
     find_page,
     nav_pages,
     new_session_module,
-    next_frame_ms,
     open_page,
     problems,
     set_text,
     shoot,
+    timed,
     wait_charts,
-    wait_idle,
 )
 
 VIEW_TABS = ("Head view", "Rollout and flow", "One head", "Neuron view")  # each differs from the one before
@@ -35,14 +34,6 @@ REFERENCE_TABS = ("Head view", "One head")  # existing views: the same-run refer
 def text_of(tokens: int) -> str:
     words = FILLER.split()
     return " ".join(words[i % len(words)] for i in range(tokens - 2))  # + [CLS] and [SEP]
-
-
-def timed(page, action) -> tuple[float, float]:
-    t0 = time.perf_counter()
-    action()
-    wait_idle(page, start_ms=300, quiet_ms=200)
-    wait_charts(page, timeout_ms=120_000)
-    return time.perf_counter() - t0, next_frame_ms(page)
 
 
 def click_tab(page, name: str):
