@@ -8,17 +8,20 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from .attention import token_axis
 from .tokens import _plain
 
 POSITIVE, NEGATIVE = "#d62728", "#1f77b4"
 
 
-def attribution_bars(labels: Sequence[str], scores, title: str = "", unit: str = "") -> go.Figure:
+def attribution_bars(labels: Sequence[str], scores, title: str = "", unit: str = "",
+                     max_labels: int = 48) -> go.Figure:
     """Attribution scores as bars in reading order.
 
     Args:
         labels: one label per token or word (duplicates are fine: bars are placed by position).
         scores: ``(N,)`` float, in the units of the explained output (``unit``, e.g. "probability").
+        max_labels: tick labels on the x axis (every k-th beyond; hover shows each label).
     Raises:
         ValueError: ``scores`` not 1-D, empty, or of another length than ``labels``.
     """
@@ -33,11 +36,9 @@ def attribution_bars(labels: Sequence[str], scores, title: str = "", unit: str =
         x=np.arange(n), y=scores, marker_color=[POSITIVE if s >= 0 else NEGATIVE for s in scores],
         customdata=names, hovertemplate="%{x}: %{customdata}<br>attribution %{y:.4f}<extra></extra>",
     ))
-    step = max(1, int(np.ceil(n / 80)))
-    ticks = list(range(0, n, step))
-    fig.update_xaxes(tickvals=ticks, ticktext=[names[i] if step == 1 else f"{i}:{names[i]}" for i in ticks],
-                     tickangle=-60)
-    fig.update_yaxes(title=f"attribution{f' ({unit})' if unit else ''}", zeroline=True, zerolinecolor="#888")
-    fig.update_layout(title=_plain(title) or None, height=420, margin={"l": 10, "r": 10, "t": 50, "b": 10},
-                      showlegend=False)
+    bottom = token_axis(fig, names, max_labels, "x", angle=-60, title=False)
+    fig.update_yaxes(title=f"attribution{f' ({unit})' if unit else ''}", zeroline=True, zerolinecolor="#888",
+                     automargin=False)
+    fig.update_layout(title=_plain(title) or None, height=300 + bottom,
+                      margin={"l": 80, "r": 10, "t": 50, "b": bottom}, showlegend=False)
     return fig

@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .attention import COLORSCALE, _check_tokens, _square, _ticks
+from .attention import COLORSCALE, _check_tokens, _square, token_axis
 from .tokens import _plain
 
 
@@ -72,7 +72,7 @@ def cka_heatmap(matrix, name_a: str = "model A", name_b: str = "model B") -> go.
 
 
 def side_by_side(attn_a, attn_b, tokens: Sequence[str], title_a: str = "model A", title_b: str = "model B",
-                 max_labels: int = 48) -> go.Figure:
+                 max_labels: int = 32) -> go.Figure:
     """One head of two models on the same tokens, two heatmaps sharing one colour scale
     (rows: queries, columns: keys, as :func:`explorer.figures.attention.attention_heatmap`).
 
@@ -91,12 +91,15 @@ def side_by_side(attn_a, attn_b, tokens: Sequence[str], title_a: str = "model A"
         fig.add_trace(go.Heatmap(z=attn, x=np.arange(t), y=np.arange(t), coloraxis="coloraxis",
                                  hovertemplate="query %{y} → key %{x}<br>weight %{z:.3f}<extra></extra>"),
                       row=1, col=col)
-    vals, text = _ticks(labels, max_labels)
-    fig.update_xaxes(tickvals=vals, ticktext=text, tickangle=-60, title="key (attended to)")  # below: titles above
-    fig.update_yaxes(tickvals=vals, ticktext=text, autorange="reversed")
+    # two panels share the width: half as many labels across as down
+    bottom = max(token_axis(fig, labels, max(max_labels // 2, 1), "x", angle=-60, row=1, col=col) for col in (1, 2))
+    left = token_axis(fig, labels, max_labels, "y", row=1, col=1)
+    token_axis(fig, labels, max_labels, "y", row=1, col=2)
+    fig.update_xaxes(title="key (attended to)")  # below: the panel titles are above
+    fig.update_yaxes(autorange="reversed")
     fig.update_yaxes(title="query (attending)", col=1)
     size = min(640, 220 + 12 * min(t, max_labels))
     fig.update_layout(coloraxis={"colorscale": COLORSCALE, "cmin": 0, "cmax": zmax,
                                  "colorbar": {"title": {"text": "weight"}}},
-                      height=size + 120, margin={"l": 10, "r": 10, "t": 50, "b": 10})
+                      height=size + bottom + 50, margin={"l": left, "r": 10, "t": 50, "b": bottom})
     return fig

@@ -12,11 +12,11 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .attention import COLORSCALE, HOVER_TEXT_MAX, _check_tokens, _ticks
+from .attention import COLORSCALE, HOVER_TEXT_MAX, _check_tokens, token_axis
 
 
 def contributions_figure(maps: Mapping[str, np.ndarray | None], tokens: Sequence[str], query_label: str,
-                         max_labels: int = 24) -> go.Figure:
+                         max_labels: int = 16) -> go.Figure:
     """Side-by-side heatmaps, one per method: row = layer (1 at the bottom), column = input token,
     colour = that token's share of the chosen token at that layer.
 
@@ -40,7 +40,6 @@ def contributions_figure(maps: Mapping[str, np.ndarray | None], tokens: Sequence
     titles = [name if maps[name] is not None else f"{name} (not offered)" for name in maps]
     fig = make_subplots(rows=1, cols=len(maps), subplot_titles=titles, shared_yaxes=True, horizontal_spacing=0.03)
     zmax = max(float(m.max()) for m in given.values())
-    ticks = _ticks(labels, max_labels)
     layers = [f"layer {i}" for i in range(1, num_layers + 1)]
     for col, name in enumerate(maps, start=1):
         z = given.get(name)
@@ -54,14 +53,15 @@ def contributions_figure(maps: Mapping[str, np.ndarray | None], tokens: Sequence
                 customdata=np.array([labels] * num_layers, dtype=object) if t <= HOVER_TEXT_MAX else None,
                 hovertemplate=(f"{name}<br>%{{y}}<br>" + ("%{customdata}" if t <= HOVER_TEXT_MAX else "token %{x}")
                                + " → " + query_label + ": %{z:.3f}<extra></extra>")), row=1, col=col)
-        fig.update_xaxes(tickvals=ticks[0], ticktext=ticks[1], tickangle=-60, tickfont={"size": 10}, row=1, col=col)
-    fig.update_layout(height=260 + 28 * num_layers, margin={"l": 10, "r": 10, "t": 60, "b": 10},
+        bottom = token_axis(fig, labels, max_labels, "x", angle=-60, title=False, row=1, col=col)
+    fig.update_yaxes(automargin=False)
+    fig.update_layout(height=180 + bottom + 28 * num_layers, margin={"l": 70, "r": 10, "t": 60, "b": bottom},
                       title={"text": f"What reaches “{query_label}” at each layer"})
     return fig
 
 
 def neuron_figure(query_vector, key_vectors, product, scores, probs, tokens: Sequence[str], query_label: str,
-                  max_dims: int = 64) -> go.Figure:
+                  max_dims: int = 64, max_labels: int = 48) -> go.Figure:
     """bertviz's neuron view as five aligned panels: q (one row), k of every token, q * k elementwise,
     the scores ``q . k / sqrt(d)`` and the softmax probabilities (one row per key token).
 
@@ -69,6 +69,7 @@ def neuron_figure(query_vector, key_vectors, product, scores, probs, tokens: Seq
         query_vector: ``(d,)``; key_vectors, product: ``(T, d)``; scores, probs: ``(T,)``.
         tokens: T key labels; query_label: the query token, for the titles.
         max_dims: show at most this many of the d dimensions (all when d is smaller).
+        max_labels: token labels on the y axis (every k-th token beyond; hover shows each token).
     Raises:
         ValueError: shapes that do not agree.
     """
@@ -108,8 +109,9 @@ def neuron_figure(query_vector, key_vectors, product, scores, probs, tokens: Seq
                              texttemplate="%{text}" if len(s) <= 48 else None,
                              hovertemplate="%{y}: %{z:.3f}<extra>probability</extra>"), row=2, col=4)
     for col in (1, 2, 3, 4):
-        fig.update_yaxes(autorange="reversed", row=2, col=col, showticklabels=col == 1)
-        fig.update_xaxes(showticklabels=col <= 2, row=2, col=col)
-    fig.update_yaxes(showticklabels=False, row=1, col=1)
-    fig.update_layout(height=min(1400, 220 + 18 * len(s)), margin={"l": 10, "r": 10, "t": 50, "b": 10})
+        fig.update_yaxes(autorange="reversed", row=2, col=col, showticklabels=col == 1, automargin=False)
+        fig.update_xaxes(showticklabels=col <= 2, row=2, col=col, automargin=False)
+    left = token_axis(fig, labels, max_labels, "y", values=rows, title=False, row=2, col=1)
+    fig.update_yaxes(showticklabels=False, automargin=False, row=1, col=1)
+    fig.update_layout(height=min(1400, 220 + 18 * len(s)), margin={"l": left, "r": 10, "t": 50, "b": 30})
     return fig
