@@ -87,3 +87,8 @@ def test_next_sentence_page_switches_in_one_click():
     at.button(key="nsp_switch").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.metric[0].label == "P(IsNext)"
+    # what a new user sees with every default: the true-next example is called a next sentence,
+    # and the random example a random one
+    assert at.metric[0].delta == "B follows A", at.metric[0].value
+    at.button(key="nsp_ex_random").click().run()
+    assert at.metric[0].delta == "B is a random sentence", at.metric[0].value

@@ -13,7 +13,7 @@ from explorer.figures import next_sentence as nsp_figures
 
 EXAMPLES = {
     "true": ("The company said its profits rose by 20% last year.",
-             "Sales of its new phones were much stronger than analysts had expected."),
+             "Its shares rose 5% in early trading after the results were announced."),
     "random": ("The company said its profits rose by 20% last year.",
                "The striker scored twice in the second half to win the match."),
 }
