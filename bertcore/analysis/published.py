@@ -201,7 +201,7 @@ def comparison_rows(result, position_mae: float | None = None, sinusoid_mae: flo
         f"(layer 1: {het[0]:.0%}, last layer: {het[-1]:.0%})", "heterogeneous", "32% (MRPC) to 61% (QQP), fine-tuned")
     a = result.anisotropy
     add("Anisotropy (cosine of random word pairs), layer 1 -> last", f"{a[1]:.2f} -> {a[-1]:.2f} "
-        f"(embeddings: {a[0]:.2f})", "anisotropy", "> 0 in every layer, growing in upper layers")
+        f"(embeddings: {a[0]:.2f})", "anisotropy", "above 0 in every layer, growing in upper layers")
     s = result.self_similarity_adjusted
     add("Self-similarity, adjusted, layer 1 -> last", f"{s[1]:.2f} -> {s[-1]:.2f} ({result.n_self_words} words)",
         "self_similarity", "falls in the upper layers")
