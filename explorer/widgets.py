@@ -165,10 +165,11 @@ def model_picker() -> None:
     source_picker(st.sidebar, "model", SOURCE_KEY, ERROR_KEY)  # its packaged selectbox key is PACKAGED_KEY
 
 
-def truncation_notice(n_tokens: int, max_length: int) -> None:
-    """The one message for an input longer than the model reads (``n_tokens`` before the cut)."""
+def truncation_notice(n_tokens: int, max_length: int, note: str = "") -> None:
+    """The one message for an input longer than the model reads (``n_tokens`` before the cut);
+    ``note``: what the cut means on this page, appended."""
     st.warning(f"The input has {n_tokens:,} tokens but this model reads at most {max_length}: the last "
-               f"{n_tokens - max_length:,} were cut off.", icon=":material/content_cut:")
+               f"{n_tokens - max_length:,} were cut off.{' ' + note if note else ''}", icon=":material/content_cut:")
 
 
 # ----------------------------------------------------------------------------- text inputs

@@ -364,7 +364,7 @@ def test_pages_follow_a_run_checkpoint_with_other_sizes(tiny_run, monkeypatch):
     each_attention_tab(at)
     at.text_area(key="att_text").set_value("token " * 100).run()
     msgs = check(at, "warning")
-    assert any("64 positions" in w for w in msgs["warning"])
+    assert any("reads at most 64" in w for w in msgs["warning"])
     at.switch_page("explorer/app_pages/overview.py").run()
     check(at, None)
     metrics = {m.label: m.value for m in at.metric}

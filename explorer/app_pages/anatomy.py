@@ -103,8 +103,8 @@ except (TextError, InputError) as exc:
     widgets.show_error(exc)
     st.stop()
 if enc.num_truncated:
-    st.caption(f"The sentence was cut to this model's {len(enc)} positions ({enc.num_truncated:,} tokens dropped); "
-               "the pooler only reads [CLS] anyway, but [CLS] has attended to the kept tokens only.")
+    widgets.truncation_notice(len(enc) + enc.num_truncated, len(enc),
+                              "The pooler only reads [CLS] anyway, but [CLS] has attended to the kept tokens only.")
 if steps is None:
     st.info("This model has no pooler (BertForMaskedLM drops it, as Hugging Face does).", icon=":material/info:")
 else:

@@ -40,8 +40,7 @@ except (TextError, InputError) as exc:
 enc = act.encoding
 limit = lm.max_length
 if enc.num_truncated:
-    st.warning(f"The input was cut to this model's {limit} positions: {enc.num_truncated:,} tokens were dropped.",
-               icon=":material/content_cut:")
+    widgets.truncation_notice(len(enc) + enc.num_truncated, limit)
 
 c1, c2, c3, c4 = st.columns([2, 2, 2, 2])
 with c1:

@@ -43,8 +43,7 @@ except (TextError, InputError) as exc:
     widgets.show_error(exc)
     st.stop()
 if enc.num_truncated:
-    st.warning(f"The input has {len(enc) + enc.num_truncated:,} tokens but this model has only {limit} positions: "
-               f"the last {enc.num_truncated:,} were cut off.", icon=":material/content_cut:")
+    widgets.truncation_notice(len(enc) + enc.num_truncated, limit)
 
 # ----------------------------------------------------------------------------- the check
 st.subheader("Does the recomposition equal the model's embedding output?")

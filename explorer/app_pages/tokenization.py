@@ -36,9 +36,7 @@ except TextError as exc:
     st.stop()
 
 if enc.num_truncated:
-    st.warning(f"The input has {len(enc) + enc.num_truncated:,} tokens but this model reads at most {limit}: "
-               f"the last {enc.num_truncated:,} tokens were cut off (only the first {limit} are shown).",
-               icon=":material/content_cut:")
+    widgets.truncation_notice(len(enc) + enc.num_truncated, limit, f"Only the first {limit} are shown.")
 
 rows = analysis.word_rows(enc, tok)
 n_unk = sum(t == tok.unk_token for t in enc.tokens)
