@@ -79,9 +79,18 @@ def test_ablation_page_render_times(session, server, nav_pages):  # noqa: F811
     page = session.page
     shoot(page, SCREENSHOTS / "views-ablation-default.png")
     rows, found = [], problems(session, server)
-    for n in (128, 512):
+    layers = page.locator(f'{MAIN} [data-testid="stMultiSelect"]').filter(has_text="Whole layers")
+
+    def add_layer(n: int):
+        return lambda: (layers.click(), page.get_by_role("option", name=str(n), exact=True).click())
+
+    for n, extra in ((128, 2), (512, 3)):
         took, frame = timed(page, lambda n=n: set_text(page, 0, text_of(n)))
-        rows.append(f"{n} tokens, Head ablation (forward + ablated forward): {took:.2f} s (next frame {frame:.0f} ms)")
+        rows.append(f"{n} tokens, Head ablation, new text (forward + unablated and ablated readouts): {took:.2f} s "
+                    f"(next frame {frame:.0f} ms)")
+        took, frame = timed(page, add_layer(extra))
+        rows.append(f"{n} tokens, Head ablation, one more layer off (the ablated readout): {took:.2f} s "
+                    f"(next frame {frame:.0f} ms)")
         found += problems(session, server)
         shoot(page, SCREENSHOTS / f"views-ablation-{n}.png")
     _write("head ablation", rows)
