@@ -68,7 +68,7 @@ def test_findings_page_minilm_shows_ours_beside_published_with_citations():
     at = page("findings", PACKAGED, find_segments=SEGMENTS)
     assert_clean(at)
     assert not at.error
-    assert any("6 layers instead of 12" in t and "MiniLM" in t for t in texts(at.info))
+    assert any("6 layers instead of 12" in t and "MiniLM" in t and "layers 3-5 of 6 here" in t for t in texts(at.info))
     rows = at.table[0].value.to_dict("records")
     assert len(rows) == 12
     by = {r["Measure"].split(",")[0]: r for r in rows}
@@ -90,7 +90,7 @@ def test_findings_page_tiny_random_model_and_run_checkpoint(tmp_path, monkeypatc
     local = tiny_folder(tmp_path / "tiny")
     at = page("findings", ModelSource("local", str(local), "tiny"), find_segments=SEGMENTS)
     assert_clean(at)
-    assert any("2 layers instead of 12" in t for t in texts(at.info))
+    assert any("2 layers instead of 12" in t and "layers 1-2 of 2 here" in t for t in texts(at.info))
     assert len(at.table[0].value) == 12 and all_tab_charts(at) == 7
 
     monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))

@@ -47,8 +47,10 @@ else:
                     else "This is a checkpoint of a run trained here.")
     else:
         training = "Its training may differ from bert-base's (MLM + NSP on books and Wikipedia)."
+    lo, hi = published.relative_layers(6, 10, config.num_hidden_layers)
     st.info(f"The papers measured bert-base. This model differs: {diffs}. {training} Layer ranges are mapped to "
-            "the same relative depth (bert-base's layers 6-10 of 12 are layers 3-5 of 6).", icon=":material/info:")
+            f"the same relative depth (bert-base's layers 6-10 of 12 are layers {lo}-{hi} of "
+            f"{config.num_hidden_layers} here).", icon=":material/info:")
 
 n_segments = int(st.number_input(
     "Segments in the evaluation set", min_value=10, max_value=300, value=evalset.DEFAULT_SEGMENTS, step=10,
