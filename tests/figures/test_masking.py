@@ -215,5 +215,5 @@ def test_layering_bertcore_without_ui_and_figures_without_streamlit():
             "import explorer.figures.masking, explorer.figures.embeddings, explorer.figures.positions, "
             "explorer.figures.anatomy; print(ui())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
-                         cwd=Path(__file__).resolve().parents[1])
+                         cwd=Path(__file__).resolve().parents[2])
     assert out.stdout.split() == ["[]", "['plotly']"], out.stdout + out.stderr

@@ -12,7 +12,7 @@ import pytest
 from explorer.figures import attribution as attr_figures
 from explorer.figures import compare as cmp_figures
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_by_layer_draws_cka_and_js():

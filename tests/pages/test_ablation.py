@@ -18,9 +18,9 @@ from bertcore import BertConfig, BertForPreTraining, BertForSequenceClassificati
 from bertcore.analysis import rollout
 from bertcore.sources import ModelSource, packaged_model_dir
 
-from .test_pages_issue3 import BAD_TEXTS, array, assert_clean, chart_specs, messages
+from .test_masking import BAD_TEXTS, array, assert_clean, chart_specs, messages
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = ROOT / "explorer" / "app_pages"
 BAD = {k: BAD_TEXTS[k] for k in ("empty", "whitespace", "over_max_positions", "emoji", "zero_width_control",
                                   "only_zero_width", "html", "typed_mask")}

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from bertcore import runs
 from bertcore.analysis import compare
 from bertcore.sources import ModelSource, list_run_sources, load, packaged_model_dir
-from tests.test_pages_issue3 import BAD_TEXTS, ROOT, array, assert_clean, chart_specs, messages, page
+from .test_masking import BAD_TEXTS, ROOT, array, assert_clean, chart_specs, messages, page
 
 CMP_TABS = ["CKA by layer", "Layer × layer CKA", "Attention difference per head", "One head side by side"]
 TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 3, "num_attention_heads": 4,

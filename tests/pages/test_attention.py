@@ -7,7 +7,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
 TIMEOUT = 120
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TRAIN_PAGE = str(ROOT / "explorer" / "app_pages" / "train.py")
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89"
 GOOD_CSV = "text,label\n" + "".join(f"sentence number {i} is {'good' if i % 2 else 'bad'},{'pos' if i % 2 else 'neg'}\n"

@@ -11,8 +11,8 @@ from bertcore import BertConfig, BertForPreTraining
 from bertcore.tokenizer import save_tokenizer
 from bertcore.wordpiece import train_wordpiece
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
-FIXTURE = Path(__file__).parent / "fixtures" / "tiny_corpus.txt"
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "tiny_corpus.txt"
 TEXT = "The village council met on Monday about hyperparameterization."
 
 

@@ -12,7 +12,7 @@ from explorer.figures import attention as fa
 from explorer.figures import similarity as fs
 from explorer.figures import tokens as ft
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _attn(layers, heads, t, seed=0):

@@ -25,7 +25,7 @@ from bertcore.heads import BertForPreTraining
 from bertcore.sources import packaged_model_dir
 from bertcore.training.config import field_info
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TRAIN_PAGE = str(ROOT / "explorer" / "app_pages" / "train.py")
 EVO_PAGE = str(ROOT / "explorer" / "app_pages" / "evolution.py")
 

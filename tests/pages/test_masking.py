@@ -20,7 +20,7 @@ from bertcore.config import PRESETS
 from bertcore.sources import ModelSource, load, packaged_model_dir
 from bertcore.tokenizer import encode
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = ROOT / "explorer" / "app_pages"
 
 BAD_TEXTS = {

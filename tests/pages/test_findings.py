@@ -16,7 +16,7 @@ from bertcore.heads import BertForPreTraining
 from bertcore.model import BertModel
 from bertcore.sources import PACKAGED, ModelSource, packaged_model_dir
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = ROOT / "explorer" / "app_pages"
 SEGMENTS = 10  # small: the first computation runs the model on this many held-out segments
 

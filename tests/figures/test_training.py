@@ -221,7 +221,7 @@ def test_figures_module_does_not_import_streamlit():
 
     code = "import sys, explorer.figures.training; print('streamlit' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=str(__import__('pathlib').Path(__file__).resolve().parents[1]))
+                         cwd=str(__import__('pathlib').Path(__file__).resolve().parents[2]))
     assert out.stdout.strip() == "False"
 
 
