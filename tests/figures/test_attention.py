@@ -1,18 +1,11 @@
-"""explorer.figures (tokens, attention, similarity): pure functions, shape checks, long inputs stay light."""
-
-import subprocess
-import sys
-from pathlib import Path
+"""explorer.figures.attention: one head, a layer's heads, every head, the head view and head statistics;
+shape checks, and long inputs stay light."""
 
 import numpy as np
 import plotly.graph_objects as go
 import pytest
 
 from explorer.figures import attention as fa
-from explorer.figures import similarity as fs
-from explorer.figures import tokens as ft
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _attn(layers, heads, t, seed=0):
@@ -21,51 +14,6 @@ def _attn(layers, heads, t, seed=0):
     return a / a.sum(-1, keepdims=True)
 
 
-def test_figures_import_no_streamlit():
-    code = ("import sys; import explorer.figures.tokens, explorer.figures.attention, explorer.figures.similarity; "
-            "assert 'streamlit' not in sys.modules")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=str(ROOT))
-
-
-# ----------------------------------------------------------------------------- tokens
-def test_token_grid_groups_pieces_and_marks_specials():
-    tokens = ["[CLS]", "un", "##bel", "##ievable", "cat", "[SEP]", "dog", "[SEP]"]
-    ids = list(range(100, 108))
-    word_ids = [None, 0, 0, 0, 1, None, 2, None]
-    special = [1, 0, 0, 0, 0, 1, 0, 1]
-    types = [0, 0, 0, 0, 0, 0, 1, 1]
-    codes = ft.token_codes(word_ids, special, types)
-    assert codes[0] == codes[5] == codes[7] == ft.SPECIAL
-    assert codes[1] == codes[2] == codes[3] != codes[4]  # one word, one colour; the next word differs
-    assert codes[6] in (ft.B_EVEN, ft.B_ODD)
-    fig = ft.token_grid(tokens, ids, word_ids, special, types, per_row=3)
-    heat = fig.data[0]
-    assert isinstance(fig, go.Figure) and np.asarray(heat.z).shape == (3, 3)
-    assert "107" in heat.text[2][1] and "[SEP]" in heat.text[2][1]
-    assert "segment 1" in heat.customdata[2][0] and "attention mask 1" in heat.customdata[2][0]
-
-
-def test_token_grid_escapes_markup_in_tokens():
-    fig = ft.token_grid(["[CLS]", "<b>", "[SEP]"], [1, 2, 3], [None, 0, None], [1, 0, 1], [0, 0, 0])
-    assert "&lt;b&gt;" in fig.data[0].text[0][1] and "<b>" not in fig.data[0].text[0][1]
-
-
-@pytest.mark.parametrize("kwargs, message", [
-    ({"input_ids": [1, 2]}, "input_ids has 2 entries"),
-    ({"word_ids": [None]}, "word_ids has 1 entries"),
-    ({"per_row": 0}, "per_row"),
-])
-def test_token_grid_validates(kwargs, message):
-    args = {"tokens": ["[CLS]", "a", "[SEP]"], "input_ids": [1, 2, 3], "word_ids": [None, 0, None],
-            "special_mask": [1, 0, 1], "token_type_ids": [0, 0, 0]}
-    args.update(kwargs)
-    with pytest.raises(ValueError, match=message):
-        ft.token_grid(**args)
-    with pytest.raises(ValueError, match="no tokens"):
-        ft.token_grid([], [], [], [], [])
-
-
-# ----------------------------------------------------------------------------- attention
 def test_attention_heatmap_shape_labels_and_segment_lines():
     a = _attn(1, 1, 6)[0, 0]
     toks = ["[CLS]", "a", "[SEP]", "b", "c", "[SEP]"]
@@ -159,37 +107,3 @@ def test_stat_heatmap():
     assert np.asarray(fig.data[0].z).shape == (2, 6) and list(fig.data[0].y) == ["L1", "L2"]
     with pytest.raises(ValueError, match=r"\(layers, heads\)"):
         fa.stat_heatmap(np.ones(3), "x")
-
-
-# ----------------------------------------------------------------------------- similarity
-def test_cosine_heatmap_scale_starts_at_baseline():
-    sim = np.array([[1.0, 0.8], [0.8, 1.0]])
-    fig = fs.cosine_heatmap(sim, ["a", "b"], baseline=0.4)
-    assert fig.data[0].zmin == pytest.approx(0.4) and fig.data[0].zmax == 1
-    assert fs.cosine_heatmap(sim, ["a", "b"]).data[0].zmin == 0.0
-    with pytest.raises(ValueError, match="one label per occurrence"):
-        fs.cosine_heatmap(sim, ["a"])
-    with pytest.raises(ValueError, match=r"\(N, N\)"):
-        fs.cosine_heatmap(np.ones((2, 3)), ["a", "b"])
-
-
-def test_similarity_by_layer_traces_and_missing_lines():
-    same = np.array([0.9, 0.8, 0.7])
-    diff = np.full(3, np.nan)
-    fig = fs.similarity_by_layer(same, diff, np.array([0.1, 0.2, 0.3]), np.array([0.05] * 3))
-    names = [d.name for d in fig.data]
-    assert "same sense" in names and "different sense" not in names
-    assert any("random" in n for n in names)
-    with pytest.raises(ValueError, match="one value per layer"):
-        fs.similarity_by_layer(same, np.ones(2))
-
-
-def test_pca_scatter_one_trace_per_sense():
-    pts = np.array([[0, 0], [1, 1], [2, 2]], dtype=float)
-    fig = fs.pca_scatter(pts, ["s1", "s2", "s3"], ["snake", "language", "snake"], [0.6, 0.3])
-    assert [d.name for d in fig.data] == ["snake", "language"]
-    assert "60%" in fig.layout.xaxis.title.text
-    with pytest.raises(ValueError, match=r"\(N, 2\)"):
-        fs.pca_scatter(np.ones((3, 3)), ["a"] * 3)
-    with pytest.raises(ValueError, match="one each"):
-        fs.pca_scatter(pts, ["a"])

@@ -1,27 +1,17 @@
-"""Figures of the masking, embeddings, positions and anatomy pages: pure functions that validate
-their inputs with messages saying how to fix them, and never render user text as HTML."""
+"""explorer.figures.masking: the decision grid, the counts against their expected values, the top-k
+guesses; inputs validated with messages saying how to fix them, user text never rendered as HTML."""
 
 from __future__ import annotations
-
-import json
 
 import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from explorer.figures import anatomy as fa
-from explorer.figures import embeddings as fe
 from explorer.figures import masking as fm
-from explorer.figures import positions as fp
 
-HOSTILE = "<b>x</b>&<script>"
-
-
-def all_text(fig: go.Figure) -> str:
-    return json.dumps(fig.to_plotly_json(), default=str)
+from .conftest import HOSTILE, all_text
 
 
-# ----------------------------------------------------------------------------- masking
 def test_decision_grid_colours_cells_by_decision_and_shows_replacements():
     tokens = ["[CLS]", "the", "cat", "sat", "on", "mat", "[SEP]"]
     decisions = [0, 1, 2, 3, 0, 0, 0]
@@ -104,116 +94,3 @@ def test_topk_figure_highlights_the_original_and_escapes():
 def test_topk_figure_validates(args, match):
     with pytest.raises(ValueError, match=match):
         fm.topk_figure(*args)
-
-
-# ----------------------------------------------------------------------------- embeddings
-def test_component_heatmaps_one_panel_per_component_with_own_range():
-    rng = np.random.default_rng(0)
-    comps = {"token": rng.normal(size=(3, 8)) * 0.05, "output": rng.normal(size=(3, 8))}
-    fig = fe.component_heatmaps(comps, ["[CLS]", HOSTILE, "[SEP]"], first_dim=16)
-    assert len(fig.data) == 2
-    assert fig.data[0].zmax == pytest.approx(np.percentile(np.abs(comps["token"]), 99))
-    assert fig.data[1].zmax == pytest.approx(np.percentile(np.abs(comps["output"]), 99))
-    assert fig.data[0].zmin == -fig.data[0].zmax
-    assert list(fig.data[0].x) == list(range(16, 24))
-    assert len(set(fig.data[0].y)) == 3  # unique labels even for repeated tokens
-    assert "<script>" not in all_text(fig)
-
-
-def test_robust_limit_ignores_a_single_outlier_dimension():
-    m = np.full((10, 100), 0.1)
-    m[:5, 7] = 50.0  # 0.5% of the cells
-    assert fe.robust_limit(m) == pytest.approx(0.1)
-    assert fe.robust_limit(np.zeros((2, 2))) == 1.0
-    spikes = np.zeros((10, 100))
-    spikes[0, 0] = 3.0
-    assert fe.robust_limit(spikes) == 3.0
-
-
-@pytest.mark.parametrize("comps,tokens,match", [
-    ({}, ["a"], "no components"),
-    ({"token": np.zeros((2, 4))}, ["a"], "expected \\(tokens=1"),
-    ({"token": np.zeros((1, 4)), "sum": np.zeros((1, 5))}, ["a"], "slice them alike"),
-    ({"token": np.zeros((0, 4))}, [], "no tokens"),
-])
-def test_component_heatmaps_validate(comps, tokens, match):
-    with pytest.raises(ValueError, match=match):
-        fe.component_heatmaps(comps, tokens)
-
-
-def test_norms_and_token_vectors():
-    fig = fe.norms_figure({"token": [1.0, 2.0], "output": [19.0, 20.0]}, ["a", "a"])
-    assert [t.name for t in fig.data] == ["token", "output"] and len(set(fig.data[0].x)) == 2
-    with pytest.raises(ValueError, match="2 tokens"):
-        fe.norms_figure({"token": [1.0]}, ["a", "b"])
-    fig = fe.token_vectors_figure({"token": np.ones(8), "position": np.zeros(8)}, title=HOSTILE)
-    assert len(fig.data) == 2 and "<script>" not in all_text(fig)
-    with pytest.raises(ValueError, match="same non-zero length"):
-        fe.token_vectors_figure({"token": np.ones(8), "position": np.zeros(7)})
-
-
-# ----------------------------------------------------------------------------- positions
-def test_position_comparisons():
-    rng = np.random.default_rng(0)
-    a, b = rng.normal(size=(10, 6)), rng.normal(size=(10, 6))
-    fig = fp.compare_tables(a, b, start=100)
-    assert len(fig.data) == 2 and list(fig.data[0].y) == list(range(100, 110))
-    fig = fp.compare_cosine(np.eye(10), np.eye(10), start=5)
-    assert fig.data[0].zmin == -1 and fig.data[0].zmax == 1 and fig.data[0].x[0] == 5
-    fig = fp.compare_pca(a[:, :2], b[:, :2], start=3, explained=[[0.5, 0.2], [0.3, 0.3]])
-    markers = [t for t in fig.data if t.mode == "markers"]
-    assert len(markers) == 2 and list(markers[0].customdata) == list(range(3, 13))
-    assert "50%" in fig.layout.xaxis.title.text
-    fig = fp.offset_similarity([0.9, 0.8], [0.95, 0.7])
-    assert list(fig.data[0].x) == [1, 2]
-
-
-@pytest.mark.parametrize("fn,args,match", [
-    (fp.compare_tables, (np.zeros((3, 4)), np.zeros((4, 4))), "same positions"),
-    (fp.compare_tables, (np.zeros(3), np.zeros((3, 4))), "2-D"),
-    (fp.compare_cosine, (np.zeros((3, 4)), np.zeros((3, 4))), "square"),
-    (fp.compare_pca, (np.zeros((3, 3)), np.zeros((3, 2))), "2 columns"),
-    (fp.offset_similarity, ([], []), "same non-zero length"),
-])
-def test_position_figures_validate(fn, args, match):
-    with pytest.raises(ValueError, match=match):
-        fn(*args)
-
-
-# ----------------------------------------------------------------------------- anatomy
-def test_anatomy_figures():
-    fig = fa.groups_figure(["embeddings", "encoder layer 0", "pooler"], [100, 300, 50])
-    assert list(fig.data[0].x) == [100, 300, 50] and "66.7%" in fig.data[0].text[1]
-    fig = fa.presets_figure(["base", "large"], [109_482_240, 335_141_888], highlight="base")
-    assert fig.layout.yaxis.type == "log" and fig.data[0].marker.color[0] != fig.data[0].marker.color[1]
-    assert fig.data[0].text[0] == "109.5 M"
-    d = np.linspace(-2, 2, 5)
-    fig = fa.pooler_figure(d, np.tanh(d))
-    assert len(fig.data) == 2
-
-
-@pytest.mark.parametrize("fn,args,match", [
-    (fa.groups_figure, ([], []), "one count per group"),
-    (fa.groups_figure, (["a"], [-1]), ">= 0"),
-    (fa.presets_figure, (["a"], [0]), ">= 1"),
-    (fa.pooler_figure, ([1.0, 2.0], [1.0]), "same size"),
-])
-def test_anatomy_figures_validate(fn, args, match):
-    with pytest.raises(ValueError, match=match):
-        fn(*args)
-
-
-def test_layering_bertcore_without_ui_and_figures_without_streamlit():
-    """One subprocess: this issue's bertcore modules pull in neither streamlit nor plotly; its figure
-    modules pull in plotly but not streamlit."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    code = ("import sys; import bertcore.fill_mask, bertcore.positional, bertcore.anatomy, bertcore.masking; "
-            "ui = lambda: sorted({m.split('.')[0] for m in sys.modules} & {'streamlit', 'plotly'}); print(ui()); "
-            "import explorer.figures.masking, explorer.figures.embeddings, explorer.figures.positions, "
-            "explorer.figures.anatomy; print(ui())")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
-                         cwd=Path(__file__).resolve().parents[2])
-    assert out.stdout.split() == ["[]", "['plotly']"], out.stdout + out.stderr
