@@ -24,8 +24,9 @@ from bertcore.wordpiece import (
     train_wordpiece,
 )
 
-FIXTURE = Path(__file__).parent / "fixtures" / "tiny_corpus.txt"
-TEXTS = [b for b in FIXTURE.read_text(encoding="utf-8").split("\n\n") if b.strip()]
+from .conftest import TINY_CORPUS
+
+TEXTS = [b for b in TINY_CORPUS.read_text(encoding="utf-8").split("\n\n") if b.strip()]
 PAIR = ("The Village Council met on Monday.", "Farmers brought pumpkins to the fair!")
 
 
@@ -155,7 +156,7 @@ def test_vocab_size_range():
 def test_corpus_tokenizer_cached_per_corpus_and_size(tmp_path, monkeypatch):
     monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
     corpus = tmp_path / "c.txt"
-    corpus.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    corpus.write_text(TINY_CORPUS.read_text(encoding="utf-8"), encoding="utf-8")
     a = corpus_tokenizer(str(corpus), 300)
     folders = sorted((tmp_path / "cache" / "wordpiece").iterdir())
     assert len(folders) == 1 and (folders[0] / "vocab.txt").is_file()
@@ -165,7 +166,7 @@ def test_corpus_tokenizer_cached_per_corpus_and_size(tmp_path, monkeypatch):
     assert len(list((tmp_path / "cache" / "wordpiece").iterdir())) == 1
     corpus_tokenizer(str(corpus), 200)
     assert len(list((tmp_path / "cache" / "wordpiece").iterdir())) == 2
-    corpus.write_text(FIXTURE.read_text(encoding="utf-8") + "\n\nA brand new document about zebras.\n")
+    corpus.write_text(TINY_CORPUS.read_text(encoding="utf-8") + "\n\nA brand new document about zebras.\n")
     corpus_tokenizer(str(corpus), 300)  # the content changed: a new fingerprint, a new folder
     assert len(list((tmp_path / "cache" / "wordpiece").iterdir())) == 3
 
@@ -189,7 +190,7 @@ def test_parse_tokenizer_spec_refuses(spec, match):
 def test_resolve_tokenizer(tmp_path, monkeypatch, trained):
     monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
     corpus = tmp_path / "c.txt"
-    corpus.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    corpus.write_text(TINY_CORPUS.read_text(encoding="utf-8"), encoding="utf-8")
     assert is_bert_base_uncased(resolve_tokenizer("packaged"))
     assert resolve_tokenizer("corpus:300", str(corpus)).get_vocab() == trained.get_vocab()
     save_tokenizer(trained, tmp_path / "folder")

@@ -7,11 +7,11 @@ import pytest
 
 from explorer.figures import attention as fa
 
+from ..conftest import random_attention
+
 
 def _attn(layers, heads, t, seed=0):
-    rng = np.random.default_rng(seed)
-    a = rng.random((layers, heads, t, t)).astype(np.float32)
-    return a / a.sum(-1, keepdims=True)
+    return random_attention(np.random.default_rng(seed), layers, heads, t).astype(np.float32)
 
 
 def test_attention_heatmap_shape_labels_and_segment_lines():
