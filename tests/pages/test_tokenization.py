@@ -1,45 +1,85 @@
-"""AppTest of the Tokenization page's vocabulary comparison: a model with a corpus WordPiece vocabulary
-is shown beside bert-base-uncased's; the packaged model (bert-base-uncased's vocabulary) is not."""
-
-from pathlib import Path
+"""AppTest of the Tokenization page: words, pieces and tokens of a text or a pair; bad inputs give a message;
+a model with a corpus WordPiece vocabulary is shown beside bert-base-uncased's (the packaged model,
+which has bert-base-uncased's vocabulary, is not)."""
 
 import pytest
-import torch
-from streamlit.testing.v1 import AppTest
 
-from bertcore import BertConfig, BertForPreTraining
+from bertcore import BertForPreTraining
 from bertcore.tokenizer import save_tokenizer
 from bertcore.wordpiece import train_wordpiece
 
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "tiny_corpus.txt"
+from ..conftest import TINY_CORPUS, mark_complete, save_tiny_bert
+from .conftest import BAD_TEXTS, charts, check, open_page
+
 TEXT = "The village council met on Monday about hyperparameterization."
+# what the page must say for each bad text (None: just render without error)
+EXPECTED = {"empty": "warning", "whitespace": "warning", "20k_chars": "warning", "over_max_positions": "warning",
+            "only_zero_width": "warning"}
+
+
+@pytest.fixture(scope="module")
+def tok_app():
+    return open_page("tokenization")
+
+
+def test_tokenization_default(tok_app):
+    at = tok_app
+    at.text_area(key="tok_text").set_value("Unbelievably, the Café's naïve chatbot tokenized hyperparameterization!")
+    at.run()
+    check(at, None)
+    assert charts(at) == 1
+    words = at.dataframe[0].value
+    assert "cafe" in set(words["normalized"]) and "Café" in set(words["typed"])
+    pieces = [p.replace("\u200e", "") for p in words["pieces"]]  # left-to-right marks
+    assert any(p.startswith("hyper ##") for p in pieces)  # an unknown word split into pieces
+    tokens = at.dataframe[1].value
+    assert tokens["token"].iloc[0] == "[CLS]" and tokens["token"].iloc[-1] == "[SEP]"
+    assert set(tokens["attention mask"]) == {1} and set(tokens["segment id"]) == {0}
+
+
+@pytest.mark.parametrize("name", BAD_TEXTS)
+def test_tokenization_bad_inputs(tok_app, name):
+    at = tok_app
+    at.text_area(key="tok_text").set_value(BAD_TEXTS[name]).run()
+    msgs = check(at, EXPECTED.get(name))
+    if name in ("20k_chars", "over_max_positions"):
+        assert any("cut off" in w for w in msgs["warning"])
+        assert len(at.dataframe[1].value) == 512
+    if name == "emoji":
+        assert any("[UNK]" in i for i in msgs["info"])
+    if name == "zero_width_control":
+        assert any("⟨U+200B⟩" in t for t in at.dataframe[0].value["typed"])
+
+
+def test_tokenization_pair_shows_segments(tok_app):
+    at = tok_app
+    at.text_area(key="tok_text").set_value("The man went to the store.").run()
+    at.toggle(key="tok_pair_on").set_value(True).run()
+    at.text_area(key="tok_text_b").set_value("He bought milk.").run()
+    check(at, None)
+    tokens = at.dataframe[1].value
+    assert list(tokens["token"]).count("[SEP]") == 2 and set(tokens["segment id"]) == {0, 1}
+    at.text_area(key="tok_text_b").set_value("   ").run()
+    msgs = check(at, "warning")
+    assert any("second sentence" in w for w in msgs["warning"])
+    at.toggle(key="tok_pair_on").set_value(False).run()
 
 
 @pytest.fixture(scope="module")
 def corpus_vocab_run(tmp_path_factory):
     """A run directory with one checkpoint of a tiny BERT whose tokenizer was trained on the tiny corpus."""
-    texts = [b for b in FIXTURE.read_text(encoding="utf-8").split("\n\n") if b.strip()]
+    texts = [b for b in TINY_CORPUS.read_text(encoding="utf-8").split("\n\n") if b.strip()]
     tok = train_wordpiece(texts, 300)
     root = tmp_path_factory.mktemp("runs")
-    folder = root / "corpus-vocab" / "checkpoints" / "step-000010"
-    cfg = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=64, max_position_embeddings=64, pad_token_id=tok.pad_token_id)
-    BertForPreTraining(cfg).save_pretrained(folder)
+    folder = save_tiny_bert(root / "corpus-vocab" / "checkpoints" / "step-000010", BertForPreTraining, tokenizer=None,
+                            vocab_size=len(tok), num_attention_heads=2, pad_token_id=tok.pad_token_id)
     save_tokenizer(tok, folder)
-    torch.save({"step": 10}, folder / "trainer_state.pt")  # a complete checkpoint (bertcore.runs.RunDir)
+    mark_complete(folder, 10)
     return root, tok
 
 
-def open_tokenization() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120).run()
-    at.switch_page("explorer/app_pages/tokenization.py").run()
-    assert not at.exception, at.exception
-    return at
-
-
 def test_packaged_model_has_bert_base_uncased_vocab():
-    at = open_tokenization()
+    at = open_page("tokenization")
     at.text_area(key="tok_text").set_value(TEXT).run()
     assert not at.exception and not at.error
     assert any("uses bert-base-uncased's vocabulary (30,522" in c.value for c in at.caption)
@@ -50,7 +90,7 @@ def test_packaged_model_has_bert_base_uncased_vocab():
 def test_corpus_vocab_shown_beside_bert_base_uncased(corpus_vocab_run, monkeypatch):
     root, tok = corpus_vocab_run
     monkeypatch.setenv("BERT_EXPLORER_RUNS", str(root))
-    at = open_tokenization()
+    at = open_page("tokenization")
     at.sidebar.radio(key="model_kind").set_value("run").run()
     at.sidebar.button(key="model_run_use").click().run()
     at.text_area(key="tok_text").set_value(TEXT).run()
@@ -66,35 +106,3 @@ def test_corpus_vocab_shown_beside_bert_base_uncased(corpus_vocab_run, monkeypat
     row = table[table["text"] == "hyperparameterization"].iloc[0]
     assert row["reference_pieces"] == "hyper ##para ##meter ##ization" and row["n_pieces"] > 4
     assert table["n_pieces"].sum() == ours and table["n_reference_pieces"].sum() == 12
-
-
-def test_train_page_offers_the_corpus_vocabulary_and_corpora(tmp_path, monkeypatch):
-    """From-scratch pretraining: 'WordPiece trained on the corpus' and its size reach the launch as
-    tokenizer='corpus' and vocab_size; the named corpora are offered."""
-    from bertcore import runs
-
-    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
-    launched = []
-
-    def fake_launch(task, args, **kwargs):
-        launched.append((task, args))
-        raise runs.RunError("not launched in this test")
-
-    monkeypatch.setattr(runs, "launch", fake_launch)
-    at = AppTest.from_file(str(Path(APP).parent / "explorer" / "app_pages" / "train.py"), default_timeout=120)
-    at.session_state["train_recipe"] = "custom"
-    at.run()
-    assert not at.exception, at.exception
-    options = " | ".join(at.selectbox(key="train_pt_data").options)  # their labels
-    assert all(w in options for w in ("State of the Union", "Wikipedia", "BBC News + State of the Union"))
-    at.selectbox(key="train_pt_data").set_value("sotu").run()
-    at.selectbox(key="train_pretrain_vocab").set_value("corpus").run()
-    at.number_input(key="train_pretrain_vocab_size").set_value(4000).run()
-    at.button(key="train_start").click().run()
-    assert not at.exception, at.exception
-    [(task, args)] = launched
-    assert task == "pretrain" and args["corpus"] == "sotu"
-    assert args["tokenizer"] == "corpus" and args["vocab_size"] == 4000
-    at.selectbox(key="train_pretrain_vocab").set_value("packaged").run()
-    at.button(key="train_start").click().run()
-    assert launched[-1][1]["tokenizer"] == "packaged" and "vocab_size" not in launched[-1][1]
