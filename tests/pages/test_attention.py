@@ -4,8 +4,10 @@ numbers drawn are the model's attention."""
 
 import numpy as np
 import pytest
+import torch
 
 from bertcore.analysis import rollout
+from bertcore.tokenizer import encode
 
 from .conftest import (ATT_TABS, BAD_TEXTS, array, assert_clean, chart_specs, charts, check, each_attention_tab,
                        messages, open_page, page)
@@ -57,6 +59,26 @@ def test_attention_controls(att_app):
     at.toggle(key="att_hide").set_value(False)
     at.session_state["att_tab"] = ATT_TABS[0]
     at.run()
+
+
+def test_one_head_heatmap_is_the_models_attention(packaged):
+    """The "One head" heatmap of layer L, head H holds the model's ``attentions[L - 1][0, H - 1]`` for the
+    typed text, token by token (computed here by a plain forward of the same model)."""
+    text = "The bank raised its rates, so the river bank flooded."
+    enc = encode(packaged.tokenizer, text)
+    with torch.no_grad():
+        out = packaged.model(**enc.tensors(), output_attentions=True)
+    at = page("attention")
+    at.text_area(key="att_text").set_value(text).run()
+    for layer, head in ((1, 1), (4, 7), (6, 12)):
+        at.slider(key="att_layer").set_value(layer)
+        at.slider(key="att_head").set_value(head).run()
+        assert_clean(at)
+        [spec] = chart_specs(at)
+        assert spec["layout"]["xaxis"]["ticktext"] == enc.tokens
+        z = array(spec["data"][0]["z"]).reshape(len(enc.tokens), len(enc.tokens))
+        np.testing.assert_allclose(z, out.attentions[layer - 1][0, head - 1].numpy(), atol=1e-5,
+                                   err_msg=f"layer {layer}, head {head}")
 
 
 @pytest.mark.parametrize("name", BAD_TEXTS)

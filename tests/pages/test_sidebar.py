@@ -1,12 +1,14 @@
-"""AppTest of the sidebar's model picker (explorer/widgets.py): a hub id offline, a missing or broken
-local folder, a run checkpoint; every page follows the chosen model, a failed load keeps the last one."""
+"""AppTest of the sidebar's model picker (explorer/widgets.py): a hub id offline, a missing, broken or
+good local folder, a run checkpoint; every page follows the chosen model, a failed load keeps the last one."""
 
 import pytest
+import transformers
 
 from bertcore.heads import BertForPreTraining
+from bertcore.sources import ModelSource
 
 from ..conftest import mark_complete, save_tiny_bert
-from .conftest import charts, check, each_attention_tab, open_page
+from .conftest import charts, check, dataframes, each_attention_tab, open_page
 
 
 def test_sidebar_hub_id_offline_gives_clear_error_and_keeps_packaged_model():
@@ -46,6 +48,28 @@ def test_sidebar_lists_run_checkpoints_or_says_there_are_none(tmp_path, monkeypa
     at.sidebar.radio(key="model_kind").set_value("run").run()
     assert not at.exception
     assert any("No checkpoint" in i.value for i in at.sidebar.info)
+
+
+def test_sidebar_good_local_folder_is_used_by_every_page(tmp_path, packaged):
+    """A folder saved with save_pretrained (a tiny transformers BertForMaskedLM and its tokenizer), picked
+    through the sidebar's local-folder input, becomes the model of the pages."""
+    folder = save_tiny_bert(tmp_path / "my-bert", transformers.BertForMaskedLM, tokenizer=None,
+                            num_hidden_layers=3, num_attention_heads=2, max_position_embeddings=128)
+    packaged.tokenizer.save_pretrained(str(folder))
+    at = open_page("overview")
+    at.sidebar.radio(key="model_kind").set_value("local").run()
+    at.sidebar.text_input(key="model_local_path").set_value(str(folder)).run()
+    at.sidebar.button(key="model_local_use").click().run()
+    check(at, None)
+    assert not at.sidebar.error, [e.value for e in at.sidebar.error]
+    assert at.session_state["model_source"] == ModelSource("local", str(folder), str(folder))
+    assert any(str(folder) in c.value.replace("\\", "") for c in at.sidebar.caption)  # "In use: <folder>", escaped
+    metrics = {m.label: m.value for m in at.metric}
+    assert (metrics["Layers"], metrics["Heads per layer"], metrics["Max positions"]) == ("3", "2", "128")
+    assert metrics["Head on top"] == "mlm"
+    at.switch_page("explorer/app_pages/masking.py").run()  # a page that needs the MLM head uses it
+    check(at, None)
+    assert any("top guess" in df.columns for df in dataframes(at))
 
 
 @pytest.fixture(scope="module")
