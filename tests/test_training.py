@@ -184,7 +184,7 @@ def test_bad_options_fail_with_a_message(tmp_path):
     assert "unknown corpus" in R.read_status(run)["error"]
 
 
-# ----------------------------------------------------------------------------- issue 8: metrics, budget, knobs
+# ----------------------------------------------------------------------------- metrics, time budget, knobs
 def test_per_corruption_accuracy_on_a_constructed_case():
     """4 selected positions: [MASK] right, [MASK] wrong (but 2nd best), random right, unchanged right."""
     from types import SimpleNamespace

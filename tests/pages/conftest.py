@@ -137,6 +137,19 @@ def each_attention_tab(at: AppTest, expected: str | None = None) -> None:
     at.run()
 
 
+def assert_bad_texts_answered(at: AppTest, key: str, skip: tuple[str, ...] = ()) -> None:
+    """Type every :data:`BAD_TEXTS` entry but ``skip`` into the text area ``key`` in turn: the page stays
+    clean, never shows an error, and says so when the text is empty."""
+    for case, text in BAD_TEXTS.items():
+        if case in skip:
+            continue
+        at.text_area(key=key).input(text).run()
+        assert_clean(at)
+        if case in ("empty", "whitespace"):
+            assert any("empty" in w for w in messages(at)["warning"]), case
+        assert not messages(at)["error"], (case, messages(at))
+
+
 def assert_bad_texts_handled(at: AppTest, key: str, own: tuple[str, ...] = ()) -> dict[str, dict[str, list[str]]]:
     """Type every :data:`BAD_TEXTS` entry in turn into the text area ``key`` (one session, as a user would):
     the page stays clean; empty text and text without tokens get a warning, over-long text a "cut off"

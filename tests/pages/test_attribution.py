@@ -3,7 +3,7 @@ classifier and a fill-mask model, with a completeness gap under 5%; bad text giv
 
 from __future__ import annotations
 
-from .conftest import BAD_TEXTS, COMPARE_LABELS, assert_clean, chart_specs, messages, page
+from .conftest import COMPARE_LABELS, assert_bad_texts_answered, assert_clean, chart_specs, messages, page
 
 
 def gap(at) -> float:
@@ -37,12 +37,7 @@ def test_attribution_run_classifier(run_source):
     at.selectbox(key="attr_class").set_value(other).run()
     assert_clean(at)
     assert at.metric[0].label == f"f(input) = P(class = {COMPARE_LABELS[other]})"
-    for case, text in BAD_TEXTS.items():
-        at.text_area(key="attr_cls_text").input(text).run()
-        assert_clean(at)
-        if case in ("empty", "whitespace"):
-            assert any("empty" in w for w in messages(at)["warning"]), case
-        assert not messages(at)["error"], (case, messages(at))
+    assert_bad_texts_answered(at, "attr_cls_text")
     at.radio(key="attr_kind").set_value("similarity").run()
     assert_clean(at)
 
@@ -70,11 +65,5 @@ def test_attribution_fill_mask(models):
 
 def test_attribution_similarity_bad_text():
     at = page("attribution")
-    for case, text in BAD_TEXTS.items():
-        if case == "20k_chars" or case == "over_max_positions":
-            continue  # 512-token IG is the benchmark's job, not a unit test's
-        at.text_area(key="attr_sim_a").input(text).run()
-        assert_clean(at)
-        if case in ("empty", "whitespace"):
-            assert any("empty" in w for w in messages(at)["warning"]), case
-        assert not messages(at)["error"], (case, messages(at))
+    # 512-token IG is the benchmark's job, not a unit test's
+    assert_bad_texts_answered(at, "attr_sim_a", skip=("20k_chars", "over_max_positions"))

@@ -9,7 +9,7 @@ import numpy as np
 from bertcore.analysis import compare
 from bertcore.sources import load
 
-from .conftest import BAD_TEXTS, array, assert_clean, chart_specs, messages, page, table
+from .conftest import array, assert_bad_texts_answered, assert_clean, chart_specs, messages, page, table
 
 CMP_TABS = ["CKA by layer", "Layer × layer CKA", "Attention difference per head", "One head side by side"]
 
@@ -52,12 +52,7 @@ def test_compare_run_checkpoint_picked_on_the_page(models, run_source):
 
 def test_compare_bad_text():
     at = page("compare")
-    for case, text in BAD_TEXTS.items():
-        at.text_area(key="cmp_text").input(text).run()
-        assert_clean(at)
-        if case in ("empty", "whitespace"):
-            assert any("empty" in w for w in messages(at)["warning"]), case
-        assert not messages(at)["error"], (case, messages(at))
+    assert_bad_texts_answered(at, "cmp_text")
     at.text_area(key="cmp_text").input("line\n" * 65).run()
     assert any("at most 64" in w for w in messages(at)["warning"])
 

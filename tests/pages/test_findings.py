@@ -3,11 +3,10 @@ citations), a tiny random model and a run checkpoint, a missing corpus."""
 
 from __future__ import annotations
 
-import torch
-
 from bertcore.heads import BertForPreTraining
 from bertcore.sources import PACKAGED, ModelSource
 
+from ..conftest import mark_complete
 from .conftest import assert_clean, page, texts, tiny_folder
 
 SEGMENTS = 10  # small: the first computation runs the model on this many held-out segments
@@ -34,16 +33,14 @@ def test_findings_page_minilm_shows_ours_beside_published_with_citations():
     assert at.table[0].value.to_dict("records") == rows
 
 
-def test_findings_page_tiny_random_model_and_run_checkpoint(tmp_path, monkeypatch):
+def test_findings_page_tiny_random_model_and_run_checkpoint(tmp_path, runs_root):
     local = tiny_folder(tmp_path / "tiny")
     at = page("findings", ModelSource("local", str(local), "tiny"), find_segments=SEGMENTS)
     assert_clean(at)
     assert any("2 layers instead of 12" in t for t in texts(at.info))
     assert len(at.table[0].value) == 12 and len(at.get("plotly_chart")) == 7
 
-    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
-    ckpt = tiny_folder(tmp_path / "runs" / "r1" / "checkpoints" / "step-000000", BertForPreTraining)
-    torch.save({"step": 0}, ckpt / "trainer_state.pt")
+    ckpt = mark_complete(tiny_folder(runs_root / "r1" / "checkpoints" / "step-000000", BertForPreTraining), 0)
     at = page("findings", ModelSource("run", str(ckpt), "r1 step 0"), find_segments=SEGMENTS)
     assert_clean(at)
     assert any("random initialisation" in t for t in texts(at.info))
