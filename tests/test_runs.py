@@ -13,7 +13,16 @@ from safetensors.torch import load_file
 
 from bertcore import runs as R
 
-from .conftest import TINY_CORPUS, TINY_RUN, wait_for
+from .conftest import SCRATCH, TINY_CORPUS, TINY_RUN, wait_for
+
+
+def test_the_tests_write_runs_and_caches_in_a_temporary_folder():
+    """tests/conftest.py points the runs root and the derived-data cache of every test (and of the runs and
+    pages the tests start, which inherit the environment) at a folder of the session, not ./runs or ~/.cache."""
+    from bertcore import data
+
+    assert R.runs_root().is_relative_to(SCRATCH) and data.cache_dir().is_relative_to(SCRATCH)
+    assert os.environ["BERT_EXPLORER_RUNS"].startswith(str(SCRATCH))
 
 
 def test_jsonl_reader_ignores_a_partial_last_line(tmp_path):
