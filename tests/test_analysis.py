@@ -1,7 +1,5 @@
 """bertcore.analysis: forward pass outputs, attention statistics, word pooling, similarities, PCA."""
 
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,12 +17,6 @@ PYTHON_SENTENCES = [
     "She installed the latest version of Python on her laptop.",
 ]
 PYTHON_SENSES = ["snake"] * 3 + ["language"] * 3
-
-
-def test_bertcore_analysis_imports_no_ui_library():
-    code = ("import sys, bertcore.analysis; bad = [m for m in ('streamlit', 'plotly') if m in sys.modules]; "
-            "assert not bad, bad")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=str(__import__("pathlib").Path(__file__).parents[1]))
 
 
 def test_run_shapes_and_attention_rows_sum_to_one(packaged):

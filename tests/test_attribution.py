@@ -3,16 +3,16 @@ completeness at the page's step count, explain the right output, and refuse mode
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
 import torch
 import transformers
 
 from bertcore.analysis import attribution
-from bertcore.sources import ModelSource, load, packaged_model_dir
+from bertcore.sources import ModelSource, load
 from bertcore.tokenizer import TextError
+
+from .conftest import save_tiny_bert
 
 TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
         "intermediate_size": 64, "max_position_embeddings": 128, "initializer_range": 0.2}  # larger weights: f moves
@@ -20,10 +20,7 @@ TEXT = "The striker scored twice as the home side won the cup final."
 
 
 def tiny(tmp_path_factory, cls, name: str, **changes):
-    folder = tmp_path_factory.mktemp(name)
-    shutil.copy(packaged_model_dir() / "vocab.txt", folder / "vocab.txt")
-    torch.manual_seed(0)
-    cls(transformers.BertConfig(**{**TINY, **changes})).eval().save_pretrained(folder)
+    folder = save_tiny_bert(tmp_path_factory.mktemp(name), cls, **{**TINY, **changes})
     return load(ModelSource("local", str(folder)))
 
 

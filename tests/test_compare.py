@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -11,8 +10,10 @@ import torch
 import transformers
 
 from bertcore.analysis import compare
-from bertcore.sources import ModelSource, load, packaged_model_dir
+from bertcore.sources import ModelSource, load
 from bertcore.tokenizer import TextError
+
+from .conftest import save_with_tokenizer, tiny_bert
 
 SENTENCES = ["The bank raised its rates again.", "She sat on the bank of the river.",
              "The striker scored twice in the final.", "Parliament votes on the budget next week."]
@@ -23,14 +24,10 @@ TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 3, "num_att
 # ----------------------------------------------------------------------------- tiny saved models
 def save_tiny(folder: Path, state: dict | None = None, vocab: Path | None = None, **changes) -> Path:
     """A transformers BertModel (random, seeded) saved with save_pretrained, with a WordPiece vocab."""
-    folder.mkdir(parents=True, exist_ok=True)
-    shutil.copy(vocab or packaged_model_dir() / "vocab.txt", folder / "vocab.txt")
-    torch.manual_seed(0)
-    model = transformers.BertModel(transformers.BertConfig(**{**TINY, **changes})).eval()
+    model = tiny_bert(transformers.BertModel, **{**TINY, **changes})
     if state is not None:
         model.load_state_dict(state)
-    model.save_pretrained(folder)
-    return folder
+    return save_with_tokenizer(folder, model, vocab or "vocab")
 
 
 def permuted_state(state: dict, perm: torch.Tensor, ffn_perm: torch.Tensor) -> dict:

@@ -1,8 +1,6 @@
 """Config, tokenizer, checkpoint loading and model sources."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -13,14 +11,7 @@ from bertcore import sources
 from bertcore.checkpoint import CheckpointError
 from bertcore.config import PRESETS, preset
 
-from .test_parity import tiny_config
-
-
-def test_import_bertcore_pulls_in_no_ui_library():
-    code = ("import sys, bertcore, bertcore.sources, bertcore.masking; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'streamlit', 'plotly'}))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+from .conftest import tiny_config
 
 
 @pytest.mark.parametrize("bad", [dict(hidden_size=30, num_attention_heads=4), dict(num_hidden_layers=0),

@@ -1,6 +1,5 @@
 """bertcore.data: sentences, NSP pairs, truncation, classification splits, per-batch masking."""
 
-from pathlib import Path
 
 import pytest
 import torch
@@ -8,7 +7,7 @@ import torch
 from bertcore import data as D
 from bertcore.heads import IGNORE_INDEX
 
-FIX = Path(__file__).parent / "fixtures"
+from .conftest import FIXTURES, TINY_CORPUS
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +29,7 @@ def test_punkt_english_parameters_keep_abbreviations():
 
 
 def test_load_documents_file_and_folder(tmp_path):
-    docs = D.load_documents(str(FIX / "tiny_corpus.txt"))
+    docs = D.load_documents(str(TINY_CORPUS))
     assert len(docs) == 12 and docs.column_names == ["text", "source"]
     for i, t in enumerate(["one. two.", "three. four.", ""]):
         (tmp_path / f"d{i}.txt").write_text(t)
@@ -81,16 +80,16 @@ def test_truncation_keeps_the_boundary():
 
 
 def test_pretraining_data_from_fixture(tok):
-    d = D.build_pretraining_data(tok, str(FIX / "tiny_corpus.txt"), 32, seed=0, val_fraction=0.2)
+    d = D.build_pretraining_data(tok, str(TINY_CORPUS), 32, seed=0, val_fraction=0.2)
     assert d.stats["val_documents"] == 2 and d.stats["train_documents"] == 10
     assert len(d.train) > 10 and len(d.val) >= 1
     assert max(len(x) for x in d.train["input_ids"]) <= 32
-    again = D.build_pretraining_data(tok, str(FIX / "tiny_corpus.txt"), 32, seed=0, val_fraction=0.2)  # from the cache
+    again = D.build_pretraining_data(tok, str(TINY_CORPUS), 32, seed=0, val_fraction=0.2)  # from the cache
     assert again.train["input_ids"] == d.train["input_ids"]
 
 
 def test_collator_masks_anew_per_step_and_never_specials(tok):
-    d = D.build_pretraining_data(tok, str(FIX / "tiny_corpus.txt"), 32, seed=0, val_fraction=0.2)
+    d = D.build_pretraining_data(tok, str(TINY_CORPUS), 32, seed=0, val_fraction=0.2)
     rows = [d.train[i] for i in range(len(d.train))]
     col = D.PretrainCollator(tok)
     b1 = col(rows, D.batch_generator(0, 1))
@@ -155,15 +154,15 @@ def test_collator_corruption_split_statistics(tok, split):
 
 
 def test_classification_csv_split_is_fixed_and_disjoint():
-    c = D.build_classification_data(str(FIX / "tiny_labels.csv"), seed=1)
+    c = D.build_classification_data(str(FIXTURES / "tiny_labels.csv"), seed=1)
     assert c.labels == ["negative", "positive"]
     assert (c.stats["train"], c.stats["val"], c.stats["test"]) == (64, 8, 8)
-    c2 = D.build_classification_data(str(FIX / "tiny_labels.csv"), seed=1)
+    c2 = D.build_classification_data(str(FIXTURES / "tiny_labels.csv"), seed=1)
     assert c2.test["text"] == c.test["text"]
     assert sorted(c.test["label"]) == [0, 0, 0, 0, 1, 1, 1, 1]  # stratified
     assert all(c.labels[y] == n for y, n in zip(c.train["label"], c.train["label_name"]))
     with pytest.raises(D.DataError, match="lacks column"):
-        D.build_classification_data(str(FIX / "tiny_labels.csv"), label_column="sentiment")
+        D.build_classification_data(str(FIXTURES / "tiny_labels.csv"), label_column="sentiment")
 
 
 def test_packaged_tweets_positive_negative_deduplicated():

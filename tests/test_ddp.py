@@ -13,9 +13,9 @@ from bertcore import sources
 from bertcore.train import parse_args
 from bertcore.training.loop import Trainer
 
-FIX = Path(__file__).parent / "fixtures"
-ROOT = Path(__file__).resolve().parents[1]
-TINY = json.dumps({"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64})
+from .conftest import FIXTURES, ROOT, TINY_CORPUS, TINY_RUN
+
+TINY = json.dumps(TINY_RUN)
 
 
 def torchrun(argv, tmp_path, timeout=240):
@@ -30,7 +30,7 @@ def torchrun(argv, tmp_path, timeout=240):
 
 def test_ddp_finetune_equals_single_process_and_pretrain_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
-    ft = ["finetune", "--init", "scratch", "--model-overrides", TINY, "--dataset", str(FIX / "tiny_labels.csv"),
+    ft = ["finetune", "--init", "scratch", "--model-overrides", TINY, "--dataset", str(FIXTURES / "tiny_labels.csv"),
           "--max-seq-len", "16", "--batch-size", "16", "--max-steps", "4", "--log-every", "1", "--eval-every", "4",
           "--save-every", "100", "--lock", "none", "--device", "cpu", "--dropout", "0", "--lr", "1e-3", "--no-baseline"]
     torchrun(ft + ["--run-dir", str(tmp_path / "ddp")], tmp_path)
@@ -52,7 +52,7 @@ def test_ddp_finetune_equals_single_process_and_pretrain_runs(tmp_path, monkeypa
     for x, y in zip(ddp_loss, one_loss):
         assert abs(x - y) < 1e-4
 
-    pre = ["pretrain", "--run-dir", str(tmp_path / "pre"), "--corpus", str(FIX / "tiny_corpus.txt"),
+    pre = ["pretrain", "--run-dir", str(tmp_path / "pre"), "--corpus", str(TINY_CORPUS),
            "--model-overrides", TINY, "--max-seq-len", "32", "--batch-size", "8", "--max-steps", "4",
            "--log-every", "2", "--eval-every", "4", "--eval-batches", "1", "--save-every", "2", "--lock", "wait",
            "--device", "cpu", "--val-fraction", "0.2"]

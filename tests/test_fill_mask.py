@@ -9,25 +9,9 @@ import transformers
 from bertcore import fill_mask, sources
 from bertcore.fill_mask import FillMaskError
 from bertcore.masking import NOT_SELECTED, mask_for_tokenizer
-from bertcore.tokenizer import encode, load_tokenizer
+from bertcore.tokenizer import encode
 
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "dog", "sat", "on", "mat", "a", "rug",
-         "ran", "to", "##s", "big", "small", "."] + [f"w{i}" for i in range(40)]
-
-
-def hf_folder(tmp_path, cls_name: str, seed: int = 0):  # tmp_path: a folder of this module
-    """A tiny transformers checkpoint (random weights) with a tokenizer saved beside it."""
-    folder = tmp_path / cls_name
-    folder.mkdir()
-    (tmp_path / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
-    tok = load_tokenizer(tmp_path)
-    tok.save_pretrained(folder)
-    cfg = transformers.BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                  intermediate_size=37, max_position_embeddings=24, attn_implementation="eager")
-    torch.manual_seed(seed)
-    hf = getattr(transformers, cls_name)(cfg).eval()
-    hf.save_pretrained(folder)
-    return folder, hf
+from .conftest import SMALL_VOCAB, hf_folder
 
 
 @pytest.fixture(scope="module", params=["BertForMaskedLM", "BertForPreTraining"])
@@ -91,7 +75,7 @@ def test_recovered_flag_follows_the_top_guess(tiny):
     ids = enc.tensors()["input_ids"].clone()
     ids[0, 2] = tok.mask_token_id
     top = int(hf_logits(hf, input_ids=ids)[0, 2].argmax())
-    other = (top + 1) % len(VOCAB)
+    other = (top + 1) % len(SMALL_VOCAB)
     labels = torch.full_like(ids, -100)
     labels[0, 2] = top
     [hit] = fill_mask.predict(loaded.model, tok, ids, [2], labels=labels)
@@ -121,7 +105,7 @@ def test_k_larger_than_vocabulary_is_clipped(tiny):
     loaded, _ = tiny
     ids = encode(loaded.tokenizer, "the cat").tensors()["input_ids"]
     [p] = fill_mask.predict(loaded.model, loaded.tokenizer, ids, [1], k=10_000)
-    assert len(p.ids) == len(VOCAB) and sum(p.probs) == pytest.approx(1.0, abs=1e-5)
+    assert len(p.ids) == len(SMALL_VOCAB) and sum(p.probs) == pytest.approx(1.0, abs=1e-5)
 
 
 def test_bad_positions_and_k_are_clear_errors(tiny):

@@ -4,7 +4,6 @@ measures on constructed inputs whose answers are known."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +12,7 @@ from bertcore import positional
 from bertcore.analysis import evalset, published
 from bertcore.analysis import findings as F
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+from .conftest import TINY_CORPUS
 
 
 def stack(*maps: np.ndarray) -> np.ndarray:
@@ -159,7 +158,7 @@ def test_heldout_documents_are_the_pretraining_validation_documents(packaged):
     """The documents held out here are exactly those whose NSP pairs form pretraining's validation split."""
     from bertcore import data
 
-    corpus = str(FIXTURES / "tiny_corpus.txt")
+    corpus = str(TINY_CORPUS)
     held = evalset.heldout_documents(corpus, seed=0, val_fraction=0.3)
     docs = data.load_documents(corpus)["text"]
     assert 2 <= len(held) < len(docs)
@@ -176,7 +175,7 @@ def test_segments_fit_128_tokens_and_findings_run_on_a_tiny_model(packaged):
     from bertcore.config import BertConfig
     from bertcore.model import BertModel
 
-    docs = evalset.heldout_documents(str(FIXTURES / "tiny_corpus.txt"), val_fraction=0.5)
+    docs = evalset.heldout_documents(str(TINY_CORPUS), val_fraction=0.5)
     segs = evalset.build_segments(packaged.tokenizer, docs * 3, n_segments=4, max_tokens=40)
     assert 1 <= len(segs) <= 4
     for s in segs:

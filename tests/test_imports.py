@@ -1,14 +1,25 @@
-"""No import cycle inside bertcore (module-level imports), and the training package split keeps
-the names the pages and scripts use."""
+"""The layering: bertcore imports no UI library and explorer.figures no Streamlit; no import cycle
+inside bertcore (module-level imports); the training package split keeps the names the pages and
+scripts use."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import networkx as nx
+import pytest
 
-PKG = Path(__file__).resolve().parents[1] / "bertcore"
+from .conftest import ROOT
+
+PKG = ROOT / "bertcore"
+# package -> the libraries that none of its modules may pull in (directly or through anything they import)
+LAYERS = {
+    "bertcore": ("streamlit", "plotly"),  # the model and the analyses run without a UI
+    "explorer.figures": ("streamlit",),  # figures are pure functions of arrays: plotly only
+}
 
 
 def _module_name(path: Path) -> str:
@@ -71,3 +82,25 @@ def test_public_names_after_the_split():
         assert hasattr(R, name), name
     for name in ("Trainer", "TrainConfig", "lr_at", "make_optimizer", "autocast", "ExitCode", "validate"):
         assert getattr(T, name) is not None, name
+
+
+def modules_of(package: str) -> list[str]:
+    """Every module of a package folder (``__init__`` as the package itself), sorted."""
+    folder = ROOT.joinpath(*package.split("."))
+    names = {".".join(p.relative_to(ROOT).with_suffix("").parts) for p in folder.rglob("*.py")}
+    return sorted(n.removesuffix(".__init__") for n in names)
+
+
+@pytest.mark.parametrize("package", list(LAYERS))
+def test_layering(package):
+    """Importing every module of the package, in a fresh interpreter, loads none of its forbidden libraries."""
+    forbidden = LAYERS[package]
+    modules = modules_of(package)
+    assert len(modules) > 5, modules
+    code = ("import importlib, sys\n"
+            f"for name in {modules!r}:\n"
+            "    importlib.import_module(name)\n"
+            f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(forbidden)!r}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]", f"{package} pulls in {out.stdout.strip()}"

@@ -8,6 +8,8 @@ from bertcore import BertConfig, BertForMaskedLM, BertForPreTraining, BertForSeq
 from bertcore.config import preset
 from bertcore.tokenizer import encode, encode_batch
 
+from .conftest import tiny_config
+
 ATOL = 1e-5
 
 
@@ -67,12 +69,6 @@ def test_sdpa_path_matches_explicit_probabilities(packaged):
     keep = inputs["attention_mask"].bool()
     torch.testing.assert_close(fused.last_hidden_state[keep], with_probs.last_hidden_state[keep], atol=1e-4, rtol=0)
     torch.testing.assert_close(fused.pooler_output, with_probs.pooler_output, atol=1e-4, rtol=0)
-
-
-def tiny_config(**kw):
-    fields = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                  intermediate_size=37, max_position_embeddings=64)
-    return BertConfig(**{**fields, **kw})
 
 
 def _hf_config(cfg: BertConfig, **kw):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import plotly.graph_objects as go
@@ -11,9 +10,8 @@ import pytest
 import torch
 import transformers
 
-from bertcore.sources import packaged_model_dir
+from .conftest import ROOT, save_tiny_bert
 
-ROOT = Path(__file__).resolve().parents[1]
 PLACEHOLDER = "/path/to/bert-folder"
 
 
@@ -34,11 +32,7 @@ def test_example_is_short_and_uses_a_local_folder():
 
 @pytest.fixture
 def tiny_folder(tmp_path) -> Path:
-    shutil.copy(packaged_model_dir() / "vocab.txt", tmp_path / "vocab.txt")
-    cfg = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=5, num_attention_heads=2,
-                                  intermediate_size=64, max_position_embeddings=64)
-    transformers.BertModel(cfg).eval().save_pretrained(tmp_path)
-    return tmp_path
+    return save_tiny_bert(tmp_path, transformers.BertModel, num_hidden_layers=5, num_attention_heads=2)
 
 
 def test_example_runs(tiny_folder, monkeypatch):

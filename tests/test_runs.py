@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -14,8 +13,16 @@ from safetensors.torch import load_file
 
 from bertcore import runs as R
 
-FIX = Path(__file__).parent / "fixtures"
-TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+from .conftest import SCRATCH, TINY_CORPUS, TINY_RUN, wait_for
+
+
+def test_the_tests_write_runs_and_caches_in_a_temporary_folder():
+    """tests/conftest.py points the runs root and the derived-data cache of every test (and of the runs and
+    pages the tests start, which inherit the environment) at a folder of the session, not ./runs or ~/.cache."""
+    from bertcore import data
+
+    assert R.runs_root().is_relative_to(SCRATCH) and data.cache_dir().is_relative_to(SCRATCH)
+    assert os.environ["BERT_EXPLORER_RUNS"].startswith(str(SCRATCH))
 
 
 def test_jsonl_reader_ignores_a_partial_last_line(tmp_path):
@@ -89,23 +96,6 @@ def _all_files_readable(run: Path, litter_allowed: bool) -> None:
         assert hidden == [] and R.RunDir(run).litter() == []
 
 
-def _wait_for(cond, alive=None, timeout=900.0, poll=0.2):
-    """Wait for ``cond()`` to be truthy; fail at once if ``alive()`` says the process it waits on
-    has died (no fixed short deadline: a loaded machine is slow, not wrong)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        if alive is not None and not alive():
-            value = cond()
-            if value:
-                return value
-            raise AssertionError("the process ended before the condition held")
-        time.sleep(poll)
-    raise AssertionError("timed out")
-
-
 def test_litter_of_a_killed_write_is_listed_and_removed(tmp_path):
     rd = R.RunDir(tmp_path / "run")
     (rd.checkpoints_dir / ".step-000006.tmp-999999").mkdir(parents=True)
@@ -120,16 +110,16 @@ def test_litter_of_a_killed_write_is_listed_and_removed(tmp_path):
 
 def test_launch_sigkill_resume_then_sigterm(tmp_path):
     env = {"BERT_EXPLORER_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    args = {"corpus": str(FIX / "tiny_corpus.txt"), "model_overrides": json.dumps(TINY), "max_seq_len": 32,
+    args = {"corpus": str(TINY_CORPUS), "model_overrides": json.dumps(TINY_RUN), "max_seq_len": 32,
             "batch_size": 4, "max_steps": 400, "log_every": 1, "eval_every": 1000, "eval_batches": 1,
             "save_every": 2, "dropout": 0.0, "val_fraction": 0.2, "threads": 1, "keep_checkpoints": 3}
     run = R.launch("pretrain", args, root=tmp_path / "runs", run_id="killme", device="cpu", env=env)
     assert run == tmp_path / "runs" / "killme"
     pid = R.read_json(run / "status.json")["pid"]
-    _wait_for(lambda: len(R.checkpoints(run)) >= 2, alive=lambda: R.pid_alive(pid))
+    wait_for(lambda: len(R.checkpoints(run)) >= 2, alive=lambda: R.pid_alive(pid))
     assert R.lock_holder(tmp_path / "runs", "cpu")["run_id"] == "killme"
     os.killpg(pid, signal.SIGKILL)
-    _wait_for(lambda: not R.pid_alive(pid))
+    wait_for(lambda: not R.pid_alive(pid))
     status = R.read_status(run)
     assert status["state"] == "failed" and status["stale"]
     _all_files_readable(run, litter_allowed=True)
@@ -143,12 +133,12 @@ def test_launch_sigkill_resume_then_sigterm(tmp_path):
 
     R.resume(run, env=env)  # the dead run's lock is stale: taken over
     pid2 = R.read_json(run / "status.json")["pid"]
-    _wait_for(lambda: (R.read_status(run) or {}).get("state") == "running" and
-              (R.read_status(run) or {}).get("step", 0) >= last + 2, alive=lambda: R.pid_alive(pid2))
+    wait_for(lambda: (R.read_status(run) or {}).get("state") == "running" and
+             (R.read_status(run) or {}).get("step", 0) >= last + 2, alive=lambda: R.pid_alive(pid2))
     steps = [r["step"] for r in R.read_metrics(run, "train")]
     assert steps == list(range(1, len(steps) + 1))  # lines after the checkpoint were dropped, then re-logged
     assert R.cancel(run)
-    _wait_for(lambda: not R.pid_alive(pid2))
+    wait_for(lambda: not R.pid_alive(pid2))
     status = R.read_status(run)
     assert status["state"] == "cancelled" and status["error"] is None
     assert R.checkpoint_step(R.last_checkpoint(run)) == status["step"] > last

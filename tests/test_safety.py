@@ -27,10 +27,10 @@ import torch
 
 from bertcore import checkpoint, sources
 from bertcore.checkpoint import CheckpointError, read_state_dict, save_safetensors
-from bertcore.config import BertConfig
 from bertcore.model import BertModel
 
-ROOT = Path(__file__).resolve().parents[1]
+from .conftest import ROOT, save_tiny_bert
+
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "##s", "."]
 
 
@@ -52,12 +52,8 @@ def write_bomb(path: Path, marker: Path) -> None:
 
 def tiny_model_folder(folder: Path) -> Path:
     """A complete, loadable HF-style BERT folder (config.json, model.safetensors, vocab.txt)."""
-    config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=32)
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(folder)
-    (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
-    return folder
+    return save_tiny_bert(folder, BertModel, tokenizer=VOCAB, vocab_size=len(VOCAB), hidden_size=16,
+                          num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, max_position_embeddings=32)
 
 
 def snapshot(folder: Path) -> dict[str, tuple[int, int, str]]:

@@ -1,21 +1,19 @@
 """The packaged fill-mask model (models/minilm-mlm): small enough to ship, loads in bertcore and in
-transformers with the same logits, fills an easy [MASK], and the pages switch to it in one click."""
+transformers with the same logits, fills an easy [MASK] (the pages switch to it in one click:
+tests/pages/test_masking.py, tests/pages/test_next_sentence.py)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
 import transformers
-from streamlit.testing.v1 import AppTest
 
 from bertcore import fill_mask, sources
 from bertcore.heads import BertForMaskedLM, BertForPreTraining
 
 FOLDER = sources.SHIPPED_MLM_DIR
-PAGES = Path(__file__).resolve().parents[1] / "explorer" / "app_pages"
 
 
 @pytest.fixture(scope="module")
@@ -68,27 +66,3 @@ def test_fills_an_easy_mask(shipped, sentence, answer):
     pos = fill_mask.mask_token_positions(tok, ids)
     preds = fill_mask.predict(shipped.model, tok, ids, pos, k=5)
     assert answer in preds[0].tokens, preds[0].tokens
-
-
-def test_masking_page_switches_in_one_click():
-    at = AppTest.from_file(str(PAGES / "masking.py"), default_timeout=180).run()
-    assert not at.exception
-    at.button(key="msk_switch").click().run()
-    assert not at.exception, [e.value for e in at.exception]
-    assert at.session_state["model_source"] == sources.PACKAGED_MLM
-    tables = [t.value for t in at.dataframe if "top guess" in t.value.columns]
-    assert tables and len(tables[0]) > 0
-    # what a new user sees with every default: the model gets the hidden words of the default sentence
-    assert tables[0]["recovered"].sum() >= 2, tables[0][["original", "top guess"]]
-
-
-def test_next_sentence_page_switches_in_one_click():
-    at = AppTest.from_file(str(PAGES / "next_sentence.py"), default_timeout=180).run()
-    at.button(key="nsp_switch").click().run()
-    assert not at.exception, [e.value for e in at.exception]
-    assert at.metric[0].label == "P(IsNext)"
-    # what a new user sees with every default: the true-next example is called a next sentence,
-    # and the random example a random one
-    assert at.metric[0].delta == "B follows A", at.metric[0].value
-    at.button(key="nsp_ex_random").click().run()
-    assert at.metric[0].delta == "B is a random sentence", at.metric[0].value

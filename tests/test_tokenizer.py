@@ -8,6 +8,7 @@ import transformers
 
 from bertcore import sources
 from bertcore.tokenizer import (
+    TextError,
     TokenizerError,
     check_tokenizer,
     encode,
@@ -24,8 +25,9 @@ from bertcore.wordpiece import (
     train_wordpiece,
 )
 
-FIXTURE = Path(__file__).parent / "fixtures" / "tiny_corpus.txt"
-TEXTS = [b for b in FIXTURE.read_text(encoding="utf-8").split("\n\n") if b.strip()]
+from .conftest import TINY_CORPUS
+
+TEXTS = [b for b in TINY_CORPUS.read_text(encoding="utf-8").split("\n\n") if b.strip()]
 PAIR = ("The Village Council met on Monday.", "Farmers brought pumpkins to the fair!")
 
 
@@ -80,6 +82,33 @@ def test_folder_loads_in_transformers_with_the_same_ids(trained, tmp_path):
     vocab_only.mkdir()
     (vocab_only / "vocab.txt").write_bytes((tmp_path / "tok" / "vocab.txt").read_bytes())
     assert transformers.BertTokenizerFast.from_pretrained(str(vocab_only))(*PAIR)["input_ids"] == want["input_ids"]
+
+
+@pytest.mark.parametrize("max_length", [6, 9, 12, 17, 18, 40])
+def test_pair_truncated_to_max_length_keeps_cls_a_sep_b_sep(packaged, max_length):
+    """``encode(tok, a, b, max_length)``: at most ``max_length`` tokens, laid out [CLS] A [SEP] B [SEP] with
+    segment 0 up to the first [SEP] and 1 after it; each sentence keeps a prefix of its pieces, cut
+    longest first (so both keep some), and ``num_truncated`` counts what went."""
+    tok = packaged.tokenizer
+    full = encode(tok, *PAIR)
+    enc = encode(tok, *PAIR, max_length=max_length)
+    assert len(full) == 18  # [CLS] + 7 pieces + [SEP] + 8 pieces (pumpkin ##s) + [SEP]: 18 and 40 cut nothing
+    assert len(enc) == min(max_length, len(full)) and enc.num_truncated == len(full) - len(enc)
+    sep = [i for i, t in enumerate(enc.tokens) if t == tok.sep_token]
+    assert enc.tokens[0] == tok.cls_token and len(sep) == 2 and sep[1] == len(enc) - 1
+    a, b = enc.tokens[1:sep[0]], enc.tokens[sep[0] + 1:-1]
+    assert a and b and abs(len(a) - len(b)) <= 1  # longest first: the longer is cut until they are level
+    full_sep = full.tokens.index(tok.sep_token)
+    assert a == full.tokens[1:1 + len(a)] and b == full.tokens[full_sep + 1:full_sep + 1 + len(b)]
+    assert enc.token_type_ids == [0] * (sep[0] + 1) + [1] * (len(enc) - sep[0] - 1)
+    assert enc.sequence_ids == [None] + [0] * len(a) + [None] + [1] * len(b) + [None]
+    assert enc.special_tokens_mask == [1] + [0] * len(a) + [1] + [0] * len(b) + [1]
+    assert enc.attention_mask == [1] * len(enc)
+
+
+def test_pair_that_cannot_fit_is_refused(packaged):
+    with pytest.raises(TextError, match="no room"):
+        encode(packaged.tokenizer, *PAIR, max_length=4)
 
 
 def test_packaged_vocab_is_bert_base_uncased(trained):
@@ -155,7 +184,7 @@ def test_vocab_size_range():
 def test_corpus_tokenizer_cached_per_corpus_and_size(tmp_path, monkeypatch):
     monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
     corpus = tmp_path / "c.txt"
-    corpus.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    corpus.write_text(TINY_CORPUS.read_text(encoding="utf-8"), encoding="utf-8")
     a = corpus_tokenizer(str(corpus), 300)
     folders = sorted((tmp_path / "cache" / "wordpiece").iterdir())
     assert len(folders) == 1 and (folders[0] / "vocab.txt").is_file()
@@ -165,7 +194,7 @@ def test_corpus_tokenizer_cached_per_corpus_and_size(tmp_path, monkeypatch):
     assert len(list((tmp_path / "cache" / "wordpiece").iterdir())) == 1
     corpus_tokenizer(str(corpus), 200)
     assert len(list((tmp_path / "cache" / "wordpiece").iterdir())) == 2
-    corpus.write_text(FIXTURE.read_text(encoding="utf-8") + "\n\nA brand new document about zebras.\n")
+    corpus.write_text(TINY_CORPUS.read_text(encoding="utf-8") + "\n\nA brand new document about zebras.\n")
     corpus_tokenizer(str(corpus), 300)  # the content changed: a new fingerprint, a new folder
     assert len(list((tmp_path / "cache" / "wordpiece").iterdir())) == 3
 
@@ -189,7 +218,7 @@ def test_parse_tokenizer_spec_refuses(spec, match):
 def test_resolve_tokenizer(tmp_path, monkeypatch, trained):
     monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
     corpus = tmp_path / "c.txt"
-    corpus.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    corpus.write_text(TINY_CORPUS.read_text(encoding="utf-8"), encoding="utf-8")
     assert is_bert_base_uncased(resolve_tokenizer("packaged"))
     assert resolve_tokenizer("corpus:300", str(corpus)).get_vocab() == trained.get_vocab()
     save_tokenizer(trained, tmp_path / "folder")

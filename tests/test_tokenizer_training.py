@@ -3,7 +3,6 @@ vocabulary, every checkpoint carries it and loads in transformers; an unusable -
 at launch (CLI exit code 2 and a message, no run directory), and by the Train page's checks."""
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -15,8 +14,9 @@ from bertcore.training.config import ExitCode
 from bertcore.training.models import validate
 from bertcore.wordpiece import SPECIAL_TOKENS, corpus_tokenizer
 
-FIX = Path(__file__).parent / "fixtures"
-TINY = json.dumps({"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64})
+from .conftest import TINY_CORPUS, TINY_RUN
+
+TINY = json.dumps(TINY_RUN)
 
 
 @pytest.fixture(autouse=True)
@@ -26,7 +26,7 @@ def _dirs(tmp_path, monkeypatch):
 
 
 def argv(run_dir, *extra):
-    return ["pretrain", "--run-dir", str(run_dir), "--corpus", str(FIX / "tiny_corpus.txt"), "--model-overrides", TINY,
+    return ["pretrain", "--run-dir", str(run_dir), "--corpus", str(TINY_CORPUS), "--model-overrides", TINY,
             "--max-seq-len", "32", "--batch-size", "8", "--max-steps", "2", "--log-every", "1", "--eval-every", "2",
             "--eval-batches", "1", "--save-every", "2", "--lock", "none", "--device", "cpu", "--val-fraction", "0.2",
             *extra]
@@ -49,7 +49,7 @@ def test_corpus_vocab_run_saves_a_checkpoint_that_loads_in_transformers(tmp_path
     names = {p.name for p in ckpt.iterdir()}
     assert {"tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "config.json",
             "model.safetensors"} <= names
-    cached = corpus_tokenizer(str(FIX / "tiny_corpus.txt"), 300)  # the same vocabulary, from the cache
+    cached = corpus_tokenizer(str(TINY_CORPUS), 300)  # the same vocabulary, from the cache
     hf_tok = transformers.BertTokenizerFast.from_pretrained(str(ckpt), local_files_only=True)
     assert hf_tok.get_vocab() == cached.get_vocab()
     hf = transformers.BertForPreTraining.from_pretrained(str(ckpt), local_files_only=True).eval()
@@ -66,7 +66,7 @@ def test_vocab_size_option_with_plain_corpus(tmp_path):
     run = tmp_path / "runs" / "vs"
     assert main(argv(run, "--tokenizer", "corpus", "--vocab-size", "200")) == ExitCode.DONE
     tok = transformers.BertTokenizerFast.from_pretrained(str(R.last_checkpoint(run)))
-    assert tok.get_vocab() == corpus_tokenizer(str(FIX / "tiny_corpus.txt"), 200).get_vocab()
+    assert tok.get_vocab() == corpus_tokenizer(str(TINY_CORPUS), 200).get_vocab()
 
 
 def test_unusable_tokenizer_folder_refused_at_launch(tmp_path, five_token_folder, capsys):

@@ -1,18 +1,17 @@
-"""TrainConfig: one owner of every training option; CLI <-> page defaults <-> run.json round trips."""
+"""TrainConfig: one owner of every training option; CLI <-> run.json round trips (the Train page's inputs
+and what reaches run.json from them: tests/pages/test_train_form.py)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from bertcore import runs as R
 from bertcore.train import build_parser, parse_args, resume_config, to_config
-from bertcore.training.config import ExitCode, OptionError, TrainConfig, default_lr, field_info, fields_for
+from bertcore.training.config import ExitCode, OptionError, TrainConfig, default_lr, fields_for
 
-ROOT = Path(__file__).resolve().parents[1]
+
 LEAD = ("pretrain --init packaged --corpus bbc --max-seq-len 128 --batch-size 32 --lr 3e-4 --warmup 0.05 "
         "--max-steps 50 --threads 1 --log-every 10 --eval-every 100 --eval-batches 10 --save-every 100 "
         "--keep-checkpoints 2 --lock none --run-dir runs/X").split()
@@ -71,50 +70,6 @@ def test_learning_rate_defaults_agree():
     assert TrainConfig.create("pretrain", init="packaged").peak_lr == 1e-4
     assert TrainConfig.create("finetune").peak_lr == 5e-5
     assert TrainConfig.create("finetune", init="scratch").peak_lr == 3e-4
-
-
-def test_page_inputs_show_the_config_defaults_ranges_and_help(tmp_path, monkeypatch):
-    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path))
-    at = AppTest.from_file(str(ROOT / "explorer" / "app_pages" / "train.py"), default_timeout=60)
-    at.session_state["train_recipe"] = "custom"  # the whole form (a one-click recipe is the default)
-    at.run()
-    assert not at.exception
-    for task in ("pretrain", "finetune"):
-        if task == "finetune":
-            at.radio(key="train_task").set_value("finetune").run()
-        for name, key in (("batch_size", "batch"), ("max_seq_len", "seqlen"), ("log_every", "log"),
-                          ("save_every", "save"), ("keep_checkpoints", "keep"), ("seed", "seed"),
-                          ("max_steps", "steps")):
-            w = at.number_input(key=f"train_{task}_{key}")
-            info = field_info(name, task)
-            assert w.value == info["default"], (task, name)
-            assert (w.min, w.max) == (info["min"], info["max"]) and info["help"][1:20] in w.help
-        lr = at.number_input(key=f"train_{task}_lr_{'scratch' if task == 'pretrain' else 'init'}")
-        assert lr.value == pytest.approx(default_lr(task, task == "pretrain"))
-
-
-def test_page_recipe_options_reach_run_json(tmp_path, monkeypatch):
-    """Length in minutes and the recipe knobs set on the page arrive in run.json's args (a TrainConfig)."""
-    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path))
-    at = AppTest.from_file(str(ROOT / "explorer" / "app_pages" / "train.py"), default_timeout=60)
-    at.session_state["train_recipe"] = "custom"  # the whole form (a one-click recipe is the default)
-    at.run()
-    at.radio(key="train_pretrain_length").set_value("minutes").run()
-    at.number_input(key="train_pretrain_minutes").set_value(2.5).run()
-    at.toggle(key="train_nsp").set_value(False).run()
-    at.slider(key="train_split").set_value((1.0, 1.0)).run()
-    at.checkbox(key="train_save_early").check().run()
-    at.button(key="train_start").click().run()
-    assert not at.exception and not at.error, [e.value for e in at.error]
-    [run] = [p for p in tmp_path.iterdir() if not p.name.startswith(".")]
-    try:
-        args = R.read_config(run)["args"]
-        cfg = TrainConfig.from_dict(args)
-        assert (cfg.max_time, cfg.max_steps, cfg.nsp, cfg.mask_replace_prob, cfg.random_replace_prob, cfg.save_early) \
-            == (2.5, None, False, 1.0, 0.0, True)
-        assert cfg == TrainConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
-    finally:
-        R.cancel(run, timeout_s=30)
 
 
 @pytest.mark.parametrize("task", ["pretrain", "finetune", "resume"])

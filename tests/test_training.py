@@ -1,7 +1,6 @@
 """bertcore.training: schedule, one step lowers the loss, end-to-end tiny runs, resume == uninterrupted."""
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -15,12 +14,13 @@ from bertcore.train import parse_args, resume_config, to_config
 from bertcore.training.loop import Trainer
 from bertcore.training.optim import lr_at, make_optimizer, warmup_steps_of
 
-FIX = Path(__file__).parent / "fixtures"
-TINY = json.dumps({"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64})
+from .conftest import FIXTURES, TINY_CORPUS, TINY_RUN
+
+TINY = json.dumps(TINY_RUN)
 
 
 def tiny_pretrain_argv(run_dir, *extra):
-    return ["pretrain", "--run-dir", str(run_dir), "--corpus", str(FIX / "tiny_corpus.txt"), "--model-overrides", TINY,
+    return ["pretrain", "--run-dir", str(run_dir), "--corpus", str(TINY_CORPUS), "--model-overrides", TINY,
             "--max-seq-len", "32", "--batch-size", "8", "--max-steps", "6", "--log-every", "1", "--eval-every", "3",
             "--eval-batches", "1", "--save-every", "3", "--dropout", "0", "--lock", "none", "--device", "cpu",
             "--val-fraction", "0.2", "--lr", "3e-3", "--warmup", "2", *extra]
@@ -52,7 +52,7 @@ def test_one_step_lowers_the_loss_on_a_fixed_batch(packaged):
     config = preset("nano", **json.loads(TINY), vocab_size=len(tok), hidden_dropout_prob=0.0,
                     attention_probs_dropout_prob=0.0)
     model = BertForPreTraining(config)
-    d = D.build_pretraining_data(tok, str(FIX / "tiny_corpus.txt"), 32, seed=0, val_fraction=0.2)
+    d = D.build_pretraining_data(tok, str(TINY_CORPUS), 32, seed=0, val_fraction=0.2)
     batch = D.PretrainCollator(tok)([d.train[i] for i in range(8)], D.batch_generator(0, 0))
     opt = make_optimizer(model, 3e-3, 0.0)
 
@@ -97,7 +97,7 @@ def test_tiny_pretraining_run_writes_the_contract(tmp_path):
 
 def tiny_finetune_argv(run_dir, *extra):
     return ["finetune", "--run-dir", str(run_dir), "--init", "scratch", "--model-overrides", TINY, "--dataset",
-            str(FIX / "tiny_labels.csv"), "--max-seq-len", "16", "--batch-size", "8", "--max-steps", "6",
+            str(FIXTURES / "tiny_labels.csv"), "--max-seq-len", "16", "--batch-size", "8", "--max-steps", "6",
             "--log-every", "1", "--eval-every", "3", "--save-every", "3", "--lock", "none", "--device", "cpu",
             "--lr", "1e-3", "--no-baseline", *extra]
 
@@ -138,7 +138,7 @@ def test_resume_equals_uninterrupted_with_dropout(tmp_path, make_argv):
 def test_tiny_finetune_run_with_baseline(tmp_path):
     run = tmp_path / "ft"
     argv = ["finetune", "--run-dir", str(run), "--init", "scratch", "--model-overrides", TINY, "--dataset",
-            str(FIX / "tiny_labels.csv"), "--max-seq-len", "16", "--batch-size", "16", "--max-steps", "8",
+            str(FIXTURES / "tiny_labels.csv"), "--max-seq-len", "16", "--batch-size", "16", "--max-steps", "8",
             "--log-every", "2", "--eval-every", "4", "--save-every", "100", "--lock", "none", "--device", "cpu",
             "--lr", "1e-3", "--pre-layer-norm", "--group-by-length"]
     _, state = run_trainer(argv)
@@ -184,7 +184,7 @@ def test_bad_options_fail_with_a_message(tmp_path):
     assert "unknown corpus" in R.read_status(run)["error"]
 
 
-# ----------------------------------------------------------------------------- issue 8: metrics, budget, knobs
+# ----------------------------------------------------------------------------- metrics, time budget, knobs
 def test_per_corruption_accuracy_on_a_constructed_case():
     """4 selected positions: [MASK] right, [MASK] wrong (but 2nd best), random right, unchanged right."""
     from types import SimpleNamespace

@@ -4,6 +4,7 @@
     models.py       the model and tokenizer a run starts from; the page's pre-launch checks
     tasks.py        PretrainTask (MLM + NSP) and ClassifyTask: data, forward, metrics, end
     loop.py         Trainer: setup, the loop, evaluation, checkpoints, resume
+    schedule.py     RunLength: how long a run is (steps, time budget, epochs), its progress, lr and ETA
     optim.py        AdamW and the learning-rate schedule
     dist.py         devices, DDP, autocast, the SIGTERM flag
     checkpoints.py  writing / pruning / reading checkpoints
@@ -22,6 +23,7 @@ _NAMES = {
     "models": ("TrainingError", "build_model", "resolve_init", "load_tokenizer_for", "start_model_config", "validate"),
     "tasks": ("PretrainTask", "ClassifyTask", "make_task"),
     "loop": ("Trainer", "Cancelled", "as_config"),
+    "schedule": ("RunLength", "short_seq_len"),
     "optim": ("lr_at", "warmup_steps_of", "make_optimizer"),
     "dist": ("Dist", "autocast", "pick_device", "init_distributed", "StopFlag"),
     "checkpoints": ("save_checkpoint", "prune_checkpoints", "load_trainer_state"),

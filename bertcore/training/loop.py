@@ -3,7 +3,7 @@
     setup     device (auto: CUDA else CPU), DDP (torchrun), seeds, the per-device lock, data and
               model (the task object, :mod:`.tasks`), AdamW, resume from a checkpoint
     loop      batch (short sequences first if scheduled) -> forward (bf16 autocast on CUDA) -> loss
-              -> backward -> clip -> lr (by step, or by elapsed time under ``--max-time``)
+              -> backward -> clip -> lr (by step, or by elapsed time under ``--max-time``: :mod:`.schedule`)
               -> optimizer step -> metrics every ``log_every`` -> eval every ``eval_every``
               -> checkpoint every ``save_every`` and at the extra steps (and on SIGTERM, then exit
               as ``cancelled``); the run ends at ``max_steps`` or when the time budget is spent
@@ -33,12 +33,12 @@ from .checkpoints import load_trainer_state, prune_checkpoints, save_checkpoint
 from .config import ExitCode, TrainConfig
 from .dist import StopFlag, autocast, init_distributed, pick_device
 from .models import TrainingError, build_model, load_tokenizer_for
-from .optim import lr_at, lr_at_time, make_optimizer, warmup_steps_of
+from .optim import make_optimizer
 from .events import tensorboard_writer
+from .schedule import RunLength, short_seq_len
 from .tasks import make_task
 
 Event = dict[str, Any]
-UNBOUNDED = 10**12  # "no step limit": a run bounded by its time budget only
 
 
 class Cancelled(Exception):
@@ -138,15 +138,7 @@ class Trainer:
         per_epoch = len(task.train_ds) // c.batch_size
         if per_epoch == 0:
             raise TrainingError(f"{len(task.train_ds)} training examples: fewer than one batch of {c.batch_size}")
-        self.budget_s = c.max_time * 60.0 if c.max_time else None
-        if c.max_steps:
-            self.total_steps = c.max_steps
-        elif self.budget_s:
-            self.total_steps = UNBOUNDED  # the time budget ends the run
-        else:
-            self.total_steps = max(1, int(math.ceil((c.epochs or 1.0) * per_epoch)))
-        self.bounded = self.total_steps != UNBOUNDED
-        self.warmup = warmup_steps_of(c.warmup, self.total_steps) if self.bounded or c.warmup >= 1 else 0
+        self.length = RunLength.of(c, per_epoch)
         self.extra_saves = c.extra_save_steps(self.total_steps)
         self.lr = c.peak_lr
         self.optimizer = make_optimizer(self.model, self.lr, c.weight_decay, c.beta2)
@@ -165,44 +157,29 @@ class Trainer:
                     self.log(f"removed {n} incomplete checkpoint folder(s) left by the interrupted session")
             self.log(f"resumed at step {self.step} from {resume_from}")
         n_params = self.model.num_parameters()
-        length = f"{self.total_steps} steps" if self.bounded else ""
-        if self.budget_s:
+        length = f"{self.total_steps} steps" if self.length.bounded else ""
+        if self.length.budget_s:
             length += (" or " if length else "") + f"{c.max_time:g} min"
         self.log(f"model: {origin}; {n_params:,} parameters; {length}, warmup {c.warmup}, "
                  f"peak lr {self.lr}, batch {c.batch_size}, seq {c.max_seq_len}")
         self._write_run_json(n_params)
         self.writer.set_status(state="running", step=self.step, total_steps=self.status_total(),
-                               time_budget_s=self.budget_s, elapsed_s=round(self.elapsed(), 1))
+                               time_budget_s=self.length.budget_s, elapsed_s=round(self.elapsed(), 1))
         if c.tensorboard and self.dist.main:
             self.subscribers.append(tensorboard_writer(R.RunDir(self.run_dir).tensorboard_dir))
 
-    def status_total(self) -> int | None:
-        """``total_steps`` for status.json: None when only the time budget bounds the run."""
-        return self.total_steps if self.bounded else None
+    # -- where the run stands (:class:`.schedule.RunLength`, set up in :meth:`setup`)
+    @property
+    def total_steps(self) -> int:
+        """The last step (:data:`.schedule.UNBOUNDED` when only the time budget ends the run)."""
+        return self.length.total_steps
 
-    def progress(self) -> float:
-        """Share of the run done, in [0, 1]: by time under a budget (or steps, whichever is further)."""
-        p = self.step / self.total_steps if self.bounded else 0.0
-        if self.budget_s:
-            p = max(p, self.elapsed() / self.budget_s)
-        return min(1.0, p)
+    def status_total(self) -> int | None:
+        return self.length.status_total()
 
     def lr_now(self) -> float:
         """The learning rate of the next step: by elapsed time under a budget, else by step."""
-        if self.budget_s:
-            return lr_at_time(self.elapsed(), self.budget_s, self.lr, self.cfg.warmup, self.step)
-        return lr_at(self.step, self.lr, self.warmup, self.total_steps)
-
-    def time_up(self) -> bool:
-        return bool(self.budget_s) and self.elapsed() >= self.budget_s
-
-    def max_len_now(self) -> int | None:
-        """The sequence-length schedule: ``short_seq_len`` for the first ``short_seq_fraction`` of the run."""
-        c = self.cfg
-        short = c.pretrain and c.short_seq_len and c.short_seq_len < c.max_seq_len
-        if short and self.progress() < c.short_seq_fraction:
-            return c.short_seq_len
-        return None
+        return self.length.lr(self.step, self.elapsed(), self.lr)
 
     def _write_run_json(self, n_params: int) -> None:
         existing = R.read_config(self.run_dir) if self.dist.main else None
@@ -214,7 +191,8 @@ class Trainer:
             "model_config": self.model.config.to_dict(), "device": str(self.device),
             "world_size": self.dist.world_size, "origin": self.origin, "num_parameters": n_params,
             "data": self.task.data.stats, "labels": self.task.labels,
-            "total_steps": self.status_total(), "warmup_steps": self.warmup, "time_budget_s": self.budget_s,
+            "total_steps": self.status_total(), "warmup_steps": self.length.warmup,
+            "time_budget_s": self.length.budget_s,
             "reference": self.task.reference or None,
         }
         if existing is not None:
@@ -288,7 +266,7 @@ class Trainer:
         while self.step < self.total_steps:
             t_step = time.perf_counter()
             step, epoch, rows = next(batches)
-            max_len = self.max_len_now()
+            max_len = short_seq_len(c, self.length.progress(self.step, self.elapsed()))  # short sequences first
             rows_batch = task.collate_train(rows, D.batch_generator(c.seed, step, self.dist.rank), max_len)
             batch = self.to_device(rows_batch)
             lr = self.lr_now()
@@ -308,7 +286,7 @@ class Trainer:
             step_times.append(time.perf_counter() - t_step)
             step_times = step_times[-50:]
             stop = self._sync_stop()
-            last = self.step >= self.total_steps or self._sync_flag(self.time_up())
+            last = self.step >= self.total_steps or self._sync_flag(self.length.time_up(self.elapsed()))
             if self.step % c.log_every == 0 or last or stop:
                 sums = self.dist.all_reduce_sum(window.clone())
                 dt = max(1e-9, time.perf_counter() - win_t)
@@ -321,8 +299,9 @@ class Trainer:
                     rec["grad_norm"] = round(grad_norm, 4)
                 self.emit(rec)
                 self.writer.set_status(state="running", step=self.step, total_steps=self.status_total(),
-                                       eta_s=round(self._eta(step_times), 1), tokens_per_s=round(tps, 1),
-                                       time_budget_s=self.budget_s, elapsed_s=round(self.elapsed(), 1))
+                                       eta_s=round(self.length.eta(self.step, self.elapsed(), step_times), 1),
+                                       tokens_per_s=round(tps, 1), time_budget_s=self.length.budget_s,
+                                       elapsed_s=round(self.elapsed(), 1))
                 window, win_t, win_steps = None, time.perf_counter(), 0
                 if not math.isfinite(rec["loss"]):
                     raise TrainingError(f"the loss became {rec['loss']} at step {self.step}: lower --lr")
@@ -337,15 +316,6 @@ class Trainer:
             due_time = c.save_every_s and time.perf_counter() - self.last_save_t >= c.save_every_s
             if self.step % c.save_every == 0 or due_time or self.step in self.extra_saves:
                 self.checkpoint()
-
-    def _eta(self, step_times: list[float]) -> float:
-        """Seconds left: by steps (mean of the last step times) and/or by the time budget, the sooner."""
-        left = []
-        if self.bounded:
-            left.append((self.total_steps - self.step) * (sum(step_times) / max(1, len(step_times))))
-        if self.budget_s:
-            left.append(max(0.0, self.budget_s - self.elapsed()))
-        return min(left)
 
     def _sync_flag(self, flag: bool) -> bool:
         """True on every rank when it is True on any (so DDP ranks stop at the same step)."""

@@ -8,19 +8,11 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-ROOT = Path(__file__).resolve().parents[1]
-TRAIN_PAGE = str(ROOT / "explorer" / "app_pages" / "train.py")
+from .conftest import page
+
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89"
 GOOD_CSV = "text,label\n" + "".join(f"sentence number {i} is {'good' if i % 2 else 'bad'},{'pos' if i % 2 else 'neg'}\n"
                                     for i in range(12))
-
-
-@pytest.fixture
-def root(tmp_path, monkeypatch):
-    folder = tmp_path / "runs"
-    folder.mkdir()
-    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(folder))
-    return folder
 
 
 def files_under(folder: Path) -> list[Path]:
@@ -28,9 +20,7 @@ def files_under(folder: Path) -> list[Path]:
 
 
 def upload(task: str, name: str, data: bytes, mime: str = "text/plain") -> AppTest:
-    at = AppTest.from_file(TRAIN_PAGE, default_timeout=60)
-    at.session_state["train_recipe"] = "custom"
-    at.run()
+    at = page("train", train_recipe="custom")
     if task == "finetune":
         at.radio(key="train_task").set_value("finetune").run()
         at.selectbox(key="train_ft_data").set_value("upload").run()
@@ -51,7 +41,7 @@ def errors(at: AppTest) -> str:
     return " | ".join(plain(e.value) for e in at.error)
 
 
-def refused(at: AppTest, root: Path, *needles: str) -> None:
+def refused(at: AppTest, runs_root: Path, *needles: str) -> None:
     text = errors(at)
     for needle in needles:
         assert needle in text, text
@@ -59,7 +49,7 @@ def refused(at: AppTest, root: Path, *needles: str) -> None:
     at.button(key="train_start").click().run()
     assert not at.exception
     assert any("uploaded file was refused" in str(e.value) for e in at.error)
-    assert files_under(root) == []
+    assert files_under(runs_root) == []
 
 
 @pytest.mark.parametrize("task,name,data,needles", [
@@ -73,42 +63,40 @@ def refused(at: AppTest, root: Path, *needles: str) -> None:
     ("pretrain", "one.txt", b"just one document without blank lines\n", ("1 non-empty document", "at least 2")),
     ("pretrain", "huge.txt", b"a" * (50 * 1024 * 1024 + 1), ("limited to 50 MB",)),
 ])
-def test_bad_upload_is_refused_with_a_message_and_leaves_nothing(root, task, name, data, needles):
+def test_bad_upload_is_refused_with_a_message_and_leaves_nothing(runs_root, task, name, data, needles):
     at = upload(task, name, data)
-    refused(at, root, *needles)
+    refused(at, runs_root, *needles)
 
 
-def test_good_csv_is_saved_under_uploads_and_becomes_the_dataset(root):
+def test_good_csv_is_saved_under_uploads_and_becomes_the_dataset(runs_root):
     at = upload("finetune", "My data (v2).csv", GOOD_CSV.encode("utf-8-sig"), "text/csv")
     assert errors(at) == ""
-    [saved] = files_under(root)
-    assert saved.parent == root / "uploads"
+    [saved] = files_under(runs_root)
+    assert saved.parent == runs_root / "uploads"
     assert saved.name.endswith("-My_data_v2_.csv") and len(saved.name.split("-")[0]) == 16
     assert saved.read_text(encoding="utf-8") == GOOD_CSV  # BOM removed
     assert any("12 labelled rows, 2 labels" in plain(s.value) for s in at.success)
     assert not [w for w in at.warning if "refused" in str(w.value) or "Upload a file" in str(w.value)]
     # the same file again: reused, not rewritten, nothing else appears
     at.get("file_uploader")[0].set_value(("My data (v2).csv", GOOD_CSV.encode("utf-8-sig"), "text/csv")).run()
-    assert files_under(root) == [saved]
+    assert files_under(runs_root) == [saved]
 
 
-def test_good_text_corpus_is_accepted(root):
+def test_good_text_corpus_is_accepted(runs_root):
     corpus = "First document. It has two sentences.\n\nSecond document here.\n\nA third one.\n"
     at = upload("pretrain", "../../etc/corpus.txt", corpus.encode())
     assert errors(at) == ""
-    [saved] = files_under(root)
-    assert saved.parent == root / "uploads" and saved.name.endswith("-corpus.txt")
+    [saved] = files_under(runs_root)
+    assert saved.parent == runs_root / "uploads" and saved.name.endswith("-corpus.txt")
     assert any("3 documents" in plain(s.value) for s in at.success)
 
 
-def test_path_input_still_offered_and_no_upload_means_no_start(root):
-    at = AppTest.from_file(TRAIN_PAGE, default_timeout=60)
-    at.session_state["train_recipe"] = "custom"
-    at.run()
+def test_path_input_still_offered_and_no_upload_means_no_start(runs_root):
+    at = page("train", train_recipe="custom")
     at.selectbox(key="train_pt_data").set_value("local").run()
     assert at.text_input(key="train_pretrain_path") is not None
     at.selectbox(key="train_pt_data").set_value("upload").run()
     at.button(key="train_start").click().run()
     assert not at.exception
     assert any("Upload a file first" in str(e.value) for e in at.error)
-    assert files_under(root) == []
+    assert files_under(runs_root) == []

@@ -1,9 +1,8 @@
-"""Figures of the issue-9 views: pure functions that check their inputs (rollout, neuron view, ablation)."""
+"""explorer.figures.rollout: raw attention, rollout and flow side by side, and the neuron view; inputs checked."""
 
 import numpy as np
 import pytest
 
-from explorer.figures import ablation as abl_figures
 from explorer.figures import rollout as rollout_figures
 
 
@@ -31,16 +30,3 @@ def test_neuron_figure_panels_and_shape_checks():
     np.testing.assert_allclose(np.asarray(fig.data[4].z, dtype=float).ravel(), probs)
     with pytest.raises(ValueError, match="neuron_figure"):
         rollout_figures.neuron_figure(q, k[:, :3], q * k, scores, probs, list("abcde"), "a")
-
-
-def test_ablation_figures_check_their_inputs():
-    mask = np.ones((2, 3))
-    mask[1, 2] = 0
-    fig = abl_figures.head_mask_figure(mask)
-    assert "1 of 6" in fig.layout.title.text
-    with pytest.raises(ValueError, match="layers, heads"):
-        abl_figures.head_mask_figure(np.ones(3))
-    with pytest.raises(ValueError, match="layer names"):
-        abl_figures.movement_figure([1.0, 0.9], ["a"], 0.9, 0.9)
-    with pytest.raises(ValueError, match="labels"):
-        abl_figures.before_after_bars(["x", "y"], [0.5, 0.5], [1.0], "t")

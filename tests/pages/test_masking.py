@@ -1,0 +1,136 @@
+"""AppTest of the Masking page: the draw equals bertcore.masking's for the seed, rates and splits at their
+bounds, whole-word masking, predictions equal bertcore.fill_mask's, models without an MLM head get a message
+and a one-click switch to the packaged MiniLM-MLM; bad text gives a message, never a traceback."""
+
+from __future__ import annotations
+
+import torch
+from streamlit.testing.v1 import AppTest
+
+from bertcore import fill_mask, masking, sources
+from bertcore.sources import load
+from bertcore.tokenizer import encode
+
+from .conftest import assert_bad_texts_handled, assert_clean, dataframes, messages, page
+
+
+def selected_table(at: AppTest):
+    for df in dataframes(at):
+        if "decision" in df.columns:
+            return df
+    return None
+
+
+def test_bad_text_gets_a_message():
+    msgs = assert_bad_texts_handled(page("masking"), "msk_text", own=("no_maskable_token",))
+    assert any("no token that can be masked" in i for i in msgs["no_maskable_token"]["info"])
+
+
+def test_masking_rate_zero_and_one():
+    at = page("masking", msk_rate=0.0)
+    assert_clean(at)
+    assert any("rate is 0" in i for i in messages(at)["info"])
+    assert at.metric[0].value.startswith("0 of ")
+    at.slider(key="msk_rate").set_value(1.0).run()
+    assert_clean(at)
+    sel, _, elig = at.metric[0].value.partition(" of ")
+    assert sel == elig and int(sel) > 0
+    assert len(selected_table(at)) == int(sel)
+
+
+def test_masking_split_all_mask_and_all_random():
+    at = page("masking", msk_rate=1.0, msk_split=(1.0, 1.0))
+    assert_clean(at)
+    table = selected_table(at)
+    assert set(table["decision"]) == {"[MASK]"} and set(table["model sees"]) == {"[MASK]"}
+    at.slider(key="msk_split").set_value((0.0, 1.0)).run()
+    table = selected_table(at)
+    assert set(table["decision"]) == {"random token"}
+
+
+def test_masking_matches_bertcore_for_the_seed_and_resample_changes_the_draw(packaged):
+    at = page("masking", msk_rate=0.5)
+    assert_clean(at)
+    before = selected_table(at)
+    tok = packaged.tokenizer
+    enc = encode(tok, at.text_area(key="msk_text").value)
+    t = enc.tensors()
+    r = masking.mask_for_tokenizer(tok, t["input_ids"], t["attention_mask"], mlm_probability=0.5,
+                                   generator=torch.Generator().manual_seed(0))
+    assert list(before["position"]) == torch.nonzero(r.decision[0]).reshape(-1).tolist()
+    at.button(key="msk_resample").click().run()
+    assert at.number_input(key="msk_seed").value == 1
+    after = selected_table(at)
+    assert list(before["position"]) != list(after["position"]) or list(before["decision"]) != list(after["decision"])
+
+
+def test_masking_whole_word_option_runs(packaged):
+    at = page("masking", msk_wwm=True, msk_rate=0.5)
+    at.text_area(key="msk_text").input("Unbelievably tokenization embeddings").run()
+    assert_clean(at)
+    table = selected_table(at)
+    enc = encode(packaged.tokenizer, "Unbelievably tokenization embeddings")
+    assert table is not None, "seed 0 at rate 0.5 selects some of the 3 words"
+    chosen = {enc.word_ids[p] for p in table["position"]}
+    expected = [p for p, w in enumerate(enc.word_ids) if w in chosen]
+    assert sorted(table["position"]) == expected
+    assert any(len([p for p, w in enumerate(enc.word_ids) if w == c]) > 1 for c in chosen), "a multi-piece word"
+
+
+def test_masking_any_whole_number_is_a_seed():
+    at = page("masking", msk_seed=-7)
+    assert_clean(at)
+    at.number_input(key="msk_seed").set_value(10**12).run()
+    assert_clean(at)
+    assert not messages(at)["error"] and not messages(at)["warning"]
+
+
+def test_masking_without_mlm_head_says_so():
+    at = page("masking")
+    info = " ".join(messages(at)["info"])
+    assert "no MLM head" in info and "Train page" in info and "MiniLM-MLM" in info
+    assert at.button(key="msk_switch").label.startswith("Use the packaged MiniLM-MLM")
+
+
+def test_masking_predictions_with_an_mlm_model(mlm_source):
+    at = page("masking", source=mlm_source, msk_rate=0.3)
+    at.text_area(key="msk_text").input("The cat sat on the [MASK] near the warm fire place.").run()
+    assert_clean(at)
+    preds = [df for df in dataframes(at) if "top guess" in df.columns]
+    assert len(preds) == 1
+    table = preds[0]
+    assert "(your [MASK])" in set(table["original"])
+    assert table["probability"].between(0, 1).all()
+    # the page shows what bertcore.fill_mask computes for the same draw
+    loaded = load(mlm_source)
+    tok = loaded.tokenizer
+    enc = encode(tok, "The cat sat on the [MASK] near the warm fire place.")
+    t = enc.tensors()
+    r = masking.mask_for_tokenizer(tok, t["input_ids"], t["attention_mask"], mlm_probability=0.3,
+                                   generator=torch.Generator().manual_seed(0))
+    positions = sorted(set(torch.nonzero(r.decision[0]).reshape(-1).tolist()) |
+                       set(fill_mask.mask_token_positions(tok, t["input_ids"])))
+    expected = fill_mask.predict(loaded.model, tok, r.input_ids, positions, labels=r.labels,
+                                 attention_mask=t["attention_mask"], token_type_ids=t["token_type_ids"])
+    assert list(table["position"]) == positions
+    assert list(table["top guess"]) == [p.tokens[0] for p in expected]
+    assert list(table["recovered"]) == [p.recovered for p in expected]
+    assert any(m.label.startswith("Original token recovered") for m in at.metric)
+
+
+def test_masking_mlm_model_with_nothing_to_predict(mlm_source):
+    at = page("masking", source=mlm_source, msk_rate=0.0)
+    assert_clean(at)
+    assert any("Nothing to predict" in i for i in messages(at)["info"])
+
+
+def test_switches_to_the_packaged_mlm_in_one_click():
+    at = page("masking")
+    assert not at.exception
+    at.button(key="msk_switch").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["model_source"] == sources.PACKAGED_MLM
+    tables = [t.value for t in at.dataframe if "top guess" in t.value.columns]
+    assert tables and len(tables[0]) > 0
+    # what a new user sees with every default: the model gets the hidden words of the default sentence
+    assert tables[0]["recovered"].sum() >= 2, tables[0][["original", "top guess"]]

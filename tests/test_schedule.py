@@ -1,0 +1,42 @@
+"""bertcore.training.schedule: a run's length from max_steps, a time budget or epochs; its progress,
+learning rate, ETA and sequence-length schedule (pure; the whole loop: tests/test_training.py)."""
+
+import pytest
+
+from bertcore.training.config import TrainConfig
+from bertcore.training.optim import lr_at, lr_at_time
+from bertcore.training.schedule import UNBOUNDED, RunLength, short_seq_len
+
+
+def length(per_epoch: int = 50, **options) -> RunLength:
+    return RunLength.of(TrainConfig.create("pretrain", **options), per_epoch)
+
+
+def test_steps_win_then_the_time_budget_then_epochs():
+    assert length(max_steps=30, max_time=2.0, warmup=0.1) == RunLength(30, 120.0, 3, 0.1)
+    by_time = length(max_time=2.0, warmup=0.1)
+    assert (by_time.total_steps, by_time.bounded, by_time.status_total()) == (UNBOUNDED, False, None)
+    assert by_time.warmup == 0  # a fractional warmup of a time-bounded run is a fraction of the budget
+    assert length(max_time=2.0, warmup=7).warmup == 7
+    assert length(epochs=2.5, warmup=0.1).total_steps == 125 and length(warmup=0.1).total_steps == 50
+    assert length(per_epoch=1, epochs=0.1).total_steps == 1
+
+
+def test_progress_lr_eta_and_time_up():
+    steps = RunLength(100, None, 10, 10)
+    assert steps.progress(25, 999.0) == 0.25 and not steps.time_up(1e9)
+    assert steps.lr(4, 0.0, 1e-3) == lr_at(4, 1e-3, 10, 100)
+    assert steps.eta(60, 0.0, [0.5, 1.5]) == pytest.approx(40.0)
+    both = RunLength(100, 60.0, 10, 10)
+    assert both.progress(10, 30.0) == 0.5 and both.progress(90, 30.0) == 0.9  # whichever is further
+    assert both.lr(4, 30.0, 1e-3) == lr_at_time(30.0, 60.0, 1e-3, 10, 4)
+    assert both.eta(10, 30.0, [1.0]) == pytest.approx(30.0)  # the sooner end
+    assert both.time_up(60.0) and not both.time_up(59.9)
+    assert both.progress(0, 600.0) == 1.0
+
+
+def test_short_sequences_first():
+    cfg = TrainConfig.create("pretrain", max_seq_len=128, short_seq_len=64, short_seq_fraction=0.9)
+    assert short_seq_len(cfg, 0.5) == 64 and short_seq_len(cfg, 0.9) is None
+    assert short_seq_len(cfg.replace(short_seq_len=None), 0.0) is None
+    assert short_seq_len(cfg.replace(short_seq_len=256), 0.0) is None  # not shorter: no schedule
