@@ -47,7 +47,7 @@ def click_toggle(page, label: str):
 def test_attention_views_render_times(session, server, nav_pages):  # noqa: F811
     nav = find_page(nav_pages, r"^attention$")
     if nav is None:
-        pytest.skip("no Attention page")
+        pytest.fail("no Attention page in the navigation (renamed? update the pattern)")
     open_page(session, nav)
     page = session.page
     rows, found = [], []
@@ -74,7 +74,7 @@ def test_attention_views_render_times(session, server, nav_pages):  # noqa: F811
 def test_ablation_page_render_times(session, server, nav_pages):  # noqa: F811
     nav = find_page(nav_pages, r"ablation")
     if nav is None:
-        pytest.skip("no Head ablation page")
+        pytest.fail("no Head ablation page in the navigation (renamed? update the pattern)")
     open_page(session, nav)
     page = session.page
     shoot(page, SCREENSHOTS / "views-ablation-default.png")
