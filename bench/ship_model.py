@@ -169,7 +169,8 @@ def stages(run_dir: Path | None) -> list[dict]:
 def _stage_line(i: int, st: dict) -> str:
     a = st["args"]
     start = "all-MiniLM-L6-v2 with fresh heads" if a.get("init") == "packaged" else f"stage {i - 1}'s checkpoint"
-    budget = f", a {a['max_time']:.0f}-minute budget" if a.get("max_time") else ""
+    budget = (f", a {a['max_time']:.0f}-minute budget (the step count depends on the machine's speed)"
+              if a.get("max_time") else "")
     return (f"stage {i}: from {start}, {st['steps']:,} optimizer steps of {a.get('batch_size')} sequences x "
             f"{a.get('max_seq_len')} tokens (about {st['tokens'] / 1e6:.1f}M token positions; "
             f"{st['data'].get('train_pairs', '?')} NSP pairs a pass, from {st['data'].get('train_documents', '?')} "

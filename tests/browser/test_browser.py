@@ -245,12 +245,17 @@ def open_page(session: Session, nav: NavPage, expand: bool = False) -> tuple[flo
     charts = wait_charts(session.page)
     took = time.perf_counter() - t0
     if expand:
-        closed = session.page.locator(f'{MAIN} [data-testid="stExpander"] details:not([open]) > summary')
-        for _ in range(min(closed.count(), 10)):
-            closed.first.click()
-        if closed.count() == 0:
-            wait_idle(session.page, start_ms=300)
+        expand_all(session.page)
     return took, charts
+
+
+def expand_all(page) -> None:
+    """Open the main area's closed expanders (their fields are places people type too)."""
+    closed = page.locator(f'{MAIN} [data-testid="stExpander"] details:not([open]) > summary')
+    for _ in range(min(closed.count(), 10)):
+        closed.first.click()
+    if closed.count() == 0:
+        wait_idle(page, start_ms=300)
 
 
 def commit(field_locator, is_area: bool) -> None:
@@ -787,7 +792,12 @@ def test_two_users_start_training_at_once(server, nav_pages, new_session, result
         pytest.fail("no Train page in the navigation (renamed? update the pattern)")
     users = [new_session(), new_session()]
     for user in users:
-        open_page(user, nav, expand=True)
+        open_page(user, nav)
+        custom = user.page.locator(f'{MAIN} [data-testid="stRadio"] label').filter(has_text="Custom: every option")
+        assert custom.count(), "the Train page has no 'Custom: every option' recipe (renamed? update the label)"
+        custom.first.click()
+        wait_idle(user.page)
+        expand_all(user.page)
         if not _set_number(user.page, "Steps", "2"):
             pytest.fail("the Train page has no 'Steps' field (renamed? update the label)")
         _set_number(user.page, "Documents to use (0: all)", "20")
