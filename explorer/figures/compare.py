@@ -94,7 +94,7 @@ def side_by_side(attn_a, attn_b, tokens: Sequence[str], title_a: str = "model A"
     # two panels share the width: half as many labels across as down
     bottom = max(token_axis(fig, labels, max(max_labels // 2, 1), "x", angle=-60, row=1, col=col) for col in (1, 2))
     left = token_axis(fig, labels, max_labels, "y", row=1, col=1)
-    token_axis(fig, labels, max_labels, "y", row=1, col=2)
+    fig.update_yaxes(showticklabels=False, automargin=False, row=1, col=2)  # the same tokens as on the left
     fig.update_xaxes(title="key (attended to)")  # below: the panel titles are above
     fig.update_yaxes(autorange="reversed")
     fig.update_yaxes(title="query (attending)", col=1)
