@@ -225,3 +225,34 @@ def test_resolve_tokenizer(tmp_path, monkeypatch, trained):
     assert resolve_tokenizer(str(tmp_path / "folder")).get_vocab() == trained.get_vocab()
     with pytest.raises(TokenizerError, match="no tokenizer in"):
         resolve_tokenizer(str(tmp_path))
+
+
+# ----------------------------------------------------------------------------- encode
+def test_tokenizer_encodes_pairs_with_segments_and_unique_word_ids(packaged):
+    enc = encode(packaged.tokenizer, "Unbelievably HUGE", "second part")
+    assert enc.tokens[0] == packaged.tokenizer.cls_token and enc.tokens.count(packaged.tokenizer.sep_token) == 2
+    assert "huge" in enc.tokens  # uncased normalisation
+    assert any(t.startswith("##") for t in enc.tokens)
+    sep = enc.tokens.index(packaged.tokenizer.sep_token)
+    assert set(enc.token_type_ids[: sep + 1]) == {0} and set(enc.token_type_ids[sep + 1:]) == {1}
+    words = [w for w in enc.word_ids if w is not None]
+    assert words == sorted(words) and len(enc.words) == len(set(words)) == 4
+    assert enc.num_truncated == 0
+
+
+def test_tokenizer_truncates_to_max_positions_and_reports_it(packaged):
+    enc = encode(packaged.tokenizer, "word " * 1000)
+    assert len(enc) == 512 and enc.num_truncated == 1002 - 512
+    assert enc.tokens[-1] == packaged.tokenizer.sep_token
+
+
+@pytest.mark.parametrize("text", ["", "   \n\t", "\x00\x01\x02", None, "a" * 200_001])
+def test_tokenizer_refuses_unreadable_text_with_a_message(packaged, text):
+    with pytest.raises(TextError):
+        encode(packaged.tokenizer, text)
+
+
+@pytest.mark.parametrize("text", ["🙂 emoji 🚀", "שלום עולם", "zero\u200bwidth\u200d joiner", "ctrl\x07char\x00s"])
+def test_tokenizer_handles_odd_unicode(packaged, text):
+    enc = encode(packaged.tokenizer, text)
+    assert len(enc) >= 3 and "\x00" not in "".join(enc.tokens)
