@@ -192,26 +192,32 @@ def text_or_pair(prefix: str, default: str, default_pair: str, pair_default: boo
 
 
 def clamped_slider(label: str, key: str, lo: int, hi: int, default: int, help: str | None = None,
-                   format_func=None) -> int:
+                   format_func=None, compact: bool = False) -> int:
     """An int slider ``lo..hi`` whose value is kept across pages and clamped when the range
-    shrinks (another model, a shorter text); a fixed caption when ``lo == hi``."""
+    shrinks (another model, a shorter text); a fixed caption when ``lo == hi``. ``compact``: a
+    selectbox instead (two sliders cost ~0.3 s per rerun in the browser; use it where every rerun
+    counts)."""
     if hi <= lo:
         st.caption(f"{label}: {format_func(lo) if format_func else lo} (the only one)")
         return lo
     if key in st.session_state:  # keep the user's choice, clamped to this model's range
         if not lo <= st.session_state[key] <= hi:
             st.session_state[key] = min(max(st.session_state[key], lo), hi)
-        return int(st.slider(label, lo, hi, key=key, help=help, persist_state="session"))
-    return int(st.slider(label, lo, hi, value=min(max(default, lo), hi), key=key, help=help, persist_state="session"))
+        value = {}
+    else:
+        value = {"index": min(max(default, lo), hi) - lo} if compact else {"value": min(max(default, lo), hi)}
+    if compact:
+        return int(st.selectbox(label, range(lo, hi + 1), key=key, help=help, persist_state="session", **value))
+    return int(st.slider(label, lo, hi, key=key, help=help, persist_state="session", **value))
 
 
 def layer_picker(prefix: str, num_layers: int, include_embeddings: bool = False, default: int | None = None,
-                 label: str = "Layer") -> int:
+                 label: str = "Layer", compact: bool = False) -> int:
     """A layer slider: 1..num_layers, or 0..num_layers with ``include_embeddings`` (0 = the
     embedding output, before any layer). Returns the chosen number (1-based for layers)."""
     lo = 0 if include_embeddings else 1
     return clamped_slider(label, f"{prefix}_layer", lo, num_layers, num_layers if default is None else default,
-                           help="0 is the embedding layer's output" if include_embeddings else None)
+                          help="0 is the embedding layer's output" if include_embeddings else None, compact=compact)
 
 
 WORDS_HELP = ("Merge the pieces of each word: attention to a word is the sum over its pieces, attention from a "
@@ -225,9 +231,9 @@ def words_toggle(prefix: str, where=None) -> bool:
                                      help=WORDS_HELP))
 
 
-def head_picker(prefix: str, num_heads: int, default: int = 1) -> int:
-    """A head slider 1..num_heads; returns the chosen head (1-based)."""
-    return clamped_slider("Head", f"{prefix}_head", 1, num_heads, default)
+def head_picker(prefix: str, num_heads: int, default: int = 1, compact: bool = False) -> int:
+    """A head slider 1..num_heads (``compact``: a selectbox); returns the chosen head (1-based)."""
+    return clamped_slider("Head", f"{prefix}_head", 1, num_heads, default, compact=compact)
 
 
 # ----------------------------------------------------------------------------- export

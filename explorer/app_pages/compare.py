@@ -134,9 +134,9 @@ if one.open:
                     if len(cmp.sentences) > 1 else 0
                 line = min(int(line), len(cmp.sentences) - 1)
             with s2:
-                layer = widgets.layer_picker("cmp", cmp.js.shape[0])
+                layer = widgets.layer_picker("cmp", cmp.js.shape[0], compact=True)
             with s3:
-                head = widgets.head_picker("cmp", cmp.js.shape[1])
+                head = widgets.head_picker("cmp", cmp.js.shape[1], compact=True)
             act_a, act_b = cmp.runs_a[line], cmp.runs_b[line]
             d = float(js_distance(act_a.attentions[layer - 1, head - 1], act_b.attentions[layer - 1, head - 1]).mean())
             st.caption(f"Layer {layer}, head {head} on line {line + 1}: JS distance {d:.3f} (mean over query rows). "

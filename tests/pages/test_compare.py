@@ -45,7 +45,7 @@ def test_compare_run_checkpoint_picked_on_the_page(models, run_source):
         at.session_state["cmp_tab"] = label
         at.run()
         assert_clean(at)
-    at.slider(key="cmp_layer").set_value(3).run()
+    at.selectbox(key="cmp_layer").set_value(3).run()
     assert_clean(at)
     assert any("JS distance" in c.value and "Layer 3" in c.value for c in at.caption)
 
