@@ -12,15 +12,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import time
 from pathlib import Path
 
-import torch
-import transformers
+from bertcore.heads import BertForPreTraining, BertModel
 
-from bertcore.sources import packaged_model_dir
-
+from ..conftest import mark_complete, save_tiny_bert
 from .conftest import BROWSER_ARTIFACTS, SCREENSHOTS
 from .test_browser import (  # noqa: F401 - fixtures used by name
     SIDEBAR,
@@ -35,20 +32,11 @@ from .test_browser import (  # noqa: F401 - fixtures used by name
 FIRST_RUN_MS = 600_000  # the MiniLM's 150 segments take ~40 s on a loaded 2-core machine
 
 
-def tiny_folder(folder: Path, cls=transformers.BertModel) -> Path:
-    torch.manual_seed(0)
-    config = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=64, max_position_embeddings=128)
-    cls(config).save_pretrained(folder)
-    shutil.copy(packaged_model_dir() / "vocab.txt", folder / "vocab.txt")
-    return folder
-
-
 def fake_run(runs_dir: Path) -> Path:
     """A finished run with one (random, tiny) checkpoint, as bertcore.train writes it."""
     run = runs_dir / "20261123-120000-pretrain-find"
-    ckpt = tiny_folder(run / "checkpoints" / "step-000000", transformers.BertForPreTraining)
-    torch.save({"step": 0}, ckpt / "trainer_state.pt")
+    checkpoint = save_tiny_bert(run / "checkpoints" / "step-000000", BertForPreTraining, max_position_embeddings=128)
+    mark_complete(checkpoint, 0)
     (run / "run.json").write_text(json.dumps({"run_id": run.name, "task": "pretrain", "args": {"max_seq_len": 128},
                                               "created": "2026-11-23T12:00:00Z", "argv": []}))
     (run / "status.json").write_text(json.dumps({"state": "done", "step": 0, "pid": None}))
@@ -68,7 +56,7 @@ def test_findings_for_three_kinds_of_model(session, server, tmp_path):
     page = session.page
     page.goto(session.base_url, wait_until="domcontentloaded")
     wait_idle(page, start_ms=5_000, need_content=True)
-    local = tiny_folder(tmp_path / "tiny-random")
+    local = save_tiny_bert(tmp_path / "tiny-random", BertModel, max_position_embeddings=128)
     fake_run(server.runs_dir)
     rows, found = [], []
     for kind in ("packaged MiniLM", "tiny random model (local folder)", "run checkpoint (step 0)"):
