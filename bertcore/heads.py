@@ -83,6 +83,11 @@ def _mlm_logits(
     return head(sequence_output), labels
 
 
+def _mlm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of ``logits (..., V)`` against ``labels (...)``, skipping -100 (unselected)."""
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=IGNORE_INDEX)
+
+
 class _TiedMLM:
     """Mixin: tie ``cls.predictions.decoder.weight`` to the word embeddings."""
 
@@ -171,8 +176,7 @@ class BertForPreTraining(_TiedMLM, BertPreTrainedModel):
         nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
         mlm_loss = nsp_loss = None
         if labels is not None:
-            mlm_loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), mlm_labels.reshape(-1),
-                                       ignore_index=IGNORE_INDEX)
+            mlm_loss = _mlm_loss(logits, mlm_labels)
         if next_sentence_label is not None:
             nsp_loss = F.cross_entropy(nsp_logits, next_sentence_label.reshape(-1))
         losses = [x for x in (mlm_loss, nsp_loss) if x is not None]
@@ -210,8 +214,7 @@ class BertForMaskedLM(_TiedMLM, BertPreTrainedModel):
         logits, mlm_labels = _mlm_logits(self.cls.predictions, out.last_hidden_state, labels, masked_only)
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), mlm_labels.reshape(-1),
-                                   ignore_index=IGNORE_INDEX)
+            loss = _mlm_loss(logits, mlm_labels)
         return MaskedLMOutput(loss, logits, mlm_labels if masked_only else None, out.hidden_states, out.attentions)
 
 
