@@ -160,7 +160,7 @@ def stages(run_dir: Path | None) -> list[dict]:
             argv += f"`, then `python -m bertcore.train resume --run-dir {args.get('run_dir')} --max-steps {steps}"
         out.insert(0, {"argv": argv, "steps": steps, "args": args, "data": run.get("data", {}),
                        "tokens": steps * args.get("batch_size", 0) * args.get("max_seq_len", 0),
-                       "updated": status.get("updated", "")})
+                       "updated": status.get("updated", ""), "state": status.get("state", "")})
         init = Path(str(args.get("init") or ""))
         run_dir = init.parent.parent if init.parent.name == "checkpoints" else None
     return out
@@ -171,11 +171,14 @@ def _stage_line(i: int, st: dict) -> str:
     start = "all-MiniLM-L6-v2 with fresh heads" if a.get("init") == "packaged" else f"stage {i - 1}'s checkpoint"
     budget = (f", a {a['max_time']:.0f}-minute budget (the step count depends on the machine's speed)"
               if a.get("max_time") else "")
+    if st["state"] == "cancelled":  # stopped by SIGTERM: the loop saved a checkpoint at that step
+        budget += ", stopped early by hand (SIGTERM; the next stage starts from the checkpoint it saved)"
+    dropout = f", dropout {a['dropout']}" if a.get("dropout") is not None else ""
     return (f"stage {i}: from {start}, {st['steps']:,} optimizer steps of {a.get('batch_size')} sequences x "
             f"{a.get('max_seq_len')} tokens (about {st['tokens'] / 1e6:.1f}M token positions; "
             f"{st['data'].get('train_pairs', '?')} NSP pairs a pass, from {st['data'].get('train_documents', '?')} "
             f"articles), {a.get('mlm_probability', 0.15):.0%} of tokens masked, peak lr {a.get('lr')}, warmup "
-            f"{a.get('warmup')}{budget}, {a.get('threads') or 'all'} CPU thread(s), ended {st['updated']}")
+            f"{a.get('warmup')}{dropout}{budget}, {a.get('threads') or 'all'} CPU thread(s), ended {st['updated']}")
 
 
 def card(out: Path, run_dir: Path | None, m: dict, c: dict, par: float) -> str:
