@@ -201,7 +201,7 @@ objectives (masked LM, 80/10/10, + next sentence prediction) on the BBC News art
 - Files: `config.json`, `model.safetensors` ({size:.1f} MiB, fp16 storage; both bertcore and
   `transformers.BertForPreTraining.from_pretrained` load it in fp32), tokenizer files.
 - Training: {steps:,} optimizer steps in all (about {tokens / 1e6:.1f}M token positions seen), AdamW (weight
-  decay 0.01), linear warmup then linear decay, dropout as all-MiniLM-L6-v2 (0.1):
+  decay 0.01), linear warmup then linear decay, dropout as all-MiniLM-L6-v2 (0.1) unless a stage says otherwise:
 {training}
 - Reproduce: `{argv}`,
   then `python bench/ship_model.py --checkpoint <last run>/checkpoints/step-<last> --out models/minilm-mlm`.
