@@ -88,6 +88,17 @@ def test_pretraining_data_from_fixture(tok):
     assert again.train["input_ids"] == d.train["input_ids"]
 
 
+def test_pair_seed_draws_new_training_pairs_on_the_same_split(tok):
+    d0 = D.build_pretraining_data(tok, str(TINY_CORPUS), 32, seed=0, val_fraction=0.2)
+    d1 = D.build_pretraining_data(tok, str(TINY_CORPUS), 32, seed=0, pair_seed=1, val_fraction=0.2)
+    same = D.build_pretraining_data(tok, str(TINY_CORPUS), 32, seed=0, pair_seed=0, val_fraction=0.2)
+    assert same.train["input_ids"] == d0.train["input_ids"]  # pair_seed defaults to seed
+    assert d1.train["input_ids"] != d0.train["input_ids"]  # new NotNext partners / segment lengths
+    assert d1.val["input_ids"] == d0.val["input_ids"]  # the held-out documents and pairs stay
+    assert d1.stats["train_documents"] == d0.stats["train_documents"]
+    assert d1.stats["sentences"] == d0.stats["sentences"]
+
+
 def test_collator_masks_anew_per_step_and_never_specials(tok):
     d = D.build_pretraining_data(tok, str(TINY_CORPUS), 32, seed=0, val_fraction=0.2)
     rows = [d.train[i] for i in range(len(d.train))]

@@ -284,3 +284,19 @@ def test_epochs_save_every_s_and_grad_clip_options(tmp_path):
     assert trainer.total_steps == per_epoch == R.read_status(run)["total_steps"]
     assert [R.checkpoint_step(c) for c in R.checkpoints(run)] == list(range(1, per_epoch + 1))
     assert all("grad_norm" not in r for r in R.read_metrics(run, "train"))
+
+
+def test_data_seed_gives_new_batches_and_keeps_the_validation_set(tmp_path):
+    """A continued stage with ``--data-seed`` must not replay the last stage's batches and masks (the
+    shipped model's stages 2-4 all saw the same first batches before this option), while the
+    train/validation split, and so the validation numbers of the same weights, stay as they were."""
+    runs = {}
+    for name, extra in (("seed0", ()), ("data1", ("--data-seed", "1"))):
+        run = tmp_path / "runs" / name
+        _, state = run_trainer(tiny_pretrain_argv(run, "--max-steps", "2", *extra))
+        assert state == "done"
+        runs[name] = (R.read_metrics(run, "train"), R.read_metrics(run, "val"), R.read_config(run))
+    (train0, val0, cfg0), (train1, val1, cfg1) = runs["seed0"], runs["data1"]
+    assert train1[0]["loss"] != train0[0]["loss"]  # same initial weights, other batch
+    assert val1[0]["loss"] == val0[0]["loss"]  # step 0: same weights, same validation pairs and masks
+    assert cfg1["data"]["val_pairs"] == cfg0["data"]["val_pairs"] and cfg1["args"]["data_seed"] == 1

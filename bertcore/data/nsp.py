@@ -164,6 +164,7 @@ def build_pretraining_data(
     max_seq_len: int = 128,
     *,
     seed: int = 0,
+    pair_seed: int | None = None,
     max_docs: int | None = None,
     val_fraction: float = 0.05,
     short_seq_prob: float = 0.1,
@@ -171,6 +172,10 @@ def build_pretraining_data(
 ) -> PretrainData:
     """Corpus -> documents -> sentences -> NSP pairs, split by document (validation pairs come
     from documents never seen in training; their NotNext partners too).
+
+    ``seed`` fixes the split and the validation pairs; ``pair_seed`` (default ``seed``) the training
+    pairs (segment lengths and random NotNext partners), so a continued stage can draw new pairs
+    from the same training documents.
 
     Raises:
         DataError: see :func:`load_documents`; or too few documents for a validation split.
@@ -187,7 +192,8 @@ def build_pretraining_data(
     val_idx, train_idx = sorted(order[:n_val]), sorted(order[n_val:])
     common = dict(cls_id=tokenizer.cls_token_id, sep_id=tokenizer.sep_token_id, short_seq_prob=short_seq_prob,
                   random_next_prob=random_next_prob)
-    train = create_nsp_pairs([all_ids[i] for i in train_idx], max_seq_len, seed=seed, **common)
+    train = create_nsp_pairs([all_ids[i] for i in train_idx], max_seq_len,
+                             seed=seed if pair_seed is None else pair_seed, **common)
     val = create_nsp_pairs([all_ids[i] for i in val_idx], max_seq_len, seed=seed + 1, **common) if n_val else None
     stats = {
         "corpus": corpus, "documents": n, "train_documents": len(train_idx), "val_documents": n_val,

@@ -76,6 +76,10 @@ class TrainConfig:
     lock: str = opt("fail", "run", "one run per device: refuse (fail) or queue (wait) when the device is busy; "
                     "none skips the lock", choices=("fail", "wait", "none"))
     seed: int = opt(0, "run", "seed of data split, pairs, masks, init and dropout", type=int, min=0, max=2**31 - 1)
+    data_seed: int | None = opt(None, "run", "seed of the training pairs (NSP partners), batch order and masks "
+                                "(default: --seed); give a continued stage a new one so it does not replay the "
+                                "last stage's batches, while --seed keeps the same train/validation split",
+                                type=int, min=0, max=2**31 - 1)
     resume: bool = opt(False, "run", "continue from the run directory's last checkpoint", type=bool)
     threads: int | None = opt(None, "run", "torch CPU threads (default: torch's choice)", type=int, min=1, max=1024)
     # run length
@@ -230,6 +234,11 @@ class TrainConfig:
     def scratch(self) -> bool:
         """Trained from a preset (random init) rather than continued from a model."""
         return self.init in (None, "") if self.pretrain else self.init == "scratch"
+
+    @property
+    def train_data_seed(self) -> int:
+        """Seed of training pairs, batch order and masks: ``data_seed``, else ``seed`` (HF ``data_seed``)."""
+        return self.seed if self.data_seed is None else self.data_seed
 
     @property
     def peak_lr(self) -> float:

@@ -10,9 +10,9 @@
     end       a final evaluation and checkpoint; the task's finish (fine-tuning: test results, baseline)
 
 Every metric record goes to the subscribers (``on_event``) and to ``metrics.jsonl`` (the UI and a
-test see the same events). Reproducibility: the data order depends on (seed, epoch), the masks on
-(seed, step, rank), and the RNG state (dropout) is saved in each checkpoint, so a resumed run equals
-an uninterrupted one.
+test see the same events). Reproducibility: the data order depends on (data seed, epoch), the masks
+on (data seed, step, rank) (data seed = ``--data-seed``, else ``--seed``), and the RNG state (dropout) is
+saved in each checkpoint, so a resumed run equals an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -249,7 +249,7 @@ class Trainer:
         model, opt = self.ddp_model, self.optimizer
         self.t0 = time.perf_counter()  # the clock (metrics "time", the time budget) counts training, not setup
         lengths = [len(x) for x in task.train_ds["input_ids"]] if c.group_by_length else None
-        batches = D.iterate_batches(task.train_ds, c.batch_size, seed=c.seed, start_step=self.step,
+        batches = D.iterate_batches(task.train_ds, c.batch_size, seed=c.train_data_seed, start_step=self.step,
                                     rank=self.dist.rank, world_size=self.dist.world_size, lengths=lengths)
         window = None
         win_t, win_steps = time.perf_counter(), 0
@@ -267,7 +267,7 @@ class Trainer:
             t_step = time.perf_counter()
             step, epoch, rows = next(batches)
             max_len = short_seq_len(c, self.length.progress(self.step, self.elapsed()))  # short sequences first
-            rows_batch = task.collate_train(rows, D.batch_generator(c.seed, step, self.dist.rank), max_len)
+            rows_batch = task.collate_train(rows, D.batch_generator(c.train_data_seed, step, self.dist.rank), max_len)
             batch = self.to_device(rows_batch)
             lr = self.lr_now()
             for group in opt.param_groups:
