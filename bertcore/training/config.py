@@ -75,7 +75,8 @@ class TrainConfig:
     precision: str = opt("auto", "run", "auto = bf16 autocast on CUDA, fp32 on CPU", choices=("auto", "fp32", "bf16"))
     lock: str = opt("fail", "run", "one run per device: refuse (fail) or queue (wait) when the device is busy; "
                     "none skips the lock", choices=("fail", "wait", "none"))
-    seed: int = opt(0, "run", "seed of data split, pairs, masks, init and dropout", type=int, min=0, max=2**31 - 1)
+    seed: int = opt(0, "run", "seed of data split, validation pairs, init and dropout (and of the training pairs, "
+                    "order and masks unless --data-seed is given)", type=int, min=0, max=2**31 - 1)
     data_seed: int | None = opt(None, "run", "seed of the training pairs (NSP partners), batch order and masks "
                                 "(default: --seed); give a continued stage a new one so it does not replay the "
                                 "last stage's batches, while --seed keeps the same train/validation split",

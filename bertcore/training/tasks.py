@@ -60,9 +60,8 @@ class PretrainTask:
         c = self.cfg
         tok = data_tokenizer(c)
         self.data = D.build_pretraining_data(tok, c.corpus, c.max_seq_len, seed=c.seed, pair_seed=c.train_data_seed,
-                                             max_docs=c.max_docs,
-                                             val_fraction=c.val_fraction, short_seq_prob=c.short_seq_prob,
-                                             random_next_prob=0.5 if c.nsp else 0.0)
+                                             max_docs=c.max_docs, val_fraction=c.val_fraction,
+                                             short_seq_prob=c.short_seq_prob, random_next_prob=0.5 if c.nsp else 0.0)
         ref = D.unigram_reference(self.data.train["input_ids"], special_ids(tok).tolist())
         mf = ref.pop("most_frequent_token_id")
         ref["most_frequent_token"] = None if mf is None else tok.convert_ids_to_tokens(mf)
