@@ -151,21 +151,26 @@ class BertSelfAttention(nn.Module):
         self.key = nn.Linear(config.hidden_size, config.hidden_size)
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout_p = config.attention_probs_dropout_prob
-        self._qkv_cache: tuple | None = None  # (stamp, weight (3H, H), bias (3H,)), see _qkv_weights
 
-    def _qkv_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Query, key and value stacked into one ``(3H, H)`` weight and ``(3H,)`` bias, so one matmul
-        projects all three (each output column is the same dot product as in three matmuls).
-        Without autograd the stack is cached until a weight changes (its ``_version``, storage,
-        device or dtype); with autograd it is rebuilt each call so gradients reach each Linear."""
-        params = (self.query.weight, self.key.weight, self.value.weight,
-                  self.query.bias, self.key.bias, self.value.bias)
+    def _project(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(B, T, H)`` -> queries, keys, values, each ``(B, heads, T, d)`` contiguous.
+
+        Always read from the live ``query``/``key``/``value`` weights: nothing is cached between calls
+        (an earlier cache keyed on parameter versions went stale under fused AdamW, which updates
+        weights in place without bumping ``_version``). Two layouts of the same dot products, each
+        where it measured faster on the CPU: with autograd, one matmul against the three weights
+        stacked anew each call (its backward is one matmul too); without autograd, three matmuls, as
+        HF (no ``(3H, H)`` copy per call).
+        """
+        b, t, _ = hidden_states.shape
+        heads, d = self.num_attention_heads, self.attention_head_size
         if torch.is_grad_enabled():
-            return torch.cat(params[:3]), torch.cat(params[3:])
-        stamp = tuple((p.data_ptr(), p._version, p.device, p.dtype) for p in params)
-        if self._qkv_cache is None or self._qkv_cache[0] != stamp:
-            self._qkv_cache = (stamp, torch.cat(params[:3]), torch.cat(params[3:]))
-        return self._qkv_cache[1], self._qkv_cache[2]
+            weight = torch.cat((self.query.weight, self.key.weight, self.value.weight))  # (3H, H)
+            bias = torch.cat((self.query.bias, self.key.bias, self.value.bias))  # (3H,)
+            qkv = F.linear(hidden_states, weight, bias).view(b, t, 3, heads, d)  # (B, T, 3, heads, d)
+            return qkv.permute(2, 0, 3, 1, 4).contiguous().unbind(0)  # each (B, heads, T, d)
+        return tuple(lin(hidden_states).view(b, t, heads, d).transpose(1, 2).contiguous()  # (B, heads, T, d)
+                     for lin in (self.query, self.key, self.value))
 
     def forward(
         self, hidden_states: torch.Tensor, mask: torch.Tensor | None = None, need_probs: bool = False,
@@ -174,9 +179,7 @@ class BertSelfAttention(nn.Module):
         """``hidden_states (B, T, H)`` -> ``(context (B, T, H), probs (B, heads, T, T) | None)``;
         ``head_mask (heads,)`` / ``head_ablation`` as :func:`attention`."""
         b, t, h = hidden_states.shape
-        qkv = F.linear(hidden_states, *self._qkv_weights())  # (B, T, 3H)
-        qkv = qkv.view(b, t, 3, self.num_attention_heads, self.attention_head_size)  # (B, T, 3, heads, d)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).contiguous().unbind(0)  # each (B, heads, T, d), one copy
+        q, k, v = self._project(hidden_states)  # each (B, heads, T, d)
         p = self.dropout_p if self.training else 0.0
         context, probs = attention(q, k, v, mask, p, need_probs, head_mask, head_ablation)  # (B, heads, T, d)
         return context.transpose(1, 2).reshape(b, t, h), probs  # (B, T, H)

@@ -18,6 +18,9 @@ Examples::
     # continue a stopped or killed run from its last checkpoint
     python -m bertcore.train resume --run-dir runs/nano-bbc
 
+    # recompute a checkpoint's held-out metrics and probe (what the live charts showed at that step)
+    python -m bertcore.train evaluate --checkpoint runs/nano-bbc/checkpoints/step-000600
+
     # the same under DDP (gloo on CPU, NCCL on GPUs)
     torchrun --standalone --nproc_per_node 2 -m bertcore.train pretrain --preset nano --device cpu ...
 
@@ -92,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
                "  torchrun --standalone --nproc_per_node 2 -m bertcore.train pretrain --device cpu ...\n"
                "Use `python -m bertcore.train pretrain --help` for the options of a task.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="task", required=True, metavar="{pretrain,finetune,resume}")
+    sub = parser.add_subparsers(dest="task", required=True, metavar="{pretrain,finetune,resume,evaluate}")
     for task, (short, long) in DESCRIPTIONS.items():
         p = sub.add_parser(task, help=short, description=long, formatter_class=_HelpFormatter)
         _add_options(p, task)
@@ -102,6 +105,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lock", choices=("fail", "wait", "none"), default="fail", help="as for pretrain/finetune")
     p.add_argument("--max-steps", type=int, default=None, help="extend (or shorten) the run to this many steps")
     p.add_argument("--device", default=None, help="override the device of the run")
+    p = sub.add_parser("evaluate", help="recompute a checkpoint's held-out metrics and probe, loaded fresh",
+                       description="Load a run checkpoint in this process and recompute what the run logged for "
+                                   "that step: its held-out metrics (same split, batches and fixed masks) and its "
+                                   "probe. Prints one JSON object.", formatter_class=_HelpFormatter)
+    p.add_argument("--checkpoint", type=Path, required=True, help="a checkpoint folder: runs/<id>/checkpoints/step-N")
+    p.add_argument("--split", choices=("val", "test", "train"), default="val",
+                   help="val (the run's 'val' records), test (fine-tuning's results.json) or train")
+    p.add_argument("--eval-batches", type=int, default=None,
+                   help="batches to evaluate (default: the run's --eval-batches for val/train, all for test; 0 = all)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     return parser
 
 
@@ -121,7 +135,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     ns = parser.parse_args(argv)
-    if ns.task == "resume":
+    if ns.task in ("resume", "evaluate"):
         return ns
     if ns.config is not None:
         try:
@@ -182,6 +196,20 @@ def resume_config(ns: argparse.Namespace) -> TrainConfig:
     return cfg.replace(**changes)
 
 
+def evaluate_command(ns: argparse.Namespace) -> int:
+    """``evaluate``: print :func:`bertcore.training.evaluate.evaluate_checkpoint` as one JSON object."""
+    from .training.evaluate import evaluate_checkpoint
+    from .training.models import TrainingError
+
+    try:
+        result = evaluate_checkpoint(ns.checkpoint, ns.split, ns.eval_batches, ns.device, ns.threads)
+    except (OptionError, TrainingError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    print(json.dumps(result))
+    return ExitCode.DONE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, build the config and run it. Returns the process exit code (:class:`ExitCode`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -193,6 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         datasets.disable_progress_bars()
     except Exception:  # noqa: BLE001
         pass
+    if ns.task == "evaluate":
+        return evaluate_command(ns)
     try:
         cfg = resume_config(ns) if ns.task == "resume" else to_config(ns)
     except OptionError as exc:

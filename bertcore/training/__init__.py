@@ -4,6 +4,7 @@
     models.py       the model and tokenizer a run starts from; the page's pre-launch checks
     tasks.py        PretrainTask (MLM + NSP) and ClassifyTask: data, forward, metrics, end
     loop.py         Trainer: setup, the loop, evaluation, checkpoints, resume
+    evaluate.py     held-out metrics of the live model, and recomputed from a checkpoint loaded fresh
     schedule.py     RunLength: how long a run is (steps, time budget, epochs), its progress, lr and ETA
     optim.py        AdamW and the learning-rate schedule
     dist.py         devices, DDP, autocast, the SIGTERM flag
@@ -23,6 +24,7 @@ _NAMES = {
     "models": ("TrainingError", "build_model", "resolve_init", "load_tokenizer_for", "start_model_config", "validate"),
     "tasks": ("PretrainTask", "ClassifyTask", "make_task"),
     "loop": ("Trainer", "Cancelled", "as_config"),
+    "evaluate": ("evaluate", "evaluate_checkpoint"),
     "schedule": ("RunLength", "short_seq_len"),
     "optim": ("lr_at", "warmup_steps_of", "make_optimizer"),
     "dist": ("Dist", "autocast", "pick_device", "init_distributed", "StopFlag"),

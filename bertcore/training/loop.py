@@ -32,6 +32,7 @@ from .. import runs as R
 from .checkpoints import load_trainer_state, prune_checkpoints, save_checkpoint
 from .config import ExitCode, TrainConfig
 from .dist import StopFlag, autocast, init_distributed, pick_device
+from .evaluate import evaluate
 from .models import TrainingError, build_model, load_tokenizer_for
 from .optim import make_optimizer
 from .events import tensorboard_writer
@@ -208,25 +209,10 @@ class Trainer:
             return self.task.forward(model, batch)
 
     # -- evaluation (rank 0, unwrapped model)
-    @torch.no_grad()
     def evaluate(self, ds, max_batches: int, store: dict[str, list] | None = None) -> dict[str, Any]:
-        """Metrics of the task on ``ds`` (the first ``max_batches`` batches, 0 = all) with fixed masks;
-        ``store`` collects what the task keeps per example (fine-tuning: predictions and gold labels)."""
-        model, task = self.model, self.task
-        was_training = model.training
-        model.eval()
-        sums = None
-        store = {} if store is None else store
-        for b, rows in D.eval_batches(ds, max(1, self.cfg.batch_size), max_batches, by_length=task.eval_by_length):
-            batch = self.to_device(task.collate(rows, D.batch_generator(self.cfg.seed + 7919, b)))  # fixed val masks
-            out = self.forward(model, batch)
-            st = task.batch_stats(out, batch)
-            sums = st if sums is None else sums + st
-            task.eval_collect(out, batch, store)
-        model.train(was_training)
-        if sums is None:
-            return {}
-        return {**task.summarize(sums), **task.eval_extra(store)}
+        """Metrics of the task on ``ds`` (the first ``max_batches`` batches, 0 = all) with fixed masks, on
+        the live model (:func:`.evaluate.evaluate`, the same code a checkpoint is re-evaluated with)."""
+        return evaluate(self.task, self.model, ds, self.cfg, self.device, max_batches, store)
 
     # -- checkpoint
     def checkpoint(self) -> None:

@@ -55,10 +55,11 @@ class PretrainTask:
         self.labels = None
         self.reference: dict[str, Any] = {}
 
-    def load_data(self, log: Log) -> None:
-        """Corpus -> NSP pairs with the tokenizer the run starts from (before the model is built)."""
+    def load_data(self, log: Log, tokenizer=None) -> None:
+        """Corpus -> NSP pairs with the tokenizer the run starts from (before the model is built), or with
+        ``tokenizer`` (a checkpoint's, when its metrics are recomputed: the same split and pairs)."""
         c = self.cfg
-        tok = data_tokenizer(c)
+        tok = tokenizer if tokenizer is not None else data_tokenizer(c)
         self.data = D.build_pretraining_data(tok, c.corpus, c.max_seq_len, seed=c.seed, pair_seed=c.train_data_seed,
                                              max_docs=c.max_docs, val_fraction=c.val_fraction,
                                              short_seq_prob=c.short_seq_prob, random_next_prob=0.5 if c.nsp else 0.0)
@@ -131,31 +132,30 @@ class PretrainTask:
         return {}
 
     @torch.no_grad()
-    def probe(self, trainer) -> dict[str, Any] | None:
-        """Top-5 predictions at each [MASK] of the probe sentence: ``{"step", "text", "predictions"}``."""
+    def probe(self, model, tok, device: torch.device, step: int) -> dict[str, Any] | None:
+        """Top-5 predictions at each [MASK] of the probe sentence: ``{"step", "text", "predictions":
+        [[[token, probability], ...] per [MASK]]}`` (probabilities rounded to 1e-4), or None without a probe."""
         text = self.cfg.probe
         if not text or "[MASK]" not in text:
             return None
-        tok = trainer.tokenizer
         enc = tok(text.replace("[MASK]", tok.mask_token), return_tensors="pt", truncation=True,
                   max_length=self.cfg.max_seq_len)
-        ids = enc["input_ids"].to(trainer.device)
-        model = trainer.model
+        ids = enc["input_ids"].to(device)
         was = model.training
         model.eval()
-        with autocast(trainer.device, self.cfg.precision):
-            out = model(ids, enc["attention_mask"].to(trainer.device), enc["token_type_ids"].to(trainer.device))
+        with autocast(device, self.cfg.precision):
+            out = model(ids, enc["attention_mask"].to(device), enc["token_type_ids"].to(device))
         model.train(was)
         pos = (ids[0] == tok.mask_token_id).nonzero().flatten()
         probs = out.prediction_logits[0, pos].float().softmax(-1)  # (M, V)
         top = probs.topk(5, dim=-1)
         preds = [[[tok.convert_ids_to_tokens(int(i)), round(float(p), 4)] for p, i in zip(tp, ti)]
                  for tp, ti in zip(top.values, top.indices)]
-        return {"step": trainer.step, "text": text, "predictions": preds}
+        return {"step": step, "text": text, "predictions": preds}
 
     def after_eval(self, trainer) -> None:
         """Log the probe sentence's top predictions (``probe.jsonl``)."""
-        rec = self.probe(trainer)
+        rec = self.probe(trainer.model, trainer.tokenizer, trainer.device, trainer.step)
         if rec is not None:
             trainer.writer.log_probe(rec)
 
@@ -174,8 +174,9 @@ class ClassifyTask:
     def __init__(self, cfg: TrainConfig) -> None:
         self.cfg = cfg
 
-    def load_data(self, log: Log) -> None:
-        """The labelled set and its split (the labels size the model's head)."""
+    def load_data(self, log: Log, tokenizer=None) -> None:
+        """The labelled set and its split (the labels size the model's head); raw text, so ``tokenizer`` is
+        not needed here (``prepare`` tokenizes)."""
         c = self.cfg
         self.data = D.build_classification_data(
             c.dataset, seed=c.seed, val_fraction=c.val_fraction, test_fraction=c.test_fraction,
