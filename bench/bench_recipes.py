@@ -91,7 +91,9 @@ def run_recipe(name: str, options: list[str], minutes: float, threads: int, root
            "tokens_per_s": round(sum(r["tokens_per_s"] for r in train) / len(train)) if train else None,
            "steps": max((r["step"] for r in metrics), default=0), "marks": {},
            "probe": [[p[0] for p in preds[:3]] for preds in probes[-1]["predictions"]] if probes else None,
-           "stderr_tail": proc.stderr[-800:] if proc.returncode else ""}
+           "stderr_tail": proc.stderr[-800:] if proc.returncode else "",
+           "load_avg_1min_at_end": round(os.getloadavg()[0], 2)}
+    res["fresh"] = fresh_evaluation(run_dir)
     for m in MARKS:
         before = [r for r in val if r.get("time", 0) <= m * 60 + 5]
         if before and m <= minutes:
@@ -101,17 +103,40 @@ def run_recipe(name: str, options: list[str], minutes: float, threads: int, root
     return res
 
 
+def fresh_evaluation(run_dir: Path) -> dict | None:
+    """The last checkpoint's held-out [MASK] accuracy and loss recomputed in a new process
+    (``python -m bertcore.train evaluate``), to set beside what the run logged."""
+    ckpts = sorted((run_dir / "checkpoints").glob("step-*"))
+    if not ckpts:
+        return None
+    proc = subprocess.run([sys.executable, "-m", "bertcore.train", "evaluate", "--checkpoint", str(ckpts[-1])],
+                          cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode:
+        return {"error": proc.stderr[-400:]}
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {"step": got["step"], "acc_mask": got.get("mlm_acc_mask"), "top5_mask": got.get("mlm_top5_mask"),
+            "loss": got.get("mlm_loss"),
+            "probe": [[p[0] for p in preds[:3]] for preds in got["probe"]["predictions"]] if got.get("probe") else None}
+
+
 def fmt(v, pct=True) -> str:
     if v is None:
         return "-"
     return f"{v:.1%}" if pct else f"{v:.2f}"
 
 
+def fresh_cell(f: dict | None) -> str:
+    if not f or "error" in f:
+        return "-"
+    return f"{fmt(f['acc_mask'])} / {fmt(f['top5_mask'])} / {fmt(f['loss'], False)} (step {f['step']})"
+
+
 def table(results: list[dict], minutes: float, threads: int) -> str:
     marks = [m for m in MARKS if m <= minutes]
     head = ("| recipe | tok/s | " + " | ".join(f"[MASK] acc / loss @{m} min" for m in marks)
-            + " | top token rate | unigram loss | x top rate at end | probe top-3 at end |")
-    lines = [head, "|" + "---|" * (6 + len(marks))]
+            + " | top token rate | unigram loss | x top rate at end | probe top-3 at end "
+            "| last checkpoint loaded fresh: [MASK] acc / top-5 / loss | load avg |")
+    lines = [head, "|" + "---|" * (8 + len(marks))]
     for r in results:
         cells = []
         for m in marks:
@@ -122,7 +147,8 @@ def table(results: list[dict], minutes: float, threads: int) -> str:
         probe = " ; ".join(", ".join(p) for p in r["probe"]) if r["probe"] else "-"
         lines.append(f"| {r['name']} | {r['tokens_per_s'] or '-'} | " + " | ".join(cells)
                      + f" | {fmt(r['top_rate'])} | {fmt(r['unigram_loss'], False)} | "
-                     + (f"{ratio:.1f}x" if ratio else "-") + f" | {probe} |")
+                     + (f"{ratio:.1f}x" if ratio else "-") + f" | {probe} | {fresh_cell(r.get('fresh'))} "
+                     f"| {r.get('load_avg_1min_at_end', '-')} |")
     legend = "\n".join(f"- **{n}**: {RECIPES[n][0]}" for n in [r["name"] for r in results])
     return (f"{minutes:g}-minute runs, {threads} CPU thread(s), one at a time; held-out BBC documents "
             f"(4 batches per evaluation).\n\n" + "\n".join(lines) + "\n\n" + legend + "\n")

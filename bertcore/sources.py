@@ -114,6 +114,34 @@ def resolve(source: ModelSource) -> Path:
     raise SourceError(f"unknown model source kind {source.kind!r}")
 
 
+#: the files whose change means a different model (weights, config, tokenizer)
+MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", *TOKENIZER_FILES, "tokenizer_config.json")
+
+
+def files_stamp(source: ModelSource) -> str:
+    """What identifies the current version of a source's files: each model file's size and modification time
+    (ns), joined. Part of every cache key of a model in the UI, so a folder rewritten in place (a model saved
+    over an older one, a run restarted into the same directory) is loaded and run again.
+
+    Returns ``""`` for a hub id (its snapshots do not change under a name) or a folder that cannot be read
+    (loading it then raises the clear error). Cheap: a few ``stat`` calls, no reading.
+    """
+    if source.kind == "hub":
+        return ""
+    try:
+        folder = resolve(source)
+    except SourceError:
+        return ""
+    parts = []
+    for name in MODEL_FILES:
+        try:
+            st = (folder / name).stat()
+        except OSError:
+            continue
+        parts.append(f"{name}:{st.st_size}:{st.st_mtime_ns}")
+    return "|".join(parts)
+
+
 def _download(repo_id: str) -> Path:
     from huggingface_hub import snapshot_download
 

@@ -18,31 +18,34 @@ from bertcore.analysis import attribution as attribution_mod
 from bertcore.analysis import compare as compare_mod
 from bertcore.analysis.words import WordGroups, merge_attention, word_groups
 from bertcore.config import PRESETS
-from bertcore.sources import LoadedModel, ModelSource, load
+from bertcore.sources import LoadedModel, ModelSource, files_stamp, load
 
 
-def source_key(source: ModelSource) -> tuple[str, str]:
-    """The part of a :class:`ModelSource` that identifies its weights: ``(kind, ref)``."""
-    return (source.kind, source.ref)
+def source_key(source: ModelSource) -> tuple[str, str, str]:
+    """The part of a :class:`ModelSource` that identifies its weights: ``(kind, ref, files stamp)``; the stamp
+    (:func:`bertcore.sources.files_stamp`: sizes and modification times) changes when the folder's files are
+    rewritten, so no cache below serves results of the old files."""
+    return (source.kind, source.ref, files_stamp(source))
 
 
 @st.cache_resource(show_spinner="Loading the model ...", max_entries=4)
-def _load_cached(kind: str, ref: str, label: str) -> LoadedModel:
+def _load_cached(kind: str, ref: str, label: str, stamp: str) -> LoadedModel:
     return load(ModelSource(kind, ref, label))  # type: ignore[arg-type]
 
 
 def load_model(source: ModelSource) -> LoadedModel:
-    """The model of ``source``, loaded once per process and shared by every session (never mutate it).
+    """The model of ``source``, loaded once per process per version of its files (:func:`source_key`) and
+    shared by every session (never mutate it).
 
     Raises:
         bertcore.sources.SourceError: the model cannot be found or read (not cached: a later
             call tries again).
     """
-    return _load_cached(source.kind, source.ref, source.label)
+    return _load_cached(source.kind, source.ref, source.label, files_stamp(source))
 
 
 @st.cache_resource(show_spinner="Running the model ...", max_entries=6, ttl="1h")
-def forward(key: tuple[str, str], text: str, text_pair: str | None, _loaded: LoadedModel) -> analysis.Activations:
+def forward(key: tuple[str, ...], text: str, text_pair: str | None, _loaded: LoadedModel) -> analysis.Activations:
     """:func:`bertcore.analysis.run` for one text (or pair), cached per ``(key, text, text_pair)``.
 
     A resource cache, not ``st.cache_data``: 512 tokens of a 6-layer model are ~80 MB of
@@ -60,21 +63,21 @@ def forward(key: tuple[str, str], text: str, text_pair: str | None, _loaded: Loa
 
 
 @st.cache_data(show_spinner=False, max_entries=24)
-def head_stats(key: tuple[str, str], text: str, text_pair: str | None, _loaded: LoadedModel) -> analysis.HeadStats:
+def head_stats(key: tuple[str, ...], text: str, text_pair: str | None, _loaded: LoadedModel) -> analysis.HeadStats:
     """:func:`bertcore.analysis.head_stats` of :func:`forward`'s attentions (same cache key)."""
     act = forward(key, text, text_pair, _loaded)
     return analysis.head_stats(act.attentions, act.tokens, _loaded.tokenizer.cls_token, _loaded.tokenizer.sep_token)
 
 
 @st.cache_data(show_spinner="Running the model on every sentence ...", max_entries=8)
-def occurrences(key: tuple[str, str], target: str, sentences: tuple[str, ...],
+def occurrences(key: tuple[str, ...], target: str, sentences: tuple[str, ...],
                 _loaded: LoadedModel) -> analysis.Occurrences:
     """:func:`bertcore.analysis.word_occurrences` cached per ``(key, target, sentences)``."""
     return analysis.word_occurrences(_loaded.encoder, _loaded.tokenizer, target, list(sentences))
 
 
 @st.cache_resource(show_spinner="Running both models on every sentence ...", max_entries=4, ttl="1h")
-def compare(key_a: tuple[str, str], key_b: tuple[str, str], sentences: tuple[str, ...], include_special: bool,
+def compare(key_a: tuple[str, ...], key_b: tuple[str, ...], sentences: tuple[str, ...], include_special: bool,
             _a: LoadedModel, _b: LoadedModel) -> compare_mod.Comparison:
     """:func:`bertcore.analysis.compare.run_pair` of the two models' encoders, cached per
     ``(key_a, key_b, sentences, include_special)`` (a resource: it holds every attention map; the
@@ -87,7 +90,7 @@ def compare(key_a: tuple[str, str], key_b: tuple[str, str], sentences: tuple[str
 
 
 @st.cache_data(show_spinner="Integrated gradients: running the model along the path ...", max_entries=16)
-def attribution(key: tuple[str, str], kind: str, text: str, other: str | None, position: int | None,
+def attribution(key: tuple[str, ...], kind: str, text: str, other: str | None, position: int | None,
                 target: int | None, n_steps: int, _loaded: LoadedModel) -> attribution_mod.Attribution:
     """Integrated gradients of the sidebar model, cached per its arguments.
 
@@ -119,7 +122,7 @@ def bert_base_uncased_tokenizer():
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def has_bert_base_uncased_vocab(key: tuple[str, str], _loaded: LoadedModel) -> bool:
+def has_bert_base_uncased_vocab(key: tuple[str, ...], _loaded: LoadedModel) -> bool:
     """:func:`bertcore.tokenizer.is_bert_base_uncased` of the model's tokenizer, cached per source ``key``."""
     from bertcore.tokenizer import is_bert_base_uncased
 
@@ -136,7 +139,7 @@ def corpus_sentences(corpus: str = "bbc") -> list[list[str]]:
 
 # ----------------------------------------------------------------------------- attention views (issue 9)
 @st.cache_resource(show_spinner=False, max_entries=6, ttl="1h")
-def attention_maps(key: tuple[str, str], text: str, text_pair: str | None, hide: bool,
+def attention_maps(key: tuple[str, ...], text: str, text_pair: str | None, hide: bool,
                    _loaded: LoadedModel) -> np.ndarray:
     """:func:`forward`'s attentions ``(L, heads, T, T)``, with [CLS]/[SEP] hidden and rows rescaled
     when ``hide`` (:func:`bertcore.analysis.hide_tokens`). Read-only."""
@@ -148,14 +151,14 @@ def attention_maps(key: tuple[str, str], text: str, text_pair: str | None, hide:
     return attn
 
 
-def groups_of(key: tuple[str, str], text: str, text_pair: str | None, _loaded: LoadedModel) -> WordGroups:
+def groups_of(key: tuple[str, ...], text: str, text_pair: str | None, _loaded: LoadedModel) -> WordGroups:
     """:func:`bertcore.analysis.words.word_groups` of :func:`forward`'s encoding (cheap, not cached)."""
     enc = forward(key, text, text_pair, _loaded).encoding
     return word_groups(enc.tokens, enc.word_ids)
 
 
 @st.cache_resource(show_spinner="Merging WordPieces into words ...", max_entries=4, ttl="1h")
-def word_attention(key: tuple[str, str], text: str, text_pair: str | None, hide: bool,
+def word_attention(key: tuple[str, ...], text: str, text_pair: str | None, hide: bool,
                    _loaded: LoadedModel) -> np.ndarray:
     """:func:`attention_maps` of every layer and head merged into words ``(L, heads, W, W)``
     (:func:`bertcore.analysis.words.merge_attention`; read-only). Views of one head or one layer
@@ -167,7 +170,7 @@ def word_attention(key: tuple[str, str], text: str, text_pair: str | None, hide:
 
 
 @st.cache_resource(show_spinner=False, max_entries=6, ttl="1h")
-def head_mean(key: tuple[str, str], text: str, text_pair: str | None, hide: bool, words: bool,
+def head_mean(key: tuple[str, ...], text: str, text_pair: str | None, hide: bool, words: bool,
               _loaded: LoadedModel) -> np.ndarray:
     """:func:`attention_maps` averaged over heads ``(L, T, T)`` float64, merged into words ``(L, W, W)``
     with ``words`` (merging is linear, so it commutes with the mean). Read-only."""
@@ -179,7 +182,7 @@ def head_mean(key: tuple[str, str], text: str, text_pair: str | None, hide: bool
 
 
 @st.cache_resource(show_spinner="Rolling attention out over the layers ...", max_entries=6, ttl="1h")
-def rollout_maps(key: tuple[str, str], text: str, text_pair: str | None, hide: bool, words: bool,
+def rollout_maps(key: tuple[str, ...], text: str, text_pair: str | None, hide: bool, words: bool,
                  _loaded: LoadedModel) -> np.ndarray:
     """:func:`bertcore.analysis.rollout.rollout` ``(L, T, T)`` of :func:`head_mean` (read-only)."""
     out = rollout.rollout(head_mean(key, text, text_pair, hide, words, _loaded)[:, None])
@@ -188,7 +191,7 @@ def rollout_maps(key: tuple[str, str], text: str, text_pair: str | None, hide: b
 
 
 @st.cache_data(show_spinner="Computing attention flow (one max-flow per layer and token) ...", max_entries=32)
-def flow_map(key: tuple[str, str], text: str, text_pair: str | None, hide: bool, words: bool, query: int,
+def flow_map(key: tuple[str, ...], text: str, text_pair: str | None, hide: bool, words: bool, query: int,
              _loaded: LoadedModel) -> np.ndarray:
     """:func:`bertcore.analysis.rollout.flow` ``(L, T)`` into ``query`` of :func:`head_mean`; raises
     ``FlowTooLongError`` as it."""
@@ -196,7 +199,7 @@ def flow_map(key: tuple[str, str], text: str, text_pair: str | None, hide: bool,
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def neuron_view(key: tuple[str, str], text: str, text_pair: str | None, layer: int, head: int, query: int,
+def neuron_view(key: tuple[str, ...], text: str, text_pair: str | None, layer: int, head: int, query: int,
                 _loaded: LoadedModel) -> neurons.NeuronView:
     """:func:`bertcore.analysis.neurons.neuron_view` from :func:`forward`'s hidden states."""
     act = forward(key, text, text_pair, _loaded)
@@ -204,7 +207,7 @@ def neuron_view(key: tuple[str, str], text: str, text_pair: str | None, layer: i
 
 
 @st.cache_data(show_spinner="Running the model with and without those heads ...", max_entries=16)
-def ablation_readout(key: tuple[str, str], text: str, text_pair: str | None, off: tuple[tuple[int, int], ...],
+def ablation_readout(key: tuple[str, ...], text: str, text_pair: str | None, off: tuple[tuple[int, int], ...],
                      mode: str, _loaded: LoadedModel) -> ablation.Readout:
     """:func:`bertcore.analysis.ablation.readout` with the heads ``off`` (1-based ``(layer, head)``;
     empty: the unablated run)."""
@@ -215,7 +218,7 @@ def ablation_readout(key: tuple[str, str], text: str, text_pair: str | None, off
 
 
 @st.cache_data(show_spinner="MLM loss on the held-out BBC batch ...", max_entries=16)
-def heldout_mlm_loss(key: tuple[str, str], off: tuple[tuple[int, int], ...], mode: str, _loaded: LoadedModel) -> float:
+def heldout_mlm_loss(key: tuple[str, ...], off: tuple[tuple[int, int], ...], mode: str, _loaded: LoadedModel) -> float:
     """:func:`bertcore.analysis.ablation.mlm_loss` on the fixed held-out batch with the heads ``off``."""
     batch = ablation.heldout_batch(_loaded.tokenizer, ablation.heldout_texts(),
                                    max_length=min(ablation.HELDOUT_TOKENS, _loaded.max_length))
@@ -233,7 +236,7 @@ def _findings_store() -> dict:
 
 
 @st.cache_resource(show_spinner="Reading the held-out BBC documents ...", max_entries=4)
-def findings_segments(tokenizer_key: tuple[str, str], n_segments: int, max_tokens: int,
+def findings_segments(tokenizer_key: tuple[str, ...], n_segments: int, max_tokens: int,
                       _loaded: LoadedModel) -> list:
     """:func:`bertcore.analysis.evalset.build_segments` over the held-out BBC documents (seed 0),
     cached per tokenizer (``tokenizer_key``: :func:`source_key` of the model that owns it)."""
@@ -242,12 +245,12 @@ def findings_segments(tokenizer_key: tuple[str, str], n_segments: int, max_token
     return evalset.build_segments(_loaded.tokenizer, evalset.heldout_documents(), n_segments, max_tokens)
 
 
-def findings_cached(key: tuple[str, str], n_segments: int):
+def findings_cached(key: tuple[str, ...], n_segments: int):
     """The cached :class:`~bertcore.analysis.evalset.FindingsResult` of ``(key, n_segments)``, or None."""
     return _findings_store()["results"].get((key, n_segments))
 
 
-def findings(key: tuple[str, str], n_segments: int, _loaded: LoadedModel, progress=None):
+def findings(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, progress=None):
     """:func:`bertcore.analysis.evalset.run_findings` of ``_loaded`` on ``n_segments`` held-out segments,
     computed once per process and kept (at most 8 results; the oldest is dropped).
 
@@ -275,7 +278,7 @@ def findings(key: tuple[str, str], n_segments: int, _loaded: LoadedModel, progre
 
 
 @st.cache_data(show_spinner="Fitting the position regression ...", max_entries=8)
-def position_regression(key: tuple[str, str], _loaded: LoadedModel) -> dict[str, dict]:
+def position_regression(key: tuple[str, ...], _loaded: LoadedModel) -> dict[str, dict]:
     """Wang & Chen 2020's 5-fold linear position regression on the model's whole learned table and on a
     sinusoidal table of the same size (:func:`bertcore.positional.position_predictions`), cached per model.
 

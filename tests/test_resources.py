@@ -1,0 +1,45 @@
+"""explorer.resources: every cache key changes when what it stands for changes (issue 16).
+
+A model folder rewritten in place (a model saved over an older one, a run restarted into the same
+directory) must be loaded and run again: the UI's model and forward caches are keyed on
+``source_key``, which carries the files' sizes and modification times.
+"""
+
+import numpy as np
+
+from bertcore.heads import BertForMaskedLM
+from bertcore.sources import ModelSource, files_stamp
+from explorer import resources
+
+from .conftest import save_tiny_bert
+
+
+def test_a_rewritten_model_folder_is_loaded_and_run_again(tmp_path):
+    folder = save_tiny_bert(tmp_path / "m", BertForMaskedLM, seed=0)
+    source = ModelSource("local", str(folder), "tiny")
+    first = resources.load_model(source)
+    key1 = resources.source_key(source)
+    act1 = resources.forward(key1, "the cat sat on the mat", None, _loaded=first)
+    assert resources.load_model(source) is first  # cached while the files are unchanged
+    assert resources.source_key(source) == key1
+
+    save_tiny_bert(folder, BertForMaskedLM, seed=1)  # new weights over the old files
+    second = resources.load_model(source)
+    key2 = resources.source_key(source)
+    assert key2 != key1 and second is not first
+    w1 = first.model.state_dict()["bert.embeddings.word_embeddings.weight"]
+    w2 = second.model.state_dict()["bert.embeddings.word_embeddings.weight"]
+    assert not np.allclose(w1.numpy(), w2.numpy())
+    act2 = resources.forward(key2, "the cat sat on the mat", None, _loaded=second)
+    assert not np.allclose(act1.hidden_states, act2.hidden_states)
+
+
+def test_files_stamp_follows_every_model_file(tmp_path):
+    folder = save_tiny_bert(tmp_path / "m", BertForMaskedLM, seed=0)
+    source = ModelSource("local", str(folder))
+    before = files_stamp(source)
+    assert "model.safetensors" in before and "vocab.txt" in before
+    (folder / "vocab.txt").write_text((folder / "vocab.txt").read_text() + "extra\n")
+    assert files_stamp(source) != before
+    assert files_stamp(ModelSource("local", str(tmp_path / "missing"))) == ""
+    assert files_stamp(ModelSource("hub", "bert-base-uncased")) == ""
