@@ -24,3 +24,16 @@ def test_first_above_and_rise_step():
     assert E.rise_step([0, 10, 20, 30], [0.05, 0.08, 0.12, 0.3]) == 20  # >= 2 x 0.05 and >= 0.10
     assert E.rise_step([0, 10], [0.3, 0.4]) is None
     assert E.rise_step([0, 10, 20], [0.01, 0.03, 0.2]) == 20  # tripled at 10, but still under 10%
+
+
+def test_left_unigram_line_on_constructed_curves():
+    from bertcore.analysis.emergence import left_unigram_line
+
+    steps = [0, 100, 200, 300, 400, 500]
+    assert left_unigram_line(steps, [9.0, 6.5, 6.45, 6.2, 5.0, 4.0], 6.46) == 300  # 6.45 is not 0.1 below
+    assert left_unigram_line(steps, [9.0, 6.0, 6.5, 6.2, 5.0, 4.0], 6.46) == 300  # a dip that came back: not yet
+    assert left_unigram_line(steps, [9.0, 6.0, 6.0, 6.0, 6.0, 6.5], 6.46) is None  # back above at the end
+    assert left_unigram_line(steps, [9.0, 8.0, 7.0, 6.9, 6.8, 6.7], 6.46) is None  # still on the plateau
+    assert left_unigram_line(steps, [9.0, 6.0, 6.0, float("nan"), 6.0, 6.0], 6.46) == 400
+    assert left_unigram_line(steps, [9.0, 6.0, 6.3, 6.3, 6.3, 6.3], 6.46, margin=0.5) is None
+    assert left_unigram_line([], [], 6.46) is None

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -300,3 +301,29 @@ def test_data_seed_gives_new_batches_and_keeps_the_validation_set(tmp_path):
     assert train1[0]["loss"] != train0[0]["loss"]  # same initial weights, other batch
     assert val1[0]["loss"] == val0[0]["loss"]  # step 0: same weights, same validation pairs and masks
     assert cfg1["data"]["val_pairs"] == cfg0["data"]["val_pairs"] and cfg1["args"]["data_seed"] == 1
+
+
+def test_unigram_and_sinusoidal_init_of_a_new_model(tmp_path):
+    """--unigram-init: the first MLM loss is the unigram loss (not ln V); --position-init sinusoidal: the table
+    is the scaled sinusoid. Neither touches a resumed model."""
+    from bertcore.positional import sinusoidal
+
+    argv = tiny_pretrain_argv(tmp_path / "u", "--unigram-init", "--position-init", "sinusoidal", "--max-steps", "1",
+                              "--save-every", "100", "--eval-batches", "0")
+    t = Trainer(to_config(parse_args(argv)), tmp_path / "u", argv, install_signals=False)
+    t.setup()
+    bias = t.model.cls.predictions.bias.detach()
+    probs = torch.softmax(bias, 0)
+    ids = [i for s in t.task.data.train["input_ids"] for i in s]
+    most = max(set(ids), key=ids.count)
+    assert int(bias.argmax()) == most
+    assert float(probs[most]) == pytest.approx(ids.count(most) / len(ids), rel=2e-3)  # 0.1% smoothing
+    table = t.model.bert.embeddings.position_embeddings.weight.detach().numpy()
+    np.testing.assert_allclose(table, sinusoidal(*table.shape) * 0.02 * 2 ** 0.5, rtol=1e-5, atol=1e-7)
+    train = t.evaluate(t.task.train_ds, 0)  # on the tokens it counted: the unigram loss, not ln V (10.3)
+    assert train["mlm_loss"] == pytest.approx(t.task.reference["unigram_loss"], abs=0.5)
+
+    plain = Trainer(to_config(parse_args(tiny_pretrain_argv(tmp_path / "p"))), tmp_path / "p", [],
+                    install_signals=False)
+    plain.setup()
+    assert float(plain.model.cls.predictions.bias.detach().abs().max()) == 0.0  # the default: untouched

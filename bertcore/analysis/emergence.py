@@ -19,6 +19,7 @@ SEP_MIN = 0.10  # ... and at least 10% of all attention
 FLAT = 0.1  # the plateau starts where the loss falls at under 10% of its fastest rate so far
 DROP = 0.5  # the plateau ends where the loss has fallen half-way from the plateau to its final value
 MIN_FALL = 0.1  # ... provided it falls by at least 10% of the plateau's level at all
+UNIGRAM_MARGIN = 0.1  # nats: "below the unigram line" means at least this far below it
 
 SUMMARY_NAMES = {
     "prev_max": "Strongest previous-token head (share)",
@@ -102,3 +103,27 @@ def plateau_exit(steps: Sequence[int], losses: Sequence[float],
         return None, level
     below = np.flatnonzero(s[start:] < level - DROP * (level - final))
     return (int(steps[start + below[0]]), level) if below.size else (None, level)
+
+
+def left_unigram_line(steps: Sequence[int], losses: Sequence[float], unigram_loss: float,
+                      margin: float = UNIGRAM_MARGIN) -> int | None:
+    """The step from which the (held-out) MLM loss stays below the unigram line for good.
+
+    The unigram loss is what a model that knows only token frequencies gets (the entropy of the data's token
+    distribution); a loss below it is information from the context. Rule: the first step whose loss, and
+    every later loss, is below ``unigram_loss - margin`` (nats), so one lucky evaluation does not count.
+
+    Args:
+        steps, losses: the curve, in step order (NaN losses never count as below).
+        unigram_loss: the line, in nats.
+        margin: how far below counts (default :data:`UNIGRAM_MARGIN`, 0.1 nats).
+    Returns:
+        The step, or None if the last loss is not below the line.
+    """
+    below = [bool(np.isfinite(v) and v < unigram_loss - margin) for v in losses]
+    if not below or not below[-1]:
+        return None
+    i = len(below) - 1
+    while i > 0 and below[i - 1]:
+        i -= 1
+    return int(steps[i])

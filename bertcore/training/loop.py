@@ -127,6 +127,8 @@ class Trainer:
             model, tok, origin = build_model(c, task.labels)
         self.tokenizer, self.origin = tok, origin
         task.prepare(tok, model)
+        if resume_from is None:
+            task.init_model(model)  # data-dependent init of a new from-scratch model (--unigram-init, ...)
         self.model = model.to(self.device)
         self.ddp_model = self.model
         if self.dist.enabled:

@@ -76,6 +76,33 @@ class PretrainTask:
         self.collate = D.PretrainCollator(tokenizer, c.mlm_probability, c.whole_word_mask, model.config.vocab_size,
                                           mask_fraction=c.mask_replace_prob, random_fraction=c.random_replace_prob)
 
+    @torch.no_grad()
+    def init_model(self, model) -> None:
+        """Data-dependent initialisation of a new from-scratch model (never on resume or a continued model):
+        ``--unigram-init`` sets the MLM output bias to the log of the training tokens' frequencies (smoothed:
+        unseen tokens share 0.1% of the mass)
+        (so the first prediction is the unigram distribution: loss = the unigram line, not ln V);
+        ``--position-init sinusoidal`` replaces the position embeddings by the sinusoidal table
+        (:func:`bertcore.positional.sinusoidal`) scaled to the RMS of a normal(0, initializer_range) row."""
+        c = self.cfg
+        if not c.scratch:
+            return
+        if c.unigram_init:
+            import numpy as np
+
+            vocab = model.config.vocab_size
+            flat = np.fromiter((t for s in self.data.train["input_ids"] for t in s), dtype=np.int64)
+            counts = np.bincount(flat, minlength=vocab)[:vocab].astype(np.float64)
+            counts += 1e-3 * counts.sum() / vocab  # tokens never seen share 0.1% of the mass
+            bias = model.cls.predictions.bias
+            bias.copy_(torch.as_tensor(np.log(counts / counts.sum()), dtype=bias.dtype))
+        if c.position_init == "sinusoidal":
+            from ..positional import sinusoidal
+
+            table = model.bert.embeddings.position_embeddings.weight  # (P, H)
+            sin = torch.as_tensor(sinusoidal(*table.shape), dtype=table.dtype)  # RMS 1/sqrt(2)
+            table.copy_(sin * (model.config.initializer_range * 2 ** 0.5))
+
     def collate_train(self, rows: list[dict[str, Any]], generator: torch.Generator, max_len: int | None):
         """A training batch; ``max_len`` (the sequence-length schedule) shortens pairs first."""
         if max_len:
@@ -186,6 +213,9 @@ class ClassifyTask:
         log(f"data: {json.dumps(self.data.stats)}")
 
     reference: dict[str, Any] = {}
+
+    def init_model(self, model) -> None:
+        """No data-dependent initialisation for fine-tuning."""
 
     def collate_train(self, rows: list[dict[str, Any]], generator: torch.Generator, max_len: int | None):
         return self.collate(rows, generator)

@@ -21,6 +21,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from bertcore.analysis import emergence
+
 # Which metric keys each task logs (CONTRACTS.md, metrics.jsonl).
 LOSS_KEYS: dict[str, tuple[str, ...]] = {"pretrain": ("loss", "mlm_loss", "nsp_loss"), "finetune": ("loss",)}
 ACC_KEYS: dict[str, tuple[str, ...]] = {"pretrain": ("mlm_acc_mask", "mlm_top5_mask", "mlm_acc", "nsp_acc"),
@@ -148,7 +150,19 @@ def loss_figure(records: Sequence[Mapping[str, Any]], task: str, total_steps: in
     unigram = _finite(reference_of(records).get("unigram_loss"))
     if task == "pretrain" and fig.data and unigram is not None:
         _hline(fig, unigram, f"unigram (frequency-only) MLM loss {unigram:.2f}", _x_end(records, total_steps), "dash")
+        step = unigram_exit_step(records, unigram)
+        if step is not None:
+            fig.add_vline(x=step, line=dict(color=PALETTE[2], width=1, dash="dot"),
+                          annotation=dict(text=f"left the unigram line: step {step}", font=dict(size=11)),
+                          annotation_position="top right")
     return fig
+
+
+def unigram_exit_step(records: Sequence[Mapping[str, Any]], unigram: float) -> int | None:
+    """:func:`bertcore.analysis.emergence.left_unigram_line` of the held-out MLM loss (``split == "val"``)."""
+    val = [(int(r["step"]), float(r["mlm_loss"])) for r in records
+           if r.get("split") == "val" and _finite(r.get("mlm_loss")) is not None]
+    return emergence.left_unigram_line(*zip(*val), unigram) if val else None
 
 
 def accuracy_figure(records: Sequence[Mapping[str, Any]], task: str, total_steps: int | None = None) -> go.Figure:

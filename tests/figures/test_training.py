@@ -36,6 +36,17 @@ def test_loss_figure_pretrain_train_and_val():
     assert list(fig.layout.xaxis.range) == [0, 100]
 
 
+def test_loss_figure_marks_where_the_held_out_loss_left_the_unigram_line():
+    records = [{"step": 0, "split": "reference", "unigram_loss": 6.0, "most_frequent_token_rate": 0.1},
+               *pretrain_metrics()]  # held-out MLM loss 6.5 at step 30, 3.5 at step 60
+    fig = F.loss_figure(records, "pretrain", total_steps=100)
+    marks = [s for s in fig.layout.shapes if s.type == "line" and s.x0 == s.x1]
+    assert [m.x0 for m in marks] == [60]
+    assert "left the unigram line: step 60" in fig.layout.annotations[0].text
+    records[0]["unigram_loss"] = 3.0  # never below: no mark
+    assert not F.loss_figure(records, "pretrain", total_steps=100).layout.shapes
+
+
 def test_accuracy_figure_finetune_keys_and_range():
     recs = [{"step": 1, "split": "train", "loss": 0.7, "acc": 0.5, "f1": 0.4},
             {"step": 2, "split": "val", "loss": 0.6, "acc": 0.7, "f1": 0.6}]
