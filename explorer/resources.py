@@ -311,6 +311,20 @@ def checkpoint_summary(folder: str, stamp: float, run_key: str, n_segments: int,
 
 
 # ----------------------------------------------------------------------------- Evolution and Model anatomy
+@st.cache_data(show_spinner=False, max_entries=64)
+def agreement_summary(folder: str, stamp: float) -> dict[str, float]:
+    """:func:`bertcore.analysis.agreement.agreement_heads` of one run checkpoint (loaded, run, dropped):
+    ``{"to_subject": best head's mean verb -> subject attention, "to_attractor": the same head's verb ->
+    attractor attention, "layer", "head"}``. ``stamp`` (the weights' modification time) keys the cache only."""
+    from bertcore.analysis import agreement
+
+    loaded = load(ModelSource("run", folder))
+    heads = agreement.agreement_heads(loaded.encoder, loaded.tokenizer)
+    layer, head = heads.best
+    return {"to_subject": heads.best_score, "to_attractor": float(heads.to_attractor[layer - 1, head - 1]),
+            "layer": layer, "head": head}
+
+
 @st.cache_data(show_spinner="Running every checkpoint on the sentence ...", max_entries=16)
 def attention_per_checkpoint(folders: tuple[str, ...], stamps: tuple[float, ...], text: str, layer: int,
                              head: int, by_word: bool = False) -> tuple[list[np.ndarray], list[str]]:

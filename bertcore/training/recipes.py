@@ -47,5 +47,14 @@ RECIPES: dict[str, Recipe] = {
         {"init": "packaged", "corpus": "bbc", "max_seq_len": 128, "batch_size": 16, "lr": 2e-4, "warmup": 0.06,
          "eval_every": 50, "eval_batches": 8, "save_early": True, "keep_checkpoints": 3},
     ),
+    "phase-change": Recipe(
+        "Watch a phase change (a generated grammar, 2 minutes)",
+        "PLACEHOLDER",
+        {"preset": "tiny", "corpus": "agreement", "tokenizer": "corpus", "vocab_size": 200, "max_seq_len": 64,
+         "batch_size": 32, "lr": 1e-3, "warmup": 0.05, "pre_layer_norm": True, "dropout": 0.0, "nsp": False,
+         "mask_replace_prob": 1.0, "random_replace_prob": 0.0, "eval_every": 25, "eval_batches": 4,
+         "save_early": True, "keep_checkpoints": 0, "probe": "the keys near this dog [MASK] old ."},
+        minutes=2.0,
+    ),
 }
 DEFAULT_RECIPE = "scratch-fast"

@@ -41,6 +41,29 @@ def _spread(n: int, k: int) -> list[int]:
     return sorted({int(round(i * (n - 1) / (k - 1))) for i in range(k)})
 
 
+def _unigram_exit(run_dir: Path) -> int | None:
+    """:func:`bertcore.analysis.emergence.left_unigram_line` of the run's held-out MLM loss, or None."""
+    records = runs.read_metrics(run_dir)
+    ref = next((r for r in records if r.get("split") == "reference"), {})
+    val = [(r["step"], r["mlm_loss"]) for r in records
+           if r.get("split") == "val" and isinstance(r.get("mlm_loss"), (int, float))]
+    if not val or not isinstance(ref.get("unigram_loss"), (int, float)):
+        return None
+    return emergence.left_unigram_line(*zip(*val), ref["unigram_loss"])
+
+
+def _agreement_series(run_dir: Path, folders: tuple[str, ...], stamps: tuple[float, ...]) -> dict[str, list[float]]:
+    """For runs on the generated agreement language: the best head's verb -> subject attention and the same head's
+    verb -> attractor attention per checkpoint (:mod:`bertcore.analysis.agreement`); {} for other runs."""
+    if (runs.read_config(run_dir) or {}).get("args", {}).get("corpus") != "agreement":
+        return {}
+    found = [resources.agreement_summary(f, s) for f, s in zip(folders, stamps)]
+    last = found[-1]
+    return {f"Agreement head: verb -> subject (best head per checkpoint; last L{last['layer']} H{last['head']})":
+            [f["to_subject"] for f in found],
+            "Same head: verb -> attractor noun": [f["to_attractor"] for f in found]}
+
+
 # ----------------------------------------------------------------------------- page
 st.title("Evolution across checkpoints")
 st.caption("How a model changes while it trains: pick a run, then compare its saved checkpoints side by side. "
@@ -174,6 +197,10 @@ with tab_find:
                 series["Accuracy at [MASK] positions (validation)"] = tuple(zip(*val))
             for k, name in emergence.SUMMARY_NAMES.items():
                 series[name] = (chosen, [s[k] for s in summaries])
+            agreement = _agreement_series(run_dir, key_folders, key_stamps)
+            for name, values in agreement.items():
+                series[name] = (chosen, values)
+            unigram_step = _unigram_exit(run_dir)
             prev_step = emergence.first_above(chosen, [s["prev_max"] for s in summaries], emergence.PREV_MIN)
             sep_step = emergence.rise_step(chosen, [s["sep"] for s in summaries])
             marks = {emergence.SUMMARY_NAMES["prev_max"]: prev_step, emergence.SUMMARY_NAMES["sep"]: sep_step,
@@ -193,6 +220,8 @@ with tab_find:
                  "step": not_yet if sep_step is None else str(sep_step)},
                 {"event": "loss left its plateau" + (f" (plateau {plateau:.2f})" if plateau is not None else ""),
                  "step": plateau_text},
+                {"event": f"held-out MLM loss below the unigram line for good (by {emergence.UNIGRAM_MARGIN:g} nats)",
+                 "step": "not yet" if unigram_step is None else str(unigram_step)},
                 {"event": "anisotropy of the last layer, first -> last checkpoint",
                  "step": f"{aniso[0]:.2f} -> {aniso[-1]:.2f}"},
             ], hide_index=True, width="stretch")
