@@ -26,8 +26,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-COMMON = ["--lock", "none", "--log-every", "10", "--eval-batches", "4", "--keep-checkpoints", "1", "--seed", "0"]
+COMMON = ["--lock", "none", "--log-every", "10", "--eval-batches", "4", "--keep-checkpoints", "1"]
 #: name -> (what it tests, CLI options). From scratch, BBC News unless said otherwise.
 RECIPES: dict[str, tuple[str, list[str]]] = {
     "default-bert": ("BERT's recipe on the nano preset: bert-base vocab (30k), seq 128, NSP on, 80/10/10, lr 1e-3",
@@ -56,6 +57,26 @@ RECIPES: dict[str, tuple[str, list[str]]] = {
                    ["--preset", "tiny", "--tokenizer", "corpus:8000", "--max-seq-len", "32", "--batch-size", "64",
                     "--lr", "3e-3", "--no-nsp", "--mask-replace-prob", "1.0", "--random-replace-prob", "0.0",
                     "--dropout", "0", "--pre-layer-norm", "--eval-every", "100"]),
+    # issue 17: the levers of docs/recipes.md's search, one at a time on top of "tiny-2k-mask30"
+    "tiny-2k-mask30": ("tiny, a corpus WordPiece vocabulary of 2k, seq 64, batch 32, lr 3e-3, 30% masking (Wettig et "
+                       "al. 2023), all [MASK], pre-LN, dropout 0, no NSP",
+                       ["--preset", "tiny", "--tokenizer", "corpus:2000", "--max-seq-len", "64", "--batch-size", "32",
+                        "--lr", "3e-3", "--mlm-probability", "0.3", "--no-nsp", "--mask-replace-prob", "1.0",
+                        "--random-replace-prob", "0.0", "--dropout", "0", "--pre-layer-norm", "--eval-every", "100"]),
+    "tiny-1k-mask30": ("tiny-2k-mask30 with a 1k vocabulary (more, shorter pieces)",
+                       ["--preset", "tiny", "--tokenizer", "corpus:1000", "--max-seq-len", "64", "--batch-size", "32",
+                        "--lr", "3e-3", "--mlm-probability", "0.3", "--no-nsp", "--mask-replace-prob", "1.0",
+                        "--random-replace-prob", "0.0", "--dropout", "0", "--pre-layer-norm", "--eval-every", "100"]),
+    "tiny-2k-mask30-init": ("tiny-2k-mask30 + unigram-bias init (Karpathy 2019) + sinusoidal position init",
+                            ["--preset", "tiny", "--tokenizer", "corpus:2000", "--max-seq-len", "64", "--batch-size",
+                             "32", "--lr", "3e-3", "--mlm-probability", "0.3", "--no-nsp", "--mask-replace-prob",
+                             "1.0", "--random-replace-prob", "0.0", "--dropout", "0", "--pre-layer-norm",
+                             "--unigram-init", "--position-init", "sinusoidal", "--eval-every", "100"]),
+    "tiny-2k-mask30-wiki": ("tiny-2k-mask30 on Wikipedia summaries (shorter, simpler sentences than 2004 news)",
+                            ["--preset", "tiny", "--corpus", "wiki", "--tokenizer", "corpus:2000", "--max-seq-len",
+                             "64", "--batch-size", "32", "--lr", "3e-3", "--mlm-probability", "0.3", "--no-nsp",
+                             "--mask-replace-prob", "1.0", "--random-replace-prob", "0.0", "--dropout", "0",
+                             "--pre-layer-norm", "--eval-every", "100"]),
 }
 MARKS = (1, 2, 5, 10)
 
@@ -71,8 +92,8 @@ def read_jsonl(path: Path) -> list[dict]:
     return rows
 
 
-def run_recipe(name: str, options: list[str], minutes: float, threads: int, root: Path) -> dict:
-    run_dir = root / name
+def run_recipe(name: str, options: list[str], minutes: float, threads: int, root: Path, label: str) -> dict:
+    run_dir = root / label.replace(" ", "_").replace("(", "").replace(")", "")
     cmd = [sys.executable, "-m", "bertcore.train", "pretrain", *options, *COMMON, "--max-time", str(minutes),
            "--threads", str(threads), "--run-dir", str(run_dir)]
     t0 = time.perf_counter()
@@ -85,7 +106,7 @@ def run_recipe(name: str, options: list[str], minutes: float, threads: int, root
     run = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
     probes = read_jsonl(run_dir / "probe.jsonl")
     data = run.get("data", {})
-    res = {"name": name, "cmd": " ".join(cmd[1:]), "rc": proc.returncode, "wall_s": round(wall, 1),
+    res = {"name": label, "recipe": name, "cmd": " ".join(cmd[1:]), "rc": proc.returncode, "wall_s": round(wall, 1),
            "unigram_loss": data.get("unigram_loss") or run.get("unigram_loss"),
            "top_rate": data.get("most_frequent_token_rate") or run.get("most_frequent_token_rate"),
            "tokens_per_s": round(sum(r["tokens_per_s"] for r in train) / len(train)) if train else None,
@@ -114,7 +135,11 @@ def fresh_evaluation(run_dir: Path) -> dict | None:
     if proc.returncode:
         return {"error": proc.stderr[-400:]}
     got = json.loads(proc.stdout.strip().splitlines()[-1])
+    from bertcore.analysis.emergence import is_content_word
+
+    probe = [[p[0] for p in preds[:3]] for preds in got["probe"]["predictions"]] if got.get("probe") else []
     return {"step": got["step"], "acc_mask": got.get("mlm_acc_mask"), "top5_mask": got.get("mlm_top5_mask"),
+            "content_word_in_top3": any(is_content_word(t) for top in probe for t in top),
             "loss": got.get("mlm_loss"),
             "probe": [[p[0] for p in preds[:3]] for preds in got["probe"]["predictions"]] if got.get("probe") else None}
 
@@ -128,7 +153,8 @@ def fmt(v, pct=True) -> str:
 def fresh_cell(f: dict | None) -> str:
     if not f or "error" in f:
         return "-"
-    return f"{fmt(f['acc_mask'])} / {fmt(f['top5_mask'])} / {fmt(f['loss'], False)} (step {f['step']})"
+    content = "content word in probe top 3" if f.get("content_word_in_top3") else "no content word in probe top 3"
+    return f"{fmt(f['acc_mask'])} / {fmt(f['top5_mask'])} / {fmt(f['loss'], False)} (step {f['step']}; {content})"
 
 
 def table(results: list[dict], minutes: float, threads: int) -> str:
@@ -149,7 +175,7 @@ def table(results: list[dict], minutes: float, threads: int) -> str:
                      + f" | {fmt(r['top_rate'])} | {fmt(r['unigram_loss'], False)} | "
                      + (f"{ratio:.1f}x" if ratio else "-") + f" | {probe} | {fresh_cell(r.get('fresh'))} "
                      f"| {r.get('load_avg_1min_at_end', '-')} |")
-    legend = "\n".join(f"- **{n}**: {RECIPES[n][0]}" for n in [r["name"] for r in results])
+    legend = "\n".join(f"- **{n}**: {RECIPES[n][0]}" for n in dict.fromkeys(r["recipe"] for r in results))
     return (f"{minutes:g}-minute runs, {threads} CPU thread(s), one at a time; held-out BBC documents "
             f"(4 batches per evaluation).\n\n" + "\n".join(lines) + "\n\n" + legend + "\n")
 
@@ -161,14 +187,17 @@ def main() -> None:
     p.add_argument("--only", default=None, help="comma-separated recipe names")
     p.add_argument("--write", type=Path, default=None, help="also append the table to this Markdown file")
     p.add_argument("--keep", type=Path, default=None, help="keep the run directories here")
+    p.add_argument("--seeds", default="0", help="comma-separated --seed values: each recipe once per seed")
     a = p.parse_args()
     names = a.only.split(",") if a.only else list(RECIPES)
     root = a.keep or Path(tempfile.mkdtemp(prefix="recipes-"))
     root.mkdir(parents=True, exist_ok=True)
     results = []
-    for n in names:
-        print(f"== {n}: {RECIPES[n][0]}", flush=True)
-        r = run_recipe(n, RECIPES[n][1], a.minutes, a.threads, root)
+    seeds = [int(x) for x in a.seeds.split(",")]
+    for n, seed in [(n, seed) for n in names for seed in seeds]:
+        label = n if len(seeds) == 1 else f"{n} (seed {seed})"
+        print(f"== {label}: {RECIPES[n][0]}", flush=True)
+        r = run_recipe(n, RECIPES[n][1] + ["--seed", str(seed)], a.minutes, a.threads, root, label)
         print(json.dumps(r, indent=1), flush=True)
         results.append(r)
     out = table(results, a.minutes, a.threads)

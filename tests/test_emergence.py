@@ -37,3 +37,10 @@ def test_left_unigram_line_on_constructed_curves():
     assert left_unigram_line(steps, [9.0, 6.0, 6.0, float("nan"), 6.0, 6.0], 6.46) == 400
     assert left_unigram_line(steps, [9.0, 6.0, 6.3, 6.3, 6.3, 6.3], 6.46, margin=0.5) is None
     assert left_unigram_line([], [], 6.46) is None
+
+
+def test_content_words_are_whole_alphabetic_non_stop_words():
+    from bertcore.analysis.emergence import is_content_word
+
+    tokens = ["week", "the", ",", "##s", "of", "year", "[MASK]", "2004", "Government"]
+    assert [t for t in tokens if is_content_word(t)] == ["week", "year", "Government"]

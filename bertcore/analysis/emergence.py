@@ -127,3 +127,13 @@ def left_unigram_line(steps: Sequence[int], losses: Sequence[float], unigram_los
     while i > 0 and below[i - 1]:
         i -= 1
     return int(steps[i])
+
+
+def is_content_word(token: str) -> bool:
+    """A whole-word WordPiece that is a content word: letters only, not a ``##`` continuation, not a special
+    token, and not in scikit-learn's English stop-word list (318 function words). A probe that puts such a word
+    in its top guesses is using context beyond frequency (the most frequent tokens are function words and
+    punctuation)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return token.isalpha() and token.lower() not in ENGLISH_STOP_WORDS
