@@ -35,6 +35,7 @@ PAGES = {
     ],
     "Analyses": [
         page("word_senses", "Word senses", "scatter_plot"),
+        page("grammar", "Grammar", "spellcheck"),
         page("findings", "Findings", "fact_check"),
         page("ablation", "Head ablation", "content_cut"),
         page("attribution", "Attribution", "insights"),

@@ -226,6 +226,18 @@ def heldout_mlm_loss(key: tuple[str, ...], off: tuple[tuple[int, int], ...], mod
     mask = ablation.make_head_mask(cfg.num_hidden_layers, cfg.num_attention_heads, heads=off) if off else None
     return ablation.mlm_loss(_loaded.model, batch, mask, mode)
 
+PLL_MAX_TOKENS = 128  # the Grammar page scores sentences, not documents: 128 copies of 128 tokens take ~1 s
+
+
+@st.cache_data(show_spinner="Scoring the sentence (one forward per token) ...", max_entries=64)
+def pll(key: tuple[str, ...], text: str, metric: str, _loaded: LoadedModel):
+    """:func:`bertcore.analysis.scoring.pseudo_log_likelihood` of ``text`` with the sidebar's model, cached per
+    ``(key, text, metric)``. Raises ``ScoringError`` as it."""
+    from bertcore.analysis.scoring import pseudo_log_likelihood
+
+    return pseudo_log_likelihood(_loaded.model, _loaded.tokenizer, text, metric, max_tokens=PLL_MAX_TOKENS)
+
+
 # ----------------------------------------------------------------------------- Findings page
 @st.cache_resource(show_spinner=False)
 def _findings_store() -> dict:

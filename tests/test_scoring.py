@@ -74,8 +74,10 @@ def test_agrees_with_minicons_on_the_shipped_model(shipped):
 def test_bad_input_gets_a_clear_error(shipped):
     with pytest.raises(ScoringError, match="empty"):
         pseudo_log_likelihood(shipped.model, shipped.tokenizer, "   ")
-    with pytest.raises(ScoringError, match="positions"):
+    with pytest.raises(ScoringError, match="more than the 512"):
         pseudo_log_likelihood(shipped.model, shipped.tokenizer, "word " * 600)
+    with pytest.raises(ScoringError, match="more than the 8"):
+        pseudo_log_likelihood(shipped.model, shipped.tokenizer, "word " * 7, max_tokens=8)
     with pytest.raises(ValueError, match="metric"):
         pseudo_log_likelihood(shipped.model, shipped.tokenizer, "a b", "l2r")
     with pytest.raises(FillMaskError):

@@ -57,7 +57,7 @@ def _mask_sets(word_ids: list[int | None], targets: list[int], metric: str) -> l
 
 @torch.no_grad()
 def pseudo_log_likelihood(model, tokenizer, text: str, metric: str = "original",
-                          batch_size: int = 64) -> SentenceScore:
+                          batch_size: int = 64, max_tokens: int | None = None) -> SentenceScore:
     """The PLL of ``text`` and each token's contribution.
 
     Args:
@@ -66,6 +66,8 @@ def pseudo_log_likelihood(model, tokenizer, text: str, metric: str = "original",
         tokenizer: its ``BertTokenizerFast``.
         metric: ``"original"`` (Salazar et al. 2020) or ``"within_word_l2r"`` (Kauf & Ivanova 2023).
         batch_size: masked copies per forward pass.
+        max_tokens: refuse longer texts (WordPieces, [CLS]/[SEP] included); None: the model's positions. The
+            cost grows with the square of the length (one copy per token).
     Returns:
         :class:`SentenceScore` (log-probabilities in nats, float64).
     Raises:
@@ -76,13 +78,14 @@ def pseudo_log_likelihood(model, tokenizer, text: str, metric: str = "original",
         raise ValueError(f"metric must be one of {PLL_METRICS}; got {metric!r}")
     enc = tokenizer(text, return_tensors="pt")
     ids = enc["input_ids"][0]  # (T + 2,)
-    limit = model.config.max_position_embeddings
+    limit = min(model.config.max_position_embeddings, max_tokens or model.config.max_position_embeddings)
     if ids.numel() > limit:
-        raise ScoringError(f"{ids.numel()} tokens: more than the model's {limit} positions; shorten the sentence")
+        raise ScoringError(f"{ids.numel()} tokens: more than the {limit} this scoring takes (one forward pass per "
+                           "token); score a shorter sentence")
     word_ids = enc.word_ids(0)
     targets = [i for i, w in enumerate(word_ids) if w is not None]
     if not targets:
-        raise ScoringError("nothing to score: the text is empty after tokenization")
+        raise ScoringError("no token to score: the text is empty after tokenization")
     masks = _mask_sets(word_ids, targets, metric)
     encoder, head = mlm_head_of(model)
     device = next(model.parameters()).device

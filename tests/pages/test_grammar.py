@@ -1,0 +1,74 @@
+"""AppTest of the Grammar page: defaults, the two sentences' PLL equal bertcore's, bad text gets a message,
+the suite runs with a progress bar and draws accuracy by paradigm, a failing pair opens elsewhere."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bertcore import sources
+from bertcore.analysis.scoring import pseudo_log_likelihood
+
+from .conftest import array, assert_bad_texts_handled, assert_clean, chart_specs, charts, messages, open_page, page
+
+
+def test_without_an_mlm_head_it_offers_the_minilm_mlm():
+    at = page("grammar")
+    assert_clean(at)
+    assert any("no MLM head" in i for i in messages(at)["info"])
+    at.button(key="gram_switch").click().run()
+    assert at.session_state["model_source"] == sources.PACKAGED_MLM
+    assert_clean(at)
+    assert any("The model prefers **sentence" in s for s in messages(at)["success"])
+
+
+def test_defaults_show_the_preference_and_each_tokens_contribution():
+    at = page("grammar", source=sources.PACKAGED_MLM)
+    assert_clean(at)
+    lm = sources.load(sources.PACKAGED_MLM)
+    a = pseudo_log_likelihood(lm.model, lm.tokenizer, at.text_area(key="gram_a").value, "within_word_l2r")
+    b = pseudo_log_likelihood(lm.model, lm.tokenizer, at.text_area(key="gram_b").value, "within_word_l2r")
+    text = messages(at)["success"][0]
+    assert f"by {abs(a.pll - b.pll):.2f} nats" in text
+    spec = chart_specs(at)[0]
+    np.testing.assert_allclose(array(spec["data"][0]["y"]), a.log_probs, atol=1e-4)
+
+
+def test_sentences_of_different_length_and_bad_text():
+    at = page("grammar", source=sources.PACKAGED_MLM)
+    at.text_area(key="gram_b").input("Keys are here.").run()
+    assert_clean(at)
+    assert messages(at)["success"] and charts(at) == 1
+    seen = assert_bad_texts_handled(at, "gram_a", own=("20k_chars", "over_max_positions"))
+    for case in ("20k_chars", "over_max_positions"):
+        assert any("more than the 128" in w for w in seen[case]["warning"]), seen[case]
+
+
+@pytest.mark.parametrize("metric", ["original"])
+def test_the_suite_runs_and_a_failing_pair_opens_in_attention(metric):
+    at = page("grammar", source=sources.PACKAGED_MLM, gram_n=10, gram_metric=metric)
+    at.button(key="gram_run").click().run()
+    assert_clean(at)
+    assert charts(at) == 2
+    suite = chart_specs(at)[1]
+    assert len(suite["data"][0]["y"]) == 8  # one bar per paradigm
+    if at.session_state["gram_results"]["results"] and any(
+            not r.pll_correct for r in at.session_state["gram_results"]["results"]):
+        at.button(key="gram_use").click().run()
+        assert_clean(at)
+        pick = at.session_state["gram_results"]["results"]
+        assert at.text_area(key="gram_a").value in {r.pair.good for r in pick}
+
+
+def test_a_failing_pair_opens_in_the_attention_page_through_the_app():
+    at = open_page("grammar")
+    at.button(key="gram_switch").click().run()
+    at.slider(key="gram_n").set_value(10).run()
+    at.button(key="gram_run").click().run()
+    assert_clean(at)
+    failing = [r for r in at.session_state["gram_results"]["results"] if not r.pll_correct]
+    assert failing, "the shipped model fails some pairs (e.g. agreement across an attractor)"
+    at.button(key="gram_att").click().run()
+    assert_clean(at)
+    assert at.title[0].value == "Attention"
+    assert at.text_area(key="att_text").value == failing[0].pair.bad
