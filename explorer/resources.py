@@ -310,15 +310,20 @@ def position_regression(key: tuple[str, ...], _loaded: LoadedModel) -> dict[str,
 @st.cache_data(show_spinner=False, max_entries=64)
 def checkpoint_summary(folder: str, stamp: float, run_key: str, n_segments: int, max_tokens: int) -> dict[str, float]:
     """:func:`bertcore.analysis.emergence.summary` of one run checkpoint on ``n_segments`` held-out segments
-    of at most ``max_tokens`` tokens (the model is loaded, run and dropped, not kept). ``run_key`` (the run
-    folder) keys the segments, shared by every checkpoint of a run (one tokenizer); ``stamp`` (the
-    weights' modification time) keys the cache only.
+    of at most ``max_tokens`` tokens (the model is loaded, run and dropped, not kept). The segments are keyed
+    on ``run_key`` (the run folder) and the tokenizer's vocabulary; ``stamp`` (the weights' modification time)
+    keys the cache only.
     """
     from bertcore.analysis import emergence, evalset
 
     loaded = load(ModelSource("run", folder))
     limit = min(max_tokens, evalset.MAX_TOKENS, loaded.max_length)
-    segments = findings_segments(("run-tokenizer", run_key), n_segments, limit, loaded)
+    from bertcore.data.corpora import tokenizer_fingerprint
+
+    # the segments depend on the tokenizer only: keyed on its vocabulary, so a run folder reused by a run with
+    # another vocabulary gets its own segments, and every checkpoint of one run shares them
+    segments = findings_segments(("run-tokenizer", run_key, tokenizer_fingerprint(loaded.tokenizer)), n_segments,
+                                 limit, loaded)
     return emergence.summary(evalset.run_findings(loaded.encoder, loaded.tokenizer, segments))
 
 

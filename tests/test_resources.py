@@ -43,3 +43,28 @@ def test_files_stamp_follows_every_model_file(tmp_path):
     assert files_stamp(source) != before
     assert files_stamp(ModelSource("local", str(tmp_path / "missing"))) == ""
     assert files_stamp(ModelSource("hub", "bert-base-uncased")) == ""
+
+
+def test_checkpoint_summary_segments_follow_the_run_tokenizer(tmp_path, monkeypatch):
+    """The Evolution page's per-checkpoint summary shares held-out segments (packed to a token budget by the
+    tokenizer) across a run's checkpoints; a run folder rewritten with another vocabulary gets new ones."""
+    from bertcore.model import BertModel
+
+    from .conftest import SMALL_VOCAB
+
+    keys = []
+    real = resources.findings_segments
+
+    def spy(tokenizer_key, *args, **kwargs):
+        keys.append(tokenizer_key)
+        return real(tokenizer_key, *args, **kwargs)
+
+    monkeypatch.setattr(resources, "findings_segments", spy)
+    run = tmp_path / "run"
+    for step, seed in ((10, 0), (20, 1)):  # two checkpoints of one run: one vocabulary, shared segments
+        save_tiny_bert(run / "checkpoints" / f"step-{step:06d}", BertModel, seed=seed)
+        resources.checkpoint_summary(str(run / "checkpoints" / f"step-{step:06d}"), 1.0, str(run), 2, 32)
+    save_tiny_bert(run / "checkpoints" / "step-000010", BertModel, tokenizer=SMALL_VOCAB, seed=2,
+                   vocab_size=len(SMALL_VOCAB))  # the run folder reused with another vocabulary
+    resources.checkpoint_summary(str(run / "checkpoints" / "step-000010"), 2.0, str(run), 2, 32)
+    assert keys[0] == keys[1] and keys[2] != keys[0]

@@ -223,7 +223,8 @@ def cache_dir() -> Path:
     return Path(os.environ.get("BERT_EXPLORER_CACHE", Path.home() / ".cache" / "bert-explorer")).expanduser()
 
 
-def _tokenizer_fingerprint(tokenizer) -> str:
+def tokenizer_fingerprint(tokenizer) -> str:
+    """What identifies a tokenizer's vocabulary (ids, pieces, lower-casing, class): a cache key part."""
     h = hashlib.sha256()
     for tok, i in sorted(tokenizer.get_vocab().items(), key=lambda x: x[1]):
         h.update(f"{i}:{tok}\n".encode())
@@ -256,7 +257,7 @@ def tokenized_corpus(corpus: str, tokenizer, max_docs: int | None = None, seed: 
     path = None
     if fp is not None:
         key = hashlib.sha256(
-            f"v1|{corpus}|{fp}|{_tokenizer_fingerprint(tokenizer)}|{max_docs}|{seed}".encode()).hexdigest()[:20]
+            f"v1|{corpus}|{fp}|{tokenizer_fingerprint(tokenizer)}|{max_docs}|{seed}".encode()).hexdigest()[:20]
         path = cache_dir() / f"corpus-{key}.npz"
         if path.is_file():
             try:
