@@ -329,6 +329,18 @@ def checkpoint_summary(folder: str, stamp: float, run_key: str, n_segments: int,
 
 # ----------------------------------------------------------------------------- Evolution and Model anatomy
 @st.cache_data(show_spinner=False, max_entries=64)
+def suite_summary(folder: str, stamp: float, n_per_paradigm: int) -> dict[str, float]:
+    """The minimal-pair suite's PLL accuracy per paradigm (:mod:`bertcore.analysis.minimal_pairs`, suite seed)
+    of one run checkpoint with an MLM head (loaded, run, dropped). ``stamp`` keys the cache only.
+    Raises ``FillMaskError`` for a checkpoint without an MLM head."""
+    from bertcore.analysis import minimal_pairs as M
+
+    loaded = load(ModelSource("run", folder))
+    results = list(M.score(loaded.model, loaded.tokenizer, M.generate(n_per_paradigm)))
+    return {name: acc["pll"] for name, acc in M.accuracy_by_paradigm(results).items()}
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
 def agreement_summary(folder: str, stamp: float) -> dict[str, float]:
     """:func:`bertcore.analysis.agreement.agreement_heads` of one run checkpoint (loaded, run, dropped):
     ``{"to_subject": best head's mean verb -> subject attention, "to_attractor": the same head's verb ->

@@ -15,6 +15,7 @@ from bertcore import runs
 from bertcore.analysis import emergence
 from bertcore.config import BertConfig, ConfigError
 from bertcore.data import DataError
+from bertcore.fill_mask import FillMaskError
 from bertcore.sources import SourceError
 from bertcore.tokenizer import TextError
 from explorer import resources, widgets
@@ -103,7 +104,8 @@ except ConfigError as exc:
     widgets.show_error(exc, "Cannot read the checkpoint's config")
     st.stop()
 
-tab_att, tab_pos, tab_find = st.tabs(["One head's attention", "Position embeddings", "Published patterns"])
+tab_att, tab_pos, tab_find, tab_gram = st.tabs(["One head's attention", "Position embeddings", "Published patterns",
+                                                "Grammar suite"])
 
 with tab_att:
     st.markdown("Each panel is the attention of one head at one checkpoint: row = the token that looks "
@@ -232,3 +234,28 @@ with tab_find:
                        "value. Dashed red lines mark these steps. Only the chosen checkpoints are measured: save "
                        "early checkpoints densely to see a sudden change.")
             widgets.plotly_chart(finding_figs.emergence_figure(series, marks), key="evo_find_chart")
+
+with tab_gram:
+    st.markdown("The **Grammar** page's minimal-pair suite at each chosen checkpoint: the share of pairs whose "
+                "grammatical sentence gets the higher pseudo-log-likelihood, per paradigm (50% is chance). BabyLM "
+                "evaluates small models this way; watch agreement arrive, and see whether agreement across an "
+                "attractor lags simple agreement. Runs from scratch with their own vocabulary split the suite's "
+                "words into more pieces, which PLL handles.")
+    c1, c2 = st.columns(2)
+    show_gram = c1.toggle("Score the suite across the chosen checkpoints", value=False, key="evo_gram")
+    n_pairs = int(c2.number_input("Pairs per paradigm", min_value=5, max_value=100, value=10, step=5,
+                                  key="evo_gram_n", help="Each pair costs two PLLs per checkpoint."))
+    if show_gram:
+        bar = st.progress(0.0, text="Scoring the suite at each checkpoint ...")
+        per_ckpt = []
+        try:
+            for i, (folder, stamp) in enumerate(zip(key_folders, key_stamps)):
+                per_ckpt.append(resources.suite_summary(folder, stamp, n_pairs))
+                bar.progress((i + 1) / len(key_folders), text=f"Checkpoint {i + 1} / {len(key_folders)}")
+        except (SourceError, FillMaskError, ValueError) as exc:
+            widgets.show_error(exc, "Cannot score the checkpoints")
+            per_ckpt = []
+        bar.empty()
+        if per_ckpt:
+            series = {name: (chosen, [p[name] for p in per_ckpt]) for name in per_ckpt[0]}
+            widgets.plotly_chart(finding_figs.emergence_figure(series), key="evo_gram_chart")

@@ -95,3 +95,30 @@ def test_attention_by_word(runs_root):
         zp, zw = array(p["z"]), array(w["z"])
         assert zw.shape[0] == 10 < zp.shape[0]  # [CLS] 8 words [SEP]
         np.testing.assert_allclose(zw.sum(-1), zp.sum(-1)[0], atol=1e-5)  # rows keep their sums
+
+
+def test_grammar_suite_and_agreement_head_across_checkpoints(runs_root):
+    """The Grammar suite tab scores each checkpoint (one panel per paradigm); a run on the generated agreement
+    language also gets the agreement head's series in Published patterns, and the unigram-line event is listed."""
+    d = runs_root / "20261124-100000-pretrain-gram"
+    for s in (0, 10):
+        mark_complete(tiny_folder(d / "checkpoints" / f"step-{s:06d}", BertForPreTraining), s)
+    runs.write_json(d / "run.json", {"run_id": d.name, "task": "pretrain",
+                                     "args": {"max_seq_len": 32, "corpus": "agreement"}})
+    runs.write_json(d / "status.json", {"state": "done", "step": 10, "total_steps": 10})
+    runs.append_jsonl(d / "metrics.jsonl", {"step": 0, "split": "reference", "unigram_loss": 5.0})
+    for s, loss in ((0, 9.0), (10, 4.0)):
+        runs.append_jsonl(d / "metrics.jsonl", {"step": s, "split": "val", "loss": loss, "mlm_loss": loss})
+    at = page("evolution")
+    at.number_input(key="evo_gram_n").set_value(5).run()
+    at.toggle(key="evo_gram").set_value(True).run()
+    assert_clean(at)
+    spec = [c for c in at.get("plotly_chart") if "evo_gram_chart" in str(c.proto.id)]
+    assert spec and "agreement: across a relative clause" in spec[0].proto.spec
+    at.number_input(key="evo_find_segments").set_value(4).run()
+    at.toggle(key="evo_findings").set_value(True).run()
+    assert_clean(at)
+    rows = {r["event"]: r["step"] for r in at.dataframe[0].value.to_dict("records")}
+    assert rows[next(k for k in rows if "unigram line" in k)] == "10"
+    spec = [c for c in at.get("plotly_chart") if "evo_find_chart" in str(c.proto.id)]
+    assert "Agreement head: verb" in spec[0].proto.spec and "Same head: verb" in spec[0].proto.spec
