@@ -72,8 +72,8 @@ def main() -> None:
         row = run_seed(a.recipe, seed, a.threads, a.minutes, root)
         print(json.dumps(row), flush=True)
         rows.append(row)
-    print(f"\n| seed | steps | tok/s | held-out loss (unigram) | [MASK] acc (top-token rate) | 1 nat below the line at "
-          f"| left the plateau | probe top-3 | load avg |\n|---|---|---|---|---|---|---|---|---|")
+    print("\n| seed | steps | tok/s | held-out loss (unigram) | [MASK] acc (top-token rate) | 1 nat below the line at "
+          "| left the plateau | probe top-3 | load avg |\n|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "error" in r:
             print(f"| {r['seed']} | failed: {r['error'][-120:]} |")

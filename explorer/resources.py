@@ -308,10 +308,10 @@ def position_regression(key: tuple[str, ...], _loaded: LoadedModel) -> dict[str,
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def checkpoint_summary(folder: str, stamp: float, run_key: str, n_segments: int, max_tokens: int) -> dict[str, float]:
+def checkpoint_summary(folder: str, stamp: str, run_key: str, n_segments: int, max_tokens: int) -> dict[str, float]:
     """:func:`bertcore.analysis.emergence.summary` of one run checkpoint on ``n_segments`` held-out segments
     of at most ``max_tokens`` tokens (the model is loaded, run and dropped, not kept). The segments are keyed
-    on ``run_key`` (the run folder) and the tokenizer's vocabulary; ``stamp`` (the weights' modification time)
+    on ``run_key`` (the run folder) and the tokenizer's vocabulary; ``stamp`` (:func:`bertcore.sources.files_stamp`)
     keys the cache only.
     """
     from bertcore.analysis import emergence, evalset
@@ -329,7 +329,7 @@ def checkpoint_summary(folder: str, stamp: float, run_key: str, n_segments: int,
 
 # ----------------------------------------------------------------------------- Evolution and Model anatomy
 @st.cache_data(show_spinner=False, max_entries=64)
-def suite_summary(folder: str, stamp: float, n_per_paradigm: int) -> dict[str, float]:
+def suite_summary(folder: str, stamp: str, n_per_paradigm: int) -> dict[str, float]:
     """The minimal-pair suite's PLL accuracy per paradigm (:mod:`bertcore.analysis.minimal_pairs`, suite seed)
     of one run checkpoint with an MLM head (loaded, run, dropped). ``stamp`` keys the cache only.
     Raises ``FillMaskError`` for a checkpoint without an MLM head."""
@@ -341,10 +341,11 @@ def suite_summary(folder: str, stamp: float, n_per_paradigm: int) -> dict[str, f
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def agreement_summary(folder: str, stamp: float) -> dict[str, float]:
+def agreement_summary(folder: str, stamp: str) -> dict[str, float]:
     """:func:`bertcore.analysis.agreement.agreement_heads` of one run checkpoint (loaded, run, dropped):
     ``{"to_subject": best head's mean verb -> subject attention, "to_attractor": the same head's verb ->
-    attractor attention, "layer", "head"}``. ``stamp`` (the weights' modification time) keys the cache only."""
+    attractor attention, "layer", "head"}``. ``stamp`` (:func:`bertcore.sources.files_stamp` of the folder)
+    keys the cache only."""
     from bertcore.analysis import agreement
 
     loaded = load(ModelSource("run", folder))
@@ -355,12 +356,13 @@ def agreement_summary(folder: str, stamp: float) -> dict[str, float]:
 
 
 @st.cache_data(show_spinner="Running every checkpoint on the sentence ...", max_entries=16)
-def attention_per_checkpoint(folders: tuple[str, ...], stamps: tuple[float, ...], text: str, layer: int,
+def attention_per_checkpoint(folders: tuple[str, ...], stamps: tuple[str, ...], text: str, layer: int,
                              head: int, by_word: bool = False) -> tuple[list[np.ndarray], list[str]]:
     """One (T, T) attention map of ``layer``/``head`` (1-based) per checkpoint, and the T token labels;
     with ``by_word``, (W, W) maps over words (:func:`bertcore.analysis.words.merge_attention`) and W labels.
 
-    Each checkpoint is loaded, run and dropped (not kept in memory). ``stamps`` only key the cache.
+    Each checkpoint is loaded, run and dropped (not kept in memory). ``stamps`` (:func:`bertcore.sources.files_stamp`
+    of each) only key the cache.
     """
     maps, tokens = [], []
     for folder in folders:
@@ -376,7 +378,7 @@ def attention_per_checkpoint(folders: tuple[str, ...], stamps: tuple[float, ...]
 
 
 @st.cache_data(show_spinner="Reading the position embeddings of every checkpoint ...", max_entries=16)
-def position_similarity_per_checkpoint(folders: tuple[str, ...], stamps: tuple[float, ...],
+def position_similarity_per_checkpoint(folders: tuple[str, ...], stamps: tuple[str, ...],
                                        n_positions: int) -> list[np.ndarray]:
     """Cosine similarity (P, P) of the first ``n_positions`` learned positions, per checkpoint."""
     out = []

@@ -63,8 +63,24 @@ def test_checkpoint_summary_segments_follow_the_run_tokenizer(tmp_path, monkeypa
     run = tmp_path / "run"
     for step, seed in ((10, 0), (20, 1)):  # two checkpoints of one run: one vocabulary, shared segments
         save_tiny_bert(run / "checkpoints" / f"step-{step:06d}", BertModel, seed=seed)
-        resources.checkpoint_summary(str(run / "checkpoints" / f"step-{step:06d}"), 1.0, str(run), 2, 32)
+        resources.checkpoint_summary(str(run / "checkpoints" / f"step-{step:06d}"), "a", str(run), 2, 32)
     save_tiny_bert(run / "checkpoints" / "step-000010", BertModel, tokenizer=SMALL_VOCAB, seed=2,
                    vocab_size=len(SMALL_VOCAB))  # the run folder reused with another vocabulary
-    resources.checkpoint_summary(str(run / "checkpoints" / "step-000010"), 2.0, str(run), 2, 32)
+    resources.checkpoint_summary(str(run / "checkpoints" / "step-000010"), "b", str(run), 2, 32)
     assert keys[0] == keys[1] and keys[2] != keys[0]
+
+
+def test_evolution_maps_follow_a_rewritten_checkpoint(tmp_path):
+    """The Evolution page keys its per-checkpoint caches on files_stamp of each checkpoint folder (what the page
+    passes): a step rewritten by a resumed run shows the new weights' attention and positions."""
+    ckpt = tmp_path / "run" / "checkpoints" / "step-000010"
+    save_tiny_bert(ckpt, BertForMaskedLM, seed=0)
+    stamps = (files_stamp(ModelSource("run", str(ckpt))),)
+    maps, _ = resources.attention_per_checkpoint((str(ckpt),), stamps, "the cat sat", 1, 1)
+    sims = resources.position_similarity_per_checkpoint((str(ckpt),), stamps, 8)
+    save_tiny_bert(ckpt, BertForMaskedLM, seed=1)
+    new_stamps = (files_stamp(ModelSource("run", str(ckpt))),)
+    assert new_stamps != stamps
+    maps2, _ = resources.attention_per_checkpoint((str(ckpt),), new_stamps, "the cat sat", 1, 1)
+    sims2 = resources.position_similarity_per_checkpoint((str(ckpt),), new_stamps, 8)
+    assert not np.allclose(maps[0], maps2[0]) and not np.allclose(sims[0], sims2[0])

@@ -79,9 +79,9 @@ class PretrainTask:
     @torch.no_grad()
     def init_model(self, model) -> None:
         """Data-dependent initialisation of a new from-scratch model (never on resume or a continued model):
-        ``--unigram-init`` sets the MLM output bias to the log of the training tokens' frequencies (smoothed:
-        unseen tokens share 0.1% of the mass)
-        (so the first prediction is the unigram distribution: loss = the unigram line, not ln V);
+        ``--unigram-init`` sets the MLM output bias to the log of the training tokens' frequencies (unseen
+        tokens share 0.1% of the mass), so the first prediction is the unigram distribution (loss at the
+        unigram line, not ln V);
         ``--position-init sinusoidal`` replaces the position embeddings by the sinusoidal table
         (:func:`bertcore.positional.sinusoidal`) scaled to the RMS of a normal(0, initializer_range) row."""
         c = self.cfg

@@ -16,7 +16,7 @@ from bertcore.analysis import emergence
 from bertcore.config import BertConfig, ConfigError
 from bertcore.data import DataError
 from bertcore.fill_mask import FillMaskError
-from bertcore.sources import SourceError
+from bertcore.sources import ModelSource, SourceError, files_stamp
 from bertcore.tokenizer import TextError
 from explorer import resources, widgets
 from explorer.figures import evolution as figs
@@ -27,14 +27,6 @@ DEFAULT_TEXT = "The cat sat on the mat because it was tired."
 
 
 # ----------------------------------------------------------------------------- cached computations
-def _stamp(folder: Path) -> float:
-    """Modification time of a checkpoint's weights: part of the cache key (a resumed run rewrites a step)."""
-    try:
-        return (folder / "model.safetensors").stat().st_mtime
-    except OSError:
-        return 0.0
-
-
 def _spread(n: int, k: int) -> list[int]:
     """``k`` indices spread evenly over ``0..n-1``, first and last included."""
     if n <= k:
@@ -53,7 +45,7 @@ def _unigram_exit(run_dir: Path) -> int | None:
     return emergence.left_unigram_line(*zip(*val), ref["unigram_loss"])
 
 
-def _agreement_series(run_dir: Path, folders: tuple[str, ...], stamps: tuple[float, ...]) -> dict[str, list[float]]:
+def _agreement_series(run_dir: Path, folders: tuple[str, ...], stamps: tuple[str, ...]) -> dict[str, list[float]]:
     """For runs on the generated agreement language: the best head's verb -> subject attention and the same head's
     verb -> attractor attention per checkpoint (:mod:`bertcore.analysis.agreement`); {} for other runs."""
     if (runs.read_config(run_dir) or {}).get("args", {}).get("corpus") != "agreement":
@@ -97,7 +89,7 @@ if not chosen:
 chosen = sorted(chosen)
 folders = [ckpts[steps_all.index(s)] for s in chosen]
 key_folders = tuple(str(f) for f in folders)
-key_stamps = tuple(_stamp(f) for f in folders)
+key_stamps = tuple(files_stamp(ModelSource("run", str(f))) for f in folders)  # cache keys: a rewritten step differs
 try:
     config = BertConfig.from_json_file(folders[-1] / "config.json")
 except ConfigError as exc:
