@@ -26,11 +26,22 @@ class Recipe:
 RECIPES: dict[str, Recipe] = {
     "scratch-fast": Recipe(
         "From scratch, fastest recipe found (tiny BERT on Wikipedia summaries, 10 minutes)",
-        "DEFAULT_DESCRIPTION",
-        {"preset": "tiny", "tokenizer": "corpus", "vocab_size": 2000, "corpus": "wiki", "max_seq_len": 64,
-         "batch_size": 32, "lr": 3e-3, "warmup": 0.1, "pre_layer_norm": True, "dropout": 0.0, "nsp": False,
-         "mlm_probability": 0.3, "mask_replace_prob": 1.0, "random_replace_prob": 0.0, "eval_every": 100,
-         "eval_batches": 8, "save_early": True, "keep_checkpoints": 5},
+        "A 2-layer BERT (hidden 128, 2 heads) trained from random weights on the Wikipedia lead summaries with "
+        "the recipe that got furthest above the frequency plateau in our 10-minute CPU measurements "
+        "(docs/recipes.md): a WordPiece vocabulary of 8,000 trained on the corpus, 32-token sequences in batches "
+        "of 64 (many small steps), peak lr 3e-3, pre-LN layers, no dropout, no NSP, and every selected token "
+        "replaced by [MASK] (no copying shortcut). What you will see on two CPU cores (measured from the "
+        "checkpoints): within the first minute the held-out loss falls from ln(8000) = 9 to just under the dashed "
+        "unigram line (6.70 vs 6.86: the model knows word frequencies) and the accuracy at [MASK] reaches 9.4%, "
+        "well above always guessing 'the' (5.4%); by 5 minutes 10.2%, by 10 minutes 10.8% (2.0x 'the'), the loss "
+        "0.29 nats below the line, and the probe's second blank ('next [MASK]') starts to offer content words "
+        "('china', 'america', 'city') instead of only punctuation: the first use of context. Simpler text was "
+        "the lever: the same recipe on 2004 BBC News reaches 1.86x. To watch a sudden phase change, pick "
+        "'Watch a phase change'; to see a model fill masks now, teach the MiniLM.",
+        {"preset": "tiny", "tokenizer": "corpus", "vocab_size": 8000, "corpus": "wiki", "max_seq_len": 32,
+         "batch_size": 64, "lr": 3e-3, "warmup": 0.05, "pre_layer_norm": True, "dropout": 0.0, "nsp": False,
+         "mask_replace_prob": 1.0, "random_replace_prob": 0.0, "eval_every": 100, "eval_batches": 8,
+         "save_early": True, "keep_checkpoints": 5},
     ),
     "minilm-mlm": Recipe(
         "Teach the MiniLM to fill masks (continued MLM + NSP, 10 minutes)",
