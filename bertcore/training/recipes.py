@@ -61,7 +61,11 @@ RECIPES: dict[str, Recipe] = {
         "[MASK] leaves the most-frequent-token line at the same moment, and the probe 'the keys near this dog "
         "[MASK] old .' moves from frequent words to 'is / was / were / are' and then to the plural verbs. On the "
         "Evolution page, the Published patterns tab (toggle it on) shows the head whose verb attends to its "
-        "subject. PHASE_NUMBERS",
+        "subject. Measured on 2 CPU cores over 5 seeds (docs/recipes.md): the loss is 1 nat below the unigram line "
+        "after 19-28 seconds in every seed, and after 2 minutes the accuracy at [MASK] is 46-50% against 12% for "
+        "always guessing the most frequent token ('.'). The probe's answer is a lesson in itself: three seeds put "
+        "'are' first, two put 'was' or 'is' first, agreeing with the nearer noun 'dog' instead of the subject "
+        "'keys', the attractor error real models make too.",
         {"preset": "tiny", "corpus": "agreement", "tokenizer": "corpus", "vocab_size": 200, "max_seq_len": 64,
          "batch_size": 32, "lr": 1e-3, "warmup": 0.05, "pre_layer_norm": True, "dropout": 0.0, "nsp": False,
          "mask_replace_prob": 1.0, "random_replace_prob": 0.0, "eval_every": 25, "eval_batches": 4,
