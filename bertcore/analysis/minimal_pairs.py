@@ -3,7 +3,7 @@
 Paradigms after Marvin & Linzen 2018 ("Targeted Syntactic Evaluation of Language Models") and BLiMP
 (Warstadt et al. 2020), generated from word lists with a fixed seed (BLiMP's own data is downloaded at run
 time by its loaders, so it is not available offline). Each pair is a grammatical and an ungrammatical
-sentence that differ in the intended word(s) only.
+sentence that differ in the intended word(s) only: one word, or for NPIs the same words with two swapped.
 
 Scored two ways:
 - ``pll``: the grammatical sentence has the higher pseudo-log-likelihood (Salazar et al. 2020;
@@ -123,10 +123,16 @@ def determiner_noun(rng):
 
 
 def npi(rng):
-    noun = rng.choice(NOUNS)[0]
+    """Marvin & Linzen 2018's NPI across a relative clause: "no" must c-command "ever" ("no author that the
+    senators like has ever ..."), not sit inside the clause ("the author that no senators like has ever ...").
+    The two sentences hold the same words, so word frequency cannot decide (a pair "no ..." vs "the ..." would
+    only measure how much more frequent "the" is); no single critical word."""
+    noun, other = rng.choice(NOUNS)[0], rng.choice(NOUNS)[1]
+    clause = [other, rng.choice(TRANSITIVE)[1]]
     rest = ["has", "ever", rng.choice(["seen", "visited", "liked", "met", "called", "helped", "trusted"]),
             rng.choice(["it", "them", "us", "her"]), "."]
-    return _pair("NPI licensing (ever)", ["no", noun, *rest], ["the", noun, *rest])
+    return _pair("NPI licensing (ever)", ["no", noun, "that", "the", *clause, *rest],
+                 ["the", noun, "that", "no", *clause, *rest])
 
 
 PARADIGMS: dict[str, Callable[[random.Random], Pair]] = {

@@ -1,0 +1,50 @@
+"""The Grammar page in a real browser: switch to the MiniLM-MLM in one click, score two sentences of different
+length, run the minimal-pair suite; screenshots, no exception box (bad text is covered under AppTest).
+
+Run:  python -m pytest tests/browser/test_browser_grammar.py -v -s
+Screenshots: artifacts/screenshots/grammar-*.png
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import SCREENSHOTS
+from .test_browser import (  # noqa: F401 - fixtures
+    MAIN,
+    find_page,
+    nav_pages,
+    new_session_module,
+    open_page,
+    problems,
+    set_text,
+    shoot,
+    wait_charts,
+    wait_idle,
+)
+
+
+def click_button(page, label: str) -> None:
+    page.locator(f"{MAIN} button").filter(has_text=label).first.click()
+    wait_idle(page, timeout_ms=300_000)
+
+
+def test_grammar_page(session, server, nav_pages):  # noqa: F811
+    nav = find_page(nav_pages, r"^grammar$")
+    if nav is None:
+        pytest.fail("no Grammar page in the navigation (renamed? update the pattern)")
+    open_page(session, nav)
+    page = session.page
+    shoot(page, SCREENSHOTS / "grammar-no-mlm-head.png")
+    found = problems(session, server)
+    click_button(page, "Use the packaged MiniLM-MLM")
+    assert wait_charts(page) >= 1
+    shoot(page, SCREENSHOTS / "grammar-default.png")
+    found += problems(session, server)
+    set_text(page, 1, "Keys is here.")  # a sentence of another length
+    found += problems(session, server)
+    click_button(page, "Run the suite")
+    assert wait_charts(page, timeout_ms=300_000) >= 2
+    shoot(page, SCREENSHOTS / "grammar-suite.png")
+    found += problems(session, server)
+    assert not found, "; ".join(found)
