@@ -42,7 +42,8 @@ if not lm.has_mlm_head:
     st.stop()
 
 key = resources.source_key(lm.source)
-metric = st.radio("Scoring", PLL_METRICS, format_func=METRIC_LABELS.__getitem__, key="gram_metric",
+metric = st.radio("Scoring", PLL_METRICS, index=PLL_METRICS.index("within_word_l2r"), key="gram_metric",
+                  format_func=METRIC_LABELS.__getitem__,
                   horizontal=True, help="Within-word left-to-right also hides the later pieces of a word split "
                   "into several WordPieces, so the model cannot read a word's end to guess its start. The two "
                   "differ only for such words.")
