@@ -119,5 +119,4 @@ def evaluate_checkpoint(checkpoint: str | Path, split: str = "val", max_batches:
         max_batches = cfg.eval_batches if split in ("val", "train") else 0
     metrics = evaluate(task, model, sets[split], cfg, dev, max_batches)
     step = R.checkpoint_step(checkpoint)
-    probe = task.probe(model, tokenizer, dev, step) if hasattr(task, "probe") else None
-    return {"step": step, "split": split, **metrics, "probe": probe}
+    return {"step": step, "split": split, **metrics, "probe": task.probe(model, tokenizer, dev, step)}

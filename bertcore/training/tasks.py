@@ -247,6 +247,10 @@ class ClassifyTask:
     def eval_extra(self, store: dict[str, list]) -> dict[str, Any]:
         return {"f1": macro_f1(store.get("golds", []), store.get("preds", []), len(self.labels))}
 
+    def probe(self, model, tok, device: torch.device, step: int) -> None:
+        """No probe sentence for classification."""
+        return None
+
     def after_eval(self, trainer) -> None:
         """No probe for classification."""
 

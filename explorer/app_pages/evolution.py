@@ -21,6 +21,7 @@ from bertcore.tokenizer import TextError
 from explorer import resources, widgets
 from explorer.figures import evolution as figs
 from explorer.figures import findings as finding_figs
+from explorer.figures import training as train_figs
 
 MAX_PANELS = 8
 DEFAULT_TEXT = "The cat sat on the mat because it was tired."
@@ -35,14 +36,10 @@ def _spread(n: int, k: int) -> list[int]:
 
 
 def _unigram_exit(run_dir: Path) -> int | None:
-    """:func:`bertcore.analysis.emergence.left_unigram_line` of the run's held-out MLM loss, or None."""
+    """Where the run's held-out MLM loss left the unigram line (the loss chart's mark), or None."""
     records = runs.read_metrics(run_dir)
-    ref = next((r for r in records if r.get("split") == "reference"), {})
-    val = [(r["step"], r["mlm_loss"]) for r in records
-           if r.get("split") == "val" and isinstance(r.get("mlm_loss"), (int, float))]
-    if not val or not isinstance(ref.get("unigram_loss"), (int, float)):
-        return None
-    return emergence.left_unigram_line(*zip(*val), ref["unigram_loss"])
+    unigram = train_figs.reference_of(records).get("unigram_loss")
+    return train_figs.unigram_exit_step(records, unigram) if isinstance(unigram, (int, float)) else None
 
 
 def _agreement_series(run_dir: Path, folders: tuple[str, ...], stamps: tuple[str, ...]) -> dict[str, list[float]]:
