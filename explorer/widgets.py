@@ -14,7 +14,7 @@ import streamlit as st
 from bertcore.checkpoint import CheckpointError
 from bertcore.config import ConfigError
 from bertcore.embeddings import InputError
-from bertcore.sources import PACKAGED, PACKAGED_SOURCES, LoadedModel, ModelSource, SourceError, list_run_sources
+from bertcore.sources import DEFAULT, PACKAGED_SOURCES, LoadedModel, ModelSource, SourceError, list_run_sources
 from bertcore.tokenizer import TextError
 
 from . import resources
@@ -59,8 +59,8 @@ def show_error(exc: BaseException, where: str = "") -> None:
 
 # ----------------------------------------------------------------------------- model
 def current_source() -> ModelSource:
-    """The model source chosen in the sidebar (the packaged MiniLM until the user picks another)."""
-    return st.session_state.get(SOURCE_KEY, PACKAGED)
+    """The model source chosen in the sidebar (the packaged MiniLM-MLM until the user picks another)."""
+    return st.session_state.get(SOURCE_KEY, DEFAULT)
 
 
 def current_model() -> LoadedModel:
@@ -90,12 +90,13 @@ def _use(source: ModelSource, source_key: str = SOURCE_KEY, error_key: str = ERR
     st.session_state.pop(error_key, None)
 
 
-def source_picker(where, prefix: str, source_key: str, error_key: str) -> ModelSource:
+def source_picker(where, prefix: str, source_key: str, error_key: str, default: ModelSource = DEFAULT) -> ModelSource:
     """Choose a model source (packaged, local folder, hub id, run checkpoint) inside ``where``
     (``st.sidebar`` or a container); widget keys start with ``prefix``.
 
     The choice, kept in ``st.session_state[source_key]``, changes only when the new model loads;
-    a failure keeps the previous one and shows why. Returns the current choice (packaged by default).
+    a failure keeps the previous one and shows why. Returns the current choice (``default`` until one is made;
+    it must be one of the packaged sources).
     """
     kind = where.radio("Where from", list(KINDS), format_func=KINDS.__getitem__, key=f"{prefix}_kind",
                        on_change=lambda: st.session_state.pop(error_key, None))
@@ -106,10 +107,12 @@ def source_picker(where, prefix: str, source_key: str, error_key: str) -> ModelS
     if kind == "packaged":
         packaged = {s.ref: s for s in PACKAGED_SOURCES}
         ref = where.selectbox("Model", list(packaged), format_func=lambda r: packaged[r].name, key=f"{prefix}_packaged",
-                              help="all-MiniLM-L6-v2: a 6-layer BERT trained for sentence embeddings (no MLM head). "
-                                   "MiniLM-MLM: the same encoder trained further here with masked-LM + NSP on BBC "
-                                   "News, so it fills [MASK] and scores next sentences.")
-        if st.session_state.get(source_key, PACKAGED) != packaged[ref]:
+                              index=list(packaged).index(default.ref),
+                              help="MiniLM-MLM: a 6-layer BERT trained here with masked-LM + NSP on news, "
+                                   "encyclopedic and everyday English, so it fills [MASK] and scores next "
+                                   "sentences. all-MiniLM-L6-v2: the same encoder before that training, a model "
+                                   "for sentence embeddings (no MLM head).")
+        if st.session_state.get(source_key, default) != packaged[ref]:
             use(packaged[ref])
     elif kind == "local":
         path = where.text_input("Folder (config.json, model.safetensors, vocab.txt)", key=f"{prefix}_local_path",
@@ -133,7 +136,7 @@ def source_picker(where, prefix: str, source_key: str, error_key: str) -> ModelS
                 use(ModelSource("run", ref, labels[ref]))
     if error_key in st.session_state:
         where.error(escape_md(st.session_state[error_key]), icon=":material/error:")
-    chosen = st.session_state.get(source_key, PACKAGED)
+    chosen = st.session_state.get(source_key, default)
     where.caption("In use: " + escape_md(chosen.name))
     return chosen
 

@@ -40,17 +40,17 @@ ANISOTROPY_WORDS = 1000  # occurrences sampled for the random-pair baseline
 def heldout_documents(corpus: str = "bbc", seed: int = 0, val_fraction: float = 0.05) -> list[str]:
     """The documents that pretraining with ``seed`` keeps for validation (never trained on).
 
-    The same rule as :func:`bertcore.data.build_pretraining_data`: documents shuffled with
-    ``random.Random(seed)``, the first ``max(2, round(n * val_fraction))`` held out.
+    The rule of :func:`bertcore.data.build_pretraining_data` (:func:`bertcore.data.split_documents`; a mixture
+    corpus per part).
 
     Raises:
         bertcore.data.DataError: the corpus cannot be read.
     """
-    docs = data.load_documents(corpus, None, seed)["text"]
-    order = list(range(len(docs)))
-    random.Random(seed).shuffle(order)
-    n_val = max(2, round(len(docs) * val_fraction))
-    return [docs[i] for i in sorted(order[:n_val])]
+    parts = data.CORPORA[corpus].parts if corpus in data.CORPORA else ()
+    held: list[str] = []
+    for name in parts or (corpus,):
+        held += data.split_documents(data.load_documents(name, None, seed)["text"], seed, val_fraction)[1]
+    return held
 
 
 @dataclass

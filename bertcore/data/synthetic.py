@@ -22,7 +22,7 @@ Grammar (every sentence ends with " ."; determiners agree with their noun too)::
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .corpora import CORPORA, Corpus
 
@@ -46,6 +46,51 @@ NUMBERS = ("sg", "pl")
 
 
 @dataclass(frozen=True)
+class Lexicon:
+    """The word lists a grammar draws from (the tables above by default); ``perfect`` / ``participles``: an
+    optional third verb phrase, ``has/have + participle`` (another agreeing verb)."""
+
+    nouns: list = field(default_factory=lambda: NOUNS)
+    verbs: list = field(default_factory=lambda: VERBS)
+    transitive: list = field(default_factory=lambda: TRANSITIVE)
+    copulas: list = field(default_factory=lambda: COPULAS)
+    determiners: list = field(default_factory=lambda: DETERMINERS)
+    adjectives: list = field(default_factory=lambda: ADJECTIVES)
+    adverbs: list = field(default_factory=lambda: ADVERBS)
+    prepositions: list = field(default_factory=lambda: PREPOSITIONS)
+    perfect: tuple = ()
+    participles: tuple = ()
+
+
+LEXICON = Lexicon()
+
+#: the lexicon of the corpus ``agreement-aug`` (training data for the packaged model): no noun, verb or
+#: preposition of the minimal-pair suite (:mod:`bertcore.analysis.minimal_pairs`), so the suite measures
+#: whether agreement learned here carries over to other words; only is/are, was/were, has/have and the
+#: determiners are shared (they are what agrees)
+AUGMENT_LEXICON = Lexicon(
+    nouns=[("nurse", "nurses"), ("singer", "singers"), ("lawyer", "lawyers"), ("player", "players"),
+           ("painter", "painters"), ("worker", "workers"), ("baker", "bakers"), ("soldier", "soldiers"),
+           ("neighbor", "neighbors"), ("friend", "friends"), ("window", "windows"), ("bottle", "bottles"),
+           ("chair", "chairs"), ("flower", "flowers"), ("tree", "trees"), ("lamp", "lamps"), ("plate", "plates"),
+           ("shoe", "shoes"), ("wolf", "wolves"), ("knife", "knives"), ("city", "cities"), ("baby", "babies"),
+           ("story", "stories"), ("house", "houses"), ("coat", "coats"), ("girl", "girls"), ("boy", "boys"),
+           ("king", "kings"), ("queen", "queens"), ("cup", "cups"), ("wall", "walls"), ("road", "roads")],
+    verbs=[("sings", "sing"), ("swims", "swim"), ("works", "work"), ("cries", "cry"), ("falls", "fall"),
+           ("shines", "shine"), ("moves", "move"), ("stays", "stay"), ("arrives", "arrive"), ("grows", "grow")],
+    transitive=[("sees", "see"), ("helps", "help"), ("finds", "find"), ("follows", "follow"), ("needs", "need"),
+                ("calls", "call"), ("visits", "visit")],
+    copulas=[("is", "are"), ("was", "were")],
+    determiners=[("the", "the"), ("this", "these"), ("a", "some"), ("my", "my"), ("her", "her")],
+    adjectives=["tall", "kind", "busy", "late", "ready", "hungry", "broken", "clean", "open", "new", "warm", "empty"],
+    adverbs=["today", "again", "now", "there", "at night", "every day", "in the morning", "too"],
+    prepositions=["with", "under", "above", "from", "in", "on", "of", "by", "to", "across from", "inside"],
+    perfect=("has", "have"),
+    participles=("left", "arrived", "gone", "changed", "won", "fallen", "grown"),
+)
+
+
+@dataclass(frozen=True)
 class Sentence:
     """``words``; ``agreements``: ``(verb index, controller noun index)`` for every verb and copula;
     ``kind``: ``"simple"``, ``"pp"`` or ``"rc"``; ``attractor``: the PP/RC noun's number differs from the subject's."""
@@ -64,40 +109,45 @@ def _num(rng: random.Random) -> int:
     return rng.randrange(2)  # 0 = singular, 1 = plural
 
 
-def _np(rng: random.Random, n: int) -> list[str]:
-    return [rng.choice(DETERMINERS)[n], rng.choice(NOUNS)[n]]
+def _np(rng: random.Random, n: int, lex: Lexicon) -> list[str]:
+    return [rng.choice(lex.determiners)[n], rng.choice(lex.nouns)[n]]
 
 
-def sentence(rng: random.Random, kind: str | None = None) -> Sentence:
-    """One random sentence of the grammar (``kind`` None: simple 40%, pp 30%, rc 30%)."""
+def sentence(rng: random.Random, kind: str | None = None, lex: Lexicon = LEXICON) -> Sentence:
+    """One random sentence of the grammar (``kind`` None: simple 40%, pp 30%, rc 30%) from the words of
+    ``lex``. Multi-word entries ("next to") stay one entry of ``words``."""
     kind = kind or rng.choices(("simple", "pp", "rc"), weights=(4, 3, 3))[0]
     x, y = _num(rng), _num(rng)
-    words = _np(rng, x)
+    words = _np(rng, x, lex)
     head = 1
     agreements = []
     if kind == "pp":
-        words += [rng.choice(PREPOSITIONS), *_np(rng, y)]
+        words += [rng.choice(lex.prepositions), *_np(rng, y, lex)]
     elif kind == "rc":
-        words += ["that", *_np(rng, y)]
+        words += ["that", *_np(rng, y, lex)]
         agreements.append((len(words), len(words) - 1))
-        words.append(rng.choice(TRANSITIVE)[y])
+        words.append(rng.choice(lex.transitive)[y])
     elif kind != "simple":
         raise ValueError(f"kind must be simple, pp or rc; got {kind!r}")
     agreements.append((len(words), head))
-    if rng.random() < 0.5:
-        words += [rng.choice(COPULAS)[x], rng.choice(ADJECTIVES)]
+    if lex.perfect and rng.random() < 0.25:
+        words += [lex.perfect[x], rng.choice(lex.participles)]
+    elif rng.random() < 0.5:
+        words += [rng.choice(lex.copulas)[x], rng.choice(lex.adjectives)]
     else:
-        words.append(rng.choice(VERBS)[x])
+        words.append(rng.choice(lex.verbs)[x])
         if rng.random() < 0.5:
-            words.append(rng.choice(ADVERBS))
+            words.append(rng.choice(lex.adverbs))
     words.append(".")
     return Sentence(tuple(words), tuple(agreements), kind, kind != "simple" and x != y)
 
 
-def documents(n_docs: int = 3000, seed: int = 0, sentences_per_doc: tuple[int, int] = (3, 6)) -> list[str]:
+def documents(n_docs: int = 3000, seed: int = 0, sentences_per_doc: tuple[int, int] = (3, 6),
+              lex: Lexicon = LEXICON) -> list[str]:
     """``n_docs`` documents of random sentences (one per line), reproducible from ``seed``."""
     rng = random.Random(seed)
-    return ["\n".join(sentence(rng).text for _ in range(rng.randint(*sentences_per_doc))) for _ in range(n_docs)]
+    return ["\n".join(sentence(rng, lex=lex).text for _ in range(rng.randint(*sentences_per_doc)))
+            for _ in range(n_docs)]
 
 
 def number_of(word: str) -> int | None:
@@ -123,3 +173,14 @@ GRAMMAR_VERSION = "agreement-v1"
 
 CORPORA["agreement"] = Corpus(agreement_documents, lambda: GRAMMAR_VERSION,
                               "a synthetic language with subject-verb agreement (generated, 3,000 documents)")
+
+
+def augment_documents() -> tuple[list[str], list[str]]:
+    """The corpus ``agreement-aug``: 6,000 documents of :data:`AUGMENT_LEXICON` sentences (seed 1), sources
+    ``agreement-aug/<i>``: targeted augmentation data for agreement in a real-English model."""
+    docs = documents(6000, seed=1, lex=AUGMENT_LEXICON)
+    return docs, [f"agreement-aug/{i}" for i in range(len(docs))]
+
+
+CORPORA["agreement-aug"] = Corpus(augment_documents, lambda: GRAMMAR_VERSION + "-aug1",
+                                  "generated agreement sentences with words outside the minimal-pair suite")

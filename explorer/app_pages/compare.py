@@ -7,6 +7,7 @@ import streamlit as st
 
 from bertcore.analysis.compare import MAX_SENTENCES, TokenizationMismatch, js_distance, sentences_of
 from bertcore.embeddings import InputError
+from bertcore.sources import PACKAGED
 from bertcore.tokenizer import TextError
 from explorer import resources, widgets
 from explorer.figures import attention as att_figures
@@ -45,7 +46,7 @@ and the JS distance grows in the last layers. Check whether that holds for your 
 
 lm_a = widgets.current_model()
 with st.expander(f"Model B (model A is the sidebar's: {widgets.escape_md(lm_a.source.name)})", expanded=True):
-    source_b = widgets.source_picker(st, "cmp_b", "cmp_source_b", "cmp_error_b")
+    source_b = widgets.source_picker(st, "cmp_b", "cmp_source_b", "cmp_error_b", default=PACKAGED)
 try:
     lm_b = resources.load_model(source_b)
 except Exception as exc:  # noqa: BLE001 - a model that loaded before may have been deleted since

@@ -15,6 +15,7 @@ from bertcore.analysis import evalset, published
 from bertcore.analysis import findings as F
 from bertcore.data import DataError
 from bertcore.embeddings import InputError
+from bertcore.sources import PACKAGED_MLM
 from explorer import resources, widgets
 from explorer.figures import findings as figs
 
@@ -36,7 +37,14 @@ if published.comparable(config):
                "(the text differs: BBC News here, Wikipedia in Clark et al.).", icon=":material/check:")
 else:
     diffs = "; ".join(published.differences(config))
-    if source.kind == "packaged":
+    if source == PACKAGED_MLM:
+        training = ("MiniLM-MLM is all-MiniLM-L6-v2 (a 6-layer MiniLM distilled from a larger BERT-style model and "
+                    "fine-tuned for sentence embeddings) with MLM and NSP heads, trained further in this project with "
+                    "BERT's own objectives on news, encyclopedic and everyday English (about 4M words; its model card "
+                    "lists the corpora), including the BBC training articles but never the held-out ones used here. "
+                    "A short MLM training on top of a sentence-embedding model: expect some of bert-base's attention "
+                    "habits, weaker or moved.")
+    elif source.kind == "packaged":
         training = ("all-MiniLM-L6-v2 is a 6-layer MiniLM (distilled from a larger BERT-style model), then fine-tuned "
                     "for sentence embeddings with a contrastive objective on ~1B sentence pairs, with no MLM or NSP "
                     "head: expect the attention habits of MLM pretraining to be weaker or moved.")

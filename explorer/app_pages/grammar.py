@@ -118,7 +118,7 @@ if stored:
             st.session_state.update(state)
             st.session_state["gram_goto"] = page
 
-        c1, c2, c3 = st.columns(3)
+        c1, c2, c3, c4 = st.columns(4)
         c1.button("Score this pair above", key="gram_use", on_click=open_in, icon=":material/arrow_upward:",
                   args=("", {"gram_a": chosen.good, "gram_b": chosen.bad}))
         c2.button("Open in Attention", key="gram_att", icon=":material/grid_on:", on_click=open_in,
@@ -127,6 +127,11 @@ if stored:
             c3.button("Open the [MASK] in Masking", key="gram_msk", icon=":material/visibility_off:",
                       on_click=open_in, args=("explorer/app_pages/masking.py",
                                               {"msk_text": chosen.critical[0], "msk_pair_on": False}))
+            c4.button("Explain the [MASK] in Attribution", key="gram_attr", icon=":material/troubleshoot:",
+                      on_click=open_in, args=("explorer/app_pages/attribution.py",
+                                              {"attr_mlm_text": chosen.critical[0], "attr_kind": "fill_mask"}),
+                      help="Which input tokens push the model toward its guess at the critical word "
+                           "(integrated gradients).")
         widgets.download_csv(table, "grammar-failing-pairs", key="gram_csv", index=False)
 goto = st.session_state.pop("gram_goto", None)
 if goto:

@@ -5,11 +5,13 @@ import streamlit as st
 import torch
 
 from bertcore import fill_mask, masking
+from bertcore.analysis import logit_lens
 from bertcore.embeddings import InputError
 from bertcore.fill_mask import FillMaskError
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError, encode
-from explorer import widgets
+from explorer import resources, widgets
+from explorer.figures import lens as lens_figures
 from explorer.figures import masking as mask_figures
 
 DEFAULT = "The film won the award for best actor at the ceremony in London on Sunday night."
@@ -199,3 +201,52 @@ st.dataframe(pd.DataFrame({
 }), hide_index=True, key="msk_pred_table",
     column_config={"probability": st.column_config.NumberColumn(format="%.3g"),
                    "p(original)": st.column_config.NumberColumn(format="%.3g")})
+
+# ----------------------------------------------------------------------------- logit lens
+st.subheader("Layer by layer: the logit lens")
+st.markdown(
+    "What would the model guess if it stopped after layer *k*? The **logit lens** (nostalgebraist 2020) decodes "
+    "every layer's hidden state with the model's own MLM head (`cls.predictions`). Each cell is that layer's top "
+    "guess at that position (colour: its probability; hover: the top 5); a red ring marks layers whose guess is "
+    "already the model's final one. BERT's head was trained on the last layer only, so early layers decode "
+    "poorly: read the picture as *when the final answer becomes readable*, not as all a layer knows. The "
+    "**tuned lens** (Belrose et al. 2023) fixes that with one small affine map per layer, fitted so each layer's "
+    "decoding comes as close as it can to the final one."
+)
+if len(enc) > logit_lens.MAX_TOKENS:
+    st.info(f"The logit lens reads at most {logit_lens.MAX_TOKENS} tokens; this input has {len(enc)}. Shorten the "
+            "text to see it.", icon=":material/info:")
+    st.stop()
+lens_path = logit_lens.tuned_lens_path(repr(resources.source_key(lm.source)))
+use_tuned = st.toggle("Decode through the tuned lens", key="msk_tuned", persist_state="session",
+                      help="Fitted once per model on held-out BBC text (a few minutes on a CPU), then kept on disk.")
+tuned = None
+if use_tuned:
+    if lens_path.is_file():
+        try:
+            tuned = logit_lens.load_tuned_lens(lens_path)
+        except ValueError as exc:
+            st.warning(f"{widgets.escape_md(exc)}: fit it again.", icon=":material/warning:")
+    if tuned is None and st.button("Fit the tuned lens for this model (a few minutes)", key="msk_fit_lens",
+                                   type="primary", icon=":material/tune:"):
+        bar = st.progress(0.0, text="Reading held-out text ...")
+        segments = resources.findings_segments(resources.source_key(lm.source), 40, 128, lm)
+        encodings = [tok(s.text_a, s.text_b, return_tensors="pt") for s in segments]
+        tuned = logit_lens.train_tuned_lens(
+            lm.model, encodings, progress=lambda i, n, loss: bar.progress(i / n, text=f"Step {i} / {n}: KL {loss:.2f}"))
+        logit_lens.save_tuned_lens(tuned, lens_path)
+        bar.empty()
+    if tuned is None:
+        st.caption("Not fitted yet for this model: the charts below show the plain logit lens.")
+lens = logit_lens.logit_lens(lm.model, result.input_ids, t["attention_mask"], t["token_type_ids"], k=5, tuned=tuned)
+top_tokens = [[tok.convert_ids_to_tokens(row) for row in layer] for layer in lens.top_ids.tolist()]
+title = ("Tuned lens" if tuned is not None else "Logit lens") + ": each layer's best guess at each position"
+widgets.plotly_chart(lens_figures.lens_grid(fed_tokens, top_tokens, lens.top_probs.numpy(), lens.final_rank.numpy(),
+                                            title=title), key="msk_lens")
+cols = [p.position for p in shown]
+final_words = tok.convert_ids_to_tokens(lens.final_ids[cols].tolist())
+widgets.plotly_chart(lens_figures.final_guess_by_layer(
+    [f"pos {c}: {fed_tokens[c]} → {w}" for c, w in zip(cols, final_words)],
+    lens.final_prob[:, cols].numpy(), lens.final_rank[:, cols].numpy()), key="msk_lens_lines")
+if tuned is not None:
+    widgets.plotly_chart(lens_figures.kl_by_layer(tuned.kl_logit.numpy(), tuned.kl_tuned.numpy()), key="msk_lens_kl")

@@ -26,8 +26,14 @@ The pages on the left follow a first visit:
   ablation), which input tokens a prediction depends on (Attribution), and two models side by side.
 - **Train your own**: pretrain or fine-tune a small BERT live and watch it learn (Train, Evolution).
 
-The model is chosen in the sidebar and used by every page. The default, all-MiniLM-L6-v2, has
-no masked-LM head; **MiniLM-MLM** (also packaged) is the same encoder trained here to fill `[MASK]`.
+The model is chosen in the sidebar and used by every page. Two work offline:
+- **MiniLM-MLM** (the default): a 6-layer BERT with BERT's two heads, trained in this project with masked-LM and
+  next-sentence prediction on news, encyclopedic and everyday English. It fills `[MASK]`, scores sentence pairs
+  and sentences (Grammar), and every other page works with it. Its model card (`models/minilm-mlm/README.md`)
+  gives its held-out accuracy and how it was trained.
+- **all-MiniLM-L6-v2**: the same encoder before that training, a sentence-embedding model (sentence-transformers)
+  with no masked-LM head: the pages that need one say so. Compare the two (Compare models) to see what
+  masked-LM training changed.
 """
 )
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from bertcore import BertForPreTraining, BertForSequenceClassification
+from bertcore import sources
 from bertcore.sources import ModelSource
 
 from ..conftest import save_tiny_bert
@@ -36,7 +37,7 @@ def classifier_source(tmp_path_factory) -> ModelSource:
 
 
 def test_ablation_page_on_the_minilm_shows_movement_and_says_there_is_no_mlm_head():
-    at = page("ablation")
+    at = page("ablation", sources.PACKAGED)
     assert_clean(at)
     assert not messages(at)["error"]
     assert any("no MLM head" in m for m in messages(at)["info"])

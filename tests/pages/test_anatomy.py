@@ -3,13 +3,14 @@ input handles bad text, an MLM model has no pooler."""
 
 from __future__ import annotations
 
+from bertcore import sources
 from bertcore.config import PRESETS
 
 from .conftest import BAD_TEXTS, assert_clean, dataframes, messages, page
 
 
 def test_anatomy_counts_and_presets(packaged):
-    at = page("anatomy")
+    at = page("anatomy", sources.PACKAGED)
     assert_clean(at)
     metrics = {m.label: m.value for m in at.metric}
     n = packaged.model.num_parameters()

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from bertcore.analysis import rollout
+from bertcore.sources import PACKAGED
 from bertcore.tokenizer import encode
 
 from .conftest import (ATT_TABS, BAD_TEXTS, array, assert_clean, chart_specs, charts, check, each_attention_tab,
@@ -68,7 +69,7 @@ def test_one_head_heatmap_is_the_models_attention(packaged):
     enc = encode(packaged.tokenizer, text)
     with torch.no_grad():
         out = packaged.model(**enc.tensors(), output_attentions=True)
-    at = page("attention")
+    at = page("attention", PACKAGED)
     at.text_area(key="att_text").set_value(text).run()
     for layer, head in ((1, 1), (4, 7), (6, 12)):
         at.slider(key="att_layer").set_value(layer)

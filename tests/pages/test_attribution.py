@@ -3,6 +3,8 @@ classifier and a fill-mask model, with a completeness gap under 5%; bad text giv
 
 from __future__ import annotations
 
+from bertcore import sources
+
 from .conftest import COMPARE_LABELS, assert_bad_texts_answered, assert_clean, chart_specs, messages, page
 
 
@@ -12,7 +14,7 @@ def gap(at) -> float:
 
 
 def test_attribution_defaults_minilm_similarity():
-    at = page("attribution")
+    at = page("attribution", sources.PACKAGED)
     assert_clean(at)
     assert any("no classification or MLM head" in i and "Train page" in i for i in messages(at)["info"])
     assert gap(at) <= 0.05
@@ -64,6 +66,6 @@ def test_attribution_fill_mask(models):
 
 
 def test_attribution_similarity_bad_text():
-    at = page("attribution")
+    at = page("attribution", sources.PACKAGED)
     # 512-token IG is the benchmark's job, not a unit test's
     assert_bad_texts_answered(at, "attr_sim_a", skip=("20k_chars", "over_max_positions"))

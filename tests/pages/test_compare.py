@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from bertcore.analysis import compare
+from bertcore import sources
 from bertcore.sources import load
 
 from .conftest import array, assert_bad_texts_answered, assert_clean, chart_specs, messages, page, table
@@ -15,7 +16,7 @@ CMP_TABS = ["CKA by layer", "Layer × layer CKA", "Attention difference per head
 
 
 def test_compare_defaults_every_tab():
-    at = page("compare")
+    at = page("compare", sources.PACKAGED)  # model B defaults to all-MiniLM-L6-v2 too
     assert_clean(at)
     assert any("same model" in i for i in messages(at)["info"])
     assert [t.label for t in at.tabs] == CMP_TABS
@@ -25,6 +26,16 @@ def test_compare_defaults_every_tab():
         at.run()
         assert_clean(at)
         assert len(chart_specs(at)) == 1, label
+
+
+def test_compare_first_visit_shows_what_mlm_training_changed():
+    """Every default: A = MiniLM-MLM (the sidebar's), B = all-MiniLM-L6-v2, the same encoder before MLM training:
+    a real comparison, not a model with itself."""
+    at = page("compare")
+    assert_clean(at)
+    assert not any("same model" in i for i in messages(at)["info"])
+    cka = np.asarray(table(at, "CKA")["CKA"], dtype=float)
+    assert ((cka > 0) & (cka <= 1 + 1e-6)).all() and cka.min() < 0.999
 
 
 def test_compare_run_checkpoint_picked_on_the_page(models, run_source):
@@ -71,7 +82,7 @@ def test_compare_other_tokenizer_and_other_depth(models):
 
 
 def test_compare_bad_folder_for_b_keeps_the_previous(tmp_path):
-    at = page("compare")
+    at = page("compare", sources.PACKAGED)
     at.radio(key="cmp_b_kind").set_value("local").run()
     at.text_input(key="cmp_b_local_path").input(str(tmp_path / "nothing")).run()
     at.button(key="cmp_b_local_use").click().run()

@@ -86,7 +86,7 @@ def test_masking_any_whole_number_is_a_seed():
 
 
 def test_masking_without_mlm_head_says_so():
-    at = page("masking")
+    at = page("masking", sources.PACKAGED)
     info = " ".join(messages(at)["info"])
     assert "no MLM head" in info and "Train page" in info and "MiniLM-MLM" in info
     assert at.button(key="msk_switch").label.startswith("Use the packaged MiniLM-MLM")
@@ -125,7 +125,7 @@ def test_masking_mlm_model_with_nothing_to_predict(mlm_source):
 
 
 def test_switches_to_the_packaged_mlm_in_one_click():
-    at = page("masking")
+    at = page("masking", sources.PACKAGED)
     assert not at.exception
     at.button(key="msk_switch").click().run()
     assert not at.exception, [e.value for e in at.exception]
@@ -134,3 +134,71 @@ def test_switches_to_the_packaged_mlm_in_one_click():
     assert tables and len(tables[0]) > 0
     # what a new user sees with every default: the model gets the hidden words of the default sentence
     assert tables[0]["recovered"].sum() >= 2, tables[0][["original", "top guess"]]
+
+
+def test_the_logit_lens_decodes_every_layer_and_ends_at_the_prediction():
+    """Default model (MiniLM-MLM, no click): the lens grid's last row is the model's own top-1 at every fed
+    position, and its line chart ends at the top guess's probability at the typed [MASK]."""
+    from bertcore.analysis.logit_lens import logit_lens
+
+    from .conftest import array, chart_specs
+
+    text = "The keys to the cabinet [MASK] on the table."
+    at = page("masking", msk_text=text, msk_rate=0.0)
+    assert_clean(at)
+    specs = chart_specs(at)
+    grid = next(s for s in specs if "Logit lens" in str(s["layout"].get("title", "")))
+    lm = load(sources.PACKAGED_MLM)
+    enc = lm.tokenizer(text.replace("[MASK]", lm.tokenizer.mask_token), return_tensors="pt")
+    lens = logit_lens(lm.model, enc["input_ids"])
+    heat = grid["data"][0]
+    assert len(heat["y"]) == lm.config.num_hidden_layers + 1 and heat["y"][0] == "embeddings"
+    top_last = lm.tokenizer.convert_ids_to_tokens(lens.final_ids.tolist())
+    from explorer.figures.tokens import _plain
+
+    assert [str(w) for w in heat["text"][-1]] == [_plain(w) for w in top_last]
+    lines = next(s for s in specs if "final guess" in str(s["layout"].get("title", "")))
+    pos = int((enc["input_ids"][0] == lm.tokenizer.mask_token_id).nonzero())
+    assert abs(array(lines["data"][0]["y"])[-1] - float(lens.final_prob[-1, pos])) < 1e-5
+
+
+def test_first_visit_shows_predictions_with_no_click():
+    """A fresh session opened as a user opens the app: the default model fills [MASK] on the Masking page."""
+    from .conftest import chart_specs, open_page
+
+    at = open_page("masking")
+    assert_clean(at)
+    assert not any("no MLM head" in i for i in messages(at)["info"])
+    assert "msk_switch" not in [b.key for b in at.button]
+    titles = [str(s["layout"].get("title", "")) for s in chart_specs(at)]
+    assert any("Logit lens" in t for t in titles)
+    assert any(df.columns.tolist()[:3] == ["position", "original", "model sees"] for df in dataframes(at))
+
+
+def test_the_tuned_lens_is_read_from_disk_and_drawn(monkeypatch, tmp_path):
+    """A lens fitted for the model (here a short fit, saved where the page looks) is used when the toggle is
+    on: the grid's title says so, its last row is still the model's prediction, and the KL chart appears."""
+    from bertcore.analysis import logit_lens as LL
+    from explorer import resources
+
+    from .conftest import chart_specs
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path))
+    lm = load(sources.PACKAGED_MLM)
+    text = "The keys to the cabinet [MASK] on the table."
+    enc = lm.tokenizer([text.replace("[MASK]", lm.tokenizer.mask_token), "Bees make honey from nectar."],
+                       return_tensors="pt", padding=True)
+    encodings = [{k: v[i:i + 1] for k, v in enc.items()} for i in range(2)]
+    lens = LL.train_tuned_lens(lm.model, encodings, steps=3, positions_per_step=16)
+    LL.save_tuned_lens(lens, LL.tuned_lens_path(repr(resources.source_key(sources.PACKAGED_MLM))))
+    at = page("masking", msk_text=text, msk_rate=0.0, msk_tuned=True)
+    assert_clean(at)
+    specs = chart_specs(at)
+    titles = [str(s["layout"].get("title", "")) for s in specs]
+    assert any("Tuned lens" in t for t in titles) and any("KL(final" in str(s["layout"]) for s in specs)
+    grid = next(s for s in specs if "Tuned lens" in str(s["layout"].get("title", "")))
+    final = LL.logit_lens(lm.model, encodings[0]["input_ids"][:, :int(encodings[0]["attention_mask"].sum())])
+    from explorer.figures.tokens import _plain
+
+    assert [str(w) for w in grid["data"][0]["text"][-1]] == [
+        _plain(w) for w in lm.tokenizer.convert_ids_to_tokens(final.final_ids.tolist())]

@@ -16,7 +16,7 @@ from .conftest import array, page
 
 
 def test_page_without_head_offers_the_switch():
-    at = page("next_sentence")
+    at = page("next_sentence", sources.PACKAGED)
     assert not at.exception
     assert any("no next-sentence head" in str(i.value) for i in at.info)
     assert at.button(key="nsp_switch").label.startswith("Use the packaged MiniLM-MLM")
@@ -57,7 +57,7 @@ def test_page_bad_input_is_a_message(tiny_nsp, a, b):
 
 
 def test_switches_to_the_packaged_mlm_in_one_click():
-    at = page("next_sentence")
+    at = page("next_sentence", sources.PACKAGED)
     at.button(key="nsp_switch").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.metric[0].label == "P(IsNext)"

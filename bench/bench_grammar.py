@@ -1,0 +1,89 @@
+"""Time sentence scoring (pseudo-log-likelihood) and the whole minimal-pair suite on the packaged MiniLM-MLM.
+
+    python bench/bench_grammar.py --threads 2                  # PLL of a 20-word sentence, then the suite
+    python bench/bench_grammar.py --threads 2 --suite-n 100    # pairs per paradigm of the suite
+
+Reference measured in the same run: minicons' ``MaskedLMScorer`` (the well-kept implementation, PyPI
+``minicons``; a dev dependency) on the same weights loaded by transformers, scoring the same sentence the same
+way (within-word left-to-right PLL). Prints the median time of each, the ratio bertcore / minicons, the
+suite's time (pairs/s), and the load average (time nothing else while this runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from timing import median_ms  # noqa: E402
+
+from bertcore import sources  # noqa: E402
+from bertcore.analysis import minimal_pairs as MP  # noqa: E402
+from bertcore.analysis.scoring import pseudo_log_likelihood  # noqa: E402
+
+SENTENCE = ("The old farmer who lives near the river said that his two dogs were happy to run across the wide "
+            "green fields.")  # 20 words
+
+
+def minicons_scorer(folder: Path):
+    """A minicons MaskedLMScorer on the folder's weights loaded by transformers (None without minicons)."""
+    try:
+        from minicons import scorer
+    except ImportError:
+        return None
+    import transformers
+
+    hf = transformers.BertForMaskedLM.from_pretrained(str(folder)).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(str(folder))
+
+    class Tokenizer(type(tok)):  # minicons 0.3.39 calls batch_encode_plus, which transformers 5 removed
+        def batch_encode_plus(self, *args, **kwargs):
+            return self(*args, **kwargs)
+
+    tok.__class__ = Tokenizer
+    return scorer.MaskedLMScorer(hf, "cpu", tokenizer=tok)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--suite-n", type=int, default=100, help="pairs per paradigm (the app's default is 40)")
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    lm = sources.load(sources.PACKAGED_MLM)
+    assert len(SENTENCE.split()) == 20
+    n_tokens = len(lm.tokenizer(SENTENCE)["input_ids"])
+    ours = median_ms(lambda: pseudo_log_likelihood(lm.model, lm.tokenizer, SENTENCE, "within_word_l2r"), a.reps, 2)
+    ref = None
+    mc = minicons_scorer(lm.path)
+    if mc is not None:
+        ref = median_ms(lambda: mc.sequence_score([SENTENCE], reduction=lambda x: x.sum(0).item(),
+                                                  PLL_metric="within_word_l2r"), a.reps, 2)
+    pairs = MP.generate(a.suite_n, MP.SUITE_SEED)
+    t0 = time.perf_counter()
+    results = list(MP.score(lm.model, lm.tokenizer, pairs))
+    suite_s = time.perf_counter() - t0
+    acc = MP.accuracy_by_paradigm(results)
+    out = {
+        "threads": a.threads, "load_average_1min": round(os.getloadavg()[0], 2),
+        "pll_20_words_ms": round(ours, 1), "tokens": n_tokens,
+        "minicons_ms": None if ref is None else round(ref, 1),
+        "ratio_bertcore_over_minicons": None if ref is None else round(ours / ref, 3),
+        "suite_pairs": len(results), "suite_s": round(suite_s, 1), "pairs_per_s": round(len(results) / suite_s, 1),
+        "suite_accuracy_pll": {k: round(v["pll"], 3) for k, v in acc.items()},
+    }
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
