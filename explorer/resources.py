@@ -289,6 +289,27 @@ def findings(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, progre
         return result
 
 
+def syntax_heads(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, progress=None):
+    """:func:`bertcore.analysis.syntax.run_syntax` on the Findings page's held-out segments, computed once per
+    process per ``(key, n_segments)`` and kept beside the Findings results (same store, same limit).
+
+    Raises:
+        bertcore.analysis.syntax.SyntaxUnavailable: no spaCy; ValueError: too few arcs.
+    """
+    from bertcore.analysis import evalset, syntax
+
+    store = _findings_store()
+    with store["lock"]:
+        hit = store["results"].get(("syntax", key, n_segments))
+        if hit is None:
+            segments = findings_segments(key, n_segments, min(evalset.MAX_TOKENS, _loaded.max_length), _loaded)
+            hit = syntax.run_syntax(_loaded.encoder, _loaded.tokenizer, segments, progress=progress)
+            store["results"][("syntax", key, n_segments)] = hit
+            while len(store["results"]) > 8:
+                store["results"].pop(next(iter(store["results"])))
+        return hit
+
+
 @st.cache_data(show_spinner="Fitting the position regression ...", max_entries=8)
 def position_regression(key: tuple[str, ...], _loaded: LoadedModel) -> dict[str, dict]:
     """Wang & Chen 2020's 5-fold linear position regression on the model's whole learned table and on a

@@ -115,6 +115,34 @@ FINDINGS: dict[str, Finding] = {f.key: f for f in [
 ]}
 
 
+@dataclass(frozen=True)
+class SyntaxHead:
+    """A bert-base head that follows one dependency relation (Clark et al. 2019, Figure 5): ``relation`` (their
+    Stanford label), ``layer`` / ``head`` numbered from 1, ``accuracy`` (share of arcs), ``direction``
+    (``dep->head``: the dependent attends to its head; ``head->dep``: the reverse), ``claim`` as they state it."""
+
+    relation: str
+    layer: int
+    head: int
+    accuracy: float
+    direction: str
+    claim: str
+
+
+#: Clark et al. 2019, section 4.2, Figure 5 (bert-base-uncased, dependency-parsed Penn Treebank WSJ, word-level
+#: attention, the most-attended other word). The five figures as quoted in the project's issue "What each layer
+#: knows"; not re-read from the paper offline. ClearNLP labels (spaCy) name these relations the same way.
+SYNTAX_HEADS: dict[str, SyntaxHead] = {h.relation: h for h in [
+    SyntaxHead("det", 8, 11, 0.943, "dep->head", "determiners attend to their noun"),
+    SyntaxHead("dobj", 8, 10, 0.868, "dep->head", "direct objects attend to their verbs"),
+    SyntaxHead("poss", 7, 6, 0.805, "dep->head", "possessive pronouns and apostrophes attend to the head of the "
+                                                  "noun phrase"),
+    SyntaxHead("auxpass", 4, 10, 0.825, "dep->head", "passive auxiliary verbs attend to the verb they modify"),
+    SyntaxHead("pobj", 9, 6, 0.763, "head->dep", "prepositions attend to their objects"),
+]}
+SYNTAX_HEADS_WHERE = "section 4.2, Figure 5"
+
+
 def finding(key: str) -> Finding:
     """The finding ``key`` (KeyError with the known keys if missing)."""
     try:

@@ -13,11 +13,13 @@ import streamlit as st
 from bertcore import runs
 from bertcore.analysis import evalset, published
 from bertcore.analysis import findings as F
+from bertcore.analysis import syntax
 from bertcore.data import DataError
 from bertcore.embeddings import InputError
 from bertcore.sources import PACKAGED_MLM
 from explorer import resources, widgets
 from explorer.figures import findings as figs
+from explorer.figures import syntax as syntax_figs
 
 COLUMNS = {"measure": "Measure", "ours": "This model", "published": "bert-base (published)", "source": "Source"}
 
@@ -161,9 +163,65 @@ def positions() -> None:
         key="find_positions")
 
 
+def syntax_heads() -> None:
+    st.markdown(
+        "Clark et al. 2019 (section 4.2, Figure 5): some heads follow syntax. The segments are parsed by spaCy's "
+        "English model (`en_core_web_sm`, ClearNLP labels); attention is merged to words (the sum over a word's "
+        "pieces as keys, the mean over them as queries), and a head *predicts* for each word the other word it "
+        "attends to most ([CLS] and [SEP] left out). A head's accuracy on a relation is the share of arcs where "
+        "the dependent's prediction is its head (dep→head) or the head's prediction is its dependent (head→dep), "
+        "whichever is higher. The **fixed-offset baseline** always picks the word at the relation's most common "
+        "relative position: a head is only interesting where it beats it.")
+    bar = st.progress(0.0, text="Parsing the segments and running the model ...")
+    try:
+        run = resources.syntax_heads(key, n_segments, lm, progress=lambda i, n: bar.progress(
+            i / n, text=f"Parsing and running the model: {i} / {n} segments"))
+    except syntax.SyntaxUnavailable as exc:
+        st.warning(widgets.escape_md(str(exc)), icon=":material/warning:")
+        return
+    except ValueError as exc:
+        widgets.show_error(exc, "Cannot score syntax heads")
+        return
+    finally:
+        bar.empty()
+    res = run.heads
+    rows = []
+    for r in res.relations:
+        share, layer, head, direction = res.best(r)
+        base, off = res.baseline[r]
+        pub = published.SYNTAX_HEADS.get(r)
+        rows.append({"relation": r, "arcs": res.counts[r], "best head (layer-head)": f"{layer + 1}-{head + 1}",
+                     "direction": direction, "accuracy": share, "fixed offset": f"{base:.1%} (offset {off:+d})",
+                     "bert-base (Clark, Fig. 5)": f"{pub.accuracy:.1%}, head {pub.layer}-{pub.head}" if pub else ""})
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key="find_syntax_table",
+                 column_config={"accuracy": st.column_config.NumberColumn(format="percent")})
+    st.caption("bert-base's numbers are on the Penn Treebank with Stanford dependencies (Clark et al. 2019, "
+               f"{published.SYNTAX_HEADS_WHERE}); ours on held-out BBC segments parsed by spaCy, so they compare "
+               "in kind, not to the decimal.")
+    grids = [np.maximum(res.dep_to_head[r], res.head_to_dep[r]) for r in res.relations]
+    counts = [res.counts[r] for r in res.relations]
+    widgets.plotly_chart(syntax_figs.relation_head_heatmap(res.relations, grids, counts), key="find_syntax_heatmap")
+    rel = st.selectbox("An example of a relation, with its best head", res.relations, key="find_syntax_rel")
+    share, layer, head, direction = res.best(rel)
+    seg_i, dep, gov = res.examples[rel][0]
+    seg = run.segments[seg_i]
+    act = resources.forward(key, seg.text_a, seg.text_b, lm)
+    merged, unit = syntax.word_attention(act.attentions, seg)
+    source_word = dep if direction == "dep->head" else gov
+    target = syntax.predicted_word(merged, unit, layer, head, source_word)
+    lo, hi = max(0, min(dep, gov) - 4), min(len(seg.words), max(dep, gov) + 5)
+    gold = [(d - lo, seg.words[d].head - lo, seg.words[d].dep) for d in range(lo, hi)
+            if seg.words[d].head != d and lo <= seg.words[d].head < hi and seg.words[d].dep not in ("punct", "ROOT")]
+    predicted = [(source_word - lo, target - lo)] if target is not None and lo <= target < hi else []
+    widgets.plotly_chart(syntax_figs.arc_figure([w.text for w in seg.words[lo:hi]], gold, predicted, title=(
+        f"Head {layer + 1}-{head + 1} on '{rel}' ({share:.0%} of arcs, {direction}): above, spaCy's arcs; below, "
+        f"where the head looks from '{seg.words[source_word].text}'")), key="find_syntax_arcs")
+
+
 # lazy tabs: only the open one runs and draws (one or two charts per rerun instead of seven)
 SECTIONS = {"Special tokens": special_tokens, "Previous / next token": offsets, "Entropy": entropy,
-            "Pattern types": patterns, "Contextuality": contextuality, "Positions": positions}
+            "Pattern types": patterns, "Contextuality": contextuality, "Positions": positions,
+            "Syntax heads": syntax_heads}
 for tab, draw in zip(st.tabs(list(SECTIONS), key="find_tab", on_change="rerun"), SECTIONS.values()):
     if tab.open:
         with tab:

