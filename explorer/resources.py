@@ -345,7 +345,16 @@ def checkpoint_summary(folder: str, stamp: str, run_key: str, n_segments: int, m
     # another vocabulary gets its own segments, and every checkpoint of one run shares them
     segments = findings_segments(("run-tokenizer", run_key, tokenizer_fingerprint(loaded.tokenizer)), n_segments,
                                  limit, loaded)
-    return emergence.summary(evalset.run_findings(loaded.encoder, loaded.tokenizer, segments))
+    out = emergence.summary(evalset.run_findings(loaded.encoder, loaded.tokenizer, segments))
+    # Chen et al. 2023: the best head's unlabelled attachment score against spaCy's parses (NaN without spaCy)
+    from bertcore.analysis import syntax
+
+    try:
+        run = syntax.run_syntax(loaded.encoder, loaded.tokenizer, segments, min_count=1)
+        out["syntax_uas"] = float(run.heads.uas.max())
+    except (syntax.SyntaxUnavailable, ValueError):
+        out["syntax_uas"] = float("nan")
+    return out
 
 
 # ----------------------------------------------------------------------------- Evolution and Model anatomy

@@ -59,6 +59,7 @@ def test_a_head_that_attends_to_syntactic_heads_scores_one(packaged):
         assert res.dep_to_head[r][0, 0] == pytest.approx(1.0), r
         share, layer, head, direction = res.best(r)
         assert (share, layer, head, direction) == (pytest.approx(1.0), 0, 0, "dep->head")
+    assert res.uas[0, 0] == pytest.approx(1.0) and res.uas.shape == (1, 2) and res.uas[0, 1] < 1
     # the previous-word head hits exactly the arcs whose head is the previous word (offset -1)
     for r in res.relations:
         prev_share = res.dep_to_head[r][0, 1]

@@ -28,11 +28,13 @@ SUMMARY_NAMES = {
     "heterogeneous": "Heterogeneous heads (share)",
     "anisotropy_last": "Anisotropy, last layer (cosine)",
     "cls_entropy_last": "[CLS] entropy, last layer (nats)",
+    "syntax_uas": "Best head's attachment score (UAS)",
 }
 
 
 def summary(result) -> dict[str, float]:
-    """The numbers of one checkpoint (keys of ``SUMMARY_NAMES``) from a ``FindingsResult``."""
+    """The numbers of one checkpoint (keys of ``SUMMARY_NAMES`` but ``syntax_uas``, which needs parses: the
+    caller adds it from :func:`bertcore.analysis.syntax.run_syntax`) from a ``FindingsResult``."""
     patterns = np.asarray(result.patterns, dtype=np.float64)
     return {
         "prev_max": float(np.max(result.prev)),

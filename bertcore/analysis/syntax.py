@@ -136,6 +136,9 @@ class SyntaxHeads:
         head_to_dep: ``{relation: (L, H) share}``: the head's most-attended other word is the dependent.
         baseline: ``{relation: (share, offset)}``: always the word at the most common offset (head - dependent).
         examples: ``{relation: [(segment index, dependent word, head word)]}`` (a few, for display).
+        uas: ``(L, H)`` share of all scored arcs (every relation but punct) whose dependent's most-attended other
+            word is its head: each head's unlabelled attachment score; its maximum is the "best head UAS"
+            Chen et al. 2023 track across training.
     """
 
     relations: list[str]
@@ -144,6 +147,7 @@ class SyntaxHeads:
     head_to_dep: dict[str, np.ndarray]
     baseline: dict[str, tuple[float, int]]
     examples: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
+    uas: np.ndarray | None = None
 
     def best(self, relation: str) -> tuple[float, int, int, str]:
         """``(share, layer, head, direction)`` of the best head for ``relation`` (layer and head from 0)."""
@@ -184,6 +188,7 @@ def syntax_heads(attention_maps: list[np.ndarray], segments: list[ParsedSegment]
     offsets: dict[str, Counter] = defaultdict(Counter)
     arcs: list[tuple[int, str, int, int]] = []  # (segment, relation, dependent word, head word)
     examples: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    all_hits, n_arcs = None, 0
     for s, (att, seg) in enumerate(zip(attention_maps, segments)):
         merged, unit = word_attention(np.asarray(att), seg)
         special = np.array([seg.word_ids[m[0]] is None for m in word_groups(seg.tokens, seg.word_ids).members])
@@ -202,6 +207,8 @@ def syntax_heads(attention_maps: list[np.ndarray], segments: list[ParsedSegment]
                 hits_hd[rel] = np.zeros(pred.shape[:2])
             hits_dh[rel] += pred[:, :, unit[d]] == unit[h]
             hits_hd[rel] += pred[:, :, unit[h]] == unit[d]
+            all_hits = (pred[:, :, unit[d]] == unit[h]) + (0 if all_hits is None else all_hits)
+            n_arcs += 1
             counts[rel] += 1
             offsets[rel][unit[h] - unit[d]] += 1
             arcs.append((s, rel, d, h))
@@ -216,7 +223,7 @@ def syntax_heads(attention_maps: list[np.ndarray], segments: list[ParsedSegment]
         baseline[r] = (n / counts[r], off)
     return SyntaxHeads(relations, {r: counts[r] for r in relations},
                        {r: hits_dh[r] / counts[r] for r in relations}, {r: hits_hd[r] / counts[r] for r in relations},
-                       baseline, {r: examples[r] for r in relations})
+                       baseline, {r: examples[r] for r in relations}, all_hits / n_arcs)
 
 
 @dataclass
@@ -227,7 +234,7 @@ class SyntaxRun:
     segments: list[ParsedSegment]
 
 
-def run_syntax(encoder, tokenizer, segments, progress=None) -> SyntaxRun:
+def run_syntax(encoder, tokenizer, segments, progress=None, min_count: int = MIN_COUNT) -> SyntaxRun:
     """Parse the evaluation segments (:class:`bertcore.analysis.evalset.Segment`), run ``encoder`` once per
     segment with attentions, and score the syntax heads (:func:`syntax_heads`).
 
@@ -250,7 +257,7 @@ def run_syntax(encoder, tokenizer, segments, progress=None) -> SyntaxRun:
         maps.append(torch.stack([a[0] for a in out.attentions]).float().numpy())
         if progress is not None:
             progress(i + 1, len(segments))
-    return SyntaxRun(syntax_heads(maps, parsed), parsed)
+    return SyntaxRun(syntax_heads(maps, parsed, min_count), parsed)
 
 
 def predicted_word(merged: np.ndarray, unit_of_word: list[int], layer: int, head: int, word: int) -> int | None:

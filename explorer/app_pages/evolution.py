@@ -187,7 +187,7 @@ with tab_find:
             if val:
                 series["Accuracy at [MASK] positions (validation)"] = tuple(zip(*val))
             for k, name in emergence.SUMMARY_NAMES.items():
-                series[name] = (chosen, [s[k] for s in summaries])
+                series[name] = (chosen, [s.get(k, float("nan")) for s in summaries])
             agreement = _agreement_series(run_dir, key_folders, key_stamps)
             for name, values in agreement.items():
                 series[name] = (chosen, values)

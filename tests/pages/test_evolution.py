@@ -79,6 +79,11 @@ def test_evolution_findings_on_a_real_tiny_run(runs_root, tmp_path):
     assert "->" in rows["anisotropy of the last layer, first -> last checkpoint"]
     spec = [c for c in at.get("plotly_chart") if "evo_find_chart" in str(c.proto.id)]
     assert spec and "MLM loss" in spec[0].proto.spec
+    # Chen et al. 2023's measure: the best head's attachment score against spaCy's parses, one point a checkpoint
+    import json
+
+    uas = [t for t in json.loads(spec[0].proto.spec)["data"] if "attachment score" in str(t.get("name", ""))]
+    assert uas and all(0 < v <= 1 for v in array(uas[0]["y"]))
 
 
 def test_attention_by_word(runs_root):
