@@ -107,9 +107,11 @@ class ParsedSegment:
     text_b: str
 
 
-def parse_segment(tokenizer, text_a: str, text_b: str | None = None) -> ParsedSegment:
-    """Parse a text (or pair) and align it to ``tokenizer``'s WordPieces ([CLS] A [SEP] B [SEP])."""
-    enc = tokenizer(text_a, text_b, return_offsets_mapping=True, return_special_tokens_mask=True)
+def parse_segment(tokenizer, text_a: str, text_b: str | None = None, max_length: int | None = None) -> ParsedSegment:
+    """Parse a text (or pair) and align it to ``tokenizer``'s WordPieces ([CLS] A [SEP] B [SEP]; cut to
+    ``max_length`` tokens as :func:`bertcore.tokenizer.encode` cuts, when given)."""
+    cut = {"truncation": "longest_first", "max_length": max_length} if max_length else {}
+    enc = tokenizer(text_a, text_b, return_offsets_mapping=True, **cut)
     seq = enc.sequence_ids()
     words_a = parse(text_a)
     words_b = parse(text_b) if text_b else []
@@ -274,3 +276,19 @@ def predicted_word(merged: np.ndarray, unit_of_word: list[int], layer: int, head
     if not np.isfinite(scores).any():
         return None
     return word_of_unit[int(scores.argmax())]
+
+
+def token_labels(seg: ParsedSegment) -> tuple[list[str], list[str]]:
+    """Per token, a short label (Universal POS and dependency label, e.g. ``NOUN nsubj``; empty for special
+    tokens) and a hover text (Penn tag, label and head word), for drawing under the tokens."""
+    labels, hovers = [], []
+    for w in seg.word_ids:
+        if w is None:
+            labels.append("")
+            hovers.append("")
+            continue
+        word = seg.words[w]
+        head = "root of its sentence" if word.head == w else f"{word.dep} of '{seg.words[word.head].text}'"
+        labels.append(f"{word.pos} {word.dep}")
+        hovers.append(f"word '{word.text}': {word.pos} ({word.tag}), {head}")
+    return labels, hovers

@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from bertcore import analysis
+from bertcore.analysis import syntax
 from bertcore.sources import SourceError
 from bertcore.tokenizer import TextError, TokenizerError, compare_vocabularies, encode
 from explorer import resources, widgets
@@ -54,8 +55,20 @@ st.caption("Each cell is one token with its id below. Pieces of the same word sh
            "alternate two shades); sentence A is blue, sentence B green, special tokens grey. "
            "Hover a cell for its position, word, segment id and attention mask.")
 per_row = 12 if len(enc) <= 120 else 16
+labels = hovers = None
+if st.toggle("Part of speech and dependencies (spaCy)", value=True, key="tok_syntax", persist_state="session",
+             help="spaCy's English parser (en_core_web_sm) tags every word; each WordPiece shows its word's Universal "
+                  "part of speech and dependency label; hover for the Penn tag and the head word. The Syntax heads "
+                  "tab of the Findings page asks which attention heads follow these arcs."):
+    try:
+        labels, hovers = syntax.token_labels(syntax.parse_segment(tok, text, text_pair, max_length=limit))
+    except syntax.SyntaxUnavailable as exc:
+        st.caption(widgets.escape_md(str(exc)))
+    if labels is not None and len(labels) != len(enc):  # a tokenizer whose offsets do not match: no labels
+        labels = hovers = None
 widgets.plotly_chart(token_figures.token_grid(enc.tokens, enc.input_ids, enc.word_ids, enc.special_tokens_mask,
-                                         enc.token_type_ids, enc.attention_mask, per_row=per_row),
+                                         enc.token_type_ids, enc.attention_mask, per_row=per_row, labels=labels,
+                                         label_hover=hovers),
                 key="tok_grid")
 
 st.subheader("This vocabulary vs bert-base-uncased's")

@@ -41,6 +41,8 @@ def token_grid(
     token_type_ids: Sequence[int],
     attention_mask: Sequence[int] | None = None,
     per_row: int = 12,
+    labels: Sequence[str] | None = None,
+    label_hover: Sequence[str] | None = None,
 ) -> go.Figure:
     """Tokens in reading order as cells ``token / id``, wrapped ``per_row`` to a line.
 
@@ -51,6 +53,8 @@ def token_grid(
         tokens, input_ids, word_ids, special_mask, token_type_ids, attention_mask: one entry per
             token (T), as in :class:`bertcore.tokenizer.Encoding`.
         per_row: cells per line (>= 1).
+        labels / label_hover: optional per-token annotation drawn as a third line in each cell (e.g. part of
+            speech and dependency label) and its hover text.
     Raises:
         ValueError: lists of different lengths, no tokens, or ``per_row < 1``.
     """
@@ -61,6 +65,9 @@ def token_grid(
     attention_mask = attention_mask if attention_mask is not None else [1] * len(tokens)
     _check_lengths(tokens, input_ids=input_ids, word_ids=word_ids, special_mask=special_mask,
                    token_type_ids=token_type_ids, attention_mask=attention_mask)
+    if labels is not None:
+        label_hover = label_hover if label_hover is not None else labels
+        _check_lengths(tokens, labels=labels, label_hover=label_hover)
     t = len(tokens)
     per_row = min(per_row, t)
     rows = math.ceil(t / per_row)
@@ -76,6 +83,9 @@ def token_grid(
         word = "special" if word_ids[i] is None else f"word {word_ids[i]}"
         hover[r, c] = (f"position {i}<br>token {_plain(tok)}<br>id {input_ids[i]}<br>{word}<br>"
                        f"segment {token_type_ids[i]}<br>attention mask {attention_mask[i]}")
+        if labels is not None and labels[i]:
+            text[r, c] += f"<br><sub><i>{_plain(labels[i])}</i></sub>"
+            hover[r, c] += f"<br>{_plain(label_hover[i])}"
     n_colors = len(PALETTE)
     scale = []
     for k, colour in enumerate(PALETTE):
@@ -90,7 +100,7 @@ def token_grid(
     for code, name in LEGEND.items():  # legend entries only (no data)
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
                                  marker={"size": 12, "symbol": "square", "color": PALETTE[code]}))
-    fig.update_layout(height=70 + 46 * rows, margin={"l": 5, "r": 5, "t": 30, "b": 5},
+    fig.update_layout(height=70 + (62 if labels is not None else 46) * rows, margin={"l": 5, "r": 5, "t": 30, "b": 5},
                       plot_bgcolor="white", legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
                       title=None)
     return fig

@@ -106,3 +106,24 @@ def test_corpus_vocab_shown_beside_bert_base_uncased(corpus_vocab_run, monkeypat
     row = table[table["text"] == "hyperparameterization"].iloc[0]
     assert row["reference_pieces"] == "hyper ##para ##meter ##ization" and row["n_pieces"] > 4
     assert table["n_pieces"].sum() == ours and table["n_reference_pieces"].sum() == 12
+
+
+def test_tokens_carry_spacys_part_of_speech_and_dependency(tok_app):
+    """Each WordPiece cell shows its word's POS and dependency label (all pieces of a word the same); hover
+    names the head word; off, the grid has no labels."""
+    import json
+
+    at = tok_app
+    at.text_area(key="tok_text").set_value("The keys to the cabinet are unbelievably heavy.")
+    at.run()
+    check(at, None)
+    cells = [str(c) for row in json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["text"] for c in row]
+    labelled = {c.split("<br>")[0]: c.split("<i>")[1].split("</i>")[0] for c in cells if "<i>" in c}
+    assert labelled["keys"] == "NOUN nsubj" and labelled["the"] == "DET det" and labelled["are"] == "AUX ROOT"
+    assert labelled["un"] == labelled["##bel"] == "ADV advmod"  # every piece of 'unbelievably'
+    hover = json.dumps(json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["customdata"])
+    assert "nsubj of 'are'" in hover
+    at.toggle(key="tok_syntax").set_value(False).run()
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert not any("<i>" in str(c) for row in spec["data"][0]["text"] for c in row)
+    at.toggle(key="tok_syntax").set_value(True).run()
