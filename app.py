@@ -39,6 +39,7 @@ PAGES = {
         page("findings", "Findings", "fact_check"),
         page("ablation", "Head ablation", "content_cut"),
         page("attribution", "Attribution", "insights"),
+        page("patching", "Activation patching", "swap_calls"),
         page("compare", "Compare models", "compare_arrows"),
     ],
     "Train your own": [

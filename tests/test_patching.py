@@ -1,0 +1,86 @@
+"""Activation patching (bertcore.analysis.patching): the properties any correct implementation has."""
+
+import numpy as np
+import pytest
+import torch
+
+from bertcore.analysis import patching as P
+from bertcore.heads import BertForPreTraining
+
+from .conftest import tiny_bert
+
+
+@pytest.fixture
+def model():
+    return tiny_bert(BertForPreTraining, num_hidden_layers=3)
+
+
+def _inputs(ids):
+    ids = torch.tensor([ids])
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
+
+
+CLEAN = _inputs([2, 10, 11, 12, 4, 13, 3])    # position 4: the "[MASK]"
+CORRUPT = _inputs([2, 20, 11, 12, 4, 13, 3])  # one token differs (position 1)
+METRIC = P.logit_diff(4, 30, 31)
+
+
+def test_patching_a_whole_layer_restores_the_clean_run(model):
+    out, cache = P.record(model, CLEAN)
+    clean = METRIC(out)
+    for layer in range(len(model.bert.encoder.layer) + 1):
+        with P.patch(model, "resid", layer, cache[("resid", layer)]):
+            assert METRIC(model(**CORRUPT)) == pytest.approx(clean, abs=1e-5), layer
+
+
+def test_an_empty_patch_is_the_corrupted_run(model):
+    corrupted = METRIC(model(**CORRUPT))
+    _, cache = P.record(model, CLEAN)
+    for kind, layer in (("resid", 1), ("attn", 2), ("mlp", 3)):
+        with P.patch(model, kind, layer, cache[(kind, layer)], positions=[]):
+            assert METRIC(model(**CORRUPT)) == corrupted
+
+
+def test_a_head_with_the_same_output_in_both_runs_changes_nothing(model):
+    """Head 2 of layer 1 with zero value weights outputs zeros on any input: patching it is a no-op."""
+    size = model.config.hidden_size // model.config.num_attention_heads
+    with torch.no_grad():
+        v = model.bert.encoder.layer[0].attention.self.value
+        v.weight[2 * size:3 * size] = 0
+        v.bias[2 * size:3 * size] = 0
+    corrupted = METRIC(model(**CORRUPT))
+    _, cache = P.record(model, CLEAN)
+    with P.patch(model, "head", 1, cache[("head", 1)], head=2):
+        assert METRIC(model(**CORRUPT)) == corrupted
+    with P.patch(model, "head", 1, cache[("head", 1)], head=1):  # a working head does change it
+        assert METRIC(model(**CORRUPT)) != corrupted
+
+
+def test_hooks_leave_the_model_unchanged(model):
+    before = model(**CORRUPT).prediction_logits.clone()
+    result = P.scan(model, CLEAN, CORRUPT, METRIC)
+    after = model(**CORRUPT).prediction_logits
+    assert torch.equal(before, after)
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+    assert result.effects["resid"].shape == (4, 7)
+    assert result.effects["head"].shape == (3, model.config.num_attention_heads)
+    assert result.effects["attn"].shape == result.effects["mlp"].shape == (3, 7)
+    # the last layer's residual stream at the predicted position carries everything the head reads
+    assert result.effects["resid"][3, 4] == pytest.approx(1.0, abs=1e-5)
+    # the embeddings differ only at the changed token: patching it restores the clean run, others nothing
+    assert result.effects["resid"][0, 1] == pytest.approx(1.0, abs=1e-5)
+    np.testing.assert_allclose(np.delete(result.effects["resid"][0], 1), 0, atol=1e-6)
+
+
+def test_errors(model):
+    with pytest.raises(P.PatchingError, match="same length"):
+        P.scan(model, CLEAN, _inputs([2, 10, 3]), METRIC)
+    with pytest.raises(P.PatchingError, match="nothing to restore"):
+        P.scan(model, CLEAN, CLEAN, METRIC)
+    _, cache = P.record(model, CLEAN)
+    with pytest.raises(P.PatchingError, match="layers are 1..3"):
+        with P.patch(model, "mlp", 0, cache[("mlp", 1)]):
+            pass
+    with pytest.raises(P.PatchingError, match="kind must be"):
+        with P.patch(model, "ffn", 1, cache[("mlp", 1)]):
+            pass
