@@ -40,6 +40,7 @@ PAGES = {
         page("ablation", "Head ablation", "content_cut"),
         page("attribution", "Attribution", "insights"),
         page("patching", "Activation patching", "swap_calls"),
+        page("query_key", "Query-key map", "scatter_plot"),
         page("compare", "Compare models", "compare_arrows"),
     ],
     "Train your own": [
