@@ -310,6 +310,25 @@ def syntax_heads(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, pr
         return hit
 
 
+def probes(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, progress=None) -> dict:
+    """Probing classifiers (:func:`bertcore.analysis.probes.probe`, POS and dependency label) on the parsed
+    segments of :func:`syntax_heads`, kept in the same store. Raises as :func:`syntax_heads`."""
+    from bertcore.analysis import probes as probes_mod
+
+    run = syntax_heads(key, n_segments, _loaded)
+    store = _findings_store()
+    with store["lock"]:
+        hit = store["results"].get(("probes", key, n_segments))
+        if hit is None:
+            feats = probes_mod.word_features(_loaded.encoder, _loaded.tokenizer, run.segments)
+            hit = {}
+            for i, task in enumerate(probes_mod.TASKS):
+                hit[task] = probes_mod.probe(feats, task, progress=None if progress is None else (
+                    lambda done, n, i=i: progress(i * n + done, n * len(probes_mod.TASKS))))
+            store["results"][("probes", key, n_segments)] = hit
+        return hit
+
+
 @st.cache_data(show_spinner="Fitting the position regression ...", max_entries=8)
 def position_regression(key: tuple[str, ...], _loaded: LoadedModel) -> dict[str, dict]:
     """Wang & Chen 2020's 5-fold linear position regression on the model's whole learned table and on a

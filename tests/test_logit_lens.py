@@ -110,3 +110,12 @@ def test_training_lowers_held_out_kl_and_leaves_the_model_alone(tmp_path):
     path.write_bytes(path.read_bytes()[:100])
     with pytest.raises(ValueError, match="cannot read the tuned lens"):
         load_tuned_lens(path)
+
+
+def test_layer_zero_is_the_head_on_the_embeddings(mlm):
+    enc = _enc(mlm)
+    with torch.no_grad():
+        emb = mlm.model.bert.embeddings(enc["input_ids"], enc["token_type_ids"])  # (1, T, H)
+        expected = mlm.model.cls.predictions(emb[0])
+    torch.testing.assert_close(layer_logits(mlm.model, enc["input_ids"], enc["attention_mask"],
+                                            enc["token_type_ids"])[0], expected, atol=1e-5, rtol=0)

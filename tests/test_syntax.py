@@ -86,3 +86,26 @@ def test_errors(monkeypatch, packaged):
             S.parse("A dog.")
     finally:
         S.parser.cache_clear()
+
+
+@pytest.mark.parametrize("text", ["John Smith's café opened on 5 May 2024, at 9.30 a.m.!",
+                                  "She didn't buy 3,000 apples (or pears) in Zürich.",
+                                  "Naïve Ωmega — “quotes” and emoji 😀 here."])
+def test_alignment_on_names_numbers_punctuation_contractions_non_ascii(packaged, text):
+    seg = S.parse_segment(packaged.tokenizer, text)
+    enc = packaged.tokenizer(text, return_offsets_mapping=True)
+    covered = set()
+    for w, (a, b), tok in zip(seg.word_ids, enc["offset_mapping"], seg.tokens):
+        if tok in ("[CLS]", "[SEP]"):
+            assert w is None
+            continue
+        assert w is not None, tok  # every piece of the text belongs to a word
+        word = seg.words[w]
+        assert word.start <= a < word.end, (tok, word)
+        covered.add(w)
+    # every word that holds a character the tokenizer keeps has a piece
+    assert len(covered) >= len([w for w in seg.words if w.text.strip()]) - 1
+    if "didn't" in text:
+        did = next(i for i, w in enumerate(seg.words) if w.text == "did")
+        nt = next(i for i, w in enumerate(seg.words) if w.text == "n't")
+        assert seg.tokens[seg.word_ids.index(did)] == "didn" and seg.word_ids.count(nt) == 2  # "'" "t"

@@ -218,10 +218,47 @@ def syntax_heads() -> None:
         f"where the head looks from '{seg.words[source_word].text}'")), key="find_syntax_arcs")
 
 
+def probing() -> None:
+    st.markdown(
+        "Tenney et al. 2019 and Hewitt & Liang 2019: a **linear probe** (logistic regression) per layer reads a "
+        "word's part of speech or dependency label from its vector (the mean of its WordPieces; layer 0 = the "
+        "embeddings, no context), trained on some segments and tested on others. The **control task** gives each "
+        "word type a random label: a probe that learns it too is memorising words, so the gap (*selectivity*) is "
+        "what the layer adds beyond word identity. The **expected layer** (Tenney's centre of gravity) is the "
+        "mean layer weighted by each layer's gain in accuracy: where the task gets solved.")
+    bar = st.progress(0.0, text="Parsing, running the model and fitting the probes ...")
+    try:
+        res = resources.probes(key, n_segments, lm, progress=lambda i, n: bar.progress(
+            i / n, text=f"Fitting probes: {i} / {n}"))
+    except syntax.SyntaxUnavailable as exc:
+        st.warning(widgets.escape_md(str(exc)), icon=":material/warning:")
+        return
+    except ValueError as exc:
+        widgets.show_error(exc, "Cannot fit the probes")
+        return
+    finally:
+        bar.empty()
+    widgets.plotly_chart(syntax_figs.probe_figure(res), key="find_probes")
+    rows = [{"task": t, "labels": r.n_labels, "train / test words": f"{r.n_train} / {r.n_test}",
+             "majority class": r.majority, "embeddings (layer 0)": r.accuracy[0],
+             "best layer": int(r.accuracy.argmax()),
+             "best accuracy": float(r.accuracy.max()), "selectivity there": float(r.selectivity[r.accuracy.argmax()]),
+             "expected layer": r.expected_layer} for t, r in res.items()]
+    pct = st.column_config.NumberColumn(format="percent")
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key="find_probe_table",
+                 column_config={"majority class": pct, "embeddings (layer 0)": pct, "best accuracy": pct,
+                                "selectivity there": pct,
+                                "expected layer": st.column_config.NumberColumn(format="%.2f")})
+    st.caption("Tenney et al. 2019 probe bert-large on OntoNotes and find the 'classical pipeline' order: part of "
+               "speech is solved earliest, dependencies a little later. Their exact expected layers (and Hewitt & "
+               "Liang's ELMo numbers) are not typed here: they were not re-read from the papers offline, and the "
+               "model, text and parser differ.")
+
+
 # lazy tabs: only the open one runs and draws (one or two charts per rerun instead of seven)
 SECTIONS = {"Special tokens": special_tokens, "Previous / next token": offsets, "Entropy": entropy,
             "Pattern types": patterns, "Contextuality": contextuality, "Positions": positions,
-            "Syntax heads": syntax_heads}
+            "Syntax heads": syntax_heads, "Probing classifiers": probing}
 for tab, draw in zip(st.tabs(list(SECTIONS), key="find_tab", on_change="rerun"), SECTIONS.values()):
     if tab.open:
         with tab:

@@ -83,3 +83,33 @@ def arc_figure(words: Sequence[str], gold: Sequence[tuple[int, int, str]], predi
     fig.update_layout(title=title, height=320, xaxis={"visible": False, "range": [-0.8, n - 0.2]},
                       yaxis={"visible": False}, margin={"l": 10, "r": 10, "t": 50, "b": 10}, plot_bgcolor="white")
     return fig
+
+
+def probe_figure(results: dict) -> go.Figure:
+    """Probe accuracy by layer (0 = embeddings) for each task, beside its control task and majority baseline,
+    with the expected layer marked (``results``: task name -> :class:`bertcore.analysis.probes.ProbeResult`)."""
+    from plotly.subplots import make_subplots
+
+    if not results:
+        raise ValueError("no probe result to draw")
+    names = {"pos": "Part of speech", "dep": "Dependency label"}
+    fig = make_subplots(rows=1, cols=len(results), subplot_titles=[names.get(t, t) for t in results],
+                        horizontal_spacing=0.08)
+    for i, (task, r) in enumerate(results.items(), start=1):
+        layers = list(range(len(r.accuracy)))
+        fig.add_trace(go.Scatter(x=layers, y=r.accuracy, mode="lines+markers", name="probe", legendgroup="probe",
+                                 showlegend=i == 1, line={"color": "#1f77b4"}), row=1, col=i)
+        fig.add_trace(go.Scatter(x=layers, y=r.control, mode="lines+markers", name="control task (word types)",
+                                 legendgroup="control", showlegend=i == 1, line={"color": "#ff7f0e", "dash": "dot"}),
+                      row=1, col=i)
+        fig.add_trace(go.Scatter(x=[layers[0], layers[-1]], y=[r.majority] * 2, mode="lines", name="majority class",
+                                 legendgroup="majority", showlegend=i == 1, line={"color": "#7f7f7f", "dash": "dash"}),
+                      row=1, col=i)
+        if r.expected_layer == r.expected_layer:
+            fig.add_vline(x=r.expected_layer, line={"color": "#2ca02c", "dash": "dashdot"}, row=1, col=i,
+                          annotation_text=f"expected layer {r.expected_layer:.2f}", annotation_position="top left")
+    fig.update_xaxes(title="layer (0 = embeddings)", dtick=1)
+    fig.update_yaxes(range=[0, 1.02], tickformat=".0%")
+    fig.update_layout(title="Probing classifiers: what a linear read-out of each layer recovers (test sentences)",
+                      height=380, legend={"orientation": "h", "y": -0.25}, margin={"l": 50, "r": 20, "t": 70, "b": 80})
+    return fig

@@ -3,6 +3,8 @@ citations), a tiny random model and a run checkpoint, a missing corpus."""
 
 from __future__ import annotations
 
+import pytest
+
 from bertcore.heads import BertForPreTraining
 from bertcore.sources import PACKAGED, ModelSource
 
@@ -97,3 +99,22 @@ def test_syntax_heads_tab_shows_bertcores_scores_beside_clarks():
     specs = chart_specs(at)
     assert len(specs) == 2  # the relation x head map and the example's arcs
     assert array(specs[0]["data"][0]["z"]).shape == (len(res.relations), 6 * 12)
+
+
+def test_probing_tab_shows_bertcores_probes():
+    """The probes tab: one figure (POS, dependency), the table's numbers are bertcore.analysis.probes' on the same
+    parsed segments."""
+    from bertcore import sources
+    from bertcore.analysis import evalset, probes, syntax
+
+    at = page("findings", sources.PACKAGED_MLM, find_segments=SEGMENTS, find_tab="Probing classifiers")
+    assert_clean(at)
+    table = next(d.value for d in at.dataframe if "expected layer" in d.value.columns).set_index("task")
+    lm = sources.load(sources.PACKAGED_MLM)
+    segments = evalset.build_segments(lm.tokenizer, evalset.heldout_documents(), SEGMENTS, evalset.MAX_TOKENS)
+    run = syntax.run_syntax(lm.encoder, lm.tokenizer, segments)
+    feats = probes.word_features(lm.encoder, lm.tokenizer, run.segments)
+    pos = probes.probe(feats, "pos")
+    assert table.loc["pos", "best accuracy"] == pytest.approx(float(pos.accuracy.max()))
+    assert table.loc["pos", "best accuracy"] > table.loc["pos", "majority class"] + 0.3
+    assert len(chart_specs(at)) == 1
