@@ -47,3 +47,14 @@ def test_example_runs(tiny_folder, monkeypatch):
     assert act.attentions.shape[:2] == (5, 2)
     assert namespace["maps"]["Rollout"].shape == (5, len(act.tokens))  # (layers, T): the rollout of "it"
     assert torch.is_tensor(namespace["loaded"].encoder.embeddings.word_embeddings.weight)
+
+
+def test_second_example_runs(monkeypatch):
+    """The logit-lens and patching example (packaged MiniLM-MLM) runs as written and shows two figures."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Use in Jupyter", 1)[1].split("\n## ", 1)[0]
+    code = re.findall(r"```python\n(.*?)```", section, re.DOTALL)[1]
+    shown: list[go.Figure] = []
+    monkeypatch.setattr(go.Figure, "show", lambda self, *a, **k: shown.append(self))
+    exec(compile(code, "README.md", "exec"), {})  # noqa: S102 - the README's own example
+    assert len(shown) == 2 and "Logit lens" in shown[0].layout.title.text
