@@ -1,0 +1,71 @@
+"""The layer and cause views in Chromium with every default (MiniLM-MLM): the Masking page's logit lens, the
+Findings page's Syntax heads and Probing classifiers tabs, Activation patching, the Query-key map. Each first
+computation shows a progress bar; then a rerun with its inputs cached is timed (click -> last DOM change);
+screenshots; no exception box.
+
+Run:  python -m pytest tests/browser/test_browser_layers.py -v -s
+Results: artifacts/browser/render-times.md (appended), artifacts/screenshots/layers-*.png
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from .conftest import SCREENSHOTS
+from .test_browser import (  # noqa: F401 - fixtures
+    MAIN,
+    find_page,
+    nav_pages,
+    new_session_module,
+    open_page,
+    problems,
+    shoot,
+    timed,
+    wait_charts,
+    wait_idle,
+)
+from .test_browser_views import _write, click_tab
+
+FIRST_RUN_MS = 600_000
+
+
+def _open(session, nav_pages, pattern: str):  # noqa: F811
+    nav = find_page(nav_pages, pattern)
+    if nav is None:
+        pytest.fail(f"no page matching {pattern!r} in the navigation (renamed? update the pattern)")
+    open_page(session, nav)
+    return session.page
+
+
+def test_layer_and_cause_views(session, server, nav_pages):  # noqa: F811
+    rows, found = [], []
+    page = _open(session, nav_pages, r"^masking$")
+    assert wait_charts(page) >= 4  # decisions, counts, predictions, the logit lens (+ its lines)
+    shoot(page, SCREENSHOTS / "layers-masking-logit-lens.png")
+    found += problems(session, server)
+
+    page = _open(session, nav_pages, r"^findings$")
+    for tab in ("Syntax heads", "Probing classifiers"):
+        t0 = time.perf_counter()
+        click_tab(page, tab)()
+        wait_idle(page, start_ms=3_000, timeout_ms=FIRST_RUN_MS)
+        wait_charts(page, timeout_ms=FIRST_RUN_MS)
+        rows.append(f"Findings / {tab}, first computation (progress bar): {time.perf_counter() - t0:.1f} s")
+        shoot(page, SCREENSHOTS / f"layers-findings-{tab.split()[0].lower()}.png")
+        found += problems(session, server)
+    for tab in ("Syntax heads", "Probing classifiers"):
+        timed(page, click_tab(page, "Special tokens"))
+        took, frame = timed(page, click_tab(page, tab))
+        rows.append(f"Findings / {tab}, cached: {took:.2f} s (next frame {frame:.0f} ms)")
+
+    for pattern, name in ((r"patching", "patching"), (r"query-key", "query-key")):
+        t0 = time.perf_counter()
+        page = _open(session, nav_pages, pattern)
+        wait_charts(page, timeout_ms=FIRST_RUN_MS)
+        rows.append(f"{name}, first visit: {time.perf_counter() - t0:.1f} s")
+        shoot(page, SCREENSHOTS / f"layers-{name}.png")
+        found += problems(session, server)
+    _write("layer and cause views", rows)
+    assert not found, "; ".join(found)
