@@ -41,6 +41,7 @@ PAGES = {
         page("attribution", "Attribution", "insights"),
         page("patching", "Activation patching", "swap_calls"),
         page("query_key", "Query-key map", "scatter_plot"),
+        page("corpus_search", "Corpus search", "manage_search"),
         page("compare", "Compare models", "compare_arrows"),
     ],
     "Train your own": [

@@ -60,7 +60,7 @@ def test_layer_and_cause_views(session, server, nav_pages):  # noqa: F811
         took, frame = timed(page, click_tab(page, tab))
         rows.append(f"Findings / {tab}, cached: {took:.2f} s (next frame {frame:.0f} ms)")
 
-    for pattern, name in ((r"patching", "patching"), (r"query-key", "query-key")):
+    for pattern, name in ((r"patching", "patching"), (r"query-key", "query-key"), (r"corpus search", "corpus-search")):
         t0 = time.perf_counter()
         page = _open(session, nav_pages, pattern)
         wait_charts(page, timeout_ms=FIRST_RUN_MS)

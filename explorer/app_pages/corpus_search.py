@@ -1,0 +1,99 @@
+"""Corpus search: where else in a corpus does a token have a vector like this one (exBERT)?
+
+Widgets -> ``bertcore.analysis.corpus_search`` (index on disk per model, corpus and layer). Keys start with ``cs_``.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+import torch
+
+from bertcore.analysis import corpus_search as CS
+from bertcore.data import DataError, cache_dir
+from bertcore.tokenizer import TextError, encode
+from explorer import resources, widgets
+
+DEFAULT = "She deposited the cheque at the bank on Monday."
+MAX_UPLOAD_CHARS = 2_000_000
+
+st.title("Corpus search")
+st.markdown(
+    """
+exBERT (Hoover et al. 2020) asks of a token: where else does the model put a token **in the same place**? Pick
+a token of your sentence and a layer; every token of a corpus is compared with it by the cosine of their
+contextual vectors at that layer. In low layers the nearest tokens are mostly the same word; higher up they
+share the *meaning in context* ("bank" of money vs of a river) or the *role* (subjects, verbs of a kind). The
+corpus is indexed once per model, corpus and layer (a progress bar), then kept on disk.
+"""
+)
+
+lm = widgets.current_model()
+cfg = lm.config
+text = st.text_input("Your sentence", DEFAULT, key="cs_text")
+try:
+    enc = encode(lm.tokenizer, text, max_length=min(lm.max_length, 128))
+except TextError as exc:
+    widgets.show_error(exc)
+    st.stop()
+special = set(lm.tokenizer.all_special_ids)
+ordinary = [i for i, tid in enumerate(enc.input_ids) if tid not in special]  # typed [MASK]s too are special
+if not ordinary:
+    st.warning("The sentence has no ordinary token to search for.", icon=":material/edit_note:")
+    st.stop()
+c1, c2, c3, c4 = st.columns([2, 1, 1, 2])
+default_token = next((i for i in ordinary if enc.tokens[i] == "bank"), ordinary[0])
+position = c1.selectbox("Token", ordinary, index=ordinary.index(default_token), key="cs_token",
+                        format_func=lambda i: f"{i}: {enc.tokens[i]}")
+layer = int(c2.number_input("Layer", 0, cfg.num_hidden_layers, min(4, cfg.num_hidden_layers), key="cs_layer",
+                            help="0 = the embeddings (no context)."))
+k = int(c3.number_input("Neighbours", 5, 100, 20, step=5, key="cs_k"))
+corpus = c4.radio("Corpus", ["bbc", "upload"], key="cs_corpus", horizontal=True,
+                  format_func={"bbc": "held-out BBC segments", "upload": "your .txt file"}.__getitem__)
+if corpus == "bbc":
+    n = int(st.number_input("Segments to index", 20, 400, 150, step=10, key="cs_segments"))
+    try:
+        texts = [f"{s.text_a} {s.text_b}" for s in resources.findings_segments(resources.source_key(lm.source), n,
+                                                                                 128, lm)]
+    except DataError as exc:
+        st.error("Cannot read the held-out BBC documents: " + widgets.escape_md(str(exc)), icon=":material/error:")
+        st.stop()
+else:
+    up = st.file_uploader("A .txt file (paragraphs separated by blank lines)", type=["txt"], key="cs_upload")
+    if up is None:
+        st.info("Upload a .txt file to index it.", icon=":material/upload_file:")
+        st.stop()
+    raw = up.getvalue()
+    if raw[:4] in (b"\x89PNG", b"%PDF", b"PK\x03\x04"):
+        st.warning("That is not a text file.", icon=":material/warning:")
+        st.stop()
+    body = raw.decode("utf-8", errors="replace")[:MAX_UPLOAD_CHARS] if raw else ""
+    texts = [p.strip() for p in body.replace("\r\n", "\n").split("\n\n") if p.strip()]
+    if not texts:
+        st.warning("The file holds no text.", icon=":material/warning:")
+        st.stop()
+
+path = CS.index_path(cache_dir(), repr(resources.source_key(lm.source)), texts, layer)
+index = CS.load_index(path)
+if index is None:
+    bar = st.progress(0.0, text="Indexing the corpus ...")
+    index = CS.build_index(lm.encoder, lm.tokenizer, texts, layer, progress=lambda i, m: bar.progress(
+        i / m, text=f"Indexing: {i} / {m} texts"))
+    try:
+        CS.save_index(index, path)
+    except OSError:
+        pass  # caching is an optimisation only
+    bar.empty()
+with torch.no_grad():
+    t = enc.tensors()
+    hidden = lm.encoder(t["input_ids"], t["attention_mask"], t["token_type_ids"],
+                        output_hidden_states=True).hidden_states[layer][0, position].numpy()
+hits = CS.search(index, hidden, k)
+st.caption(f"{len(index.tokens):,} tokens of {len(texts)} texts indexed at layer {layer}.")
+table = pd.DataFrame([{"token": h.token, "cosine": h.cosine, "in context": h.context, "text": h.segment + 1}
+                      for h in hits])
+st.dataframe(table, hide_index=True, key="cs_hits", column_config={"cosine": st.column_config.NumberColumn(
+    format="%.3f")})
+words = ", ".join(f"{w} ({c})" for w, c in CS.summary(hits)[:10])
+st.markdown(f"**What the {len(hits)} nearest tokens are:** {widgets.escape_md(words)}")
+widgets.download_csv(table, "corpus-search", key="cs_csv", index=False)
