@@ -10,7 +10,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import streamlit as st  # noqa: E402
 
-from explorer import widgets  # noqa: E402
+from explorer import share, widgets  # noqa: E402
 
 st.set_page_config(page_title="BERT Explorer", page_icon=":material/hub:", layout="wide")
 
@@ -51,6 +51,7 @@ PAGES = {
 }
 
 pg = st.navigation(PAGES, expanded=True)
+share.model_from_url(widgets.use_source, widgets.current_source)  # a shared link's model, before the sidebar
 widgets.model_picker()
 widgets.export_picker()
 pg.run()

@@ -351,8 +351,7 @@ def select(run_dirs: list[Path], max_seq_len: int, out: Path | None) -> None:
                    **{f"{c}_top5": round(m["top5_mask"], 4) for c, m in held.items()},
                    **{f"{c}_nsp": round(m["nsp_acc"], 4) for c, m in held.items()},
                    **{f"g_{k.split(':')[-1].strip()[:14]}": [round(v["pll"], 3), round(v["critical"], 3)]
-                      for k, v in g.items()},
-                   "everyday_cloze": [cloze(model, tok, CLOZE_SETS["everyday"])[k] for k in ("top1", "top5")]}
+                      for k, v in g.items()}}  # (not the cloze sets: they test the chosen model, never choose it)
             line = json.dumps(row)
             print(line, flush=True)
             if out is not None:

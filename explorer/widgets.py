@@ -17,7 +17,7 @@ from bertcore.embeddings import InputError
 from bertcore.sources import DEFAULT, PACKAGED_SOURCES, LoadedModel, ModelSource, SourceError, list_run_sources
 from bertcore.tokenizer import TextError
 
-from . import resources
+from . import resources, share
 
 SOURCE_KEY = "model_source"  # the ModelSource every page uses
 ERROR_KEY = "model_error"  # message of the last failed load (shown in the sidebar)
@@ -181,8 +181,10 @@ def text_or_pair(prefix: str, default: str, default_pair: str, pair_default: boo
     """A text area, and a second one for sentence B when the pair toggle is on.
 
     Returns ``(text, text_pair)``; ``text_pair`` is None without the toggle. Values are
-    returned raw: :func:`bertcore.tokenizer.encode` checks them (empty, too long ...).
+    returned raw: :func:`bertcore.tokenizer.encode` checks them (empty, too long ...). The three are kept in
+    the URL (:func:`explorer.share.shareable`).
     """
+    share.shareable({f"{prefix}_text": share.text, f"{prefix}_pair_on": share.boolean, f"{prefix}_text_b": share.text})
     pair = st.toggle("Sentence pair (A + B, as in next-sentence prediction)", value=pair_default,
                      key=f"{prefix}_pair_on", persist_state="session")
     text = st.text_area("Sentence A" if pair else label, value=default, key=f"{prefix}_text",

@@ -10,7 +10,7 @@ from bertcore.analysis import rollout
 from bertcore.analysis.words import merge_attention
 from bertcore.embeddings import InputError
 from bertcore.tokenizer import TextError
-from explorer import resources, widgets
+from explorer import resources, share, widgets
 from explorer.figures import attention as att_figures
 from explorer.figures import rollout as rollout_figures
 
@@ -30,6 +30,8 @@ hide those to see the rest.
 )
 
 lm = widgets.current_model()
+share.shareable({"att_layer": share.integer(1, 48), "att_head": share.integer(1, 64), "att_hide": share.boolean,
+                 "att_words": share.boolean})  # layer and head are clamped to the model's range by the sliders
 text, text_pair = widgets.text_or_pair("att", DEFAULT, DEFAULT_B)
 try:
     act = resources.forward(resources.source_key(lm.source), text, text_pair, _loaded=lm)

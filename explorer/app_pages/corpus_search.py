@@ -12,7 +12,7 @@ import torch
 from bertcore.analysis import corpus_search as CS
 from bertcore.data import DataError, cache_dir
 from bertcore.tokenizer import TextError, encode
-from explorer import resources, widgets
+from explorer import resources, share, widgets
 
 DEFAULT = "She deposited the cheque at the bank on Monday."
 MAX_UPLOAD_CHARS = 2_000_000
@@ -30,6 +30,8 @@ corpus is indexed once per model, corpus and layer (a progress bar), then kept o
 
 lm = widgets.current_model()
 cfg = lm.config
+share.shareable({"cs_text": share.text, "cs_layer": share.integer(0, cfg.num_hidden_layers),
+                 "cs_k": share.integer(5, 100)})
 text = st.text_input("Your sentence", DEFAULT, key="cs_text")
 try:
     enc = encode(lm.tokenizer, text, max_length=min(lm.max_length, 128))

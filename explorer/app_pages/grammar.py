@@ -12,7 +12,7 @@ import streamlit as st
 from bertcore.analysis import minimal_pairs as M
 from bertcore.analysis.scoring import PLL_METRICS, ScoringError
 from bertcore.sources import PACKAGED_MLM
-from explorer import resources, widgets
+from explorer import resources, share, widgets
 from explorer.figures import grammar as figs
 
 GOOD = "The keys to the cabinet are on the table."
@@ -41,6 +41,7 @@ if not lm.has_mlm_head:
               args=(PACKAGED_MLM,), icon=":material/swap_horiz:")
     st.stop()
 
+share.shareable({"gram_a": share.text, "gram_b": share.text})
 key = resources.source_key(lm.source)
 metric = st.radio("Scoring", PLL_METRICS, index=PLL_METRICS.index("within_word_l2r"), key="gram_metric",
                   format_func=METRIC_LABELS.__getitem__,

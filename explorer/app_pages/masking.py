@@ -10,7 +10,7 @@ from bertcore.embeddings import InputError
 from bertcore.fill_mask import FillMaskError
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError, encode
-from explorer import resources, widgets
+from explorer import resources, share, widgets
 from explorer.figures import lens as lens_figures
 from explorer.figures import masking as mask_figures
 
@@ -35,6 +35,8 @@ to ask the model directly.
 
 lm = widgets.current_model()
 tok = lm.tokenizer
+share.shareable({"msk_rate": share.number(0.0, 1.0), "msk_k": share.integer(1, 10), "msk_wwm": share.boolean,
+                 "msk_seed": share.integer(0, MAX_SEED), "msk_tuned": share.boolean})
 text, text_pair = widgets.text_or_pair("msk", DEFAULT, DEFAULT_B)
 
 # ----------------------------------------------------------------------------- parameters

@@ -8,7 +8,7 @@ from bertcore import next_sentence
 from bertcore.analysis.words import merge_vector, word_groups
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError
-from explorer import resources, widgets
+from explorer import resources, share, widgets
 from explorer.figures import next_sentence as nsp_figures
 
 EXAMPLES = {
@@ -54,6 +54,7 @@ def _draw(is_next: bool) -> None:
     st.session_state["nsp_a"], st.session_state["nsp_b"] = doc[i], b
 
 
+share.shareable({"nsp_a": share.text, "nsp_b": share.text})
 if "nsp_a" not in st.session_state:
     _example("true")
 c = st.columns(4)

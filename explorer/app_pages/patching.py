@@ -11,7 +11,7 @@ from bertcore.analysis import patching as P
 from bertcore.fill_mask import mask_token_positions
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError, encode
-from explorer import resources, widgets
+from explorer import resources, share, widgets
 from explorer.figures import patching as figs
 
 CLEAN = "The keys to the cabinet [MASK] on the table."
@@ -41,6 +41,7 @@ if not lm.has_mlm_head:
               args=(PACKAGED_MLM,), icon=":material/swap_horiz:")
     st.stop()
 tok = lm.tokenizer
+share.shareable({"pat_clean": share.text, "pat_corrupt": share.text, "pat_good": share.text, "pat_bad": share.text})
 
 c1, c2 = st.columns(2)
 clean_text = c1.text_input("Clean input (with one [MASK])", CLEAN, key="pat_clean")

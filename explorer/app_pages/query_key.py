@@ -10,7 +10,7 @@ import streamlit as st
 
 from bertcore.analysis import query_key as QK
 from bertcore.analysis import syntax
-from explorer import resources, widgets
+from explorer import resources, share, widgets
 from explorer.figures import attention as att_figures
 from explorer.figures import query_key as figs
 
@@ -40,6 +40,8 @@ attention for this head.
 
 lm = widgets.current_model()
 cfg = lm.config
+share.shareable({"qk_text": share.text, "qk_layer": share.integer(1, cfg.num_hidden_layers),
+                 "qk_head": share.integer(1, cfg.num_attention_heads)})
 text = st.text_area(f"Sentences, one per line (at most {MAX_SENTENCES})", DEFAULT, key="qk_text", height=190)
 sentences = [s.strip() for s in (text or "").splitlines() if s.strip()][:MAX_SENTENCES]
 if not sentences:
