@@ -46,11 +46,23 @@ HELDOUT_CORPORA = ("bbc", "wiki", "wordnet", "fortunes")
 TRAINING_FILE = "training.json"
 
 
+_HELDOUT: dict[tuple, object] = {}
+
+
+def heldout_data(tok, corpus: str, max_seq_len: int, seed: int = 0):
+    """``corpus``'s split and NSP pairs (built once per tokenizer vocabulary in this process)."""
+    key = (corpus, max_seq_len, seed, D.corpora.tokenizer_fingerprint(tok))
+    if key not in _HELDOUT:
+        _HELDOUT[key] = D.build_pretraining_data(tok, corpus, max_seq_len, seed=seed, val_fraction=0.05)
+    return _HELDOUT[key]
+
+
 @torch.no_grad()
 def heldout_metrics(model, tok, max_seq_len: int, corpus: str = "bbc", batch_size: int = 32, seed: int = 0,
-                    draws: int = 2) -> dict:
-    """Per-corruption MLM accuracy, top-5 at [MASK] and NSP accuracy on ``corpus``'s validation documents."""
-    pre = D.build_pretraining_data(tok, corpus, max_seq_len, seed=seed, val_fraction=0.05)
+                    draws: int = 2, reference: bool = True) -> dict:
+    """Per-corruption MLM accuracy, top-5 at [MASK] and NSP accuracy on ``corpus``'s validation documents
+    (``reference``: also the training split's most-frequent-token rate and unigram loss)."""
+    pre = heldout_data(tok, corpus, max_seq_len, seed)
     val = pre.val
     special = torch.tensor(sorted(set(tok.all_special_ids) - {tok.unk_token_id}))
     hits = Counter()
@@ -87,8 +99,11 @@ def heldout_metrics(model, tok, max_seq_len: int, corpus: str = "bbc", batch_siz
     res["nsp_acc"] = nsp_ok / max(1, nsp_n)
     res["n_mask"], res["n_selected"], res["n_pairs"] = totals["mask"], totals["all"], nsp_n
     res["val_documents"] = pre.stats["val_documents"]
+    if not reference:
+        return res
     # reference: how often the single most frequent maskable token of the training split is right
-    counts = Counter(t for ids in pre.train["input_ids"] for t in ids if t not in set(special.tolist()))
+    skip = set(special.tolist())
+    counts = Counter(t for ids in pre.train["input_ids"] for t in ids if t not in skip)
     n = sum(counts.values())
     top_id, top = counts.most_common(1)[0]
     res["most_frequent_token"] = tok.convert_ids_to_tokens(top_id)
@@ -338,14 +353,14 @@ def _printable(ev: dict) -> dict:
     return {**ev, "cloze": {k: {kk: vv for kk, vv in v.items() if kk != "examples"} for k, v in ev["cloze"].items()}}
 
 
-def select(run_dirs: list[Path], max_seq_len: int, out: Path | None) -> None:
+def select(run_dirs: list[Path], max_seq_len: int, out: Path | None, skip: int = 0) -> None:
     """Score every checkpoint of the runs on what a checkpoint is chosen by: held-out [MASK] accuracy per corpus
     (1 mask draw) and the grammar suite's selection seed (50 pairs a paradigm), one JSON line each."""
     for run in run_dirs:
-        for ck in sorted((run / "checkpoints").glob("step-*")):
+        for ck in sorted((run / "checkpoints").glob("step-*"))[skip:]:
             tok = load_tokenizer(ck)
             model = BertForPreTraining.from_pretrained(ck).eval()
-            held = {c: heldout_metrics(model, tok, max_seq_len, c, draws=1) for c in HELDOUT_CORPORA}
+            held = {c: heldout_metrics(model, tok, max_seq_len, c, draws=1, reference=False) for c in HELDOUT_CORPORA}
             g = grammar(model, tok, MP.SUITE_SEED, 50)
             row = {"checkpoint": str(ck), **{f"{c}_mask": round(m["acc_mask"], 4) for c, m in held.items()},
                    **{f"{c}_top5": round(m["top5_mask"], 4) for c, m in held.items()},
@@ -368,11 +383,14 @@ def main() -> None:
     p.add_argument("--max-seq-len", type=int, default=128)
     p.add_argument("--eval-only", action="store_true")
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--before", type=Path, help="the replaced model's numbers (JSON printed by --eval-only), "
+                                                "instead of measuring them again")
+    p.add_argument("--skip", type=int, default=0, help="--select: leave out the first N checkpoints of each run")
     a = p.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
     if a.select:
-        return select(a.select, a.max_seq_len, a.select_out)
+        return select(a.select, a.max_seq_len, a.select_out, a.skip)
     if a.checkpoint is None:
         p.error("--checkpoint or --select is required")
     t0 = time.perf_counter()
@@ -393,8 +411,8 @@ def main() -> None:
             print(f"  [{name}] {s}  [{ans}] -> {g}")
     if a.eval_only:
         return
-    before = None
-    if (a.out / "model.safetensors").is_file():  # the model this one replaces, measured by the same code
+    before = json.loads(a.before.read_text()) if a.before else None
+    if before is None and (a.out / "model.safetensors").is_file():  # the replaced model, measured the same way
         old = BertForPreTraining.from_pretrained(a.out).eval()
         before = _printable(evaluate_all(old, load_tokenizer(a.out), a.max_seq_len))
     chain = stages(run_dir)
