@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from bertcore import analysis
-from bertcore.analysis import rollout
+from bertcore.analysis import rollout, syntax
 from bertcore.analysis.words import merge_attention
 from bertcore.embeddings import InputError
 from bertcore.tokenizer import TextError
@@ -30,8 +30,9 @@ hide those to see the rest.
 )
 
 lm = widgets.current_model()
+# (layer and head are clamped to the model's range by their sliders)
 share.shareable({"att_layer": share.integer(1, 48), "att_head": share.integer(1, 64), "att_hide": share.boolean,
-                 "att_words": share.boolean})  # layer and head are clamped to the model's range by the sliders
+                 "att_words": share.boolean, "att_pos": share.boolean})
 text, text_pair = widgets.text_or_pair("att", DEFAULT, DEFAULT_B)
 try:
     act = resources.forward(resources.source_key(lm.source), text, text_pair, _loaded=lm)
@@ -68,6 +69,15 @@ if groups is None:
     labels, members = list(enc.tokens), [[i] for i in range(len(enc.tokens))]
 else:
     labels, members = groups.labels, groups.members
+if st.toggle("Part of speech on the tokens (spaCy)", key="att_pos", persist_state="session",
+             help="Each token (or word) label gets its word's part of speech and dependency label, e.g. "
+                  "'keys · NOUN nsubj', from spaCy's English parser: see which heads link which word classes."):
+    try:
+        pos_labels, _ = syntax.token_labels(syntax.parse_segment(lm.tokenizer, text, text_pair, max_length=limit))
+        if len(pos_labels) == len(enc.tokens):
+            labels = [f"{lab} · {pos_labels[m[0]]}" if pos_labels[m[0]] else lab for lab, m in zip(labels, members)]
+    except syntax.SyntaxUnavailable as exc:
+        st.caption(widgets.escape_md(str(exc)))
 t = len(labels)
 unit_types = [enc.token_type_ids[m[0]] for m in members]
 segment_break = next((u for u, m in enumerate(members) if enc.sequence_ids[m[0]] == 1), None)

@@ -197,3 +197,19 @@ def test_word_toggle_merges_every_attention_view(att):
     att.toggle(key="att_words").set_value(False)
     att.session_state["att_tab"] = "Rollout and flow"
     att.text_area(key="att_text").set_value("The animal didn't cross the street because it was too tired.").run()
+
+
+def test_part_of_speech_on_the_token_labels():
+    """The toggle labels each token (or word) with spaCy's part of speech and dependency label."""
+    import json
+
+    at = page("attention", att_text="The keys to the cabinet are on the table.")
+    assert_clean(at)
+    at.toggle(key="att_pos").set_value(True).run()
+    assert_clean(at)
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    text = json.dumps(spec, ensure_ascii=False)
+    assert "keys · NOUN nsubj" in text and "are · AUX ROOT" in text
+    at.toggle(key="att_words").set_value(True).run()  # words: one label per word
+    assert_clean(at)
+    assert "keys · NOUN nsubj" in json.dumps(json.loads(at.get("plotly_chart")[0].proto.spec), ensure_ascii=False)
