@@ -1,0 +1,122 @@
+"""What each layer knows and what causes a prediction, on the packaged MiniLM-MLM: the numbers and the time of
+every view of issues "What each layer knows" and "Cause, not just correlation".
+
+    python bench/bench_layers.py --threads 2                 # ~5 minutes on 2 CPU cores
+    python bench/bench_layers.py --threads 2 --segments 100 --lens-steps 200
+
+Prints JSON: for each view its time and its ratio to one forward pass of the model on a 128-token input measured
+in the same run (so machine noise cancels), the load average, and the numbers: syntax heads per relation beside
+Clark et al.'s bert-base heads, probes by layer, the tuned lens's KL beside the logit lens's per layer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from timing import median_ms  # noqa: E402
+
+from bertcore import encode, sources  # noqa: E402
+from bertcore.analysis import corpus_search, evalset, logit_lens, patching, probes, published, query_key, syntax  # noqa: E402
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--segments", type=int, default=100)
+    p.add_argument("--lens-steps", type=int, default=200)
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    lm = sources.load(sources.PACKAGED_MLM)
+    tok, model, encoder = lm.tokenizer, lm.model, lm.encoder
+    segments = evalset.build_segments(tok, evalset.heldout_documents(), a.segments, 128)
+    long = max(segments, key=lambda s: len(tok(s.text_a, s.text_b)["input_ids"]))
+    enc = tok(long.text_a, long.text_b, return_tensors="pt")
+    t_tokens = enc["input_ids"].shape[1]
+    with torch.no_grad():
+        forward_ms = median_ms(lambda: encoder(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"]), 10, 2)
+    out: dict = {"threads": a.threads, "tokens": t_tokens, "forward_ms": round(forward_ms, 1)}
+
+    # logit lens on the 128-token input
+    lens_ms = median_ms(lambda: logit_lens.logit_lens(model, enc["input_ids"], enc["attention_mask"],
+                                                      enc["token_type_ids"]), 5, 1)
+    out["logit_lens"] = {"ms": round(lens_ms, 1), "x_forward": round(lens_ms / forward_ms, 2)}
+
+    # tuned lens: fitted on the first half of the segments, KL measured on its held-out positions
+    encs = [tok(s.text_a, s.text_b, return_tensors="pt") for s in segments[:40]]
+    tuned, fit_s = _timed(lambda: logit_lens.train_tuned_lens(model, encs, steps=a.lens_steps))
+    out["tuned_lens"] = {"fit_s": round(fit_s, 1), "kl_logit": [round(float(x), 3) for x in tuned.kl_logit],
+                         "kl_tuned": [round(float(x), 3) for x in tuned.kl_tuned],
+                         "tuned_le_logit_every_layer": bool((tuned.kl_tuned <= tuned.kl_logit + 1e-6).all())}
+
+    # syntax heads
+    run, syn_s = _timed(lambda: syntax.run_syntax(encoder, tok, segments))
+    res = run.heads
+    rows = {}
+    for rel in res.relations:
+        share, layer, head, direction = res.best(rel)
+        pub = published.SYNTAX_HEADS.get(rel)
+        rows[rel] = {"arcs": res.counts[rel], "best": f"{layer + 1}-{head + 1}", "direction": direction,
+                     "accuracy": round(share, 3), "fixed_offset": round(res.baseline[rel][0], 3),
+                     **({"bert_base": f"{pub.accuracy:.3f} ({pub.layer}-{pub.head}, {pub.direction})"} if pub else {})}
+    out["syntax_heads"] = {"s": round(syn_s, 1), "segments": len(segments),
+                           "best_head_uas": round(float(res.uas.max()), 3), "relations": rows}
+
+    # probes
+    feats, feat_s = _timed(lambda: probes.word_features(encoder, tok, run.segments))
+    out["probes"] = {"features_s": round(feat_s, 1)}
+    for task in probes.TASKS:
+        r, s = _timed(lambda task=task: probes.probe(feats, task))
+        out["probes"][task] = {"s": round(s, 1), "accuracy": [round(float(x), 3) for x in r.accuracy],
+                               "control": [round(float(x), 3) for x in r.control], "majority": round(r.majority, 3),
+                               "expected_layer": round(r.expected_layer, 2), "n_test": r.n_test}
+
+    # activation patching, the default example
+    clean = encode(tok, "The keys to the cabinet [MASK] on the table.").tensors()
+    corrupt = encode(tok, "The key to the cabinet [MASK] on the table.").tensors()
+    pos = int((clean["input_ids"][0] == tok.mask_token_id).nonzero())
+    are, is_ = tok.convert_tokens_to_ids(["are", "is"])
+    pres, pat_s = _timed(lambda: patching.scan(model, clean, corrupt, patching.logit_diff(pos, are, is_)))
+    resid = pres.effects["resid"]
+    out["patching"] = {"s": round(pat_s, 2), "clean": round(pres.clean, 3), "corrupted": round(pres.corrupted, 3),
+                       "subject_position_restores_by_layer": [round(float(x), 3) for x in resid[:, 2]],
+                       "mask_position_restores_by_layer": [round(float(x), 3) for x in resid[:, pos]]}
+
+    # query-key map of 8 sentences, one head
+    sents = [s.text_a for s in segments[:8]]
+    def qk_map():
+        qk = query_key.query_keys(encoder, tok, sents, 3, 0)
+        return query_key.project(*query_key.normalize(qk.queries, qk.keys)[:2])
+
+    qk_ms = median_ms(qk_map, 3, 1)
+    out["query_key"] = {"ms": round(qk_ms, 1), "x_forward": round(qk_ms / forward_ms, 2)}
+
+    # corpus search: index then one query
+    texts = [f"{s.text_a} {s.text_b}" for s in segments]
+    index, idx_s = _timed(lambda: corpus_search.build_index(encoder, tok, texts, 4))
+    q = index.vectors[0]
+    search_ms = median_ms(lambda: corpus_search.search(index, q, 20), 10, 1)
+    out["corpus_search"] = {"index_s": round(idx_s, 1), "tokens": len(index.tokens), "query_ms": round(search_ms, 2)}
+    out["load_average_1min"] = round(os.getloadavg()[0], 2)
+    print(json.dumps(out, indent=1, default=lambda x: float(x) if isinstance(x, np.floating) else str(x)))
+
+
+if __name__ == "__main__":
+    main()
