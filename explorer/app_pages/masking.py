@@ -240,7 +240,18 @@ if use_tuned:
         bar.empty()
     if tuned is None:
         st.caption("Not fitted yet for this model: the charts below show the plain logit lens.")
-lens = logit_lens.logit_lens(lm.model, result.input_ids, t["attention_mask"], t["token_type_ids"], k=5, tuned=tuned)
+
+
+@st.cache_resource(show_spinner="Decoding every layer ...", max_entries=8, ttl="1h")
+def _lens(key: tuple, input_ids: tuple, token_type_ids: tuple, tuned_stamp: str | None, _tuned):
+    """The lens of one fed sequence, cached per model, input and tuned-lens file (its size and mtime)."""
+    return logit_lens.logit_lens(lm.model, torch.tensor([input_ids]), None, torch.tensor([token_type_ids]), k=5,
+                                 tuned=_tuned)
+
+
+stamp = None if tuned is None else f"{lens_path.stat().st_size}-{lens_path.stat().st_mtime_ns}"
+lens = _lens(resources.source_key(lm.source), tuple(result.input_ids[0].tolist()),
+             tuple(t["token_type_ids"][0].tolist()), stamp, tuned)
 top_tokens = [[tok.convert_ids_to_tokens(row) for row in layer] for layer in lens.top_ids.tolist()]
 title = ("Tuned lens" if tuned is not None else "Logit lens") + ": each layer's best guess at each position"
 widgets.plotly_chart(lens_figures.lens_grid(fed_tokens, top_tokens, lens.top_probs.numpy(), lens.final_rank.numpy(),
