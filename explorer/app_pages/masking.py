@@ -209,7 +209,7 @@ st.subheader("Layer by layer: the logit lens")
 st.markdown(
     "What would the model guess if it stopped after layer *k*? The **logit lens** (nostalgebraist 2020) decodes "
     "every layer's hidden state with the model's own MLM head (`cls.predictions`). Each cell is that layer's top "
-    "guess at that position (colour: its probability; hover: the top 5); a red ring marks layers whose guess is "
+    "guess at that position (colour: its probability; hover: the top 5); **bold** marks layers whose guess is "
     "already the model's final one. BERT's head was trained on the last layer only, so early layers decode "
     "poorly: read the picture as *when the final answer becomes readable*, not as all a layer knows. The "
     "**tuned lens** (Belrose et al. 2023) fixes that with one small affine map per layer, fitted so each layer's "

@@ -18,7 +18,8 @@ def _layer_names(n_rows: int) -> list[str]:
 def lens_grid(tokens: Sequence[str], top_tokens: Sequence[Sequence[Sequence[str]]], top_probs,
               final_rank, title: str = "") -> go.Figure:
     """Layers (rows, embeddings at the bottom) x positions (columns): each cell shows the layer's top-1 token,
-    coloured by its probability; hover: the top-k with probabilities and the rank of the final guess.
+    coloured by its probability, in bold where it is already the final guess; hover: the top-k with
+    probabilities and the rank of the final guess.
 
     Args:
         tokens: the T input tokens (column labels).
@@ -36,22 +37,18 @@ def lens_grid(tokens: Sequence[str], top_tokens: Sequence[Sequence[Sequence[str]
     n_rows, t = probs.shape[:2]
     layers = _layer_names(n_rows)
     cols = [f"{i}: {_plain(tok)}" for i, tok in enumerate(tokens)]
-    text = [[_plain(top_tokens[r][c][0]) for c in range(t)] for r in range(n_rows)]
+    short = 9 if t > 12 else 14  # cells narrow as the input grows: the hover has the whole token
+    text = [[(f"<b>{_plain(top_tokens[r][c][0], short)}</b>" if rank[r, c] == 0
+              else _plain(top_tokens[r][c][0], short)) for c in range(t)] for r in range(n_rows)]
     hover = [[("<br>".join(f"{_plain(w)}: {p:.1%}" for w, p in zip(top_tokens[r][c], probs[r, c]))
                + f"<br>final guess: rank {int(rank[r, c]) + 1}") for c in range(t)] for r in range(n_rows)]
     fig = go.Figure(go.Heatmap(
-        z=probs[..., 0], x=cols, y=layers, text=text, texttemplate="%{text}", customdata=hover,
-        hovertemplate="%{y}, %{x}<br>%{customdata}<extra></extra>", colorscale="Blues", zmin=0, zmax=1,
-        colorbar={"title": {"text": "p(top-1)"}, "tickformat": ".0%"}))
-    # a marker where the layer's top-1 is already the final guess
-    rr, cc = np.nonzero(rank == 0)
-    fig.add_trace(go.Scatter(x=[cols[c] for c in cc], y=[layers[r] for r in rr], mode="markers",
-                             marker={"symbol": "circle-open", "size": 26, "color": "#d1495b", "line": {"width": 1.5}},
-                             name="= the final guess", hoverinfo="skip"))
+        z=probs[..., 0], x=cols, y=layers, text=text, texttemplate="%{text}", textfont={"size": 12},
+        customdata=hover, hovertemplate="%{y}, %{x}<br>%{customdata}<extra></extra>", colorscale="Blues", zmin=0,
+        zmax=1, xgap=1, ygap=1, colorbar={"title": {"text": "p(top-1)"}, "tickformat": ".0%"}))
     fig.update_layout(title=title or "Logit lens: each layer's best guess at each position",
-                      height=max(320, 40 * n_rows + 140), xaxis={"tickangle": -45, "type": "category"},
-                      yaxis={"type": "category"}, legend={"orientation": "h", "y": 1.08, "x": 1, "xanchor": "right"},
-                      margin={"l": 90, "r": 20, "t": 70, "b": 90})
+                      height=max(320, 44 * n_rows + 150), xaxis={"tickangle": -45, "type": "category"},
+                      yaxis={"type": "category"}, margin={"l": 90, "r": 20, "t": 50, "b": 90})
     return fig
 
 

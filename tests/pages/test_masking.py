@@ -156,7 +156,7 @@ def test_the_logit_lens_decodes_every_layer_and_ends_at_the_prediction():
     top_last = lm.tokenizer.convert_ids_to_tokens(lens.final_ids.tolist())
     from explorer.figures.tokens import _plain
 
-    assert [str(w) for w in heat["text"][-1]] == [_plain(w) for w in top_last]
+    assert [str(w) for w in heat["text"][-1]] == [f"<b>{_plain(w)}</b>" for w in top_last]  # all final: bold
     lines = next(s for s in specs if "final guess" in str(s["layout"].get("title", "")))
     pos = int((enc["input_ids"][0] == lm.tokenizer.mask_token_id).nonzero())
     assert abs(array(lines["data"][0]["y"])[-1] - float(lens.final_prob[-1, pos])) < 1e-5
@@ -201,4 +201,4 @@ def test_the_tuned_lens_is_read_from_disk_and_drawn(monkeypatch, tmp_path):
     from explorer.figures.tokens import _plain
 
     assert [str(w) for w in grid["data"][0]["text"][-1]] == [
-        _plain(w) for w in lm.tokenizer.convert_ids_to_tokens(final.final_ids.tolist())]
+        f"<b>{_plain(w)}</b>" for w in lm.tokenizer.convert_ids_to_tokens(final.final_ids.tolist())]
