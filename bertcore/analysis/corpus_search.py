@@ -123,6 +123,8 @@ def search(index: CorpusIndex, query: np.ndarray, k: int = 20, window: int = 6) 
         same = np.flatnonzero(index.segment == index.segment[i])
         j = int(np.searchsorted(same, i))
         left = [index.tokens[t] for t in same[max(0, j - window):j]]
+        while left and left[0].startswith("##"):  # do not start the context in the middle of a word
+            left.pop(0)
         right = [index.tokens[t] for t in same[j + 1:j + 1 + window]]
         context = " ".join(left + [f"[{index.tokens[i]}]"] + right).replace(" ##", "")
         hits.append(Hit(index.tokens[i], float(sims[i]), int(index.segment[i]), int(index.position[i]), context))
