@@ -22,7 +22,11 @@ def _inputs(ids):
 
 CLEAN = _inputs([2, 10, 11, 12, 4, 13, 3])    # position 4: the "[MASK]"
 CORRUPT = _inputs([2, 20, 11, 12, 4, 13, 3])  # one token differs (position 1)
-METRIC = P.logit_diff(4, 30, 31)
+LOGIT_DIFF = P.logit_diff(4, 30, 31)
+
+
+def METRIC(out) -> float:  # noqa: N802 - the metric of a batch of one
+    return float(LOGIT_DIFF(out)[0])
 
 
 def test_patching_a_whole_layer_restores_the_clean_run(model):
@@ -58,25 +62,26 @@ def test_a_head_with_the_same_output_in_both_runs_changes_nothing(model):
 
 def test_hooks_leave_the_model_unchanged(model):
     before = model(**CORRUPT).prediction_logits.clone()
-    result = P.scan(model, CLEAN, CORRUPT, METRIC)
+    result = P.scan(model, CLEAN, CORRUPT, LOGIT_DIFF)
     after = model(**CORRUPT).prediction_logits
     assert torch.equal(before, after)
     assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
     assert result.effects["resid"].shape == (4, 7)
     assert result.effects["head"].shape == (3, model.config.num_attention_heads)
     assert result.effects["attn"].shape == result.effects["mlp"].shape == (3, 7)
+    tol = 1e-5 / abs(result.clean - result.corrupted)  # 1e-5 in metric units (see the batched test)
     # the last layer's residual stream at the predicted position carries everything the head reads
-    assert result.effects["resid"][3, 4] == pytest.approx(1.0, abs=1e-5)
+    assert result.effects["resid"][3, 4] == pytest.approx(1.0, abs=tol)
     # the embeddings differ only at the changed token: patching it restores the clean run, others nothing
-    assert result.effects["resid"][0, 1] == pytest.approx(1.0, abs=1e-5)
-    np.testing.assert_allclose(np.delete(result.effects["resid"][0], 1), 0, atol=1e-6)
+    assert result.effects["resid"][0, 1] == pytest.approx(1.0, abs=tol)
+    np.testing.assert_allclose(np.delete(result.effects["resid"][0], 1), 0, atol=tol)
 
 
 def test_errors(model):
     with pytest.raises(P.PatchingError, match="same length"):
-        P.scan(model, CLEAN, _inputs([2, 10, 3]), METRIC)
+        P.scan(model, CLEAN, _inputs([2, 10, 3]), LOGIT_DIFF)
     with pytest.raises(P.PatchingError, match="nothing to restore"):
-        P.scan(model, CLEAN, CLEAN, METRIC)
+        P.scan(model, CLEAN, CLEAN, LOGIT_DIFF)
     _, cache = P.record(model, CLEAN)
     with pytest.raises(P.PatchingError, match="layers are 1..3"):
         with P.patch(model, "mlp", 0, cache[("mlp", 1)]):
@@ -84,3 +89,19 @@ def test_errors(model):
     with pytest.raises(P.PatchingError, match="kind must be"):
         with P.patch(model, "ffn", 1, cache[("mlp", 1)]):
             pass
+
+
+def test_the_batched_scan_equals_one_patch_at_a_time(model):
+    """scan() runs all sites of a (kind, layer) as one batch; each row must equal that site patched alone."""
+    res = P.scan(model, CLEAN, CORRUPT, LOGIT_DIFF)
+    _, cache = P.record(model, CLEAN)
+    clean, corrupted = res.clean, res.corrupted
+    for kind, layer, j in (("resid", 0, 1), ("resid", 2, 4), ("attn", 1, 1), ("attn", 3, 4), ("mlp", 2, 1),
+                           ("mlp", 3, 4), ("head", 1, 0), ("head", 3, 3)):
+        kw = {"head": j} if kind == "head" else {"positions": [j]}
+        with P.patch(model, kind, layer, cache[(kind, layer)], **kw):
+            alone = (METRIC(model(**CORRUPT)) - corrupted) / (clean - corrupted)
+        row = layer if kind == "resid" else layer - 1
+        # compared in metric units: batching rounds fp32 matmuls differently (~1e-7 of a logit), which the
+        # normalisation divides by the clean - corrupted gap
+        assert abs(res.effects[kind][row, j] - alone) * abs(clean - corrupted) < 1e-5, (kind, layer, j)

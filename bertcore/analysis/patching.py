@@ -140,20 +140,21 @@ def patch(model: torch.nn.Module, kind: str, layer: int, clean: torch.Tensor, po
 
 
 # ----------------------------------------------------------------------------- metrics
-def logit_diff(position: int, good_id: int, bad_id: int) -> Callable[[object], float]:
+# A metric maps a model output of a batch to one value per row: ``(B,)`` float tensor.
+def logit_diff(position: int, good_id: int, bad_id: int) -> Callable[[object], torch.Tensor]:
     """MLM logit of ``good_id`` minus that of ``bad_id`` at ``position`` (e.g. a [MASK]: "are" - "is")."""
-    return lambda out: float((out.prediction_logits[0, position, good_id]
-                              - out.prediction_logits[0, position, bad_id]).detach())
+    return lambda out: (out.prediction_logits[:, position, good_id]
+                        - out.prediction_logits[:, position, bad_id]).detach()
 
 
-def p_is_next() -> Callable[[object], float]:
+def p_is_next() -> Callable[[object], torch.Tensor]:
     """P(IsNext) of the NSP head."""
-    return lambda out: float(torch.softmax(out.seq_relationship_logits[0].detach(), -1)[0])
+    return lambda out: torch.softmax(out.seq_relationship_logits.detach(), -1)[:, 0]
 
 
-def class_logit(label: int) -> Callable[[object], float]:
+def class_logit(label: int) -> Callable[[object], torch.Tensor]:
     """The sequence classifier's logit of class ``label``."""
-    return lambda out: float(out.logits[0, label].detach())
+    return lambda out: out.logits[:, label].detach()
 
 
 @dataclass
@@ -166,16 +167,45 @@ class PatchingResult:
     corrupted: float
 
 
+def _batched_patch(base, kind: str, layer: int, clean: torch.Tensor, n: int):
+    """A hook that patches, in row ``b`` of a batch of ``n`` copies of the corrupted input, site ``b`` of
+    ``(kind, layer)``: position b (resid / attn / mlp) or head b (head). Returns the hook handle."""
+    module = _module(base, kind, layer)
+    rows = torch.arange(n)
+    if kind == "head":
+        cfg = base.config
+        size = cfg.hidden_size // cfg.num_attention_heads
+        # (n, H) mask: row b is head b's columns
+        cols = (torch.arange(cfg.hidden_size)[None, :] // size == rows[:, None])
+
+        def pre(mod, args):
+            x = args[0]
+            x = torch.where(cols[:, None, :], clean.expand_as(x), x)
+            return (x, *args[1:])
+
+        return module.register_forward_pre_hook(pre)
+
+    def post(mod, args, out):
+        x = _out(out).clone()
+        x[rows, rows] = clean[0, rows]  # row b, position b
+        return (x, *out[1:]) if isinstance(out, tuple) else x
+
+    return module.register_forward_hook(post)
+
+
 @torch.no_grad()
 def scan(model: torch.nn.Module, clean_inputs: dict[str, torch.Tensor], corrupted_inputs: dict[str, torch.Tensor],
-         metric: Callable[[object], float], kinds=KINDS, progress=None) -> PatchingResult:
-    """Patch every site of ``kinds`` one at a time (one forward each) and measure ``metric``.
+         metric: Callable[[object], torch.Tensor], kinds=KINDS, progress=None) -> PatchingResult:
+    """Patch every site of ``kinds``, one site per run, and measure ``metric``. The runs of one (kind, layer) go
+    through the model as one batch: row b patches position b (or head b), so a scan is 4L + 1 forwards of
+    batches of T (or heads) copies, not one forward per site.
 
     Args:
         model: a bertcore model in eval mode (with the head ``metric`` reads).
         clean_inputs / corrupted_inputs: ``{"input_ids", "attention_mask", "token_type_ids"}`` of shape (1, T),
             the same T.
-        progress: optional ``callable(done, total)``.
+        metric: a batch metric (:func:`logit_diff`, :func:`p_is_next`, :func:`class_logit`).
+        progress: optional ``callable(done, total)`` over the (kind, layer) batches.
     Raises:
         PatchingError: inputs of different lengths, or clean and corrupted give the same metric (nothing to
         explain: the normalisation would divide by zero).
@@ -187,25 +217,20 @@ def scan(model: torch.nn.Module, clean_inputs: dict[str, torch.Tensor], corrupte
     base = _encoder(model)
     n, heads = len(base.encoder.layer), base.config.num_attention_heads
     out_clean, cache = record(model, clean_inputs)
-    m_clean, m_corr = metric(out_clean), metric(model(**corrupted_inputs))
+    m_clean, m_corr = float(metric(out_clean)[0]), float(metric(model(**corrupted_inputs))[0])
     if abs(m_clean - m_corr) < 1e-9:
         raise PatchingError(f"the metric is the same on both inputs ({m_clean:.4g}): nothing to restore")
-    sites = []
-    for kind in kinds:
-        if kind == "head":
-            sites += [(kind, layer, h) for layer in range(1, n + 1) for h in range(heads)]
-        else:
-            first = 0 if kind == "resid" else 1
-            sites += [(kind, layer, p) for layer in range(first, n + 1) for p in range(t_clean)]
+    jobs = [(kind, layer) for kind in kinds for layer in range(0 if kind == "resid" else 1, n + 1)]
     effects = {k: np.zeros((n + 1 if k == "resid" else n, heads if k == "head" else t_clean)) for k in kinds}
-    for i, (kind, layer, j) in enumerate(sites):
-        if kind == "head":
-            ctx = patch(model, kind, layer, cache[(kind, layer)], head=j)
-        else:
-            ctx = patch(model, kind, layer, cache[(kind, layer)], positions=[j])
-        with ctx:
-            value = metric(model(**corrupted_inputs))
-        effects[kind][layer - (0 if kind == "resid" else 1), j] = (value - m_corr) / (m_clean - m_corr)
+    for i, (kind, layer) in enumerate(jobs):
+        width = heads if kind == "head" else t_clean
+        batch = {k: v.expand(width, -1) for k, v in corrupted_inputs.items()}
+        handle = _batched_patch(base, kind, layer, cache[(kind, layer)], width)
+        try:
+            values = metric(model(**batch)).float().numpy()
+        finally:
+            handle.remove()
+        effects[kind][layer - (0 if kind == "resid" else 1)] = (values - m_corr) / (m_clean - m_corr)
         if progress is not None:
-            progress(i + 1, len(sites))
+            progress(i + 1, len(jobs))
     return PatchingResult(effects, m_clean, m_corr)

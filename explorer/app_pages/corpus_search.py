@@ -5,6 +5,8 @@ Widgets -> ``bertcore.analysis.corpus_search`` (index on disk per model, corpus 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import streamlit as st
 import torch
@@ -75,8 +77,16 @@ else:
         st.warning("The file holds no text.", icon=":material/warning:")
         st.stop()
 
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _index(path_str: str, stamp: str):
+    """The index file read once per version of the file (``stamp``: size and mtime)."""
+    return CS.load_index(Path(path_str))
+
+
 path = CS.index_path(cache_dir(), repr(resources.source_key(lm.source)), texts, layer)
-index = CS.load_index(path)
+index = _index(str(path), f"{path.stat().st_size}-{path.stat().st_mtime_ns}") if path.is_file() else None
 if index is None:
     bar = st.progress(0.0, text="Indexing the corpus ...")
     index = CS.build_index(lm.encoder, lm.tokenizer, texts, layer, progress=lambda i, m: bar.progress(

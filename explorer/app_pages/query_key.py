@@ -55,10 +55,19 @@ method = c3.radio("Projection", ["pca", "tsne"], format_func={"pca": "PCA", "tsn
                   "t-SNE keeps neighbours (slower, and its distances mean little).")
 colour = c4.radio("Colour", list(COLOURS), format_func=COLOURS.__getitem__, key="qk_colour")
 
-qk = QK.query_keys(lm.encoder, lm.tokenizer, sentences, layer, head, max_length=min(lm.max_length, 128))
-q, k, c = QK.normalize(qk.queries, qk.keys)
+
+
+@st.cache_resource(show_spinner="Running the model on the sentences ...", max_entries=16, ttl="1h")
+def _map(key: tuple, sentences: tuple[str, ...], layer: int, head: int, method: str, _lm):
+    """Queries and keys of one head, normalised and projected, cached per (model, sentences, layer, head,
+    projection)."""
+    qk = QK.query_keys(_lm.encoder, _lm.tokenizer, list(sentences), layer, head, max_length=min(_lm.max_length, 128))
+    q, k, c = QK.normalize(qk.queries, qk.keys)
+    return qk, c, QK.project(q, k, method)
+
+
 try:
-    pq, pk = QK.project(q, k, method)
+    qk, c, (pq, pk) = _map(resources.source_key(lm.source), tuple(sentences), layer, head, method, lm)
 except ValueError as exc:
     widgets.show_error(exc)
     st.stop()
