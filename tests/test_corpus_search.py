@@ -54,3 +54,29 @@ def test_errors(packaged):
         CS.build_index(packaged.encoder, packaged.tokenizer, [], 1)
     with pytest.raises(ValueError, match="layer must be"):
         CS.build_index(packaged.encoder, packaged.tokenizer, ["a"], 99)
+
+
+def test_results_equal_a_direct_computation(packaged, index):
+    """Brute force by hand: every token's hidden state at layer 4, cosine with the query, sorted."""
+    vecs, toks = [], []
+    for text in TEXTS:
+        enc = packaged.tokenizer(text, return_tensors="pt")
+        with torch.no_grad():
+            h = packaged.encoder(**enc, output_hidden_states=True).hidden_states[4][0, 1:-1].numpy()
+        vecs.append(h)
+        toks += packaged.tokenizer.tokenize(text)
+    vecs = np.concatenate(vecs)
+    query = vecs[3] + 0.5 * vecs[10]
+    cos = vecs @ query / (np.linalg.norm(vecs, axis=1) * np.linalg.norm(query))
+    order = np.argsort(-cos)[:8]
+    hits = CS.search(index, query, k=8)
+    assert [h.token for h in hits] == [toks[i] for i in order]
+    np.testing.assert_allclose([h.cosine for h in hits], cos[order], atol=1e-5)
+
+
+def test_hit_labels(packaged, index):
+    pytest.importorskip("spacy")
+    i = next(j for j, t in enumerate(index.tokens) if t == "bank" and index.segment[j] == 1)
+    hits = CS.search(index, index.vectors[i], k=3)
+    labels = CS.hit_labels(index, hits, packaged.tokenizer)
+    assert labels[0] == ("NOUN", "nsubj")  # "The bank raised its interest rates again."

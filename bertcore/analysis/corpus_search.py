@@ -134,3 +134,19 @@ def search(index: CorpusIndex, query: np.ndarray, k: int = 20, window: int = 6) 
 def summary(hits: list[Hit]) -> list[tuple[str, int]]:
     """What the hits are: each token and how many hits it is, most common first."""
     return Counter(h.token for h in hits).most_common()
+
+
+def hit_labels(index: CorpusIndex, hits: list[Hit], tokenizer, max_length: int = 128) -> list[tuple[str, str]]:
+    """``(part of speech, dependency label)`` of each hit's word, from spaCy (:mod:`bertcore.analysis.syntax`;
+    raises its ``SyntaxUnavailable`` without spaCy). The hit's text is parsed and aligned as it was indexed."""
+    from . import syntax
+
+    parsed: dict[int, object] = {}
+    out = []
+    for h in hits:
+        if h.segment not in parsed:
+            parsed[h.segment] = syntax.parse_segment(tokenizer, index.texts[h.segment], max_length=max_length)
+        seg = parsed[h.segment]
+        w = seg.word_ids[h.position] if h.position < len(seg.word_ids) else None
+        out.append(("", "") if w is None else (seg.words[w].pos, seg.words[w].dep))
+    return out

@@ -12,6 +12,7 @@ import streamlit as st
 import torch
 
 from bertcore.analysis import corpus_search as CS
+from bertcore.analysis import syntax
 from bertcore.data import DataError, cache_dir
 from bertcore.tokenizer import TextError, encode
 from explorer import resources, share, widgets
@@ -102,10 +103,21 @@ with torch.no_grad():
                         output_hidden_states=True).hidden_states[layer][0, position].numpy()
 hits = CS.search(index, hidden, k)
 st.caption(f"{len(index.tokens):,} tokens of {len(texts)} texts indexed at layer {layer}.")
-table = pd.DataFrame([{"token": h.token, "cosine": h.cosine, "in context": h.context, "text": h.segment + 1}
-                      for h in hits])
+try:
+    labels = CS.hit_labels(index, hits, lm.tokenizer)
+except syntax.SyntaxUnavailable:
+    labels = None
+table = pd.DataFrame([{"token": h.token, "cosine": h.cosine, "in context": h.context, "text": h.segment + 1,
+                       **({"part of speech": labels[i][0], "dependency": labels[i][1]} if labels else {})}
+                      for i, h in enumerate(hits)])
 st.dataframe(table, hide_index=True, key="cs_hits", column_config={"cosine": st.column_config.NumberColumn(
     format="%.3f")})
 words = ", ".join(f"{w} ({c})" for w, c in CS.summary(hits)[:10])
 st.markdown(f"**What the {len(hits)} nearest tokens are:** {widgets.escape_md(words)}")
+if labels:
+    from collections import Counter
+
+    for name, col in (("parts of speech", 0), ("dependency labels", 1)):
+        counts = ", ".join(f"{v} ({n})" for v, n in Counter(lab[col] for lab in labels if lab[col]).most_common(8))
+        st.markdown(f"**Their {name}:** {widgets.escape_md(counts)}")
 widgets.download_csv(table, "corpus-search", key="cs_csv", index=False)
