@@ -95,18 +95,32 @@ def main() -> None:
     are, is_ = tok.convert_tokens_to_ids(["are", "is"])
     pres, pat_s = _timed(lambda: patching.scan(model, clean, corrupt, patching.logit_diff(pos, are, is_)))
     resid = pres.effects["resid"]
+    long_clean = ("The old keys that the tired farmer left near the red doors of the small house on the hill last "
+                  "night [MASK] still on the wooden kitchen table .")
+    long_corrupt = long_clean.replace("The old keys", "The old key")
+    lc, lx = encode(tok, long_clean).tensors(), encode(tok, long_corrupt).tensors()
+    lpos = int((lc["input_ids"][0] == tok.mask_token_id).nonzero())
+    _, pat32_s = _timed(lambda: patching.scan(model, lc, lx, patching.logit_diff(lpos, are, is_)))
+    out["patching_32_tokens"] = {"tokens": int(lc["input_ids"].shape[1]), "s_all_four_heatmaps": round(pat32_s, 2),
+                                 "batches": 4 * len(encoder.encoder.layer) + 1}
     out["patching"] = {"s": round(pat_s, 2), "clean": round(pres.clean, 3), "corrupted": round(pres.corrupted, 3),
                        "subject_position_restores_by_layer": [round(float(x), 3) for x in resid[:, 2]],
                        "mask_position_restores_by_layer": [round(float(x), 3) for x in resid[:, pos]]}
 
-    # query-key map of 8 sentences, one head
-    sents = [s.text_a for s in segments[:8]]
+    # query-key map of ~2,000 tokens (the held-out segments' first parts), one head
+    sents, n_tok = [], 0
+    for s in segments:
+        if n_tok >= 2000:
+            break
+        sents.append(s.text_a)
+        n_tok += len(tok(s.text_a)["input_ids"])
     def qk_map():
         qk = query_key.query_keys(encoder, tok, sents, 3, 0)
         return query_key.project(*query_key.normalize(qk.queries, qk.keys)[:2])
 
     qk_ms = median_ms(qk_map, 3, 1)
-    out["query_key"] = {"ms": round(qk_ms, 1), "x_forward": round(qk_ms / forward_ms, 2)}
+    out["query_key"] = {"tokens": n_tok, "sentences": len(sents), "ms_uncached": round(qk_ms, 1),
+                        "x_forward": round(qk_ms / forward_ms, 2)}
 
     # corpus search: index then one query
     texts = [f"{s.text_a} {s.text_b}" for s in segments]
