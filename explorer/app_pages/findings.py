@@ -163,6 +163,20 @@ def positions() -> None:
         key="find_positions")
 
 
+def _parsed(compute, start: str, step: str, failure: str):
+    """``compute(progress)`` under a progress bar; None (with a message) without spaCy or on bad data."""
+    bar = st.progress(0.0, text=start)
+    try:
+        return compute(lambda i, n: bar.progress(i / n, text=f"{step}: {i} / {n}"))
+    except syntax.SyntaxUnavailable as exc:
+        st.warning(widgets.escape_md(str(exc)), icon=":material/warning:")
+    except ValueError as exc:
+        widgets.show_error(exc, failure)
+    finally:
+        bar.empty()
+    return None
+
+
 def syntax_heads() -> None:
     st.markdown(
         "Clark et al. 2019 (section 4.2, Figure 5): some heads follow syntax. The segments are parsed by spaCy's "
@@ -172,18 +186,11 @@ def syntax_heads() -> None:
         "the dependent's prediction is its head (dep→head) or the head's prediction is its dependent (head→dep), "
         "whichever is higher. The **fixed-offset baseline** always picks the word at the relation's most common "
         "relative position: a head is only interesting where it beats it.")
-    bar = st.progress(0.0, text="Parsing the segments and running the model ...")
-    try:
-        run = resources.syntax_heads(key, n_segments, lm, progress=lambda i, n: bar.progress(
-            i / n, text=f"Parsing and running the model: {i} / {n} segments"))
-    except syntax.SyntaxUnavailable as exc:
-        st.warning(widgets.escape_md(str(exc)), icon=":material/warning:")
+    run = _parsed(lambda progress: resources.syntax_heads(key, n_segments, lm, progress=progress),
+                  "Parsing the segments and running the model ...", "Parsing and running the model (segments)",
+                  "Cannot score syntax heads")
+    if run is None:
         return
-    except ValueError as exc:
-        widgets.show_error(exc, "Cannot score syntax heads")
-        return
-    finally:
-        bar.empty()
     res = run.heads
     rows = []
     for r in res.relations:
@@ -226,18 +233,11 @@ def probing() -> None:
         "word type a random label: a probe that learns it too is memorising words, so the gap (*selectivity*) is "
         "what the layer adds beyond word identity. The **expected layer** (Tenney's centre of gravity) is the "
         "mean layer weighted by each layer's gain in accuracy: where the task gets solved.")
-    bar = st.progress(0.0, text="Parsing, running the model and fitting the probes ...")
-    try:
-        res = resources.probes(key, n_segments, lm, progress=lambda i, n: bar.progress(
-            i / n, text=f"Fitting probes: {i} / {n}"))
-    except syntax.SyntaxUnavailable as exc:
-        st.warning(widgets.escape_md(str(exc)), icon=":material/warning:")
+    res = _parsed(lambda progress: resources.probes(key, n_segments, lm, progress=progress),
+                  "Parsing, running the model and fitting the probes ...", "Fitting probes (layers)",
+                  "Cannot fit the probes")
+    if res is None:
         return
-    except ValueError as exc:
-        widgets.show_error(exc, "Cannot fit the probes")
-        return
-    finally:
-        bar.empty()
     widgets.plotly_chart(syntax_figs.probe_figure(res), key="find_probes")
     rows = [{"task": t, "labels": r.n_labels, "train / test words": f"{r.n_train} / {r.n_test}",
              "majority class": r.majority, "embeddings (layer 0)": r.accuracy[0],
