@@ -30,8 +30,7 @@ from bertcore import sources  # noqa: E402
 from bertcore.analysis import minimal_pairs as MP  # noqa: E402
 from bertcore.analysis.scoring import pseudo_log_likelihood  # noqa: E402
 
-SENTENCE = ("The old farmer who lives near the river said that his two dogs were happy to run across the wide "
-            "green fields.")  # 20 words
+SENTENCE = "The old farmer who lives near the river said that his two dogs were happy to run across the fields."
 
 
 def minicons_scorer(folder: Path):
