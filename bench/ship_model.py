@@ -233,15 +233,15 @@ def _stage_line(i: int, st: dict) -> str:
             f"{a.get('threads') or 'all'} CPU thread(s), ended {st['updated']}")
 
 
-#: published bert-base numbers for the suite's paradigms, only where a paper's table gives them (see the card)
-PUBLISHED: dict[str, str] = {}
-
-
-def _grammar_rows(g: dict) -> str:
+def _grammar_rows(g: dict, before: dict | None = None) -> str:
     rows = []
     for name, r in g.items():
         crit = "-" if r["critical"] != r["critical"] else f"{r['critical']:.0%}"
-        rows.append(f"| {name} | {int(r['n'])} | {r['pll']:.0%} | {crit} | {PUBLISHED.get(name, '')} |")
+        was = ""
+        if before and name in before:
+            b = before[name]
+            was = f"{b['pll']:.0%} / " + ("-" if b["critical"] != b["critical"] else f"{b['critical']:.0%}")
+        rows.append(f"| {name} | {int(r['n'])} | {r['pll']:.0%} | {crit} | {was} |")
     return "\n".join(rows)
 
 
@@ -250,7 +250,7 @@ HELD_HEADER = ("| corpus | held-out documents | [MASK] positions | accuracy at [
                "|---|---|---|---|---|---|---|---|")
 
 
-def card(out: Path, chain: list[dict], ev: dict, par: float, before: dict | None = None) -> str:
+def card(out: Path, chain: list[dict], ev: dict, par: float, before: dict | None = None, note: str = "") -> str:
     """The model card (README.md) from the stages and :func:`evaluate_all`'s numbers (``before``: the same
     numbers for the model this one replaced, shown beside them)."""
     steps = sum(st["steps"] for st in chain)
@@ -329,11 +329,15 @@ Some cloze sentences (answers | the model's top 5):
 left-to-right, Kauf & Ivanova 2023) and, where the pair differs in one word, by the logit of that word at a
 [MASK] (Goldberg 2019). Chance is 50%.
 
-| paradigm | pairs | PLL | critical word |  |
+| paradigm | pairs | PLL | critical word | the model this one replaced (PLL / critical) |
 |---|---|---|---|---|
-{_grammar_rows(ev['grammar'])}
+{_grammar_rows(ev['grammar'], (before or {}).get('grammar'))}
 
-## Limits
+bert-base's own numbers on these paradigms (Goldberg 2019, Table 3, on Marvin & Linzen's stimuli; Warstadt et al.
+2020 for BLiMP) are not typed here: the papers could not be re-read offline, and their stimuli differ from this
+suite's. Goldberg describes bert-base as "remarkably" good at agreement across attractors.
+
+{("## How this checkpoint was chosen" + chr(10) + note.strip() + chr(10) + chr(10)) if note.strip() else ""}## Limits
 Small (22M parameters) and trained on about 4M words: it knows news and plain encyclopedic and everyday
 English, guesses frequent words when unsure, and is not a replacement for bert-base-uncased (online users can
 pick that in the sidebar). NSP is learned only partly.
@@ -386,6 +390,8 @@ def main() -> None:
     p.add_argument("--before", type=Path, help="the replaced model's numbers (JSON printed by --eval-only), "
                                                 "instead of measuring them again")
     p.add_argument("--skip", type=int, default=0, help="--select: leave out the first N checkpoints of each run")
+    p.add_argument("--note", type=Path, help="markdown added to the card as 'How this checkpoint was chosen' (the "
+                                              "selection rule and the --select numbers behind it)")
     a = p.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -419,7 +425,8 @@ def main() -> None:
     export(a.checkpoint, a.out, tok)
     (a.out / TRAINING_FILE).write_text(json.dumps({"stages": chain}, indent=1) + "\n")
     par = parity(a.out, tok)
-    (a.out / "README.md").write_text(card(a.out, chain, ev, par, before), encoding="utf-8")
+    note = a.note.read_text(encoding="utf-8") if a.note else ""
+    (a.out / "README.md").write_text(card(a.out, chain, ev, par, before, note), encoding="utf-8")
     (a.out / "eval.json").write_text(json.dumps(_printable(ev), indent=1) + "\n")
     print(f"shipped to {a.out} (parity {par:.1e}) in {time.perf_counter() - t0:.0f} s")
 
