@@ -25,10 +25,16 @@ def test_folder_is_small_and_documented():
     size = sum(f.stat().st_size for f in FOLDER.iterdir()) / 2**20
     assert size <= 50, f"{size:.1f} MiB"
     card = (FOLDER / "README.md").read_text(encoding="utf-8")
-    for words in ("accuracy at [MASK] positions", "top-5", "NSP accuracy", "python -m bertcore.train", "Licences"):
+    for words in ("accuracy at [MASK]", "top-5", "NSP accuracy", "python -m bertcore.train", "Licences",
+                  "cloze_everyday.tsv", "minimal-pair suite", "WordNet"):
         assert words in card
     measured = json.loads((FOLDER / "eval.json").read_text())
-    assert measured["acc_mask"] > 2 * measured["most_frequent_token_rate"]
+    for corpus in ("bbc", "wiki", "wordnet", "fortunes"):  # a held-out split per corpus
+        m = measured["heldout"][corpus]
+        assert m["acc_mask"] > 2 * m["most_frequent_token_rate"], corpus
+    assert {"news", "everyday"} <= set(measured["cloze"]) and len(measured["grammar"]) == 8
+    stages = json.loads((FOLDER / "training.json").read_text())["stages"]
+    assert len(stages) >= 5 and all(s["argv"].startswith("python") for s in stages)
 
 
 def test_loads_as_pretraining_model_in_fp32(shipped):
