@@ -47,6 +47,8 @@ def test_expected_layer():
     assert PR.expected_layer([0.2, 0.2, 0.8, 0.8]) == pytest.approx(2.0)
     assert PR.expected_layer([0.2, 0.5, 0.8]) == pytest.approx(1.5)
     assert np.isnan(PR.expected_layer([0.5, 0.5, 0.4]))
+    # a late decline is no negative gain (it once gave -0.05 for MiniLM-MLM's POS probe)
+    assert PR.expected_layer([0.85, 0.89, 0.91, 0.91, 0.91, 0.90, 0.89]) == pytest.approx((1 * 0.04 + 2 * 0.02) / 0.06)
 
 
 def test_word_features_of_a_parse(packaged):

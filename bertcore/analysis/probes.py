@@ -78,9 +78,11 @@ def control_labels(types: list[str], labels: list[str], seed: int = 0) -> list[s
 
 def expected_layer(accuracy: np.ndarray) -> float:
     """Tenney et al.'s expected layer from accuracies by layer (index 0 = embeddings): the mean layer weighted
-    by the gains ``acc(l) - acc(l-1)`` (l >= 1); NaN when nothing is gained."""
+    by the gains ``acc(l) - acc(l-1)`` (l >= 1). Their cumulative scores only grow; probes of separate layers can
+    lose accuracy in the top layers, so losses count as no gain (a decline would otherwise pull the centre below
+    the first layer). NaN when nothing is gained."""
     a = np.asarray(accuracy, dtype=float)
-    gain = np.diff(a)
+    gain = np.clip(np.diff(a), 0, None)
     if gain.sum() <= 0:
         return float("nan")
     return float((np.arange(1, len(a)) * gain).sum() / gain.sum())
