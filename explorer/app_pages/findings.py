@@ -21,6 +21,7 @@ from explorer import resources, widgets
 from explorer.figures import findings as figs
 from explorer.figures import syntax as syntax_figs
 
+PROBE_SEGMENTS = 60  # probing: enough words for stable accuracies, a first computation under two minutes
 COLUMNS = {"measure": "Measure", "ours": "This model", "published": "bert-base (published)", "source": "Source"}
 
 st.title("Findings: does this model agree with the papers?")
@@ -233,7 +234,10 @@ def probing() -> None:
         "word type a random label: a probe that learns it too is memorising words, so the gap (*selectivity*) is "
         "what the layer adds beyond word identity. The **expected layer** (Tenney's centre of gravity) is the "
         "mean layer weighted by each layer's gain in accuracy: where the task gets solved.")
-    res = _parsed(lambda progress: resources.probes(key, n_segments, lm, progress=progress),
+    n_probe = min(n_segments, PROBE_SEGMENTS)
+    st.caption(f"Probes use the words of {n_probe} of the held-out segments (about 5,000 words, a quarter for testing): "
+               "28 logistic regressions take minutes beyond that.")
+    res = _parsed(lambda progress: resources.probes(key, n_probe, lm, progress=progress),
                   "Parsing, running the model and fitting the probes ...", "Fitting probes (layers)",
                   "Cannot fit the probes")
     if res is None:

@@ -15,6 +15,7 @@ from .conftest import SCREENSHOTS
 from .test_browser import (  # noqa: F401 - fixtures
     find_page,
     nav_pages,
+    new_session_module,
     open_page,
     problems,
     set_text,
