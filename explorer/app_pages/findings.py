@@ -235,8 +235,8 @@ def probing() -> None:
         "what the layer adds beyond word identity. The **expected layer** (Tenney's centre of gravity) is the "
         "mean layer weighted by each layer's gain in accuracy: where the task gets solved.")
     n_probe = min(n_segments, PROBE_SEGMENTS)
-    st.caption(f"Probes use the words of {n_probe} of the held-out segments (about 5,000 words, a quarter for testing): "
-               "28 logistic regressions take minutes beyond that.")
+    st.caption(f"Probes use the words of {n_probe} of the held-out segments (a quarter of them for testing): "
+               "their 28 logistic regressions take minutes beyond that.")
     res = _parsed(lambda progress: resources.probes(key, n_probe, lm, progress=progress),
                   "Parsing, running the model and fitting the probes ...", "Fitting probes (layers)",
                   "Cannot fit the probes")
