@@ -238,97 +238,6 @@ def pll(key: tuple[str, ...], text: str, metric: str, _loaded: LoadedModel):
     return pseudo_log_likelihood(_loaded.model, _loaded.tokenizer, text, metric, max_tokens=PLL_MAX_TOKENS)
 
 
-# ----------------------------------------------------------------------------- Findings page
-@st.cache_resource(show_spinner=False)
-def _findings_store() -> dict:
-    """Process-wide store of Findings results: ``{(key, n_segments): FindingsResult}`` plus a lock."""
-    import threading
-
-    return {"lock": threading.Lock(), "results": {}}
-
-
-@st.cache_resource(show_spinner="Reading the held-out BBC documents ...", max_entries=4)
-def findings_segments(tokenizer_key: tuple[str, ...], n_segments: int, max_tokens: int,
-                      _loaded: LoadedModel) -> list:
-    """:func:`bertcore.analysis.evalset.build_segments` over the held-out BBC documents (seed 0),
-    cached per tokenizer (``tokenizer_key``: :func:`source_key` of the model that owns it)."""
-    from bertcore.analysis import evalset
-
-    return evalset.build_segments(_loaded.tokenizer, evalset.heldout_documents(), n_segments, max_tokens)
-
-
-def findings_cached(key: tuple[str, ...], n_segments: int):
-    """The cached :class:`~bertcore.analysis.evalset.FindingsResult` of ``(key, n_segments)``, or None."""
-    return _findings_store()["results"].get((key, n_segments))
-
-
-def findings(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, progress=None):
-    """:func:`bertcore.analysis.evalset.run_findings` of ``_loaded`` on ``n_segments`` held-out segments,
-    computed once per process and kept (at most 8 results; the oldest is dropped).
-
-    Not an ``st.cache_*`` function on purpose: ``progress(done, total)`` drives a progress bar in the
-    page, which a cached function would replay on every later hit.
-
-    Raises:
-        bertcore.data.DataError: the packaged BBC corpus is missing; ValueError: no segment.
-    """
-    from bertcore.analysis import evalset
-
-    store = _findings_store()
-    with store["lock"]:
-        hit = store["results"].get((key, n_segments))
-        if hit is not None:
-            return hit
-        limit = min(evalset.MAX_TOKENS, _loaded.max_length)
-        segments = findings_segments(key, n_segments, limit, _loaded)
-        result = evalset.run_findings(_loaded.encoder, _loaded.tokenizer, segments, progress=progress)
-        results = store["results"]
-        results[(key, n_segments)] = result
-        while len(results) > 8:
-            results.pop(next(iter(results)))
-        return result
-
-
-def syntax_heads(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, progress=None):
-    """:func:`bertcore.analysis.syntax.run_syntax` on the Findings page's held-out segments, computed once per
-    process per ``(key, n_segments)`` and kept beside the Findings results (same store, same limit).
-
-    Raises:
-        bertcore.analysis.syntax.SyntaxUnavailable: no spaCy; ValueError: too few arcs.
-    """
-    from bertcore.analysis import evalset, syntax
-
-    store = _findings_store()
-    with store["lock"]:
-        hit = store["results"].get(("syntax", key, n_segments))
-        if hit is None:
-            segments = findings_segments(key, n_segments, min(evalset.MAX_TOKENS, _loaded.max_length), _loaded)
-            hit = syntax.run_syntax(_loaded.encoder, _loaded.tokenizer, segments, progress=progress)
-            store["results"][("syntax", key, n_segments)] = hit
-            while len(store["results"]) > 8:
-                store["results"].pop(next(iter(store["results"])))
-        return hit
-
-
-def probes(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, progress=None) -> dict:
-    """Probing classifiers (:func:`bertcore.analysis.probes.probe`, POS and dependency label) on the parsed
-    segments of :func:`syntax_heads`, kept in the same store. Raises as :func:`syntax_heads`."""
-    from bertcore.analysis import probes as probes_mod
-
-    run = syntax_heads(key, n_segments, _loaded)
-    store = _findings_store()
-    with store["lock"]:
-        hit = store["results"].get(("probes", key, n_segments))
-        if hit is None:
-            feats = probes_mod.word_features(_loaded.encoder, _loaded.tokenizer, run.segments)
-            hit = {}
-            for i, task in enumerate(probes_mod.TASKS):
-                hit[task] = probes_mod.probe(feats, task, progress=None if progress is None else (
-                    lambda done, n, i=i: progress(i * n + done, n * len(probes_mod.TASKS))))
-            store["results"][("probes", key, n_segments)] = hit
-        return hit
-
-
 @st.cache_data(show_spinner="Fitting the position regression ...", max_entries=8)
 def position_regression(key: tuple[str, ...], _loaded: LoadedModel) -> dict[str, dict]:
     """Wang & Chen 2020's 5-fold linear position regression on the model's whole learned table and on a
@@ -344,35 +253,6 @@ def position_regression(key: tuple[str, ...], _loaded: LoadedModel) -> dict[str,
     for name, t in (("learned", table), ("sinusoidal", positional.sinusoidal(*table.shape))):
         pred = positional.position_predictions(t)
         out[name] = {"predictions": pred, "mae": positional.prediction_error(pred)}
-    return out
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def checkpoint_summary(folder: str, stamp: str, run_key: str, n_segments: int, max_tokens: int) -> dict[str, float]:
-    """:func:`bertcore.analysis.emergence.summary` of one run checkpoint on ``n_segments`` held-out segments
-    of at most ``max_tokens`` tokens (the model is loaded, run and dropped, not kept). The segments are keyed
-    on ``run_key`` (the run folder) and the tokenizer's vocabulary; ``stamp`` (:func:`bertcore.sources.files_stamp`)
-    keys the cache only.
-    """
-    from bertcore.analysis import emergence, evalset
-
-    loaded = load(ModelSource("run", folder))
-    limit = min(max_tokens, evalset.MAX_TOKENS, loaded.max_length)
-    from bertcore.data.corpora import tokenizer_fingerprint
-
-    # the segments depend on the tokenizer only: keyed on its vocabulary, so a run folder reused by a run with
-    # another vocabulary gets its own segments, and every checkpoint of one run shares them
-    segments = findings_segments(("run-tokenizer", run_key, tokenizer_fingerprint(loaded.tokenizer)), n_segments,
-                                 limit, loaded)
-    out = emergence.summary(evalset.run_findings(loaded.encoder, loaded.tokenizer, segments))
-    # Chen et al. 2023: the best head's unlabelled attachment score against spaCy's parses (NaN without spaCy)
-    from bertcore.analysis import syntax
-
-    try:
-        run = syntax.run_syntax(loaded.encoder, loaded.tokenizer, segments, min_count=1)
-        out["syntax_uas"] = float(run.heads.uas.max())
-    except (syntax.SyntaxUnavailable, ValueError):
-        out["syntax_uas"] = float("nan")
     return out
 
 

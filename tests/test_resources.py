@@ -9,7 +9,7 @@ import numpy as np
 
 from bertcore.heads import BertForMaskedLM
 from bertcore.sources import ModelSource, files_stamp
-from explorer import resources
+from explorer import heldout, resources
 
 from .conftest import save_tiny_bert
 
@@ -53,20 +53,20 @@ def test_checkpoint_summary_segments_follow_the_run_tokenizer(tmp_path, monkeypa
     from .conftest import SMALL_VOCAB
 
     keys = []
-    real = resources.findings_segments
+    real = heldout.findings_segments
 
     def spy(tokenizer_key, *args, **kwargs):
         keys.append(tokenizer_key)
         return real(tokenizer_key, *args, **kwargs)
 
-    monkeypatch.setattr(resources, "findings_segments", spy)
+    monkeypatch.setattr(heldout, "findings_segments", spy)
     run = tmp_path / "run"
     for step, seed in ((10, 0), (20, 1)):  # two checkpoints of one run: one vocabulary, shared segments
         save_tiny_bert(run / "checkpoints" / f"step-{step:06d}", BertModel, seed=seed)
-        resources.checkpoint_summary(str(run / "checkpoints" / f"step-{step:06d}"), "a", str(run), 2, 32)
+        heldout.checkpoint_summary(str(run / "checkpoints" / f"step-{step:06d}"), "a", str(run), 2, 32)
     save_tiny_bert(run / "checkpoints" / "step-000010", BertModel, tokenizer=SMALL_VOCAB, seed=2,
                    vocab_size=len(SMALL_VOCAB))  # the run folder reused with another vocabulary
-    resources.checkpoint_summary(str(run / "checkpoints" / "step-000010"), "b", str(run), 2, 32)
+    heldout.checkpoint_summary(str(run / "checkpoints" / "step-000010"), "b", str(run), 2, 32)
     assert keys[0] == keys[1] and keys[2] != keys[0]
 
 

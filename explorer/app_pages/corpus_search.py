@@ -15,7 +15,7 @@ from bertcore.analysis import corpus_search as CS
 from bertcore.analysis import syntax
 from bertcore.data import DataError, cache_dir
 from bertcore.tokenizer import TextError, encode
-from explorer import resources, share, widgets
+from explorer import heldout, resources, share, widgets
 
 DEFAULT = "She deposited the cheque at the bank on Monday."
 MAX_UPLOAD_CHARS = 2_000_000
@@ -58,7 +58,7 @@ corpus = c4.radio("Corpus", ["bbc", "upload"], key="cs_corpus", horizontal=True,
 if corpus == "bbc":
     n = int(st.number_input("Segments to index", 20, 400, 150, step=10, key="cs_segments"))
     try:
-        texts = [f"{s.text_a} {s.text_b}" for s in resources.findings_segments(resources.source_key(lm.source), n,
+        texts = [f"{s.text_a} {s.text_b}" for s in heldout.findings_segments(resources.source_key(lm.source), n,
                                                                                  128, lm)]
     except DataError as exc:
         st.error("Cannot read the held-out BBC documents: " + widgets.escape_md(str(exc)), icon=":material/error:")

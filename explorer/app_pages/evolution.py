@@ -18,7 +18,7 @@ from bertcore.data import DataError
 from bertcore.fill_mask import FillMaskError
 from bertcore.sources import ModelSource, SourceError, files_stamp
 from bertcore.tokenizer import TextError
-from explorer import resources, widgets
+from explorer import heldout, resources, widgets
 from explorer.figures import evolution as figs
 from explorer.figures import findings as finding_figs
 from explorer.figures import training as train_figs
@@ -164,7 +164,7 @@ with tab_find:
         summaries = []
         try:
             for i, (folder, stamp) in enumerate(zip(key_folders, key_stamps)):
-                summaries.append(resources.checkpoint_summary(folder, stamp, str(run_dir), n_seg, max_tokens))
+                summaries.append(heldout.checkpoint_summary(folder, stamp, str(run_dir), n_seg, max_tokens))
                 bar.progress((i + 1) / len(key_folders), text=f"Checkpoint {i + 1} / {len(key_folders)}")
         except (SourceError, ValueError) as exc:
             widgets.show_error(exc, "Cannot run the checkpoints")

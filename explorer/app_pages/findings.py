@@ -1,6 +1,6 @@
 """Findings: published analyses of BERT recomputed on the selected model, beside the published numbers.
 
-Widgets -> ``explorer.resources.findings`` (held-out BBC segments, one forward each, cached) ->
+Widgets -> ``explorer.heldout.findings`` (held-out BBC segments, one forward each, cached) ->
 ``bertcore.analysis.published.comparison_rows`` / ``explorer.figures.findings``. Keys start with ``find_``.
 """
 
@@ -17,7 +17,7 @@ from bertcore.analysis import syntax
 from bertcore.data import DataError
 from bertcore.embeddings import InputError
 from bertcore.sources import PACKAGED_MLM
-from explorer import resources, widgets
+from explorer import heldout, resources, widgets
 from explorer.figures import findings as figs
 from explorer.figures import syntax as syntax_figs
 
@@ -68,12 +68,12 @@ n_segments = int(st.number_input(
     key="find_segments", help="More segments give steadier numbers but take longer the first time (about 0.15 s "
                               "per segment for the MiniLM on one CPU thread); results are kept afterwards."))
 key = resources.source_key(source)
-cached = resources.findings_cached(key, n_segments)
+cached = heldout.findings_cached(key, n_segments)
 try:
     if cached is None:
         bar = st.progress(0.0, text=f"Running the model on {n_segments} held-out segments ...")
         t0 = time.perf_counter()
-        result = resources.findings(key, n_segments, lm, progress=lambda i, n: bar.progress(
+        result = heldout.findings(key, n_segments, lm, progress=lambda i, n: bar.progress(
             i / n, text=f"Running the model on held-out segments: {i} / {n}"))
         bar.empty()
         st.caption(f"First computation: {time.perf_counter() - t0:.1f} s (kept for this session and others).")
@@ -187,7 +187,7 @@ def syntax_heads() -> None:
         "the dependent's prediction is its head (dep→head) or the head's prediction is its dependent (head→dep), "
         "whichever is higher. The **fixed-offset baseline** always picks the word at the relation's most common "
         "relative position: a head is only interesting where it beats it.")
-    run = _parsed(lambda progress: resources.syntax_heads(key, n_segments, lm, progress=progress),
+    run = _parsed(lambda progress: heldout.syntax_heads(key, n_segments, lm, progress=progress),
                   "Parsing the segments and running the model ...", "Parsing and running the model (segments)",
                   "Cannot score syntax heads")
     if run is None:
@@ -237,7 +237,7 @@ def probing() -> None:
     n_probe = min(n_segments, PROBE_SEGMENTS)
     st.caption(f"Probes use the words of {n_probe} of the held-out segments (a quarter of them for testing): "
                "their 28 logistic regressions take minutes beyond that.")
-    res = _parsed(lambda progress: resources.probes(key, n_probe, lm, progress=progress),
+    res = _parsed(lambda progress: heldout.probes(key, n_probe, lm, progress=progress),
                   "Parsing, running the model and fitting the probes ...", "Fitting probes (layers)",
                   "Cannot fit the probes")
     if res is None:

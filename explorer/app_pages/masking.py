@@ -10,7 +10,7 @@ from bertcore.embeddings import InputError
 from bertcore.fill_mask import FillMaskError
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError, encode
-from explorer import resources, share, widgets
+from explorer import heldout, resources, share, widgets
 from explorer.figures import lens as lens_figures
 from explorer.figures import masking as mask_figures
 
@@ -232,7 +232,7 @@ if use_tuned:
     if tuned is None and st.button("Fit the tuned lens for this model (a few minutes)", key="msk_fit_lens",
                                    type="primary", icon=":material/tune:"):
         bar = st.progress(0.0, text="Reading held-out text ...")
-        segments = resources.findings_segments(resources.source_key(lm.source), 40, 128, lm)
+        segments = heldout.findings_segments(resources.source_key(lm.source), 40, 128, lm)
         encodings = [tok(s.text_a, s.text_b, return_tensors="pt") for s in segments]
         tuned = logit_lens.train_tuned_lens(
             lm.model, encodings, progress=lambda i, n, loss: bar.progress(i / n, text=f"Step {i} / {n}: KL {loss:.2f}"))
