@@ -8,11 +8,11 @@ wordnet            WordNet 3.0 (Debian ``wordnet-base``): every synset as one   
                    line "<headword>: <gloss>. <example>. ...", 25 synsets of            (use, copy, modify,
                    one data file (noun, verb, adj, adv) a document                        redistribute with
                                                                                          the notice kept)
-fortunes           BSD ``fortune`` quotations (Debian ``fortunes``,             ~0.4M     BSD (University of
+fortunes           BSD ``fortune`` quotations (Debian ``fortunes``,             0.28M     BSD (University of
                    ``fortunes-min``): one entry a document; the technical,                California)
                    ASCII-art and offensive-prone files are skipped (below)
-everyday           bbc + wiki + wordnet + fortunes                              ~3.4M
-everyday+agree     everyday + ``agreement-aug`` (generated agreement            ~3.5M
+everyday           bbc + wiki + wordnet + fortunes                              3.5M 
+everyday+agree     everyday + ``agreement-aug`` (generated agreement            3.7M 
                    sentences, :mod:`bertcore.data.synthetic`)
 =================  ==========================================================  ========  ======================
 
@@ -134,6 +134,6 @@ CORPORA["wordnet"] = Corpus(wordnet_documents, lambda: _files_fingerprint(wordne
 CORPORA["fortunes"] = Corpus(fortunes_documents, lambda: _files_fingerprint(fortune_files()),
                              "BSD fortune quotations, everyday and literary files (Debian fortunes; BSD)")
 CORPORA["everyday"] = Corpus.mixture(("bbc", "wiki", "wordnet", "fortunes"),
-                                     "BBC News + Wikipedia summaries + WordNet + fortunes, ~3.4M words")
+                                     "BBC News + Wikipedia summaries + WordNet + fortunes, 3.5M words")
 CORPORA["everyday+agree"] = Corpus.mixture(("bbc", "wiki", "wordnet", "fortunes", "agreement-aug"),
                                            "everyday + generated agreement sentences (agreement-aug)")
