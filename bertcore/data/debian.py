@@ -4,15 +4,15 @@ mixture the packaged fill-mask model was trained on.
 =================  ==========================================================  ========  ======================
 name               documents                                                   words     licence of the text
 =================  ==========================================================  ========  ======================
-wordnet            WordNet 3.0 (Debian ``wordnet-base``): every synset as one   ~1.5M     WordNet 3.0 licence
+wordnet            WordNet 3.0 (Debian ``wordnet-base``): every synset as one   1.61M     WordNet 3.0 licence
                    line "<headword>: <gloss>. <example>. ...", 25 synsets of            (use, copy, modify,
                    one data file (noun, verb, adj, adv) a document                        redistribute with
                                                                                          the notice kept)
 fortunes           BSD ``fortune`` quotations (Debian ``fortunes``,             0.28M     BSD (University of
                    ``fortunes-min``): one entry a document; the technical,                California)
                    ASCII-art and offensive-prone files are skipped (below)
-everyday           bbc + wiki + wordnet + fortunes                              3.5M 
-everyday+agree     everyday + ``agreement-aug`` (generated agreement            3.7M 
+everyday           bbc + wiki + wordnet + fortunes                              3.5M
+everyday+agree     everyday + ``agreement-aug`` (generated agreement            3.7M
                    sentences, :mod:`bertcore.data.synthetic`)
 =================  ==========================================================  ========  ======================
 
