@@ -202,3 +202,33 @@ def test_the_tuned_lens_is_read_from_disk_and_drawn(monkeypatch, tmp_path):
 
     assert [str(w) for w in grid["data"][0]["text"][-1]] == [
         f"<b>{_plain(w)}</b>" for w in lm.tokenizer.convert_ids_to_tokens(final.final_ids.tolist())]
+
+
+def test_a_rewritten_tuned_lens_file_is_used(monkeypatch, tmp_path):
+    """The lens drawing is cached per tuned-lens file version: replacing the file (here by an untrained lens,
+    which is the plain logit lens) changes the grid to the new lens's decoding."""
+    from bertcore.analysis import logit_lens as LL
+    from explorer import resources
+    from explorer.figures.tokens import _plain
+
+    from .conftest import chart_specs
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path))
+    lm = load(sources.PACKAGED_MLM)
+    text = "The keys to the cabinet [MASK] on the table."
+    enc = lm.tokenizer(text.replace("[MASK]", lm.tokenizer.mask_token), return_tensors="pt")
+    path = LL.tuned_lens_path(repr(resources.source_key(sources.PACKAGED_MLM)))
+    LL.save_tuned_lens(LL.train_tuned_lens(lm.model, [dict(enc)], steps=20, positions_per_step=16, lr=1e-2), path)
+    at = page("masking", msk_text=text, msk_rate=0.0, msk_tuned=True)
+    first = next(s for s in chart_specs(at) if "Tuned lens" in str(s["layout"].get("title", "")))["data"][0]["text"]
+    untrained = LL.TunedLens(lm.config.num_hidden_layers, lm.config.hidden_size)
+    untrained.kl_logit, untrained.kl_tuned = torch.zeros(7), torch.zeros(7)
+    LL.save_tuned_lens(untrained, path)
+    at.run()
+    assert_clean(at)
+    second = next(s for s in chart_specs(at) if "Tuned lens" in str(s["layout"].get("title", "")))["data"][0]["text"]
+    plain = LL.logit_lens(lm.model, enc["input_ids"])
+    tokens = [lm.tokenizer.convert_ids_to_tokens(row) for row in plain.top_ids[..., 0].tolist()]
+    expected = [[_plain(t, 14) for t in row] for row in tokens]
+    strip = lambda rows: [[str(c).replace("<b>", "").replace("</b>", "") for c in row] for row in rows]  # noqa: E731
+    assert strip(second) == expected and strip(first) != expected

@@ -40,3 +40,17 @@ def test_bad_input():
     assert_clean(at)
     at.radio(key="qk_method").set_value("tsne").run()
     assert_clean(at)
+
+
+def test_a_changed_sentence_list_is_recomputed():
+    """The map is cached per (model, sentences, layer, head, projection): new sentences give the new attention."""
+    at = page("query_key", qk_layer=2, qk_head=4)
+    assert_clean(at)
+    at.text_area(key="qk_text").input("Bees make honey from the nectar of flowers.\nA dog barked.").run()
+    assert_clean(at)
+    lm = sources.load(sources.DEFAULT)
+    enc = lm.tokenizer("Bees make honey from the nectar of flowers.", return_tensors="pt")
+    with torch.no_grad():
+        att = lm.encoder(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"],
+                         output_attentions=True).attentions[1][0, 3].numpy()
+    np.testing.assert_allclose(array(chart_specs(at)[1]["data"][0]["z"]), att, atol=1e-5)
