@@ -7,6 +7,7 @@ every view of issues "What each layer knows" and "Cause, not just correlation".
 Prints JSON: for each view its time and its ratio to one forward pass of the model on a 128-token input measured
 in the same run (so machine noise cancels), the load average, and the numbers: syntax heads per relation beside
 Clark et al.'s bert-base heads, probes by layer, the tuned lens's KL beside the logit lens's per layer.
+The 32-token activation-patching time: bench/bench_patching.py.
 """
 
 from __future__ import annotations
@@ -95,14 +96,6 @@ def main() -> None:
     are, is_ = tok.convert_tokens_to_ids(["are", "is"])
     pres, pat_s = _timed(lambda: patching.scan(model, clean, corrupt, patching.logit_diff(pos, are, is_)))
     resid = pres.effects["resid"]
-    long_clean = ("The old keys that the tired farmer left near the red doors of the small house on the hill last "
-                  "night [MASK] still on the wooden kitchen table .")
-    long_corrupt = long_clean.replace("The old keys", "The old key")
-    lc, lx = encode(tok, long_clean).tensors(), encode(tok, long_corrupt).tensors()
-    lpos = int((lc["input_ids"][0] == tok.mask_token_id).nonzero())
-    _, pat32_s = _timed(lambda: patching.scan(model, lc, lx, patching.logit_diff(lpos, are, is_)))
-    out["patching_32_tokens"] = {"tokens": int(lc["input_ids"].shape[1]), "s_all_four_heatmaps": round(pat32_s, 2),
-                                 "batches": 4 * len(encoder.encoder.layer) + 1}
     out["patching"] = {"s": round(pat_s, 2), "clean": round(pres.clean, 3), "corrupted": round(pres.corrupted, 3),
                        "subject_position_restores_by_layer": [round(float(x), 3) for x in resid[:, 2]],
                        "mask_position_restores_by_layer": [round(float(x), 3) for x in resid[:, pos]]}

@@ -92,6 +92,7 @@ class BertEncoder(nn.Module):
         output_hidden_states: bool = False,
         head_mask: list[torch.Tensor | None] | None = None,
         head_ablation: HeadAblation = "zero",
+        start_layer: int = 0,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, tuple[torch.Tensor, ...] | None]:
         """Returns ``(last (B, T, H), hidden_states (L+1 x (B, T, H)) | None,
         attentions (L x (B, heads, T, T)) | None)``.
@@ -99,10 +100,17 @@ class BertEncoder(nn.Module):
         ``hidden_states[0]`` is the embedding output and ``hidden_states[i]`` the output of layer i,
         as HF (in pre-LN mode the last entry is after the final LayerNorm). ``head_mask``: one
         ``(heads,)`` tensor or None per layer (:func:`bertcore.attention.get_head_mask`).
+
+        ``start_layer`` (0-based, not in HF): ``hidden_states`` is the input of layer ``start_layer`` and
+        only layers ``start_layer..L-1`` run (the returned lists then start at that input). Activation
+        patching uses it to resume a run from a recorded residual stream instead of from the embeddings.
         """
+        if not 0 <= start_layer < len(self.layer):
+            raise ValueError(f"start_layer must be in 0..{len(self.layer) - 1}; got {start_layer}")
         all_hidden = [hidden_states] if output_hidden_states else None
         all_probs = [] if output_attentions else None
-        for i, layer in enumerate(self.layer):
+        for i in range(start_layer, len(self.layer)):
+            layer = self.layer[i]
             layer_mask = head_mask[i] if head_mask is not None else None
             hidden_states, probs = layer(hidden_states, mask, output_attentions, layer_mask, head_ablation)  # (B, T, H)
             if i == len(self.layer) - 1 and hasattr(self, "LayerNorm"):

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..attention import additive_mask
+
 KINDS = ("resid", "attn", "mlp", "head")
 
 
@@ -140,21 +142,39 @@ def patch(model: torch.nn.Module, kind: str, layer: int, clean: torch.Tensor, po
 
 
 # ----------------------------------------------------------------------------- metrics
-# A metric maps a model output of a batch to one value per row: ``(B,)`` float tensor.
-def logit_diff(position: int, good_id: int, bad_id: int) -> Callable[[object], torch.Tensor]:
-    """MLM logit of ``good_id`` minus that of ``bad_id`` at ``position`` (e.g. a [MASK]: "are" - "is")."""
-    return lambda out: (out.prediction_logits[:, position, good_id]
-                        - out.prediction_logits[:, position, bad_id]).detach()
+# A metric maps the encoder's last hidden state of a batch to one value per row: ``metric(model,
+# last_hidden_state (B, T, H)) -> (B,)`` float. It applies only the head it reads (one position of the MLM head,
+# or the pooler and the NSP / class head), so a scan never projects every position onto the vocabulary.
+Metric = Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]
 
 
-def p_is_next() -> Callable[[object], torch.Tensor]:
-    """P(IsNext) of the NSP head."""
-    return lambda out: torch.softmax(out.seq_relationship_logits.detach(), -1)[:, 0]
+def logit_diff(position: int, good_id: int, bad_id: int) -> Metric:
+    """MLM logit of ``good_id`` minus that of ``bad_id`` at ``position`` (e.g. a [MASK]: "are" - "is"), from the
+    model's ``cls.predictions`` head (HF ``BertLMPredictionHead``)."""
+    def metric(model, last):
+        logits = model.cls.predictions(last[:, position])  # (B, V)
+        return (logits[:, good_id] - logits[:, bad_id]).detach()
+    return metric
 
 
-def class_logit(label: int) -> Callable[[object], torch.Tensor]:
-    """The sequence classifier's logit of class ``label``."""
-    return lambda out: out.logits[:, label].detach()
+def p_is_next() -> Metric:
+    """P(IsNext) of the NSP head (``cls.seq_relationship`` on the pooled [CLS])."""
+    def metric(model, last):
+        return torch.softmax(model.cls.seq_relationship(_encoder(model).pooler(last)).float(), -1)[:, 0].detach()
+    return metric
+
+
+def class_logit(label: int) -> Metric:
+    """The sequence classifier's logit of class ``label`` (``classifier`` on the pooled [CLS]; eval mode)."""
+    def metric(model, last):
+        return model.classifier(model.dropout(_encoder(model).pooler(last)))[:, label].detach()
+    return metric
+
+
+@torch.no_grad()
+def measure(model: torch.nn.Module, inputs: dict[str, torch.Tensor], metric: Metric) -> torch.Tensor:
+    """``metric`` on ``model``'s encoder run on ``inputs`` (hooks of :func:`patch` apply): ``(B,)`` float."""
+    return metric(model, _encoder(model)(**inputs).last_hidden_state).float()
 
 
 @dataclass
@@ -167,70 +187,110 @@ class PatchingResult:
     corrupted: float
 
 
-def _batched_patch(base, kind: str, layer: int, clean: torch.Tensor, n: int):
-    """A hook that patches, in row ``b`` of a batch of ``n`` copies of the corrupted input, site ``b`` of
-    ``(kind, layer)``: position b (resid / attn / mlp) or head b (head). Returns the hook handle."""
+def _row_patch(base, kind: str, layer: int, clean: torch.Tensor, first: int, n: int):
+    """A hook that patches, in rows ``first .. first + n - 1`` of a batch, site ``b`` of ``(kind, layer)`` in row
+    ``first + b``: position b (attn / mlp) or head b (head); other rows pass unchanged. Returns the hook handle."""
     module = _module(base, kind, layer)
-    rows = torch.arange(n)
+    rows, sites = torch.arange(first, first + n), torch.arange(n)
     if kind == "head":
         cfg = base.config
         size = cfg.hidden_size // cfg.num_attention_heads
-        # (n, H) mask: row b is head b's columns
-        cols = (torch.arange(cfg.hidden_size)[None, :] // size == rows[:, None])
+        cols = torch.arange(cfg.hidden_size)[None, :] // size == sites[:, None]  # (n, H): row b holds head b
 
         def pre(mod, args):
-            x = args[0]
-            x = torch.where(cols[:, None, :], clean.expand_as(x), x)
+            x = args[0].clone()
+            x[rows] = torch.where(cols[:, None, :], clean.expand(n, -1, -1), x[rows])
             return (x, *args[1:])
 
         return module.register_forward_pre_hook(pre)
 
     def post(mod, args, out):
         x = _out(out).clone()
-        x[rows, rows] = clean[0, rows]  # row b, position b
+        x[rows, sites] = clean[0, sites]  # row first + b, position b
         return (x, *out[1:]) if isinstance(out, tuple) else x
 
     return module.register_forward_hook(post)
 
 
+def _patched_resid(corrupted: torch.Tensor, clean: torch.Tensor) -> torch.Tensor:
+    """``(T, T, H)``: T copies of the corrupted ``(1, T, H)`` residual stream, row b with position b clean."""
+    t = corrupted.shape[1]
+    x = corrupted.expand(t, -1, -1).clone()
+    x[torch.arange(t), torch.arange(t)] = clean[0]
+    return x
+
+
 @torch.no_grad()
 def scan(model: torch.nn.Module, clean_inputs: dict[str, torch.Tensor], corrupted_inputs: dict[str, torch.Tensor],
-         metric: Callable[[object], torch.Tensor], kinds=KINDS, progress=None) -> PatchingResult:
-    """Patch every site of ``kinds``, one site per run, and measure ``metric``. The runs of one (kind, layer) go
-    through the model as one batch: row b patches position b (or head b), so a scan is 4L + 1 forwards of
-    batches of T (or heads) copies, not one forward per site.
+         metric: Metric, kinds=KINDS, progress=None) -> PatchingResult:
+    """Patch every site of ``kinds``, one site per run, and measure ``metric``.
+
+    How the patched runs are batched: every site of layer l (its attn and mlp outputs at each position, each
+    head, and the residual stream entering it at each position) leaves layers 1..l-1 exactly as in the
+    corrupted run, so their runs start at layer l from the corrupted run's recorded residual stream
+    (:meth:`bertcore.encoder.BertEncoder.forward`'s ``start_layer``) as one batch of up to 3T + heads rows, row r
+    patching one site. A scan is L batches through on average (L + 1) / 2 layers, plus the last residual stream,
+    which only the head reads; and a metric applies only the head it reads, at one position.
 
     Args:
         model: a bertcore model in eval mode (with the head ``metric`` reads).
         clean_inputs / corrupted_inputs: ``{"input_ids", "attention_mask", "token_type_ids"}`` of shape (1, T),
             the same T.
-        metric: a batch metric (:func:`logit_diff`, :func:`p_is_next`, :func:`class_logit`).
-        progress: optional ``callable(done, total)`` over the (kind, layer) batches.
+        metric: :func:`logit_diff`, :func:`p_is_next`, :func:`class_logit` (or any :data:`Metric`).
+        progress: optional ``callable(done, total)`` over the L + 1 batches.
+    Returns:
+        :class:`PatchingResult` with ``effects`` for each kind in ``kinds``.
     Raises:
-        PatchingError: inputs of different lengths, or clean and corrupted give the same metric (nothing to
-        explain: the normalisation would divide by zero).
+        PatchingError: inputs of different lengths, an unknown kind, or clean and corrupted give the same metric
+        (nothing to explain: the normalisation would divide by zero).
     """
     t_clean, t_corr = clean_inputs["input_ids"].shape[-1], corrupted_inputs["input_ids"].shape[-1]
     if t_clean != t_corr:
         raise PatchingError(f"the clean input has {t_clean} tokens and the corrupted one {t_corr}: patching needs "
                             "inputs of the same length (align them, e.g. by padding the shorter with a neutral word)")
+    if unknown := set(kinds) - set(KINDS):
+        raise PatchingError(f"kinds must be among {KINDS}; got {sorted(unknown)}")
     base = _encoder(model)
-    n, heads = len(base.encoder.layer), base.config.num_attention_heads
-    out_clean, cache = record(model, clean_inputs)
-    m_clean, m_corr = float(metric(out_clean)[0]), float(metric(model(**corrupted_inputs))[0])
+    n, heads, t = len(base.encoder.layer), base.config.num_attention_heads, t_clean
+    out_clean, clean = record(base, clean_inputs)
+    out_corr, corr = record(base, corrupted_inputs)
+    m_clean = float(metric(model, out_clean.last_hidden_state)[0])
+    m_corr = float(metric(model, out_corr.last_hidden_state)[0])
     if abs(m_clean - m_corr) < 1e-9:
         raise PatchingError(f"the metric is the same on both inputs ({m_clean:.4g}): nothing to restore")
-    jobs = [(kind, layer) for kind in kinds for layer in range(0 if kind == "resid" else 1, n + 1)]
-    effects = {k: np.zeros((n + 1 if k == "resid" else n, heads if k == "head" else t_clean)) for k in kinds}
-    for i, (kind, layer) in enumerate(jobs):
-        width = heads if kind == "head" else t_clean
-        batch = {k: v.expand(width, -1) for k, v in corrupted_inputs.items()}
-        handle = _batched_patch(base, kind, layer, cache[(kind, layer)], width)
+    mask = additive_mask(corrupted_inputs.get("attention_mask"), out_corr.last_hidden_state.dtype)
+
+    def normalise(values: torch.Tensor) -> np.ndarray:
+        return ((values.float() - m_corr) / (m_clean - m_corr)).numpy()
+
+    effects = {k: np.zeros((n + 1 if k == "resid" else n, heads if k == "head" else t)) for k in kinds}
+    for layer in range(1, n + 1):  # the sites of layer `layer` and the residual stream entering it
+        parts, hooks = [], []
+        if "resid" in kinds:
+            parts.append(("resid", _patched_resid(corr[("resid", layer - 1)], clean[("resid", layer - 1)])))
+        for kind in ("attn", "mlp", "head"):
+            if kind in kinds:
+                width = heads if kind == "head" else t
+                first = sum(len(x) for _, x in parts)
+                hooks.append(_row_patch(base, kind, layer, clean[(kind, layer)], first, width))
+                parts.append((kind, corr[("resid", layer - 1)].expand(width, -1, -1)))
         try:
-            values = metric(model(**batch)).float().numpy()
+            last = base.encoder(torch.cat([x for _, x in parts]), mask, start_layer=layer - 1)[0]
+            values = normalise(metric(model, last))
         finally:
-            handle.remove()
-        effects[kind][layer - (0 if kind == "resid" else 1)] = (values - m_corr) / (m_clean - m_corr)
+            for h in hooks:
+                h.remove()
+        first = 0
+        for kind, x in parts:  # row layer - 1: resid's is the stream entering layer `layer`, the others' layer itself
+            effects[kind][layer - 1] = values[first:first + len(x)]
+            first += len(x)
         if progress is not None:
-            progress(i + 1, len(jobs))
+            progress(layer, n + 1)
+    if "resid" in kinds:  # the last layer's output: only the final LayerNorm (pre-LN) and the head read it
+        x = _patched_resid(corr[("resid", n)], clean[("resid", n)])
+        if hasattr(base.encoder, "LayerNorm"):
+            x = base.encoder.LayerNorm(x)
+        effects["resid"][n] = normalise(metric(model, x))
+    if progress is not None:
+        progress(n + 1, n + 1)
     return PatchingResult(effects, m_clean, m_corr)

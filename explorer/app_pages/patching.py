@@ -99,7 +99,7 @@ if stored is None or stored[0] != run_key:
     bar = st.progress(0.0, text="Patching ...")
     try:
         result = P.scan(lm.model, e_clean.tensors(), e_corr.tensors(), metric, kinds=kinds,
-                        progress=lambda i, n: bar.progress(i / n, text=f"Patching site {i} / {n}"))
+                        progress=lambda i, n: bar.progress(i / n, text=f"Patching the sites of layer {i} / {n}"))
     except P.PatchingError as exc:
         bar.empty()
         st.warning(widgets.escape_md(str(exc)), icon=":material/warning:")

@@ -29,6 +29,10 @@ from .test_browser import (  # noqa: F401 - fixtures
 from .test_browser_views import _write, click_tab
 
 FIRST_RUN_MS = 600_000
+# a 32-token pair for the patching timing (bench/bench_patching.py times the same pair)
+LONG_CLEAN = ("The old keys that the tired farmer left near the red doors of the small white house on the hill last "
+              "night [MASK] still on the wooden kitchen table .")
+LONG_CORRUPT = LONG_CLEAN.replace("The old keys", "The old key")
 
 
 def _open(session, nav_pages, pattern: str):  # noqa: F811
@@ -67,5 +71,15 @@ def test_layer_and_cause_views(session, server, nav_pages):  # noqa: F811
         rows.append(f"{name}, first visit: {time.perf_counter() - t0:.1f} s")
         shoot(page, SCREENSHOTS / f"layers-{name}.png")
         found += problems(session, server)
+        if name == "patching":  # the four heatmaps of a 32-token pair: the corrupted text first (a length
+            # warning, no scan), then the clean one, timed from Enter to the last heatmap drawn
+            for label, text in (("Corrupted input", LONG_CORRUPT), ("Clean input", LONG_CLEAN)):
+                field = page.get_by_label(label, exact=False).first
+                field.fill(text)
+                took, _ = timed(page, lambda field=field: field.press("Enter"))
+            assert wait_charts(page) == 4
+            rows.append(f"patching, a 32-token pair, all four heatmaps: {took:.2f} s ({took / 4:.2f} s a heatmap)")
+            shoot(page, SCREENSHOTS / "layers-patching-32-tokens.png")
+            found += problems(session, server)
     _write("layer and cause views", rows)
     assert not found, "; ".join(found)
