@@ -69,6 +69,8 @@ def main() -> None:
 
     # syntax heads
     run, syn_s = _timed(lambda: syntax.run_syntax(encoder, tok, segments))
+    _, probe_s = _timed(lambda: syntax.run_syntax(encoder, tok, segments, with_probe=True))
+    probe = syntax.run_syntax(encoder, tok, segments, with_probe=True).probe
     res = run.heads
     rows = {}
     for rel in res.relations:
@@ -76,9 +78,17 @@ def main() -> None:
         pub = published.SYNTAX_HEADS.get(rel)
         rows[rel] = {"arcs": res.counts[rel], "best": f"{layer + 1}-{head + 1}", "direction": direction,
                      "accuracy": round(share, 3), "fixed_offset": round(res.baseline[rel][0], 3),
-                     **({"bert_base": f"{pub.accuracy:.3f} ({pub.layer}-{pub.head}, {pub.direction})"} if pub else {})}
+                     **({"bert_base": f"{pub.accuracy:.3f} ({pub.layer}-{pub.head}, {pub.direction}; "
+                                      f"offset {pub.baseline:.3f})"} if pub else {})}
     out["syntax_heads"] = {"s": round(syn_s, 1), "segments": len(segments),
                            "best_head_uas": round(float(res.uas.max()), 3), "relations": rows}
+    top = np.dstack(np.unravel_index(np.argsort(-probe.weights, axis=None)[:5], probe.weights.shape))[0]
+    out["attention_probe"] = {
+        "s_with_probe": round(probe_s, 1), "uas": round(probe.uas, 3), "train_uas": round(probe.train_uas, 3),
+        "right_branching": round(probe.right_branching, 3), "n_train": probe.n_train, "n_test": probe.n_test,
+        "bert_base_uas": published.ATTENTION_PROBE_UAS, "bert_base_right_branching": published.RIGHT_BRANCHING_UAS,
+        "largest_weights": [f"{'w' if d == 0 else 'u'} {layer + 1}-{head + 1}: {probe.weights[d, layer, head]:.2f}"
+                            for d, layer, head in top]}
 
     # probes
     feats, feat_s = _timed(lambda: probes.word_features(encoder, tok, run.segments))

@@ -77,7 +77,8 @@ def syntax_heads(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, pr
         hit = store["results"].get(("syntax", key, n_segments))
         if hit is None:
             segments = findings_segments(key, n_segments, min(evalset.MAX_TOKENS, _loaded.max_length), _loaded)
-            hit = syntax.run_syntax(_loaded.encoder, _loaded.tokenizer, segments, progress=progress)
+            hit = syntax.run_syntax(_loaded.encoder, _loaded.tokenizer, segments, progress=progress,
+                                    with_probe=True)
             store["results"][("syntax", key, n_segments)] = hit
             while len(store["results"]) > 8:
                 store["results"].pop(next(iter(store["results"])))

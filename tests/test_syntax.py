@@ -73,6 +73,35 @@ def test_a_head_that_attends_to_syntactic_heads_scores_one(packaged):
             assert S.predicted_word(merged, unit, 0, 0, d) == w.head
 
 
+def test_the_reverse_direction_is_clarks_transposed_map(packaged):
+    """head->dep as Clark et al.'s code scores it: of the words attending to a dependent, its head attends most
+    (the map transposed), so one head word can be right for all its dependents at once."""
+    texts = ["The old dog sleeps on the red mat.", "A small boy reads a long book in the garden."] * 12
+    segs = [S.parse_segment(packaged.tokenizer, t) for t in texts]
+    maps = []
+    for seg in segs:
+        T = len(seg.tokens)
+        att = np.full((1, 1, T, T), 1e-6)
+        first = {}
+        for t, w in enumerate(seg.word_ids):
+            first.setdefault(w, t)
+        for t, w in enumerate(seg.word_ids):
+            att[0, 0, t, t] += 1  # ignored: the other word
+            if w is not None and seg.words[w].head != w:
+                att[0, 0, first[seg.words[w].head], t] += 1  # the head word attends to each piece of its dependent
+        maps.append(att / att.sum(-1, keepdims=True))
+    res = S.syntax_heads(maps, segs, min_count=10)
+    for r in res.relations:
+        assert res.head_to_dep[r][0, 0] == pytest.approx(1.0), r
+        assert res.best(r)[3] == "head->dep" or res.dep_to_head[r][0, 0] == pytest.approx(1.0), r
+    merged, unit = S.word_attention(maps[1], segs[1])
+    for d, w in enumerate(segs[1].words):
+        if w.dep not in ("ROOT", "punct"):
+            assert S.predicted_word(merged, unit, 0, 0, d, "head->dep") == w.head
+    with pytest.raises(ValueError, match="direction"):
+        S.predicted_word(merged, unit, 0, 0, 0, "sideways")
+
+
 def test_errors(monkeypatch, packaged):
     seg = S.parse_segment(packaged.tokenizer, "A dog.")
     with pytest.raises(ValueError, match="2 attention maps for 1 segments"):

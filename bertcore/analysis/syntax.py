@@ -135,7 +135,8 @@ class SyntaxHeads:
         relations: the relations scored (at least :data:`MIN_COUNT` arcs), most frequent first.
         counts: arcs per relation.
         dep_to_head: ``{relation: (L, H) share}``: the dependent's most-attended other word is its head.
-        head_to_dep: ``{relation: (L, H) share}``: the head's most-attended other word is the dependent.
+        head_to_dep: ``{relation: (L, H) share}``: of the words that attend to the dependent, its head attends most
+            (Clark et al.'s reverse direction, as their code scores it: the attention map transposed).
         baseline: ``{relation: (share, offset)}``: always the word at the most common offset (head - dependent).
         examples: ``{relation: [(segment index, dependent word, head word)]}`` (a few, for display).
         uas: ``(L, H)`` share of all scored arcs (every relation but punct) whose dependent's most-attended other
@@ -199,6 +200,9 @@ def syntax_heads(attention_maps: list[np.ndarray], segments: list[ParsedSegment]
         eye = np.eye(n_units, dtype=bool)
         masked = np.where(eye[None, None], -np.inf, masked)  # "the other word"
         pred = masked.argmax(-1)  # (L, H, W'): each unit's most-attended other unit
+        # the reverse direction as Clark et al.'s code scores it: the (ordinary) unit that attends most to each unit
+        masked_t = np.where(special[None, None, None, :] | eye[None, None], -np.inf, np.swapaxes(merged, -1, -2))
+        pred_t = masked_t.argmax(-1)  # (L, H, W')
         for d, w in enumerate(seg.words):
             h = w.head
             if h == d or w.dep in ("ROOT", "punct") or unit[d] < 0 or unit[h] < 0:
@@ -208,7 +212,7 @@ def syntax_heads(attention_maps: list[np.ndarray], segments: list[ParsedSegment]
                 hits_dh[rel] = np.zeros(pred.shape[:2])
                 hits_hd[rel] = np.zeros(pred.shape[:2])
             hits_dh[rel] += pred[:, :, unit[d]] == unit[h]
-            hits_hd[rel] += pred[:, :, unit[h]] == unit[d]
+            hits_hd[rel] += pred_t[:, :, unit[d]] == unit[h]
             all_hits = (pred[:, :, unit[d]] == unit[h]) + (0 if all_hits is None else all_hits)
             n_arcs += 1
             counts[rel] += 1
@@ -234,18 +238,21 @@ class SyntaxRun:
 
     heads: SyntaxHeads
     segments: list[ParsedSegment]
+    probe: object | None = None  # bertcore.analysis.syntax_probe.AttentionProbe, when asked for
 
 
-def run_syntax(encoder, tokenizer, segments, progress=None, min_count: int = MIN_COUNT) -> SyntaxRun:
+def run_syntax(encoder, tokenizer, segments, progress=None, min_count: int = MIN_COUNT,
+               with_probe: bool = False) -> SyntaxRun:
     """Parse the evaluation segments (:class:`bertcore.analysis.evalset.Segment`), run ``encoder`` once per
-    segment with attentions, and score the syntax heads (:func:`syntax_heads`).
+    segment with attentions, and score the syntax heads (:func:`syntax_heads`); with ``with_probe``, also
+    Clark et al.'s attention-only probe (:func:`bertcore.analysis.syntax_probe.attention_probe`).
 
     Args:
         encoder: a :class:`bertcore.model.BertModel` in eval mode.
         segments: objects with ``text_a`` / ``text_b``.
         progress: optional ``callable(done, total)``.
     Raises:
-        SyntaxUnavailable: no spaCy; ValueError: too few arcs.
+        SyntaxUnavailable: no spaCy; ValueError: too few arcs (or, with the probe, fewer than two segments).
     """
     import torch
 
@@ -259,12 +266,25 @@ def run_syntax(encoder, tokenizer, segments, progress=None, min_count: int = MIN
         maps.append(torch.stack([a[0] for a in out.attentions]).float().numpy())
         if progress is not None:
             progress(i + 1, len(segments))
-    return SyntaxRun(syntax_heads(maps, parsed, min_count), parsed)
+    probe = None
+    if with_probe:
+        from .syntax_probe import attention_probe
+
+        probe = attention_probe(maps, parsed)
+    return SyntaxRun(syntax_heads(maps, parsed, min_count), parsed, probe)
 
 
-def predicted_word(merged: np.ndarray, unit_of_word: list[int], layer: int, head: int, word: int) -> int | None:
-    """The parsed word that ``word`` attends to most in one head (the prediction :func:`syntax_heads` scores),
-    from :func:`word_attention`'s output; None when the word has no WordPiece or only special units remain."""
+def predicted_word(merged: np.ndarray, unit_of_word: list[int], layer: int, head: int, word: int,
+                   direction: str = "dep->head") -> int | None:
+    """The prediction :func:`syntax_heads` scores for ``word`` in one head, from :func:`word_attention`'s output:
+    ``"dep->head"``: the parsed word ``word`` attends to most; ``"head->dep"``: the parsed word that attends most
+    to ``word``. None when the word has no WordPiece or only special units remain.
+
+    Raises:
+        ValueError: an unknown ``direction``.
+    """
+    if direction not in ("dep->head", "head->dep"):
+        raise ValueError(f"direction must be 'dep->head' or 'head->dep'; got {direction!r}")
     u = unit_of_word[word]
     if u < 0:
         return None
@@ -272,7 +292,7 @@ def predicted_word(merged: np.ndarray, unit_of_word: list[int], layer: int, head
     scores = np.full(merged.shape[-1], -np.inf)
     for un in word_of_unit:
         if un != u:
-            scores[un] = merged[layer, head, u, un]
+            scores[un] = merged[layer, head, u, un] if direction == "dep->head" else merged[layer, head, un, u]
     if not np.isfinite(scores).any():
         return None
     return word_of_unit[int(scores.argmax())]

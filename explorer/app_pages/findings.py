@@ -180,13 +180,14 @@ def _parsed(compute, start: str, step: str, failure: str):
 
 def syntax_heads() -> None:
     st.markdown(
-        "Clark et al. 2019 (section 4.2, Figure 5): some heads follow syntax. The segments are parsed by spaCy's "
-        "English model (`en_core_web_sm`, ClearNLP labels); attention is merged to words (the sum over a word's "
-        "pieces as keys, the mean over them as queries), and a head *predicts* for each word the other word it "
-        "attends to most ([CLS] and [SEP] left out). A head's accuracy on a relation is the share of arcs where "
-        "the dependent's prediction is its head (dep→head) or the head's prediction is its dependent (head→dep), "
-        "whichever is higher. The **fixed-offset baseline** always picks the word at the relation's most common "
-        "relative position: a head is only interesting where it beats it.")
+        "Clark et al. 2019 (section 4.2, Table 1, Figure 5): some heads follow syntax. The segments are parsed "
+        "by spaCy's English model (`en_core_web_sm`, ClearNLP labels); attention is merged to words (the sum over "
+        "a word's pieces as keys, the mean over them as queries), and a head *predicts* for each word the other "
+        "word it attends to most ([CLS] and [SEP] left out). A head's accuracy on a relation is the share of arcs "
+        "where the dependent's prediction is its head (dep→head) or, of the words attending to the dependent, its "
+        "head attends most (head→dep; as Clark et al.'s code scores it), whichever is higher. The **fixed-offset "
+        "baseline** always picks the word at the relation's most common relative position: a head is only "
+        "interesting where it beats it.")
     run = _parsed(lambda progress: heldout.syntax_heads(key, n_segments, lm, progress=progress),
                   "Parsing the segments and running the model ...", "Parsing and running the model (segments)",
                   "Cannot score syntax heads")
@@ -200,30 +201,71 @@ def syntax_heads() -> None:
         pub = published.SYNTAX_HEADS.get(r)
         rows.append({"relation": r, "arcs": res.counts[r], "best head (layer-head)": f"{layer + 1}-{head + 1}",
                      "direction": direction, "accuracy": share, "fixed offset": f"{base:.1%} (offset {off:+d})",
-                     "bert-base (Clark, Fig. 5)": f"{pub.accuracy:.1%}, head {pub.layer}-{pub.head}" if pub else ""})
+                     "bert-base (Clark, Table 1)": (f"{pub.accuracy:.1%}, head {pub.layer}-{pub.head} {pub.direction}; "
+                                                    f"offset {pub.baseline:.1%}") if pub else ""})
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="find_syntax_table",
                  column_config={"accuracy": st.column_config.NumberColumn(format="percent")})
     st.caption("bert-base's numbers are on the Penn Treebank with Stanford dependencies (Clark et al. 2019, "
                f"{published.SYNTAX_HEADS_WHERE}); ours on held-out BBC segments parsed by spaCy, so they compare "
                "in kind, not to the decimal.")
+    # one figure at a time (a cached redraw stays under a second): every head, an example, the probe
+    view = st.segmented_control("Show", list(SYNTAX_VIEWS), default="Every head", required=True,
+                                key="find_syntax_view")
+    SYNTAX_VIEWS[view or "Every head"](run)
+
+
+def _syntax_heatmap(run) -> None:
+    res = run.heads
     grids = [np.maximum(res.dep_to_head[r], res.head_to_dep[r]) for r in res.relations]
     counts = [res.counts[r] for r in res.relations]
     widgets.plotly_chart(syntax_figs.relation_head_heatmap(res.relations, grids, counts), key="find_syntax_heatmap")
+
+
+def _syntax_example(run) -> None:
+    res = run.heads
     rel = st.selectbox("An example of a relation, with its best head", res.relations, key="find_syntax_rel")
     share, layer, head, direction = res.best(rel)
     seg_i, dep, gov = res.examples[rel][0]
     seg = run.segments[seg_i]
     act = resources.forward(key, seg.text_a, seg.text_b, lm)
     merged, unit = syntax.word_attention(act.attentions, seg)
-    source_word = dep if direction == "dep->head" else gov
-    target = syntax.predicted_word(merged, unit, layer, head, source_word)
+    other = syntax.predicted_word(merged, unit, layer, head, dep, direction)
     lo, hi = max(0, min(dep, gov) - 4), min(len(seg.words), max(dep, gov) + 5)
     gold = [(d - lo, seg.words[d].head - lo, seg.words[d].dep) for d in range(lo, hi)
             if seg.words[d].head != d and lo <= seg.words[d].head < hi and seg.words[d].dep not in ("punct", "ROOT")]
-    predicted = [(source_word - lo, target - lo)] if target is not None and lo <= target < hi else []
+    looks = (dep, other) if direction == "dep->head" else (other, dep)  # (the word that looks, where it looks)
+    predicted = [(looks[0] - lo, looks[1] - lo)] if other is not None and lo <= other < hi else []
+    below = (f"where '{seg.words[dep].text}' looks" if direction == "dep->head"
+             else f"the word that looks most at '{seg.words[dep].text}'")
     widgets.plotly_chart(syntax_figs.arc_figure([w.text for w in seg.words[lo:hi]], gold, predicted, title=(
         f"Head {layer + 1}-{head + 1} on '{rel}' ({share:.0%} of arcs, {direction}): above, spaCy's arcs; below, "
-        f"where the head looks from '{seg.words[source_word].text}'")), key="find_syntax_arcs")
+        f"{below}")), key="find_syntax_arcs")
+
+
+def _syntax_probe(run) -> None:
+    probe = run.probe
+    st.markdown(
+        "Clark et al. 2019 (section 5, Table 3): an **attention-only probe** scores each candidate head *i* of a "
+        "word *j* (the other words of its sentence, or ROOT = [CLS]) by a learned weighted sum of every head's "
+        "attention j→i and i→j, softmax over the candidates; nothing but those 2 × layers × heads weights is "
+        f"trained. Trained on the words of most segments and scored on the other {len(probe.test_segments)} "
+        "segments' words: the unlabelled attachment score (UAS, punctuation left out).")
+    m = st.columns(3)
+    m[0].metric("Attention-only probe, UAS", f"{probe.uas:.1%}",
+                f"bert-base: {published.ATTENTION_PROBE_UAS:.0%}", delta_color="off", delta_arrow="off",
+                help=f"{probe.n_test} test words ({probe.n_train} for training; training UAS {probe.train_uas:.1%})")
+    m[1].metric("Best single head, UAS", f"{float(run.heads.uas.max()):.1%}",
+                help="The best head's share of all arcs (punctuation and roots left out) where the dependent's "
+                     "most-attended other word is its head.")
+    m[2].metric("Right-branching baseline", f"{probe.right_branching:.1%}",
+                f"bert-base data: {published.RIGHT_BRANCHING_UAS:.0%}", delta_color="off", delta_arrow="off",
+                help="The next word of the sentence is the head (ROOT for the last word), on the same test words.")
+    widgets.plotly_chart(syntax_figs.probe_weights_figure(probe.weights), key="find_syntax_probe")
+    st.caption("Their numbers: bert-base on the WSJ dev set with gold Stanford dependencies; ours: held-out BBC "
+               "segments parsed by spaCy (its parses are about 92% right), so they compare in kind.")
+
+
+SYNTAX_VIEWS = {"Every head": _syntax_heatmap, "An example": _syntax_example, "Attention-only probe": _syntax_probe}
 
 
 def probing() -> None:

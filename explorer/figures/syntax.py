@@ -85,6 +85,36 @@ def arc_figure(words: Sequence[str], gold: Sequence[tuple[int, int, str]], predi
     return fig
 
 
+def probe_weights_figure(weights: np.ndarray) -> go.Figure:
+    """The attention-only probe's weights (Clark et al. 2019, section 5) as two layers x heads heatmaps: ``w`` (the
+    word's attention to a candidate head) and ``u`` (the candidate's attention to the word); red raises a
+    candidate's score, blue lowers it.
+
+    Args:
+        weights: ``(2, L, H)`` (:attr:`bertcore.analysis.syntax_probe.AttentionProbe.weights`).
+    Raises:
+        ValueError: another shape.
+    """
+    from plotly.subplots import make_subplots
+
+    w = np.asarray(weights, dtype=float)
+    if w.ndim != 3 or w.shape[0] != 2:
+        raise ValueError(f"weights must be (2, layers, heads); got {w.shape}")
+    top = float(np.abs(w).max()) or 1.0
+    titles = ("w: the word attends to the candidate", "u: the candidate attends to the word")
+    fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.1)
+    for i in range(2):
+        fig.add_trace(go.Heatmap(z=w[i], x=list(range(1, w.shape[2] + 1)), y=list(range(1, w.shape[1] + 1)),
+                                 colorscale="RdBu", reversescale=True, zmin=-top, zmax=top, showscale=i == 1,
+                                 colorbar={"title": {"text": "weight"}},
+                                 hovertemplate="layer %{y}, head %{x}: %{z:.2f}<extra></extra>"), row=1, col=i + 1)
+    fig.update_xaxes(title="head", dtick=1)
+    fig.update_yaxes(title="layer", dtick=1, autorange="reversed")
+    fig.update_layout(title="Which heads the attention-only probe relies on", height=340,
+                      margin={"l": 50, "r": 20, "t": 80, "b": 50})
+    return fig
+
+
 def probe_figure(results: dict) -> go.Figure:
     """Probe accuracy by layer (0 = embeddings) for each task, beside its control task and majority baseline,
     with the expected layer marked (``results``: task name -> :class:`bertcore.analysis.probes.ProbeResult`)."""

@@ -95,10 +95,20 @@ def test_syntax_heads_tab_shows_bertcores_scores_beside_clarks():
         share, layer, head, direction = res.best(row["relation"])
         assert abs(row["accuracy"] - share) < 1e-9 and row["best head (layer-head)"] == f"{layer + 1}-{head + 1}"
     if "det" in res.relations:
-        assert table.set_index("relation").loc["det", "bert-base (Clark, Fig. 5)"] == "94.3%, head 8-11"
+        assert (table.set_index("relation").loc["det", "bert-base (Clark, Table 1)"]
+                == "94.3%, head 8-11 dep->head; offset 51.7%")
     specs = chart_specs(at)
-    assert len(specs) == 2  # the relation x head map and the example's arcs
+    assert len(specs) == 1  # one figure at a time: first the relation x head map
     assert array(specs[0]["data"][0]["z"]).shape == (len(res.relations), 6 * 12)
+    at.segmented_control(key="find_syntax_view").set_value("An example").run()
+    assert_clean(at)
+    assert len(chart_specs(at)) == 1 and at.selectbox(key="find_syntax_rel").value == res.relations[0]
+    at.segmented_control(key="find_syntax_view").set_value("Attention-only probe").run()
+    assert_clean(at)
+    probe = syntax.run_syntax(lm.encoder, lm.tokenizer, segments, with_probe=True).probe
+    assert at.metric[0].value == f"{probe.uas:.1%}" and at.metric[2].value == f"{probe.right_branching:.1%}"
+    assert at.metric[1].value == f"{float(res.uas.max()):.1%}"
+    assert array(chart_specs(at)[0]["data"][0]["z"]).shape == (6, 12)
 
 
 def test_probing_tab_shows_bertcores_probes():
