@@ -189,7 +189,8 @@ def syntax_heads() -> None:
         "baseline** always picks the word at the relation's most common relative position: a head is only "
         "interesting where it beats it.")
     run = _parsed(lambda progress: heldout.syntax_heads(key, n_segments, lm, progress=progress),
-                  "Parsing the segments and running the model ...", "Parsing and running the model (segments)",
+                  "Parsing the segments and running the model ...",
+                  "Parsing and running the model, then fitting the attention probe (segments)",
                   "Cannot score syntax heads")
     if run is None:
         return
