@@ -205,6 +205,7 @@ st.dataframe(pd.DataFrame({
                    "p(original)": st.column_config.NumberColumn(format="%.3g")})
 
 # ----------------------------------------------------------------------------- logit lens
+LENS_ALL_POSITIONS = 32  # longer inputs: the lens grid shows the predicted positions unless asked for all
 st.subheader("Layer by layer: the logit lens")
 st.markdown(
     "What would the model guess if it stopped after layer *k*? The **logit lens** (nostalgebraist 2020) decodes "
@@ -253,10 +254,15 @@ stamp = None if tuned is None else f"{lens_path.stat().st_size}-{lens_path.stat(
 lens = _lens(resources.source_key(lm.source), tuple(result.input_ids[0].tolist()),
              tuple(t["token_type_ids"][0].tolist()), stamp, tuned)
 top_tokens = [[tok.convert_ids_to_tokens(row) for row in layer] for layer in lens.top_ids.tolist()]
-title = ("Tuned lens" if tuned is not None else "Logit lens") + ": each layer's best guess at each position"
-widgets.plotly_chart(lens_figures.lens_grid(fed_tokens, top_tokens, lens.top_probs.numpy(), lens.final_rank.numpy(),
-                                            title=title), key="msk_lens")
 cols = [p.position for p in shown]
+every = len(fed_tokens) <= LENS_ALL_POSITIONS or not cols or st.toggle(
+    "Every position in the grid", key="msk_lens_all", persist_state="session",
+    help=f"Inputs longer than {LENS_ALL_POSITIONS} tokens show the positions the model predicts (the table above); "
+         "every position makes cells too narrow to read (hover them).")
+title = (("Tuned lens" if tuned is not None else "Logit lens") + ": each layer's best guess at "
+         + ("each position" if every else f"the {len(cols)} predicted positions"))
+widgets.plotly_chart(lens_figures.lens_grid(fed_tokens, top_tokens, lens.top_probs.numpy(), lens.final_rank.numpy(),
+                                            title=title, positions=None if every else cols), key="msk_lens")
 final_words = tok.convert_ids_to_tokens(lens.final_ids[cols].tolist())
 widgets.plotly_chart(lens_figures.final_guess_by_layer(
     [f"pos {c}: {fed_tokens[c]} → {w}" for c, w in zip(cols, final_words)],

@@ -16,7 +16,7 @@ def _layer_names(n_rows: int) -> list[str]:
 
 
 def lens_grid(tokens: Sequence[str], top_tokens: Sequence[Sequence[Sequence[str]]], top_probs,
-              final_rank, title: str = "") -> go.Figure:
+              final_rank, title: str = "", positions: Sequence[int] | None = None) -> go.Figure:
     """Layers (rows, embeddings at the bottom) x positions (columns): each cell shows the layer's top-1 token,
     coloured by its probability, in bold where it is already the final guess; hover: the top-k with
     probabilities and the rank of the final guess.
@@ -26,24 +26,28 @@ def lens_grid(tokens: Sequence[str], top_tokens: Sequence[Sequence[Sequence[str]
         top_tokens: ``[L+1][T][k]`` strings, from ``LogitLens.top_ids``.
         top_probs: ``(L+1, T, k)`` probabilities.
         final_rank: ``(L+1, T)`` rank of the last layer's guess at each layer (0 = top-1).
+        positions: the columns to draw, in order (None: all T); labels keep each position's index.
     Raises:
-        ValueError: shapes that disagree.
+        ValueError: shapes that disagree, a position outside 0..T-1, or no position.
     """
     probs = np.asarray(top_probs, dtype=float)
     rank = np.asarray(final_rank)
     if probs.ndim != 3 or probs.shape[1] != len(tokens) or rank.shape != probs.shape[:2]:
         raise ValueError(f"top_probs must be (L+1, T={len(tokens)}, k) and final_rank (L+1, T); got "
                          f"{probs.shape} and {rank.shape}")
-    n_rows, t = probs.shape[:2]
+    n_rows = probs.shape[0]
+    keep = list(range(len(tokens))) if positions is None else [int(c) for c in positions]
+    if not keep or any(not 0 <= c < len(tokens) for c in keep):
+        raise ValueError(f"positions must be a non-empty list within 0..{len(tokens) - 1}; got {positions}")
     layers = _layer_names(n_rows)
-    cols = [f"{i}: {_plain(tok)}" for i, tok in enumerate(tokens)]
-    short = 9 if t > 12 else 14  # cells narrow as the input grows: the hover has the whole token
+    cols = [f"{i}: {_plain(tokens[i])}" for i in keep]
+    short = 9 if len(keep) > 12 else 14  # cells narrow as the input grows: the hover has the whole token
     text = [[(f"<b>{_plain(top_tokens[r][c][0], short)}</b>" if rank[r, c] == 0
-              else _plain(top_tokens[r][c][0], short)) for c in range(t)] for r in range(n_rows)]
+              else _plain(top_tokens[r][c][0], short)) for c in keep] for r in range(n_rows)]
     hover = [[("<br>".join(f"{_plain(w)}: {p:.1%}" for w, p in zip(top_tokens[r][c], probs[r, c]))
-               + f"<br>final guess: rank {int(rank[r, c]) + 1}") for c in range(t)] for r in range(n_rows)]
+               + f"<br>final guess: rank {int(rank[r, c]) + 1}") for c in keep] for r in range(n_rows)]
     fig = go.Figure(go.Heatmap(
-        z=probs[..., 0], x=cols, y=layers, text=text, texttemplate="%{text}", textfont={"size": 12},
+        z=probs[:, keep, 0], x=cols, y=layers, text=text, texttemplate="%{text}", textfont={"size": 12},
         customdata=hover, hovertemplate="%{y}, %{x}<br>%{customdata}<extra></extra>", colorscale="Blues", zmin=0,
         zmax=1, xgap=1, ygap=1, colorbar={"title": {"text": "p(top-1)"}, "tickformat": ".0%"}))
     fig.update_layout(title=title or "Logit lens: each layer's best guess at each position",

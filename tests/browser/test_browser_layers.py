@@ -21,12 +21,13 @@ from .test_browser import (  # noqa: F401 - fixtures
     new_session_module,
     open_page,
     problems,
+    set_text,
     shoot,
     timed,
     wait_charts,
     wait_idle,
 )
-from .test_browser_views import _write, click_tab
+from .test_browser_views import _write, click_tab, click_toggle, text_of
 
 FIRST_RUN_MS = 600_000
 # a 32-token pair for the patching timing (bench/bench_patching.py times the same pair)
@@ -49,6 +50,17 @@ def test_layer_and_cause_views(session, server, nav_pages):  # noqa: F811
     assert wait_charts(page) >= 4  # decisions, counts, predictions, the logit lens (+ its lines)
     shoot(page, SCREENSHOTS / "layers-masking-logit-lens.png")
     found += problems(session, server)
+    # a 128-token input: the first computation (forward, fill-mask, the lens), then the page redrawn with every
+    # input cached (the tuned-lens toggle: not fitted yet, so the same cached logit lens is drawn again)
+    t0 = time.perf_counter()
+    set_text(page, 0, text_of(128))
+    wait_charts(page, timeout_ms=FIRST_RUN_MS)
+    rows.append(f"Masking + logit lens, 128 tokens, first computation: {time.perf_counter() - t0:.1f} s")
+    took, frame = timed(page, click_toggle(page, "Decode through the tuned lens"))
+    rows.append(f"Masking + logit lens, 128 tokens, cached redraw: {took:.2f} s (next frame {frame:.0f} ms)")
+    shoot(page, SCREENSHOTS / "layers-masking-logit-lens-128.png")
+    timed(page, click_toggle(page, "Decode through the tuned lens"))
+    found += problems(session, server)
 
     page = _open(session, nav_pages, r"^findings$")
     for tab in ("Syntax heads", "Probing classifiers"):
@@ -63,6 +75,13 @@ def test_layer_and_cause_views(session, server, nav_pages):  # noqa: F811
         timed(page, click_tab(page, "Special tokens"))
         took, frame = timed(page, click_tab(page, tab))
         rows.append(f"Findings / {tab}, cached: {took:.2f} s (next frame {frame:.0f} ms)")
+    click_tab(page, "Syntax heads")()
+    wait_idle(page)
+    for view in ("An example", "Attention-only probe"):  # the tab's other figures, one at a time
+        took, frame = timed(page, lambda view=view: page.locator(f"{MAIN} button", has_text=view).first.click())
+        rows.append(f"Findings / Syntax heads / {view}, cached: {took:.2f} s (next frame {frame:.0f} ms)")
+        shoot(page, SCREENSHOTS / f"layers-findings-syntax-{view.split()[-1].lower()}.png")
+        found += problems(session, server)
 
     for pattern, name in ((r"patching", "patching"), (r"query-key", "query-key"), (r"corpus search", "corpus-search")):
         t0 = time.perf_counter()

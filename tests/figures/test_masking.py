@@ -94,3 +94,20 @@ def test_topk_figure_highlights_the_original_and_escapes():
 def test_topk_figure_validates(args, match):
     with pytest.raises(ValueError, match=match):
         fm.topk_figure(*args)
+
+
+def test_lens_grid_draws_the_chosen_positions():
+    from explorer.figures import lens as fl
+
+    tokens = ["[CLS]", "a", "[MASK]", "[SEP]"]
+    top = [[[f"t{r}{c}", "x"] for c in range(4)] for r in range(2)]
+    probs = np.arange(16, dtype=float).reshape(2, 4, 2) / 16
+    rank = np.array([[1, 1, 1, 1], [0, 0, 0, 0]])
+    fig = fl.lens_grid(tokens, top, probs, rank, positions=[2, 1])
+    heat = fig.data[0]
+    assert list(heat.x) == ["2: [MASK]", "1: a"]
+    np.testing.assert_allclose(np.asarray(heat.z), probs[:, [2, 1], 0])
+    assert heat.text[1][0] == "<b>t12</b>" and heat.text[0][0] == "t02"
+    assert len(fl.lens_grid(tokens, top, probs, rank).data[0].x) == 4
+    with pytest.raises(ValueError, match="positions"):
+        fl.lens_grid(tokens, top, probs, rank, positions=[4])

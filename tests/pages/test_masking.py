@@ -162,6 +162,26 @@ def test_the_logit_lens_decodes_every_layer_and_ends_at_the_prediction():
     assert abs(array(lines["data"][0]["y"])[-1] - float(lens.final_prob[-1, pos])) < 1e-5
 
 
+def test_a_long_input_shows_the_predicted_positions_in_the_lens_grid():
+    """Over 32 tokens the grid's columns are the positions the model predicts (readable cells), each labelled by
+    its position; the toggle brings every position back."""
+    from .conftest import chart_specs
+
+    text = " ".join(["The keys to the cabinet [MASK] on the table."] * 6)  # 62 tokens with 6 typed [MASK]
+    at = page("masking", msk_text=text, msk_rate=0.0)
+    assert_clean(at)
+    predicted = [int(p) for p in next(df for df in dataframes(at) if "position" in df.columns)["position"]]
+
+    def columns():
+        grid = next(s for s in chart_specs(at) if "Logit lens" in str(s["layout"].get("title", "")))
+        return [int(str(c).split(":")[0]) for c in grid["data"][0]["x"]]
+
+    assert columns() == predicted and len(predicted) == 6
+    at.toggle(key="msk_lens_all").set_value(True).run()
+    assert_clean(at)
+    assert columns() == list(range(62))
+
+
 def test_first_visit_shows_predictions_with_no_click():
     """A fresh session opened as a user opens the app: the default model fills [MASK] on the Masking page."""
     from .conftest import chart_specs, open_page
