@@ -819,9 +819,16 @@ def test_two_users_start_training_at_once(server, nav_pages, new_session, result
     sampler.start()
     for b in buttons:  # both clicks go out before either script run has finished
         b.click(no_wait_after=True)
+    # read what each page says as soon as it says it: a 2-step run can end within seconds, and its end
+    # triggers a full rerun of both pages (the polling fragments), which clears the Started / Not started notes
+    said: list[list[str]] = [[], []]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(said):
+        for i, u in enumerate(users):
+            said[i] = said[i] or visible_texts(u.page, f'{MAIN} [data-testid="stAlert"]', limit=3)
+        time.sleep(0.05)
     for u in users:
         wait_idle(u.page, timeout_ms=60_000, quiet_ms=200)
-    said = [visible_texts(u.page, f'{MAIN} [data-testid="stAlert"]', limit=3) for u in users]
     started = _run_states(server.runs_dir)
     # the test needs no finished run: stop it from the page that started it (Cancel run)
     for u in users:

@@ -77,7 +77,7 @@ def test_layer_and_cause_views(session, server, nav_pages):  # noqa: F811
         rows.append(f"Findings / {tab}, cached: {took:.2f} s (next frame {frame:.0f} ms)")
     click_tab(page, "Syntax heads")()
     wait_idle(page)
-    for view in ("An example", "Attention-only probe"):  # the tab's other figures, one at a time
+    for view in ("Every head", "An example", "Attention-only probe"):  # the tab's other views, one at a time
         took, frame = timed(page, lambda view=view: page.locator(f"{MAIN} button", has_text=view).first.click())
         rows.append(f"Findings / Syntax heads / {view}, cached: {took:.2f} s (next frame {frame:.0f} ms)")
         shoot(page, SCREENSHOTS / f"layers-findings-syntax-{view.split()[-1].lower()}.png")

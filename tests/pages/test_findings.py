@@ -97,8 +97,10 @@ def test_syntax_heads_tab_shows_bertcores_scores_beside_clarks():
     if "det" in res.relations:
         assert (table.set_index("relation").loc["det", "bert-base (Clark, Table 1)"]
                 == "94.3%, head 8-11 dep->head; offset 51.7%")
+    assert not chart_specs(at)  # one view at a time: first the table
+    at.segmented_control(key="find_syntax_view").set_value("Every head").run()
     specs = chart_specs(at)
-    assert len(specs) == 1  # one figure at a time: first the relation x head map
+    assert len(specs) == 1 and not [d for d in at.dataframe if "relation" in d.value.columns]
     assert array(specs[0]["data"][0]["z"]).shape == (len(res.relations), 6 * 12)
     at.segmented_control(key="find_syntax_view").set_value("An example").run()
     assert_clean(at)
