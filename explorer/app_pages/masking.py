@@ -36,7 +36,7 @@ to ask the model directly.
 lm = widgets.current_model()
 tok = lm.tokenizer
 share.shareable({"msk_rate": share.number(0.0, 1.0), "msk_k": share.integer(1, 10), "msk_wwm": share.boolean,
-                 "msk_seed": share.integer(0, MAX_SEED), "msk_tuned": share.boolean})
+                 "msk_seed": share.integer(0, MAX_SEED)})  # msk_tuned: in the lens section below
 text, text_pair = widgets.text_or_pair("msk", DEFAULT, DEFAULT_B)
 
 # ----------------------------------------------------------------------------- parameters
@@ -111,8 +111,8 @@ widgets.plotly_chart(mask_figures.decision_grid(enc.tokens, decisions, eligible[
                                            per_row=12 if len(enc) <= 120 else 16), key="msk_grid")
 
 m = st.columns(4)
-share = counts["selected"] / counts["eligible"] if counts["eligible"] else 0.0
-m[0].metric("Selected", f"{counts['selected']} of {counts['eligible']}", f"{share:.1%} (target {rate:.0%})",
+selected_share = counts["selected"] / counts["eligible"] if counts["eligible"] else 0.0
+m[0].metric("Selected", f"{counts['selected']} of {counts['eligible']}", f"{selected_share:.1%} (target {rate:.0%})",
             delta_color="off", delta_arrow="off")
 for col, key, name, frac in ((m[1], "masked", "→ [MASK]", mask_fraction), (m[2], "random", "→ random", random_fraction),
                              (m[3], "unchanged", "unchanged", 1 - mask_fraction - random_fraction)):
@@ -220,27 +220,6 @@ if len(enc) > logit_lens.MAX_TOKENS:
     st.info(f"The logit lens reads at most {logit_lens.MAX_TOKENS} tokens; this input has {len(enc)}. Shorten the "
             "text to see it.", icon=":material/info:")
     st.stop()
-lens_path = logit_lens.tuned_lens_path(repr(resources.source_key(lm.source)))
-use_tuned = st.toggle("Decode through the tuned lens", key="msk_tuned", persist_state="session",
-                      help="Fitted once per model on held-out BBC text (a few minutes on a CPU), then kept on disk.")
-tuned = None
-if use_tuned:
-    if lens_path.is_file():
-        try:
-            tuned = logit_lens.load_tuned_lens(lens_path)
-        except ValueError as exc:
-            st.warning(f"{widgets.escape_md(exc)}: fit it again.", icon=":material/warning:")
-    if tuned is None and st.button("Fit the tuned lens for this model (a few minutes)", key="msk_fit_lens",
-                                   type="primary", icon=":material/tune:"):
-        bar = st.progress(0.0, text="Reading held-out text ...")
-        segments = heldout.findings_segments(resources.source_key(lm.source), 40, 128, lm)
-        encodings = [tok(s.text_a, s.text_b, return_tensors="pt") for s in segments]
-        tuned = logit_lens.train_tuned_lens(
-            lm.model, encodings, progress=lambda i, n, loss: bar.progress(i / n, text=f"Step {i} / {n}: KL {loss:.2f}"))
-        logit_lens.save_tuned_lens(tuned, lens_path)
-        bar.empty()
-    if tuned is None:
-        st.caption("Not fitted yet for this model: the charts below show the plain logit lens.")
 
 
 @st.cache_resource(show_spinner="Decoding every layer ...", max_entries=8, ttl="1h")
@@ -250,22 +229,53 @@ def _lens(key: tuple, input_ids: tuple, token_type_ids: tuple, tuned_stamp: str 
                                  tuned=_tuned)
 
 
-stamp = None if tuned is None else f"{lens_path.stat().st_size}-{lens_path.stat().st_mtime_ns}"
-lens = _lens(resources.source_key(lm.source), tuple(result.input_ids[0].tolist()),
-             tuple(t["token_type_ids"][0].tolist()), stamp, tuned)
-top_tokens = [[tok.convert_ids_to_tokens(row) for row in layer] for layer in lens.top_ids.tolist()]
-cols = [p.position for p in shown]
-every = len(fed_tokens) <= LENS_ALL_POSITIONS or not cols or st.toggle(
-    "Every position in the grid", key="msk_lens_all", persist_state="session",
-    help=f"Inputs longer than {LENS_ALL_POSITIONS} tokens show the positions the model predicts (the table above); "
-         "every position makes cells too narrow to read (hover them).")
-title = (("Tuned lens" if tuned is not None else "Logit lens") + ": each layer's best guess at "
-         + ("each position" if every else f"the {len(cols)} predicted positions"))
-widgets.plotly_chart(lens_figures.lens_grid(fed_tokens, top_tokens, lens.top_probs.numpy(), lens.final_rank.numpy(),
-                                            title=title, positions=None if every else cols), key="msk_lens")
-final_words = tok.convert_ids_to_tokens(lens.final_ids[cols].tolist())
-widgets.plotly_chart(lens_figures.final_guess_by_layer(
-    [f"pos {c}: {fed_tokens[c]} → {w}" for c, w in zip(cols, final_words)],
-    lens.final_prob[:, cols].numpy(), lens.final_rank[:, cols].numpy()), key="msk_lens_lines")
-if tuned is not None:
-    widgets.plotly_chart(lens_figures.kl_by_layer(tuned.kl_logit.numpy(), tuned.kl_tuned.numpy()), key="msk_lens_kl")
+@st.fragment
+def _lens_section() -> None:
+    """The lens's toggles rerun this section only (the charts above stay as they are)."""
+    share.shareable({"msk_tuned": share.boolean})
+    lens_path = logit_lens.tuned_lens_path(repr(resources.source_key(lm.source)))
+    use_tuned = st.toggle("Decode through the tuned lens", key="msk_tuned", persist_state="session",
+                          help="Fitted once per model on held-out BBC text (a few minutes on a CPU), then kept on "
+                               "disk.")
+    tuned = None
+    if use_tuned:
+        if lens_path.is_file():
+            try:
+                tuned = logit_lens.load_tuned_lens(lens_path)
+            except ValueError as exc:
+                st.warning(f"{widgets.escape_md(exc)}: fit it again.", icon=":material/warning:")
+        if tuned is None and st.button("Fit the tuned lens for this model (a few minutes)", key="msk_fit_lens",
+                                       type="primary", icon=":material/tune:"):
+            bar = st.progress(0.0, text="Reading held-out text ...")
+            segments = heldout.findings_segments(resources.source_key(lm.source), 40, 128, lm)
+            encodings = [tok(s.text_a, s.text_b, return_tensors="pt") for s in segments]
+            tuned = logit_lens.train_tuned_lens(lm.model, encodings, progress=lambda i, n, loss: bar.progress(
+                i / n, text=f"Step {i} / {n}: KL {loss:.2f}"))
+            logit_lens.save_tuned_lens(tuned, lens_path)
+            bar.empty()
+        if tuned is None:
+            st.caption("Not fitted yet for this model: the charts below show the plain logit lens.")
+    stamp = None if tuned is None else f"{lens_path.stat().st_size}-{lens_path.stat().st_mtime_ns}"
+    lens = _lens(resources.source_key(lm.source), tuple(result.input_ids[0].tolist()),
+                 tuple(t["token_type_ids"][0].tolist()), stamp, tuned)
+    top_tokens = [[tok.convert_ids_to_tokens(row) for row in layer] for layer in lens.top_ids.tolist()]
+    cols = [p.position for p in shown]
+    every = len(fed_tokens) <= LENS_ALL_POSITIONS or not cols or st.toggle(
+        "Every position in the grid", key="msk_lens_all", persist_state="session",
+        help=f"Inputs longer than {LENS_ALL_POSITIONS} tokens show the positions the model predicts (the table "
+             "above); every position makes cells too narrow to read (hover them).")
+    title = (("Tuned lens" if tuned is not None else "Logit lens") + ": each layer's best guess at "
+             + ("each position" if every else f"the {len(cols)} predicted positions"))
+    widgets.plotly_chart(lens_figures.lens_grid(fed_tokens, top_tokens, lens.top_probs.numpy(),
+                                                lens.final_rank.numpy(), title=title,
+                                                positions=None if every else cols), key="msk_lens")
+    final_words = tok.convert_ids_to_tokens(lens.final_ids[cols].tolist())
+    widgets.plotly_chart(lens_figures.final_guess_by_layer(
+        [f"pos {c}: {fed_tokens[c]} → {w}" for c, w in zip(cols, final_words)],
+        lens.final_prob[:, cols].numpy(), lens.final_rank[:, cols].numpy()), key="msk_lens_lines")
+    if tuned is not None:
+        widgets.plotly_chart(lens_figures.kl_by_layer(tuned.kl_logit.numpy(), tuned.kl_tuned.numpy()),
+                             key="msk_lens_kl")
+
+
+_lens_section()
