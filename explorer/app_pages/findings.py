@@ -194,8 +194,13 @@ def syntax_heads() -> None:
                   "Cannot score syntax heads")
     if run is None:
         return
-    # one view at a time (a cached redraw stays near a second on 2 cores): the table, every head, an example,
-    # the probe
+    _syntax_views(run)
+
+
+@st.fragment
+def _syntax_views(run) -> None:
+    """One view at a time, switched without rerunning the page (a cached redraw near half a second on 2 cores):
+    the table, every head, an example, the probe."""
     view = st.segmented_control("Show", list(SYNTAX_VIEWS), default=next(iter(SYNTAX_VIEWS)), required=True,
                                 key="find_syntax_view")
     SYNTAX_VIEWS[view or next(iter(SYNTAX_VIEWS))](run)
