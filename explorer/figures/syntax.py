@@ -59,25 +59,35 @@ def arc_figure(words: Sequence[str], gold: Sequence[tuple[int, int, str]], predi
     gold_pairs = {(d, h) for d, h, _ in gold}
     fig = go.Figure()
 
-    def arc(a: int, b: int, up: bool, color: str, name: str, label: str = "") -> None:
-        xs = np.linspace(a, b, 24)
-        height = 0.3 + 0.12 * abs(b - a)
-        ys = height * np.sin(np.linspace(0, np.pi, 24)) * (1 if up else -1)
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": color, "width": 2}, name=name,
-                                 showlegend=False, hoverinfo="text", text=_plain(label or name)))
-        fig.add_trace(go.Scatter(x=[b], y=[0.08 if up else -0.08], mode="markers", showlegend=False,
-                                 marker={"symbol": "triangle-down" if up else "triangle-up", "size": 9, "color": color},
-                                 hoverinfo="skip"))
-        if label:
-            fig.add_annotation(x=(a + b) / 2, y=height + 0.08, text=_plain(label), showarrow=False,
-                               font={"size": 10, "color": color})
+    def arcs(pairs: list[tuple[int, int, str, str]], up: bool, color: str) -> None:
+        """All ``(from, to, hover, label)`` arcs of one colour as one line trace (None between arcs), their
+        arrowheads as one marker trace and their labels (where given) as one text trace: few traces, not one per
+        arc."""
+        if not pairs:
+            return
+        xs, ys, hover, tips, mids = [], [], [], [], []
+        for a, b, text, label in pairs:
+            height = 0.3 + 0.12 * abs(b - a)
+            xs += [*np.linspace(a, b, 24), None]
+            ys += [*(height * np.sin(np.linspace(0, np.pi, 24)) * (1 if up else -1)), None]
+            hover += [_plain(text)] * 24 + [""]
+            tips.append(b)
+            if label:
+                mids.append(((a + b) / 2, height + 0.08, label))
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": color, "width": 2}, showlegend=False,
+                                 hoverinfo="text", text=hover))
+        fig.add_trace(go.Scatter(x=tips, y=[0.08 if up else -0.08] * len(tips), mode="markers", showlegend=False,
+                                 marker={"symbol": "triangle-down" if up else "triangle-up", "size": 9,
+                                         "color": color}, hoverinfo="skip"))
+        if mids:
+            fig.add_trace(go.Scatter(x=[m[0] for m in mids], y=[m[1] for m in mids], mode="text",
+                                     text=[_plain(m[2]) for m in mids], textfont={"size": 10, "color": color},
+                                     showlegend=False, hoverinfo="skip"))
 
-    for d, h, label in gold:
-        arc(d, h, True, "#888888", f"{words[d]} → {words[h]} ({label})", label)
-    for a, b in predicted:
-        hit = (a, b) in gold_pairs or (b, a) in gold_pairs
-        arc(a, b, False, "#2ca02c" if hit else "#d62728",
-            f"head attends {words[a]} → {words[b]}" + (" (the gold arc)" if hit else " (not the gold arc)"))
+    arcs([(d, h, f"{words[d]} → {words[h]} ({label})", label) for d, h, label in gold], True, "#888888")
+    for hit, color in ((True, "#2ca02c"), (False, "#d62728")):
+        arcs([(a, b, f"head attends {words[a]} → {words[b]}" + (" (the gold arc)" if hit else " (not the gold arc)"),
+               "") for a, b in predicted if ((a, b) in gold_pairs or (b, a) in gold_pairs) == hit], False, color)
     fig.add_trace(go.Scatter(x=list(range(n)), y=[0] * n, mode="text", text=[_plain(w) for w in words],
                              textfont={"size": 13}, showlegend=False, hoverinfo="skip"))
     fig.update_layout(title=title, height=320, xaxis={"visible": False, "range": [-0.8, n - 0.2]},

@@ -25,6 +25,10 @@ def test_arc_figure_colours_hits_and_misses():
     colour = [t.line.color for t in hit.data if t.mode == "lines"]
     assert colour == ["#888888", "#2ca02c"]
     assert [t.line.color for t in miss.data if t.mode == "lines"][-1] == "#d62728"
+    many = F.arc_figure(["w"] * 12, [(i, i + 1, "dep") for i in range(11)], [(0, 1), (2, 5)])
+    assert len(many.data) <= 8  # arcs of one colour share a trace: cheap to draw however many there are
+    labels = next(t for t in many.data if t.mode == "text" and list(t.text)[0] == "dep")
+    assert len(labels.text) == 11
     with pytest.raises(ValueError, match="outside"):
         F.arc_figure(words, [(0, 3, "det")], [])
 
