@@ -82,6 +82,8 @@ def test_errors(model):
         P.scan(model, CLEAN, _inputs([2, 10, 3]), LOGIT_DIFF)
     with pytest.raises(P.PatchingError, match="nothing to restore"):
         P.scan(model, CLEAN, CLEAN, LOGIT_DIFF)
+    with pytest.raises(P.PatchingError, match="kinds must be among"):
+        P.scan(model, CLEAN, CORRUPT, LOGIT_DIFF, kinds=("resid", "ffn"))
     _, cache = P.record(model, CLEAN)
     with pytest.raises(P.PatchingError, match="layers are 1..3"):
         with P.patch(model, "mlp", 0, cache[("mlp", 1)]):

@@ -75,3 +75,14 @@ def test_errors(segments):
         SP.attention_probe([_maps(segments[0], rng, True)], segments[:1])
     with pytest.raises(ValueError, match="no words"):
         SP.fit([])
+
+
+def test_run_syntax_adds_the_probe_and_keeps_the_heads_without_it(packaged):
+    from types import SimpleNamespace
+
+    segs = [SimpleNamespace(text_a=t, text_b=None) for t in TEXTS]
+    run = S.run_syntax(packaged.encoder, packaged.tokenizer, segs, min_count=1, with_probe=True)
+    assert isinstance(run.probe, SP.AttentionProbe) and 0 <= run.probe.uas <= 1 and run.heads.relations
+    one = S.run_syntax(packaged.encoder, packaged.tokenizer, segs[:1], min_count=1, with_probe=True)
+    assert one.probe is None and one.heads.relations  # one segment cannot be split: the heads still come back
+    assert S.run_syntax(packaged.encoder, packaged.tokenizer, segs, min_count=1).probe is None  # not asked for

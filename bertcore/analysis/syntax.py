@@ -238,7 +238,7 @@ class SyntaxRun:
 
     heads: SyntaxHeads
     segments: list[ParsedSegment]
-    probe: object | None = None  # bertcore.analysis.syntax_probe.AttentionProbe, when asked for
+    probe: object | None = None  # bertcore.analysis.syntax_probe.AttentionProbe, when asked for and possible
 
 
 def run_syntax(encoder, tokenizer, segments, progress=None, min_count: int = MIN_COUNT,
@@ -270,7 +270,10 @@ def run_syntax(encoder, tokenizer, segments, progress=None, min_count: int = MIN
     if with_probe:
         from .syntax_probe import attention_probe
 
-        probe = attention_probe(maps, parsed)
+        try:
+            probe = attention_probe(maps, parsed)
+        except ValueError:  # fewer than two segments with words to attach: the heads are still scored
+            probe = None
     return SyntaxRun(syntax_heads(maps, parsed, min_count), parsed, probe)
 
 

@@ -254,6 +254,10 @@ def _syntax_example(run) -> None:
 
 def _syntax_probe(run) -> None:
     probe = run.probe
+    if probe is None:
+        st.info("The attention-only probe trains on some segments and tests on others: it needs at least two "
+                "segments with words to attach. Raise the number of segments above.", icon=":material/info:")
+        return
     st.markdown(
         "Clark et al. 2019 (section 5, Table 3): an **attention-only probe** scores each candidate head *i* of a "
         "word *j* (the other words of its sentence, or ROOT = [CLS]) by a learned weighted sum of every head's "
