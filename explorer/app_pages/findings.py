@@ -17,7 +17,7 @@ from bertcore.analysis import syntax
 from bertcore.data import DataError
 from bertcore.embeddings import InputError
 from bertcore.sources import PACKAGED_MLM
-from explorer import heldout, resources, widgets
+from explorer import heldout, resources, share, widgets
 from explorer.figures import findings as figs
 from explorer.figures import syntax as syntax_figs
 
@@ -63,6 +63,7 @@ else:
             f"the same relative depth (bert-base's layers 6-10 of 12 are layers {lo}-{hi} of "
             f"{config.num_hidden_layers} here).", icon=":material/info:")
 
+share.shareable({"find_segments": share.integer(10, 300)})
 n_segments = int(st.number_input(
     "Segments in the evaluation set", min_value=10, max_value=300, value=evalset.DEFAULT_SEGMENTS, step=10,
     key="find_segments", help="More segments give steadier numbers but take longer the first time (about 0.15 s "

@@ -817,15 +817,23 @@ def test_two_users_start_training_at_once(server, nav_pages, new_session, result
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
+    alerts = f'{MAIN} [data-testid="stAlert"]'
+
+    def notes(page) -> list[str]:  # read in one go in the page: elements may go away between two reads
+        return page.evaluate("""(sel) => [...document.querySelectorAll(sel)].filter(el => el.offsetParent !== null)
+                                 .map(el => el.innerText.split(/\\s+/).join(' ').trim()).filter(t => t)""", alerts)
+
+    before = [set(notes(u.page)) for u in users]  # e.g. "No run yet: start one above."
     for b in buttons:  # both clicks go out before either script run has finished
         b.click(no_wait_after=True)
     # read what each page says as soon as it says it: a 2-step run can end within seconds, and its end
-    # triggers a full rerun of both pages (the polling fragments), which clears the Started / Not started notes
+    # triggers a full rerun of both pages (the polling fragments), which clears the Started / Not started notes;
+    # so collect every new note each page shows until both have shown one
     said: list[list[str]] = [[], []]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not all(said):
         for i, u in enumerate(users):
-            said[i] = said[i] or visible_texts(u.page, f'{MAIN} [data-testid="stAlert"]', limit=3)
+            said[i] += [t for t in notes(u.page) if t not in before[i] and t not in said[i]]
         time.sleep(0.05)
     for u in users:
         wait_idle(u.page, timeout_ms=60_000, quiet_ms=200)

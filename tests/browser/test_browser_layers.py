@@ -30,17 +30,18 @@ from .test_browser import (  # noqa: F401 - fixtures
 from .test_browser_views import _write, click_tab, click_toggle, text_of
 
 FIRST_RUN_MS = 600_000
+FINDINGS_SEGMENTS = 40
 # a 32-token pair for the patching timing (bench/bench_patching.py times the same pair)
 LONG_CLEAN = ("The old keys that the tired farmer left near the red doors of the small white house on the hill last "
               "night [MASK] still on the wooden kitchen table .")
 LONG_CORRUPT = LONG_CLEAN.replace("The old keys", "The old key")
 
 
-def _open(session, nav_pages, pattern: str):  # noqa: F811
+def _open(session, nav_pages, pattern: str, query: str = ""):  # noqa: F811
     nav = find_page(nav_pages, pattern)
     if nav is None:
         pytest.fail(f"no page matching {pattern!r} in the navigation (renamed? update the pattern)")
-    open_page(session, nav)
+    open_page(session, type(nav)(nav.title, nav.url + query))
     return session.page
 
 
@@ -62,13 +63,16 @@ def test_layer_and_cause_views(session, server, nav_pages):  # noqa: F811
     timed(page, click_toggle(page, "Decode through the tuned lens"))
     found += problems(session, server)
 
-    page = _open(session, nav_pages, r"^findings$")
+    # a link with a smaller evaluation set (the page's default, 150 segments, first computes in 30 s + 105 s for
+    # the two parsed tabs: timed once in the closing note of issue "What each layer knows"; CI time matters)
+    page = _open(session, nav_pages, r"^findings$", f"?find_segments={FINDINGS_SEGMENTS}")
     for tab in ("Syntax heads", "Probing classifiers"):
         t0 = time.perf_counter()
         click_tab(page, tab)()
         wait_idle(page, start_ms=3_000, timeout_ms=FIRST_RUN_MS)
         wait_charts(page, timeout_ms=FIRST_RUN_MS)
-        rows.append(f"Findings / {tab}, first computation (progress bar): {time.perf_counter() - t0:.1f} s")
+        rows.append(f"Findings / {tab}, first computation on {FINDINGS_SEGMENTS} segments (progress bar): "
+                    f"{time.perf_counter() - t0:.1f} s")
         shoot(page, SCREENSHOTS / f"layers-findings-{tab.split()[0].lower()}.png")
         found += problems(session, server)
     for tab in ("Syntax heads", "Probing classifiers"):

@@ -57,3 +57,11 @@ def test_the_model_in_the_link(tmp_path):
         assert "model_source" not in at.session_state or at.session_state["model_source"] == sources.DEFAULT
         assert any("model could not be" in i for i in messages(at)["info"]), bad
         assert "model" not in _qp(at)  # the default model: a clean URL
+
+
+def test_a_link_sets_the_findings_evaluation_set():
+    at = _page("findings", find_segments="20")
+    assert_clean(at)
+    assert at.number_input(key="find_segments").value == 20
+    assert any(c.startswith("20 segments") for c in (str(x.value) for x in at.caption))
+    assert _qp(at)["find_segments"] == "20"
