@@ -69,8 +69,8 @@ def main() -> None:
 
     # syntax heads
     run, syn_s = _timed(lambda: syntax.run_syntax(encoder, tok, segments))
-    _, probe_s = _timed(lambda: syntax.run_syntax(encoder, tok, segments, with_probe=True))
-    probe = syntax.run_syntax(encoder, tok, segments, with_probe=True).probe
+    probe_run, probe_s = _timed(lambda: syntax.run_syntax(encoder, tok, segments, with_probe=True))
+    probe = probe_run.probe
     res = run.heads
     rows = {}
     for rel in res.relations:

@@ -48,19 +48,24 @@ def findings(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, progre
     """
     from bertcore.analysis import evalset
 
+    def compute():
+        segments = findings_segments(key, n_segments, min(evalset.MAX_TOKENS, _loaded.max_length), _loaded)
+        return evalset.run_findings(_loaded.encoder, _loaded.tokenizer, segments, progress=progress)
+
+    return _kept((key, n_segments), compute)
+
+
+def _kept(store_key: tuple, compute):
+    """The store's result under ``store_key``, computed by ``compute()`` under the store's lock the first time and
+    kept (at most 8 results in the store; the oldest is dropped)."""
     store = _findings_store()
     with store["lock"]:
-        hit = store["results"].get((key, n_segments))
-        if hit is not None:
-            return hit
-        limit = min(evalset.MAX_TOKENS, _loaded.max_length)
-        segments = findings_segments(key, n_segments, limit, _loaded)
-        result = evalset.run_findings(_loaded.encoder, _loaded.tokenizer, segments, progress=progress)
         results = store["results"]
-        results[(key, n_segments)] = result
-        while len(results) > 8:
-            results.pop(next(iter(results)))
-        return result
+        if store_key not in results:
+            results[store_key] = compute()
+            while len(results) > 8:
+                results.pop(next(iter(results)))
+        return results[store_key]
 
 
 def syntax_heads(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, progress=None):
@@ -72,17 +77,11 @@ def syntax_heads(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, pr
     """
     from bertcore.analysis import evalset, syntax
 
-    store = _findings_store()
-    with store["lock"]:
-        hit = store["results"].get(("syntax", key, n_segments))
-        if hit is None:
-            segments = findings_segments(key, n_segments, min(evalset.MAX_TOKENS, _loaded.max_length), _loaded)
-            hit = syntax.run_syntax(_loaded.encoder, _loaded.tokenizer, segments, progress=progress,
-                                    with_probe=True)
-            store["results"][("syntax", key, n_segments)] = hit
-            while len(store["results"]) > 8:
-                store["results"].pop(next(iter(store["results"])))
-        return hit
+    def compute():
+        segments = findings_segments(key, n_segments, min(evalset.MAX_TOKENS, _loaded.max_length), _loaded)
+        return syntax.run_syntax(_loaded.encoder, _loaded.tokenizer, segments, progress=progress, with_probe=True)
+
+    return _kept(("syntax", key, n_segments), compute)
 
 
 def probes(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, progress=None) -> dict:
@@ -90,18 +89,15 @@ def probes(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, progress
     segments of :func:`syntax_heads`, kept in the same store. Raises as :func:`syntax_heads`."""
     from bertcore.analysis import probes as probes_mod
 
-    run = syntax_heads(key, n_segments, _loaded)
-    store = _findings_store()
-    with store["lock"]:
-        hit = store["results"].get(("probes", key, n_segments))
-        if hit is None:
-            feats = probes_mod.word_features(_loaded.encoder, _loaded.tokenizer, run.segments)
-            hit = {}
-            for i, task in enumerate(probes_mod.TASKS):
-                hit[task] = probes_mod.probe(feats, task, progress=None if progress is None else (
-                    lambda done, n, i=i: progress(i * n + done, n * len(probes_mod.TASKS))))
-            store["results"][("probes", key, n_segments)] = hit
-        return hit
+    run = syntax_heads(key, n_segments, _loaded)  # outside the store's lock (it takes it itself)
+
+    def compute():
+        feats = probes_mod.word_features(_loaded.encoder, _loaded.tokenizer, run.segments)
+        return {task: probes_mod.probe(feats, task, progress=None if progress is None else (
+            lambda done, n, i=i: progress(i * n + done, n * len(probes_mod.TASKS))))
+            for i, task in enumerate(probes_mod.TASKS)}
+
+    return _kept(("probes", key, n_segments), compute)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

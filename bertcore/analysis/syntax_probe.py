@@ -98,15 +98,15 @@ def dependents(attentions: np.ndarray, seg: ParsedSegment, segment: int = 0) -> 
     return out
 
 
-def _stack(deps: list[Dependent]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Flat candidate features ``(N_c, F)``, each candidate's dependent ``(N_c,)``, each dependent's gold row in the
-    flat array ``(N,)``, and the first row of each dependent ``(N,)``."""
+def _stack(deps: list[Dependent]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Flat candidate features ``(N_c, F)``, each candidate's dependent ``(N_c,)``, and each dependent's gold row
+    in the flat array ``(N,)``."""
     x = torch.from_numpy(np.concatenate([d.features for d in deps]))
     sizes = torch.tensor([len(d.candidates) for d in deps])
     owner = torch.repeat_interleave(torch.arange(len(deps)), sizes)
     first = torch.cumsum(sizes, 0) - sizes
     gold = first + torch.tensor([d.gold for d in deps])
-    return x, owner, gold, first
+    return x, owner, gold
 
 
 def _log_softmax_by_owner(scores: torch.Tensor, owner: torch.Tensor, n: int) -> torch.Tensor:
@@ -134,7 +134,7 @@ def fit(deps: list[Dependent], l2: float = 1e-3, steps: int = 200) -> torch.Tens
 
     if not deps:
         raise ValueError("no words to train the probe on")
-    x, owner, gold, _ = _stack(deps)
+    x, owner, gold = _stack(deps)
 
     n = len(deps)
 
@@ -155,7 +155,7 @@ def score(deps: list[Dependent], weights: torch.Tensor) -> float:
     """UAS of the probe ``weights`` on ``deps`` (0 when there are none)."""
     if not deps:
         return 0.0
-    x, owner, gold, _ = _stack(deps)
+    x, owner, gold = _stack(deps)
     return _uas(x @ weights.float(), owner, gold, len(deps))
 
 
