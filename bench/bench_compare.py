@@ -23,8 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 import torch
 
-from bertcore import analysis, sources
-from bertcore.analysis import attribution, compare
+from bertcore import sources
+from bertcore.analysis.attention import activations
+from bertcore.analysis.causal import attribution
+from bertcore.analysis.representations import compare
 from explorer.figures import attention as att_figures
 from explorer.figures import attribution as attr_figures
 from explorer.figures import compare as cmp_figures
@@ -39,13 +41,13 @@ TEXT = ("The bank raised its interest rates again this quarter, and shares of th
 def bench_length(lm, t: int, reps: int, steps: int) -> str:
     """One table row: the medians at input length ``t`` (tokens, [CLS]/[SEP] included)."""
     model, tok = lm.encoder, lm.tokenizer
-    act = analysis.run(model, tok, TEXT * 40, max_length=t)  # T tokens exactly (truncated)
+    act = activations.run(model, tok, TEXT * 40, max_length=t)  # T tokens exactly (truncated)
     enc = act.encoding
     text = tok.decode(enc.input_ids[1:-1])
     rng = np.random.default_rng(0)
     hidden_b = act.hidden_states + 0.1 * rng.standard_normal(act.hidden_states.shape).astype(np.float32)
     attn_b = act.attentions[:, :, :, ::-1].copy()
-    fwd = median_ms(lambda: analysis.run_encoding(model, enc), reps)
+    fwd = median_ms(lambda: activations.run_encoding(model, enc), reps)
     cka = median_ms(lambda: compare.cka_matrix(act.hidden_states, hidden_b), reps)
     js = median_ms(lambda: compare.head_js(act.attentions, attn_b), reps)
     ig = median_ms(lambda: attribution.explain_similarity(lm.model, tok, text, "Markets and banks.", n_steps=steps),

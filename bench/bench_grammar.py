@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from timing import median_ms  # noqa: E402
 
 from bertcore import sources  # noqa: E402
-from bertcore.analysis import minimal_pairs as MP  # noqa: E402
-from bertcore.analysis.scoring import pseudo_log_likelihood  # noqa: E402
+from bertcore.analysis.grammar import minimal_pairs as MP  # noqa: E402
+from bertcore.analysis.grammar.scoring import pseudo_log_likelihood  # noqa: E402
 
 SENTENCE = "The old farmer who lives near the river said that his two dogs were happy to run across the fields."
 

@@ -29,7 +29,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 from timing import median_ms  # noqa: E402
 
 from bertcore import encode, sources  # noqa: E402
-from bertcore.analysis import corpus_search, evalset, logit_lens, patching, probes, published, query_key, syntax  # noqa: E402
+from bertcore.analysis.representations import corpus_search, logit_lens, probes, syntax  # noqa: E402
+from bertcore.analysis.papers import evalset, published  # noqa: E402
+from bertcore.analysis.causal import patching  # noqa: E402
+from bertcore.analysis.attention import query_key  # noqa: E402
 
 
 def _timed(fn):

@@ -141,7 +141,7 @@ def fresh_evaluation(run_dir: Path) -> dict | None:
     if proc.returncode:
         return {"error": proc.stderr[-400:]}
     got = json.loads(proc.stdout.strip().splitlines()[-1])
-    from bertcore.analysis.emergence import is_content_word
+    from bertcore.analysis.papers.emergence import is_content_word
 
     probe = [[p[0] for p in preds[:3]] for preds in got["probe"]["predictions"]] if got.get("probe") else []
     return {"step": got["step"], "acc_mask": got.get("mlm_acc_mask"), "top5_mask": got.get("mlm_top5_mask"),

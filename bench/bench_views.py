@@ -23,8 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from bertcore import BertForPreTraining, analysis, data, sources  # noqa: E402
-from bertcore.analysis import ablation, neurons, rollout, words  # noqa: E402
+from bertcore import BertForPreTraining, data, sources  # noqa: E402
+from bertcore.analysis.attention import activations
+from bertcore.analysis.attention import ablation, neurons, rollout, words  # noqa: E402
 from explorer.figures import ablation as abl_figures  # noqa: E402
 from explorer.figures import attention as att_figures  # noqa: E402
 from explorer.figures import rollout as rollout_figures  # noqa: E402
@@ -54,7 +55,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, reps {args.reps} (median)")
     print(f"{'tokens':>6} {'view':<44} {'ms':>9} {'x forward':>10}")
     for t in (128, 512, rollout.FLOW_MAX_TOKENS, 32):
-        fwd = lambda: analysis.run(enc_model, tok, text, max_length=t)  # noqa: E731
+        fwd = lambda: activations.run(enc_model, tok, text, max_length=t)  # noqa: E731
         ref = median_ms(fwd, args.reps, warmup=1)
         act = fwd()
         att, tokens, enc = act.attentions, act.tokens, act.encoding
@@ -67,7 +68,7 @@ def main() -> None:
         rows: list[tuple[str, callable]] = [("forward (reference)", fwd)]
         if t in (128, 512):
             rows += [
-                ("hide [CLS]/[SEP] (all layers)", lambda: analysis.hide_tokens(att, special)),
+                ("hide [CLS]/[SEP] (all layers)", lambda: activations.hide_tokens(att, special)),
                 ("word merge, one layer (12 heads)", lambda: words.merge_attention(att[0], groups)),
                 ("word merge, all layers x heads (thumbnails)", lambda: words.merge_attention(att, groups)),
                 ("rollout, word level (head mean, merge, roll)", lambda: rollout.rollout(

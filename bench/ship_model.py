@@ -10,7 +10,7 @@ of up to ``--max-seq-len`` tokens, masked with BERT's recipe (15%, 80/10/10) und
 reported separately at [MASK] positions (the headline), random-replaced and unchanged positions (unchanged
 tokens can be copied: counting them in one number flatters a model), top-5 at [MASK], NSP accuracy (chance
 50%); top-1 / top-5 on two cloze sets written for this project (``bench/data/cloze_news.tsv``,
-``bench/data/cloze_everyday.tsv``); the minimal-pair grammar suite (:mod:`bertcore.analysis.minimal_pairs`) on
+``bench/data/cloze_everyday.tsv``); the minimal-pair grammar suite (:mod:`bertcore.analysis.grammar.minimal_pairs`) on
 its held-out seed for the card, on its selection seed for ``--select``. Export: weights in fp16 safetensors
 (half the size; loading restores fp32), config, tokenizer, ``training.json`` (every stage behind the model,
 carried over from the folder a run continued), a model card (README.md) with these numbers and the commands;
@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from bertcore import data as D  # noqa: E402
 from bertcore import masking  # noqa: E402
-from bertcore.analysis import minimal_pairs as MP  # noqa: E402
+from bertcore.analysis.grammar import minimal_pairs as MP  # noqa: E402
 from bertcore.heads import BertForPreTraining  # noqa: E402
 from bertcore.tokenizer import load_tokenizer, save_tokenizer  # noqa: E402
 
@@ -327,7 +327,7 @@ Some cloze sentences (answers | the model's top 5):
 {ex}
 
 ## Grammar: the minimal-pair suite
-`bertcore.analysis.minimal_pairs` on its held-out seed ({ev['grammar_seed']}; the checkpoint was chosen on seed
+`bertcore.analysis.grammar.minimal_pairs` on its held-out seed ({ev['grammar_seed']}; the checkpoint was chosen on seed
 {MP.SUITE_SEED}), share of pairs where the grammatical sentence wins: by pseudo-log-likelihood (within-word
 left-to-right, Kauf & Ivanova 2023) and, where the pair differs in one word, by the logit of that word at a
 [MASK] (Goldberg 2019). Chance is 50%.

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .analysis import cosine_matrix, pca_2d
+from .vectors import cosine_matrix, pca_2d
 
 
 class PositionRangeError(ValueError):
@@ -73,7 +73,7 @@ def check_range(start: int, stop: int, max_positions: int) -> tuple[int, int]:
 
 
 def cosine_similarity(x: np.ndarray) -> np.ndarray:
-    """Cosine similarity between every pair of rows (:func:`bertcore.analysis.cosine_matrix`).
+    """Cosine similarity between every pair of rows (:func:`bertcore.vectors.cosine_matrix`).
 
     Args:
         x: ``(P, D)`` float.
@@ -104,7 +104,7 @@ class PCAPath:
 
 
 def pca_path(x: np.ndarray) -> PCAPath:
-    """Project the rows of ``x`` on their first two principal components (:func:`bertcore.analysis.pca_2d`,
+    """Project the rows of ``x`` on their first two principal components (:func:`bertcore.vectors.pca_2d`,
     scikit-learn PCA).
 
     Args:

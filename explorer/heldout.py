@@ -1,7 +1,8 @@
 """The held-out evaluation set of the analyses that read many segments (Findings, syntax heads, probes, the
 Evolution page's per-checkpoint summaries) and the results computed on it, kept per process.
 
-Segments are the held-out BBC documents (never trained on) packed by :func:`bertcore.analysis.evalset.build_segments`,
+Segments are the held-out BBC documents (never trained on) packed by
+:func:`bertcore.analysis.papers.evalset.build_segments`,
 cached per tokenizer; results live in one store (at most 8, the oldest dropped) so that a progress bar can be shown
 on the first computation only.
 """
@@ -24,20 +25,20 @@ def _findings_store() -> dict:
 @st.cache_resource(show_spinner="Reading the held-out BBC documents ...", max_entries=4)
 def findings_segments(tokenizer_key: tuple[str, ...], n_segments: int, max_tokens: int,
                       _loaded: LoadedModel) -> list:
-    """:func:`bertcore.analysis.evalset.build_segments` over the held-out BBC documents (seed 0),
+    """:func:`bertcore.analysis.papers.evalset.build_segments` over the held-out BBC documents (seed 0),
     cached per tokenizer (``tokenizer_key``: :func:`explorer.resources.source_key` of the model that owns it)."""
-    from bertcore.analysis import evalset
+    from bertcore.analysis.papers import evalset
 
     return evalset.build_segments(_loaded.tokenizer, evalset.heldout_documents(), n_segments, max_tokens)
 
 
 def findings_cached(key: tuple[str, ...], n_segments: int):
-    """The cached :class:`~bertcore.analysis.evalset.FindingsResult` of ``(key, n_segments)``, or None."""
+    """The cached :class:`~bertcore.analysis.papers.evalset.FindingsResult` of ``(key, n_segments)``, or None."""
     return _findings_store()["results"].get((key, n_segments))
 
 
 def findings(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, progress=None):
-    """:func:`bertcore.analysis.evalset.run_findings` of ``_loaded`` on ``n_segments`` held-out segments,
+    """:func:`bertcore.analysis.papers.evalset.run_findings` of ``_loaded`` on ``n_segments`` held-out segments,
     computed once per process and kept (at most 8 results; the oldest is dropped).
 
     Not an ``st.cache_*`` function on purpose: ``progress(done, total)`` drives a progress bar in the
@@ -46,7 +47,7 @@ def findings(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, progre
     Raises:
         bertcore.data.DataError: the packaged BBC corpus is missing; ValueError: no segment.
     """
-    from bertcore.analysis import evalset
+    from bertcore.analysis.papers import evalset
 
     def compute():
         segments = findings_segments(key, n_segments, min(evalset.MAX_TOKENS, _loaded.max_length), _loaded)
@@ -69,13 +70,15 @@ def _kept(store_key: tuple, compute):
 
 
 def syntax_heads(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, progress=None):
-    """:func:`bertcore.analysis.syntax.run_syntax` on the Findings page's held-out segments, computed once per
+    """:func:`bertcore.analysis.representations.syntax.run_syntax` on the Findings page's held-out segments, computed
+    once per
     process per ``(key, n_segments)`` and kept beside the Findings results (same store, same limit).
 
     Raises:
-        bertcore.analysis.syntax.SyntaxUnavailable: no spaCy; ValueError: too few arcs.
+        bertcore.analysis.representations.syntax.SyntaxUnavailable: no spaCy; ValueError: too few arcs.
     """
-    from bertcore.analysis import evalset, syntax
+    from bertcore.analysis.papers import evalset
+    from bertcore.analysis.representations import syntax
 
     def compute():
         segments = findings_segments(key, n_segments, min(evalset.MAX_TOKENS, _loaded.max_length), _loaded)
@@ -85,9 +88,10 @@ def syntax_heads(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, pr
 
 
 def probes(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, progress=None) -> dict:
-    """Probing classifiers (:func:`bertcore.analysis.probes.probe`, POS and dependency label) on the parsed
+    """Probing classifiers (:func:`bertcore.analysis.representations.probes.probe`, POS and dependency label) on the
+    parsed
     segments of :func:`syntax_heads`, kept in the same store. Raises as :func:`syntax_heads`."""
-    from bertcore.analysis import probes as probes_mod
+    from bertcore.analysis.representations import probes as probes_mod
 
     run = syntax_heads(key, n_segments, _loaded)  # outside the store's lock (it takes it itself)
 
@@ -102,12 +106,12 @@ def probes(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, progress
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def checkpoint_summary(folder: str, stamp: str, run_key: str, n_segments: int, max_tokens: int) -> dict[str, float]:
-    """:func:`bertcore.analysis.emergence.summary` of one run checkpoint on ``n_segments`` held-out segments
+    """:func:`bertcore.analysis.papers.emergence.summary` of one run checkpoint on ``n_segments`` held-out segments
     of at most ``max_tokens`` tokens (the model is loaded, run and dropped, not kept). The segments are keyed
     on ``run_key`` (the run folder) and the tokenizer's vocabulary; ``stamp`` (:func:`bertcore.sources.files_stamp`)
     keys the cache only.
     """
-    from bertcore.analysis import emergence, evalset
+    from bertcore.analysis.papers import emergence, evalset
 
     loaded = load(ModelSource("run", folder))
     limit = min(max_tokens, evalset.MAX_TOKENS, loaded.max_length)
@@ -119,7 +123,7 @@ def checkpoint_summary(folder: str, stamp: str, run_key: str, n_segments: int, m
                                  limit, loaded)
     out = emergence.summary(evalset.run_findings(loaded.encoder, loaded.tokenizer, segments))
     # Chen et al. 2023: the best head's unlabelled attachment score against spaCy's parses (NaN without spaCy)
-    from bertcore.analysis import syntax
+    from bertcore.analysis.representations import syntax
 
     try:
         run = syntax.run_syntax(loaded.encoder, loaded.tokenizer, segments, min_count=1)

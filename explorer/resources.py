@@ -12,11 +12,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from bertcore import analysis, anatomy, positional
-from bertcore.analysis import ablation, neurons, rollout
-from bertcore.analysis import attribution as attribution_mod
-from bertcore.analysis import compare as compare_mod
-from bertcore.analysis.words import WordGroups, merge_attention, word_groups
+from bertcore import anatomy, positional
+from bertcore.analysis.attention import activations
+from bertcore.analysis.representations import similarity
+from bertcore.analysis.attention import ablation, neurons, rollout
+from bertcore.analysis.causal import attribution as attribution_mod
+from bertcore.analysis.representations import compare as compare_mod
+from bertcore.analysis.attention.words import WordGroups, merge_attention, word_groups
 from bertcore.config import PRESETS
 from bertcore.sources import LoadedModel, ModelSource, files_stamp, load
 
@@ -45,7 +47,7 @@ def load_model(source: ModelSource) -> LoadedModel:
 
 
 @st.cache_resource(show_spinner="Running the model ...", max_entries=6, ttl="1h")
-def forward(key: tuple[str, ...], text: str, text_pair: str | None, _loaded: LoadedModel) -> analysis.Activations:
+def forward(key: tuple[str, ...], text: str, text_pair: str | None, _loaded: LoadedModel) -> activations.Activations:
     """:func:`bertcore.analysis.run` for one text (or pair), cached per ``(key, text, text_pair)``.
 
     A resource cache, not ``st.cache_data``: 512 tokens of a 6-layer model are ~80 MB of
@@ -56,30 +58,30 @@ def forward(key: tuple[str, ...], text: str, text_pair: str | None, _loaded: Loa
     ``key`` must be :func:`source_key` of ``_loaded.source`` (the model is not hashed).
     Raises the same errors as :func:`bertcore.analysis.run` (``TextError``, ``InputError``).
     """
-    act = analysis.run(_loaded.encoder, _loaded.tokenizer, text, text_pair)
+    act = activations.run(_loaded.encoder, _loaded.tokenizer, text, text_pair)
     act.attentions.flags.writeable = False
     act.hidden_states.flags.writeable = False
     return act
 
 
 @st.cache_data(show_spinner=False, max_entries=24)
-def head_stats(key: tuple[str, ...], text: str, text_pair: str | None, _loaded: LoadedModel) -> analysis.HeadStats:
+def head_stats(key: tuple[str, ...], text: str, text_pair: str | None, _loaded: LoadedModel) -> activations.HeadStats:
     """:func:`bertcore.analysis.head_stats` of :func:`forward`'s attentions (same cache key)."""
     act = forward(key, text, text_pair, _loaded)
-    return analysis.head_stats(act.attentions, act.tokens, _loaded.tokenizer.cls_token, _loaded.tokenizer.sep_token)
+    return activations.head_stats(act.attentions, act.tokens, _loaded.tokenizer.cls_token, _loaded.tokenizer.sep_token)
 
 
 @st.cache_data(show_spinner="Running the model on every sentence ...", max_entries=8)
 def occurrences(key: tuple[str, ...], target: str, sentences: tuple[str, ...],
-                _loaded: LoadedModel) -> analysis.Occurrences:
+                _loaded: LoadedModel) -> similarity.Occurrences:
     """:func:`bertcore.analysis.word_occurrences` cached per ``(key, target, sentences)``."""
-    return analysis.word_occurrences(_loaded.encoder, _loaded.tokenizer, target, list(sentences))
+    return similarity.word_occurrences(_loaded.encoder, _loaded.tokenizer, target, list(sentences))
 
 
 @st.cache_resource(show_spinner="Running both models on every sentence ...", max_entries=4, ttl="1h")
 def compare(key_a: tuple[str, ...], key_b: tuple[str, ...], sentences: tuple[str, ...], include_special: bool,
             _a: LoadedModel, _b: LoadedModel) -> compare_mod.Comparison:
-    """:func:`bertcore.analysis.compare.run_pair` of the two models' encoders, cached per
+    """:func:`bertcore.analysis.representations.compare.run_pair` of the two models' encoders, cached per
     ``(key_a, key_b, sentences, include_special)`` (a resource: it holds every attention map; the
     arrays are made read-only). Raises what ``run_pair`` raises."""
     result = compare_mod.run_pair(_a.encoder, _a.tokenizer, _b.encoder, _b.tokenizer, list(sentences), include_special)
@@ -96,7 +98,7 @@ def attribution(key: tuple[str, ...], kind: str, text: str, other: str | None, p
 
     ``kind``: ``"classification"`` (``target`` = class, None = predicted; ``other`` = sentence B or
     None), ``"fill_mask"`` (``position`` of the [MASK], ``target`` = token id, None = top guess) or
-    ``"similarity"`` (``other`` = sentence B). Raises what :mod:`bertcore.analysis.attribution` raises.
+    ``"similarity"`` (``other`` = sentence B). Raises what :mod:`bertcore.analysis.causal.attribution` raises.
     """
     m, tok = _loaded.model, _loaded.tokenizer
     if kind == "classification":
@@ -146,13 +148,13 @@ def attention_maps(key: tuple[str, ...], text: str, text_pair: str | None, hide:
     act = forward(key, text, text_pair, _loaded)
     if not hide:
         return act.attentions
-    attn = analysis.hide_tokens(act.attentions, np.array(act.encoding.special_tokens_mask, dtype=bool))
+    attn = activations.hide_tokens(act.attentions, np.array(act.encoding.special_tokens_mask, dtype=bool))
     attn.flags.writeable = False
     return attn
 
 
 def groups_of(key: tuple[str, ...], text: str, text_pair: str | None, _loaded: LoadedModel) -> WordGroups:
-    """:func:`bertcore.analysis.words.word_groups` of :func:`forward`'s encoding (cheap, not cached)."""
+    """:func:`bertcore.analysis.attention.words.word_groups` of :func:`forward`'s encoding (cheap, not cached)."""
     enc = forward(key, text, text_pair, _loaded).encoding
     return word_groups(enc.tokens, enc.word_ids)
 
@@ -161,7 +163,7 @@ def groups_of(key: tuple[str, ...], text: str, text_pair: str | None, _loaded: L
 def word_attention(key: tuple[str, ...], text: str, text_pair: str | None, hide: bool,
                    _loaded: LoadedModel) -> np.ndarray:
     """:func:`attention_maps` of every layer and head merged into words ``(L, heads, W, W)``
-    (:func:`bertcore.analysis.words.merge_attention`; read-only). Views of one head or one layer
+    (:func:`bertcore.analysis.attention.words.merge_attention`; read-only). Views of one head or one layer
     merge their slice instead, which is cheaper."""
     out = merge_attention(attention_maps(key, text, text_pair, hide, _loaded),
                           groups_of(key, text, text_pair, _loaded))
@@ -184,7 +186,7 @@ def head_mean(key: tuple[str, ...], text: str, text_pair: str | None, hide: bool
 @st.cache_resource(show_spinner="Rolling attention out over the layers ...", max_entries=6, ttl="1h")
 def rollout_maps(key: tuple[str, ...], text: str, text_pair: str | None, hide: bool, words: bool,
                  _loaded: LoadedModel) -> np.ndarray:
-    """:func:`bertcore.analysis.rollout.rollout` ``(L, T, T)`` of :func:`head_mean` (read-only)."""
+    """:func:`bertcore.analysis.attention.rollout.rollout` ``(L, T, T)`` of :func:`head_mean` (read-only)."""
     out = rollout.rollout(head_mean(key, text, text_pair, hide, words, _loaded)[:, None])
     out.flags.writeable = False
     return out
@@ -193,7 +195,7 @@ def rollout_maps(key: tuple[str, ...], text: str, text_pair: str | None, hide: b
 @st.cache_data(show_spinner="Computing attention flow (one max-flow per layer and token) ...", max_entries=32)
 def flow_map(key: tuple[str, ...], text: str, text_pair: str | None, hide: bool, words: bool, query: int,
              _loaded: LoadedModel) -> np.ndarray:
-    """:func:`bertcore.analysis.rollout.flow` ``(L, T)`` into ``query`` of :func:`head_mean`; raises
+    """:func:`bertcore.analysis.attention.rollout.flow` ``(L, T)`` into ``query`` of :func:`head_mean`; raises
     ``FlowTooLongError`` as it."""
     return rollout.flow(head_mean(key, text, text_pair, hide, words, _loaded)[:, None], query)
 
@@ -201,7 +203,7 @@ def flow_map(key: tuple[str, ...], text: str, text_pair: str | None, hide: bool,
 @st.cache_data(show_spinner=False, max_entries=32)
 def neuron_view(key: tuple[str, ...], text: str, text_pair: str | None, layer: int, head: int, query: int,
                 _loaded: LoadedModel) -> neurons.NeuronView:
-    """:func:`bertcore.analysis.neurons.neuron_view` from :func:`forward`'s hidden states."""
+    """:func:`bertcore.analysis.attention.neurons.neuron_view` from :func:`forward`'s hidden states."""
     act = forward(key, text, text_pair, _loaded)
     return neurons.neuron_view(_loaded.encoder, act.hidden_states[layer - 1], layer, head, query)
 
@@ -209,7 +211,7 @@ def neuron_view(key: tuple[str, ...], text: str, text_pair: str | None, layer: i
 @st.cache_data(show_spinner="Running the model with and without those heads ...", max_entries=16)
 def ablation_readout(key: tuple[str, ...], text: str, text_pair: str | None, off: tuple[tuple[int, int], ...],
                      mode: str, _loaded: LoadedModel) -> ablation.Readout:
-    """:func:`bertcore.analysis.ablation.readout` with the heads ``off`` (1-based ``(layer, head)``;
+    """:func:`bertcore.analysis.attention.ablation.readout` with the heads ``off`` (1-based ``(layer, head)``;
     empty: the unablated run)."""
     enc = forward(key, text, text_pair, _loaded).encoding
     cfg = _loaded.config
@@ -219,7 +221,7 @@ def ablation_readout(key: tuple[str, ...], text: str, text_pair: str | None, off
 
 @st.cache_data(show_spinner="MLM loss on the held-out BBC batch ...", max_entries=16)
 def heldout_mlm_loss(key: tuple[str, ...], off: tuple[tuple[int, int], ...], mode: str, _loaded: LoadedModel) -> float:
-    """:func:`bertcore.analysis.ablation.mlm_loss` on the fixed held-out batch with the heads ``off``."""
+    """:func:`bertcore.analysis.attention.ablation.mlm_loss` on the fixed held-out batch with the heads ``off``."""
     batch = ablation.heldout_batch(_loaded.tokenizer, ablation.heldout_texts(),
                                    max_length=min(ablation.HELDOUT_TOKENS, _loaded.max_length))
     cfg = _loaded.config
@@ -231,9 +233,9 @@ PLL_MAX_TOKENS = 128  # the Grammar page scores sentences, not documents: 128 co
 
 @st.cache_data(show_spinner="Scoring the sentence (one forward per token) ...", max_entries=64)
 def pll(key: tuple[str, ...], text: str, metric: str, _loaded: LoadedModel):
-    """:func:`bertcore.analysis.scoring.pseudo_log_likelihood` of ``text`` with the sidebar's model, cached per
+    """:func:`bertcore.analysis.grammar.scoring.pseudo_log_likelihood` of ``text`` with the sidebar's model, cached per
     ``(key, text, metric)``. Raises ``ScoringError`` as it."""
-    from bertcore.analysis.scoring import pseudo_log_likelihood
+    from bertcore.analysis.grammar.scoring import pseudo_log_likelihood
 
     return pseudo_log_likelihood(_loaded.model, _loaded.tokenizer, text, metric, max_tokens=PLL_MAX_TOKENS)
 
@@ -259,10 +261,10 @@ def position_regression(key: tuple[str, ...], _loaded: LoadedModel) -> dict[str,
 # ----------------------------------------------------------------------------- Evolution and Model anatomy
 @st.cache_data(show_spinner=False, max_entries=64)
 def suite_summary(folder: str, stamp: str, n_per_paradigm: int) -> dict[str, float]:
-    """The minimal-pair suite's PLL accuracy per paradigm (:mod:`bertcore.analysis.minimal_pairs`, suite seed)
+    """The minimal-pair suite's PLL accuracy per paradigm (:mod:`bertcore.analysis.grammar.minimal_pairs`, suite seed)
     of one run checkpoint with an MLM head (loaded, run, dropped). ``stamp`` keys the cache only.
     Raises ``FillMaskError`` for a checkpoint without an MLM head."""
-    from bertcore.analysis import minimal_pairs as M
+    from bertcore.analysis.grammar import minimal_pairs as M
 
     loaded = load(ModelSource("run", folder))
     results = list(M.score(loaded.model, loaded.tokenizer, M.generate(n_per_paradigm)))
@@ -271,11 +273,11 @@ def suite_summary(folder: str, stamp: str, n_per_paradigm: int) -> dict[str, flo
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def agreement_summary(folder: str, stamp: str) -> dict[str, float]:
-    """:func:`bertcore.analysis.agreement.agreement_heads` of one run checkpoint (loaded, run, dropped):
+    """:func:`bertcore.analysis.grammar.agreement.agreement_heads` of one run checkpoint (loaded, run, dropped):
     ``{"to_subject": best head's mean verb -> subject attention, "to_attractor": the same head's verb ->
     attractor attention, "layer", "head"}``. ``stamp`` (:func:`bertcore.sources.files_stamp` of the folder)
     keys the cache only."""
-    from bertcore.analysis import agreement
+    from bertcore.analysis.grammar import agreement
 
     loaded = load(ModelSource("run", folder))
     heads = agreement.agreement_heads(loaded.encoder, loaded.tokenizer)
@@ -288,7 +290,7 @@ def agreement_summary(folder: str, stamp: str) -> dict[str, float]:
 def attention_per_checkpoint(folders: tuple[str, ...], stamps: tuple[str, ...], text: str, layer: int,
                              head: int, by_word: bool = False) -> tuple[list[np.ndarray], list[str]]:
     """One (T, T) attention map of ``layer``/``head`` (1-based) per checkpoint, and the T token labels;
-    with ``by_word``, (W, W) maps over words (:func:`bertcore.analysis.words.merge_attention`) and W labels.
+    with ``by_word``, (W, W) maps over words (:func:`bertcore.analysis.attention.words.merge_attention`) and W labels.
 
     Each checkpoint is loaded, run and dropped (not kept in memory). ``stamps`` (:func:`bertcore.sources.files_stamp`
     of each) only key the cache.
@@ -296,7 +298,7 @@ def attention_per_checkpoint(folders: tuple[str, ...], stamps: tuple[str, ...], 
     maps, tokens = [], []
     for folder in folders:
         loaded = load(ModelSource("run", folder))
-        acts = analysis.run(loaded.encoder, loaded.tokenizer, text)
+        acts = activations.run(loaded.encoder, loaded.tokenizer, text)
         one = acts.attentions[layer - 1, head - 1]  # (T, T)
         tokens = acts.tokens
         if by_word:

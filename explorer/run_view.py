@@ -15,7 +15,7 @@ import streamlit as st
 from bertcore import runs
 from bertcore.sources import ModelSource
 from explorer import widgets
-from explorer.figures import training as figs
+from explorer.figures import classification, training as figs
 
 POLL_S = 2.0  # seconds between two reads of a live run's files
 
@@ -121,7 +121,7 @@ def show_results(run_dir: Path) -> None:
         model_scores = {k: test[k] for k in COMPARED if k in test}
         base_scores = {k: base[k] for k in COMPARED if k in base}
         if set(model_scores) & set(base_scores):
-            widgets.plotly_chart(figs.baseline_comparison_figure(
+            widgets.plotly_chart(classification.baseline_comparison_figure(
                 model_scores, base_scores,
                 names=("fine-tuned BERT", base.get("name") or "TF-IDF + logistic regression"),
                 majority=results.get("majority_fraction")), key="train_baseline")
@@ -131,20 +131,20 @@ def show_results(run_dir: Path) -> None:
         base_cm = base.get("confusion_matrix")
         cols = st.columns(2 if base_cm is not None else 1)
         if cm is not None:
-            widgets.plotly_chart(where=cols[0], fig=figs.confusion_matrix_figure(
+            widgets.plotly_chart(where=cols[0], fig=classification.confusion_matrix_figure(
                 cm, labels, title="Fine-tuned BERT: confusion matrix"), key="train_cm")
         if base_cm is not None:
-            widgets.plotly_chart(where=cols[-1], fig=figs.confusion_matrix_figure(
+            widgets.plotly_chart(where=cols[-1], fig=classification.confusion_matrix_figure(
                 base_cm, labels, title="Baseline: confusion matrix"), key="train_cm_base")
         report = results.get("classification_report", test.get("classification_report"))
         base_report = base.get("classification_report")
         rc = st.columns(2 if base_report else 1)
         if report:
             rc[0].markdown("**Classification report: fine-tuned BERT**")
-            rc[0].dataframe(figs.report_rows(report), hide_index=True)
+            rc[0].dataframe(classification.report_rows(report), hide_index=True)
         if base_report:
             rc[-1].markdown("**Classification report: baseline**")
-            rc[-1].dataframe(figs.report_rows(base_report), hide_index=True)
+            rc[-1].dataframe(classification.report_rows(base_report), hide_index=True)
     except ValueError as exc:
         widgets.show_error(exc, "Unreadable results.json")
 

@@ -231,7 +231,7 @@ WORDS_HELP = ("Merge the pieces of each word: attention to a word is the sum ove
 
 def words_toggle(prefix: str, where=None) -> bool:
     """The "Words, not WordPieces" toggle of every token-level attention view (key ``<prefix>_words``,
-    kept across pages); merging is :mod:`bertcore.analysis.words`."""
+    kept across pages); merging is :mod:`bertcore.analysis.attention.words`."""
     return bool((where or st).toggle("Words, not WordPieces", key=f"{prefix}_words", persist_state="session",
                                      help=WORDS_HELP))
 

@@ -10,6 +10,7 @@ import atexit
 import os
 import shutil
 import sys
+import copy
 import tempfile
 import time
 from pathlib import Path
@@ -61,6 +62,30 @@ def packaged():
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+# ----------------------------------------------------------------------------- parity (docs/LAYERING.md, "Parity")
+PARITY_ATOL = 1e-9  # float64: a wrong formula is off by 1e-3 or more, float64 rounding by about 1e-13
+
+
+def double(model: torch.nn.Module) -> torch.nn.Module:
+    """A float64 copy of ``model`` in eval mode (the original, often a shared fixture, is left alone)."""
+    return copy.deepcopy(model).double().eval()
+
+
+def assert_parity(actual: torch.Tensor, expected: torch.Tensor, atol: float = PARITY_ATOL, msg=None) -> None:
+    """Parity of two implementations of the same math: both sides float64 (models cast with :func:`double`),
+    equal to ``atol``. Machine-independent: no CPU's accumulation order moves float64 results by 1e-9."""
+    assert actual.dtype == torch.float64 and expected.dtype == torch.float64, (
+        f"compare parity in float64 (cast both models with double()); got {actual.dtype} and {expected.dtype}")
+    torch.testing.assert_close(actual, expected, atol=atol, rtol=0, msg=msg)
+
+
+def assert_close_scaled(actual: torch.Tensor, expected: torch.Tensor, rel: float = 1e-5, floor: float = 1e-6) -> None:
+    """Where float32 must be checked: ``|actual - expected| <= rel * max|expected| + floor`` elementwise (the
+    tolerance scales with the output's magnitude, as float32 rounding does)."""
+    tol = rel * float(expected.detach().abs().max()) + floor
+    torch.testing.assert_close(actual, expected.to(actual.dtype), atol=tol, rtol=0)
 
 
 # ----------------------------------------------------------------------------- tiny models

@@ -4,7 +4,7 @@ agreement data of the packaged model (bertcore.data.debian, bertcore.data.synthe
 import pytest
 
 from bertcore import data as D
-from bertcore.analysis import minimal_pairs as MP
+from bertcore.analysis.grammar import minimal_pairs as MP
 from bertcore.data import debian, synthetic
 from bertcore.data.corpora import CORPORA, Corpus
 

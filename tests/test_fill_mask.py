@@ -11,7 +11,7 @@ from bertcore.fill_mask import FillMaskError
 from bertcore.masking import NOT_SELECTED, mask_for_tokenizer
 from bertcore.tokenizer import encode
 
-from .conftest import SMALL_VOCAB, hf_folder
+from .conftest import SMALL_VOCAB, assert_parity, double, hf_folder
 
 
 @pytest.fixture(scope="module", params=["BertForMaskedLM", "BertForPreTraining"])
@@ -38,9 +38,10 @@ def test_logits_at_positions_equal_transformers(tiny):
     enc = encode(loaded.tokenizer, "the cat sat on the [MASK] . a big dog ran to the rug")
     t = enc.tensors()
     positions = [1, 3, 6, 9, len(enc) - 2]
-    ours = fill_mask.mlm_logits_at(loaded.model, t["input_ids"], positions, t["attention_mask"], t["token_type_ids"])
-    theirs = hf_logits(hf, **t)[0, positions]
-    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=0)
+    ours = fill_mask.mlm_logits_at(double(loaded.model), t["input_ids"], positions, t["attention_mask"],
+                                   t["token_type_ids"])
+    theirs = hf_logits(double(hf), **t)[0, positions]
+    assert_parity(ours, theirs)
 
 
 def test_topk_predictions_equal_transformers_softmax(tiny):

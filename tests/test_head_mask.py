@@ -16,9 +16,7 @@ from bertcore import BertForPreTraining, BertForSequenceClassification
 from bertcore.attention import get_head_mask
 from bertcore.tokenizer import encode_batch
 
-from .test_parity import tiny_config
-
-ATOL = 1e-5
+from .conftest import assert_parity, double, tiny_config
 _REF = {"mask": None, "mode": "zero", "layer_of": {}}  # what the reference attention applies, per module
 
 
@@ -48,7 +46,8 @@ ALL_MASK_ATTENTION_FUNCTIONS.register("head_mask_eager", eager_mask)  # the padd
 
 @pytest.fixture(scope="module")
 def hf_masked(packaged):
-    model = transformers.BertModel.from_pretrained(str(packaged.path), attn_implementation="head_mask_eager").eval()
+    model = transformers.BertModel.from_pretrained(str(packaged.path), attn_implementation="head_mask_eager")
+    model = model.double().eval()
     _REF["layer_of"] = {id(layer.attention.self): i for i, layer in enumerate(model.encoder.layer)}
     return model
 
@@ -80,15 +79,16 @@ def test_head_mask_matches_transformers_on_minilm(packaged, hf_masked, inputs, w
     mask = _masks(cfg.num_hidden_layers, cfg.num_attention_heads)[which]
     _REF["mask"] = mask if mask.dim() == 2 else mask.expand(cfg.num_hidden_layers, -1)
     theirs = hf_masked(**inputs, output_attentions=True, output_hidden_states=True)
-    ours = packaged.model(**inputs, output_attentions=output_attentions, output_hidden_states=True, head_mask=mask)
+    ours = double(packaged.model)(**inputs, output_attentions=output_attentions, output_hidden_states=True,
+                                  head_mask=mask)
     _REF["mask"] = None
     keep = inputs["attention_mask"].bool()
-    torch.testing.assert_close(ours.last_hidden_state[keep], theirs.last_hidden_state[keep], atol=ATOL, rtol=0)
-    torch.testing.assert_close(ours.pooler_output, theirs.pooler_output, atol=ATOL, rtol=0)
+    assert_parity(ours.last_hidden_state[keep], theirs.last_hidden_state[keep])
+    assert_parity(ours.pooler_output, theirs.pooler_output)
     if output_attentions:
         for a, b in zip(ours.attentions, theirs.attentions, strict=True):
-            torch.testing.assert_close(a, b, atol=ATOL, rtol=0)
-    plain = packaged.model(**inputs)
+            assert_parity(a, b)
+    plain = double(packaged.model)(**inputs)
     assert (plain.last_hidden_state - ours.last_hidden_state).abs().max() > 1e-2  # the mask did something
 
 
@@ -115,24 +115,25 @@ def test_uniform_ablation_spreads_attention_evenly_over_unpadded_keys(packaged, 
     cfg = packaged.config
     mask = torch.ones(cfg.num_hidden_layers, cfg.num_attention_heads)
     mask[2, [0, 4]] = 0
-    out = packaged.model(**inputs, output_attentions=True, head_mask=mask, head_ablation="uniform")
+    model = double(packaged.model)
+    out = model(**inputs, output_attentions=True, head_mask=mask, head_ablation="uniform")
     n = inputs["attention_mask"].sum(-1)  # (B,)
     probs = out.attentions[2]  # (B, heads, T, T)
     for b in range(probs.shape[0]):
         expect = inputs["attention_mask"][b].float() / n[b]  # (T,)
         for h in (0, 4):
-            torch.testing.assert_close(probs[b, h], expect.expand_as(probs[b, h]))
+            torch.testing.assert_close(probs[b, h], expect.double().expand_as(probs[b, h]))
     _REF["mask"], _REF["mode"] = mask, "uniform"
     theirs = hf_masked(**inputs)
     _REF["mask"], _REF["mode"] = None, "zero"
     keep = inputs["attention_mask"].bool()
-    torch.testing.assert_close(out.last_hidden_state[keep], theirs.last_hidden_state[keep], atol=ATOL, rtol=0)
-    zeroed = packaged.model(**inputs, output_attentions=True, head_mask=mask)
+    assert_parity(out.last_hidden_state[keep], theirs.last_hidden_state[keep])
+    zeroed = model(**inputs, output_attentions=True, head_mask=mask)
     assert torch.equal(out.attentions[1], zeroed.attentions[1])  # layers before the ablation agree
     assert not torch.allclose(out.last_hidden_state, zeroed.last_hidden_state, atol=1e-3)
     # uniform on the fast path (no probabilities) agrees with the explicit path
-    fast = packaged.model(**inputs, head_mask=mask, head_ablation="uniform")
-    torch.testing.assert_close(fast.last_hidden_state[keep], out.last_hidden_state[keep], atol=1e-4, rtol=0)
+    fast = model(**inputs, head_mask=mask, head_ablation="uniform")
+    assert_parity(fast.last_hidden_state[keep], out.last_hidden_state[keep])
 
 
 def test_head_mask_shape_and_mode_errors(packaged, inputs):

@@ -8,26 +8,24 @@ from bertcore import BertConfig, BertForMaskedLM, BertForPreTraining, BertForSeq
 from bertcore.config import preset
 from bertcore.tokenizer import encode, encode_batch
 
-from .conftest import tiny_config
-
-ATOL = 1e-5
+from .conftest import assert_parity, double, tiny_config
 
 
-def assert_outputs_equal(ours, theirs, atol=ATOL):
-    torch.testing.assert_close(ours.last_hidden_state, theirs.last_hidden_state, atol=atol, rtol=0)
+def assert_outputs_equal(ours, theirs):
+    assert_parity(ours.last_hidden_state, theirs.last_hidden_state)
     if ours.pooler_output is not None:
-        torch.testing.assert_close(ours.pooler_output, theirs.pooler_output, atol=atol, rtol=0)
+        assert_parity(ours.pooler_output, theirs.pooler_output)
     assert len(ours.hidden_states) == len(theirs.hidden_states)
     for a, b in zip(ours.hidden_states, theirs.hidden_states):
-        torch.testing.assert_close(a, b, atol=atol, rtol=0)
+        assert_parity(a, b)
     assert len(ours.attentions) == len(theirs.attentions)
     for a, b in zip(ours.attentions, theirs.attentions):
-        torch.testing.assert_close(a, b, atol=atol, rtol=0)
+        assert_parity(a, b)
 
 
 @pytest.fixture(scope="module")
 def hf_minilm(packaged):
-    return transformers.BertModel.from_pretrained(str(packaged.path), attn_implementation="eager").eval()
+    return transformers.BertModel.from_pretrained(str(packaged.path), attn_implementation="eager").double().eval()
 
 
 def _inputs(packaged, kind):
@@ -45,7 +43,7 @@ def _inputs(packaged, kind):
 @torch.no_grad()
 def test_packaged_minilm_matches_transformers(packaged, hf_minilm, kind):
     inputs = _inputs(packaged, kind)
-    ours = packaged.model(**inputs, output_attentions=True, output_hidden_states=True)
+    ours = double(packaged.model)(**inputs, output_attentions=True, output_hidden_states=True)
     theirs = hf_minilm(**inputs, output_attentions=True, output_hidden_states=True)
     assert_outputs_equal(ours, theirs)
 
@@ -64,11 +62,12 @@ def test_padded_keys_get_zero_probability_and_rows_sum_to_one(packaged):
 @torch.no_grad()
 def test_sdpa_path_matches_explicit_probabilities(packaged):
     inputs = _inputs(packaged, "padded_batch")
-    with_probs = packaged.model(**inputs, output_attentions=True)
-    fused = packaged.model(**inputs)
+    model = double(packaged.model)
+    with_probs = model(**inputs, output_attentions=True)
+    fused = model(**inputs)
     keep = inputs["attention_mask"].bool()
-    torch.testing.assert_close(fused.last_hidden_state[keep], with_probs.last_hidden_state[keep], atol=1e-4, rtol=0)
-    torch.testing.assert_close(fused.pooler_output, with_probs.pooler_output, atol=1e-4, rtol=0)
+    assert_parity(fused.last_hidden_state[keep], with_probs.last_hidden_state[keep])
+    assert_parity(fused.pooler_output, with_probs.pooler_output)
 
 
 def _hf_config(cfg: BertConfig, **kw):
@@ -88,6 +87,7 @@ def test_heads_match_transformers_on_tiny_random_config(ours_cls, hf_name, tmp_p
     hf = getattr(transformers, hf_name)(_hf_config(cfg, num_labels=3)).eval()
     hf.save_pretrained(tmp_path)
     ours = ours_cls.from_pretrained(tmp_path)
+    hf, ours = double(hf), double(ours)
     assert ours.load_report.missing == [] and ours.load_report.unexpected == []
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(5, cfg.vocab_size, (2, 11), generator=g)
@@ -103,9 +103,9 @@ def test_heads_match_transformers_on_tiny_random_config(ours_cls, hf_name, tmp_p
              "BertForSequenceClassification": [("logits", "logits")],
              "BertModel": [("last_hidden_state", "last_hidden_state"), ("pooler_output", "pooler_output")]}[hf_name]
     for x, y in pairs:
-        torch.testing.assert_close(getattr(a, x), getattr(b, y), atol=ATOL, rtol=0)
+        assert_parity(getattr(a, x), getattr(b, y))
     for x, y in zip(a.attentions, b.attentions):
-        torch.testing.assert_close(x, y, atol=ATOL, rtol=0)
+        assert_parity(x, y)
 
 
 @torch.no_grad()
@@ -115,6 +115,7 @@ def test_pretraining_losses_match_transformers(tmp_path):
     hf = transformers.BertForPreTraining(_hf_config(cfg)).eval()
     hf.save_pretrained(tmp_path)
     ours = BertForPreTraining.from_pretrained(tmp_path)
+    hf, ours = double(hf), double(ours)
     ids = torch.randint(5, cfg.vocab_size, (3, 9))
     labels = torch.full_like(ids, -100)
     labels[:, 2] = ids[:, 2]
@@ -122,9 +123,9 @@ def test_pretraining_losses_match_transformers(tmp_path):
     nsp = torch.tensor([0, 1, 0])
     a = ours(ids, labels=labels, next_sentence_label=nsp)
     b = hf(ids, labels=labels, next_sentence_label=nsp)
-    torch.testing.assert_close(a.loss, b.loss, atol=ATOL, rtol=0)
+    assert_parity(a.loss, b.loss)
     sparse = ours(ids, labels=labels, next_sentence_label=nsp, masked_only=True)
-    torch.testing.assert_close(sparse.loss, b.loss, atol=ATOL, rtol=0)
+    assert_parity(sparse.loss, b.loss)
     assert sparse.prediction_logits.shape == (4, cfg.vocab_size)
 
 
@@ -135,7 +136,7 @@ def test_saved_checkpoint_loads_in_transformers(tmp_path):
     hf = transformers.BertForPreTraining.from_pretrained(tmp_path, attn_implementation="eager").eval()
     ids = torch.randint(5, cfg.vocab_size, (2, 7))
     with torch.no_grad():
-        torch.testing.assert_close(ours(ids).prediction_logits, hf(ids).prediction_logits, atol=ATOL, rtol=0)
+        assert_parity(double(ours)(ids).prediction_logits, double(hf)(ids).prediction_logits)
 
 
 def test_mlm_head_reads_the_encoder_output_not_the_embeddings():
@@ -184,4 +185,4 @@ def test_pytorch_model_bin_checkpoint_loads_and_matches(tmp_path):
     cfg.save_json(tmp_path / "config.json")
     ours = BertModel.from_pretrained(tmp_path)
     ids = torch.randint(5, cfg.vocab_size, (2, 9))
-    torch.testing.assert_close(ours(ids).last_hidden_state, hf(ids).last_hidden_state, atol=ATOL, rtol=0)
+    assert_parity(double(ours)(ids).last_hidden_state, double(hf)(ids).last_hidden_state)

@@ -13,6 +13,8 @@ import transformers
 from bertcore import fill_mask, sources
 from bertcore.heads import BertForMaskedLM, BertForPreTraining
 
+from .conftest import assert_parity, double
+
 FOLDER = sources.SHIPPED_MLM_DIR
 
 
@@ -50,17 +52,18 @@ def test_transformers_gives_the_same_logits(shipped, ours_cls, hf_name):
     tok = shipped.tokenizer
     enc = tok(["The central bank raised interest [MASK] again.", "Shares fell."], ["Markets were calm.", "Why?"],
               return_tensors="pt", padding=True)
-    ours = ours_cls.from_pretrained(FOLDER).eval()
+    ours = double(ours_cls.from_pretrained(FOLDER))
     hf = getattr(transformers, hf_name).from_pretrained(str(FOLDER), attn_implementation="eager").eval()
-    assert hf.dtype == torch.float32
+    assert hf.dtype == torch.float32  # the fp16 file loads as float32; compared in float64 (exact casts)
+    hf = double(hf)
     with torch.no_grad():
         a = ours(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
         b = hf(**enc)
     got = a.prediction_logits if hasattr(a, "prediction_logits") else a.logits
     want = b.prediction_logits if hasattr(b, "prediction_logits") else b.logits
-    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    assert_parity(got, want)
     if hasattr(a, "seq_relationship_logits"):
-        torch.testing.assert_close(a.seq_relationship_logits, b.seq_relationship_logits, atol=1e-5, rtol=0)
+        assert_parity(a.seq_relationship_logits, b.seq_relationship_logits)
 
 
 @pytest.mark.parametrize("sentence,answer", [

@@ -65,7 +65,7 @@ class Lexicon:
 LEXICON = Lexicon()
 
 #: the lexicon of the corpus ``agreement-aug`` (training data for the packaged model): no noun, verb or
-#: preposition of the minimal-pair suite (:mod:`bertcore.analysis.minimal_pairs`), so the suite measures
+#: preposition of the minimal-pair suite (:mod:`bertcore.analysis.grammar.minimal_pairs`), so the suite measures
 #: whether agreement learned here carries over to other words; only is/are, was/were, has/have and the
 #: determiners are shared (they are what agrees)
 AUGMENT_LEXICON = Lexicon(

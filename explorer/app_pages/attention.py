@@ -5,9 +5,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from bertcore import analysis
-from bertcore.analysis import rollout, syntax
-from bertcore.analysis.words import merge_attention
+from bertcore.analysis.attention import activations
+from bertcore.analysis.attention import rollout
+from bertcore.analysis.representations import syntax
+from bertcore.analysis.attention.words import merge_attention
 from bertcore.embeddings import InputError
 from bertcore.tokenizer import TextError
 from explorer import resources, share, widgets
@@ -161,11 +162,11 @@ if stats.open:
                    f"{np.log2(len(enc.tokens)):.1f} bits = spread evenly over all {len(enc.tokens)}. "
                    "Distance: how many positions away, on average.")
         hs = resources.head_stats(key, text, text_pair, _loaded=lm)
-        name = st.radio("Statistic", list(analysis.HeadStats.NAMES), format_func=analysis.HeadStats.NAMES.get,
+        name = st.radio("Statistic", list(activations.HeadStats.NAMES), format_func=activations.HeadStats.NAMES.get,
                         horizontal=True, key="att_stat")
         bounds = {"entropy": (0, hs.max_entropy), "distance": (0, None)}.get(name, (0, 1))
         values = getattr(hs, name)
-        widgets.plotly_chart(att_figures.stat_heatmap(values, analysis.HeadStats.NAMES[name], *bounds),
+        widgets.plotly_chart(att_figures.stat_heatmap(values, activations.HeadStats.NAMES[name], *bounds),
                              key="att_stat_fig")
         widgets.download_csv(pd.DataFrame(values, index=pd.Index(range(1, act.num_layers + 1), name="layer"),
                                           columns=[f"head {h}" for h in range(1, act.num_heads + 1)]),
@@ -173,7 +174,7 @@ if stats.open:
         st.caption(f"Layer {layer}, every head (the table's toolbar downloads it as CSV):")
         st.dataframe(pd.DataFrame({"head": np.arange(1, act.num_heads + 1),
                                    **{label: np.round(getattr(hs, k)[layer - 1], 3)
-                                      for k, label in analysis.HeadStats.NAMES.items()}}),
+                                      for k, label in activations.HeadStats.NAMES.items()}}),
                      hide_index=True, key="att_stat_table")
 if roll.open:
     with roll:

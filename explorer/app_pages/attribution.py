@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from bertcore import fill_mask
-from bertcore.analysis.attribution import DEFAULT_STEPS, AttributionError, mask_positions
+from bertcore.analysis.causal.attribution import DEFAULT_STEPS, AttributionError, mask_positions
 from bertcore.embeddings import InputError
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError, encode

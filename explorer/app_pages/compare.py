@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from bertcore.analysis.compare import MAX_SENTENCES, TokenizationMismatch, js_distance, sentences_of
+from bertcore.analysis.representations.compare import MAX_SENTENCES, TokenizationMismatch, js_distance, sentences_of
 from bertcore.embeddings import InputError
 from bertcore.sources import PACKAGED
 from bertcore.tokenizer import TextError

@@ -1,6 +1,7 @@
 """Corpus search: where else in a corpus does a token have a vector like this one (exBERT)?
 
-Widgets -> ``bertcore.analysis.corpus_search`` (index on disk per model, corpus and layer). Keys start with ``cs_``.
+Widgets -> ``bertcore.analysis.representations.corpus_search`` (index on disk per model, corpus and layer). Keys start
+with ``cs_``.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from bertcore.analysis import corpus_search as CS
-from bertcore.analysis import syntax
+from bertcore.analysis.representations import corpus_search as CS
+from bertcore.analysis.representations import syntax
 from bertcore.data import DataError, cache_dir
 from bertcore.tokenizer import TextError, encode
 from explorer import heldout, resources, share, widgets

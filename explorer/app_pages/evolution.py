@@ -12,7 +12,7 @@ from pathlib import Path
 import streamlit as st
 
 from bertcore import runs
-from bertcore.analysis import emergence
+from bertcore.analysis.papers import emergence
 from bertcore.config import BertConfig, ConfigError
 from bertcore.data import DataError
 from bertcore.fill_mask import FillMaskError
@@ -44,7 +44,7 @@ def _unigram_exit(run_dir: Path) -> int | None:
 
 def _agreement_series(run_dir: Path, folders: tuple[str, ...], stamps: tuple[str, ...]) -> dict[str, list[float]]:
     """For runs on the generated agreement language: the best head's verb -> subject attention and the same head's
-    verb -> attractor attention per checkpoint (:mod:`bertcore.analysis.agreement`); {} for other runs."""
+    verb -> attractor attention per checkpoint (:mod:`bertcore.analysis.grammar.agreement`); {} for other runs."""
     if (runs.read_config(run_dir) or {}).get("args", {}).get("corpus") != "agreement":
         return {}
     found = [resources.agreement_summary(f, s) for f, s in zip(folders, stamps)]

@@ -1,7 +1,7 @@
 """Findings: published analyses of BERT recomputed on the selected model, beside the published numbers.
 
 Widgets -> ``explorer.heldout.findings`` (held-out BBC segments, one forward each, cached) ->
-``bertcore.analysis.published.comparison_rows`` / ``explorer.figures.findings``. Keys start with ``find_``.
+``bertcore.analysis.papers.published.comparison_rows`` / ``explorer.figures.findings``. Keys start with ``find_``.
 """
 
 import time
@@ -11,9 +11,9 @@ import pandas as pd
 import streamlit as st
 
 from bertcore import runs
-from bertcore.analysis import evalset, published
-from bertcore.analysis import findings as F
-from bertcore.analysis import syntax
+from bertcore.analysis.papers import evalset, published
+from bertcore.analysis.papers import findings as F
+from bertcore.analysis.representations import syntax
 from bertcore.data import DataError
 from bertcore.embeddings import InputError
 from bertcore.sources import PACKAGED_MLM

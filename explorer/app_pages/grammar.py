@@ -1,6 +1,7 @@
 """Grammar: which of two sentences the model prefers (pseudo-log-likelihood), and a minimal-pair suite.
 
-Widgets -> ``bertcore.analysis.scoring`` / ``bertcore.analysis.minimal_pairs`` -> ``explorer.figures.grammar``.
+Widgets -> ``bertcore.analysis.grammar.scoring`` / ``bertcore.analysis.grammar.minimal_pairs`` ->
+``explorer.figures.grammar``.
 Session-state keys start with ``gram_``.
 """
 
@@ -9,8 +10,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from bertcore.analysis import minimal_pairs as M
-from bertcore.analysis.scoring import PLL_METRICS, ScoringError
+from bertcore.analysis.grammar import minimal_pairs as M
+from bertcore.analysis.grammar.scoring import PLL_METRICS, ScoringError
 from bertcore.sources import PACKAGED_MLM
 from explorer import resources, share, widgets
 from explorer.figures import grammar as figs

@@ -5,7 +5,7 @@ import streamlit as st
 import torch
 
 from bertcore import fill_mask, masking
-from bertcore.analysis import logit_lens
+from bertcore.analysis.representations import logit_lens
 from bertcore.embeddings import InputError
 from bertcore.fill_mask import FillMaskError
 from bertcore.sources import PACKAGED_MLM

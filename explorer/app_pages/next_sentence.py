@@ -5,7 +5,7 @@ import random
 import streamlit as st
 
 from bertcore import next_sentence
-from bertcore.analysis.words import merge_vector, word_groups
+from bertcore.analysis.attention.words import merge_vector, word_groups
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError
 from explorer import resources, share, widgets

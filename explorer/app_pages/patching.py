@@ -1,13 +1,14 @@
 """Activation patching: which activations cause a prediction (clean vs corrupted input, one site at a time).
 
-Widgets -> ``bertcore.analysis.patching`` -> ``explorer.figures.patching``. Session-state keys start with ``pat_``.
+Widgets -> ``bertcore.analysis.causal.patching`` -> ``explorer.figures.patching``. Session-state keys start with
+``pat_``.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from bertcore.analysis import patching as P
+from bertcore.analysis.causal import patching as P
 from bertcore.fill_mask import mask_token_positions
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError, encode

@@ -1,6 +1,7 @@
 """Query-key map: one head's queries and keys over a set of sentences in one 2-D picture (AttentionViz).
 
-Widgets -> ``bertcore.analysis.query_key`` -> ``explorer.figures.query_key``. Session-state keys start with ``qk_``.
+Widgets -> ``bertcore.analysis.attention.query_key`` -> ``explorer.figures.query_key``. Session-state keys start with
+``qk_``.
 """
 
 from __future__ import annotations
@@ -8,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from bertcore.analysis import query_key as QK
-from bertcore.analysis import syntax
+from bertcore.analysis.attention import query_key as QK
+from bertcore.analysis.representations import syntax
 from explorer import resources, share, widgets
 from explorer.figures import attention as att_figures
 from explorer.figures import query_key as figs

@@ -3,8 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from bertcore import analysis
-from bertcore.analysis import syntax
+from bertcore.analysis.attention import activations
+from bertcore.analysis.representations import syntax
 from bertcore.sources import SourceError
 from bertcore.tokenizer import TextError, TokenizerError, compare_vocabularies, encode
 from explorer import resources, widgets
@@ -39,7 +39,7 @@ except TextError as exc:
 if enc.num_truncated:
     widgets.truncation_notice(len(enc) + enc.num_truncated, limit, f"Only the first {limit} are shown.")
 
-rows = analysis.word_rows(enc, tok)
+rows = activations.word_rows(enc, tok)
 n_unk = sum(t == tok.unk_token for t in enc.tokens)
 cols = st.columns(4)
 cols[0].metric("Tokens (with special)", len(enc))
@@ -115,7 +115,7 @@ table["pieces"] = [" ".join(f"\u200e{p}\u200e" for p in r["pieces"].split(" ")) 
 st.dataframe(table, hide_index=True, key="tok_words",
              column_config={"typed": "you typed", "normalized": "normalized", "pieces": "WordPiece tokens",
                             "n_pieces": "pieces", "unknown": "has [UNK]"})
-if any(analysis.show_invisible(t) != t for t in (text, text_pair) if t):
+if any(activations.show_invisible(t) != t for t in (text, text_pair) if t):
     st.caption("Your text contains invisible or control characters; they are not tokens.")
 
 st.subheader("Every token: id, segment id, attention mask")

@@ -5,7 +5,8 @@ import numpy as np
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from bertcore import analysis
+from bertcore import vectors
+from bertcore.analysis.representations import similarity
 from bertcore.tokenizer import TextError
 from explorer import resources, widgets
 from explorer.figures import similarity as sim_figures
@@ -120,8 +121,8 @@ if len(occ.pieces) > 1:
                "its vector is their mean.")
 
 layer = widgets.layer_picker("ws", n_layers, include_embeddings=True, default=n_layers)
-base_mean, base_std = analysis.random_pair_baseline(occ.others, occ.other_words, n_pairs=400, seed=0)
-sim = analysis.cosine_matrix(occ.vectors[:, layer])
+base_mean, base_std = similarity.random_pair_baseline(occ.others, occ.other_words, n_pairs=400, seed=0)
+sim = vectors.cosine_matrix(occ.vectors[:, layer])
 
 left, right = st.columns(2)
 with left:
@@ -138,14 +139,14 @@ with right:
     st.subheader("Two dimensions (PCA)")
     st.caption("The occurrences at the chosen layer, projected on their two main directions of variation "
                "(numbers match the matrix).")
-    points, explained = analysis.pca_2d(occ.vectors[:, layer])
+    points, explained = vectors.pca_2d(occ.vectors[:, layer])
     if not explained.any():
         st.info("Every occurrence has the same vector at this layer: before any attention layer, a word's "
                 "vector depends only on the word, its position and its segment.", icon=":material/info:")
     widgets.plotly_chart(sim_figures.pca_scatter(points, occ_labels, occ_senses, explained), key="ws_pca")
 
 st.subheader("Similarity across layers")
-same, different = analysis.similarity_by_layer(occ.vectors, occ_senses)
+same, different = similarity.similarity_by_layer(occ.vectors, occ_senses)
 if np.all(np.isnan(same)) and np.all(np.isnan(different)):
     st.info("Label the sentences with a sense (`sense | sentence`) to compare same-sense and "
             "different-sense pairs.", icon=":material/info:")

@@ -51,7 +51,7 @@ def suite_figure(accuracy: Mapping[str, Mapping[str, float]]) -> go.Figure:
 
     Args:
         accuracy: ``{paradigm: {"pll": share, "critical": share or NaN, "n": pairs}}``
-            (:func:`bertcore.analysis.minimal_pairs.accuracy_by_paradigm`).
+            (:func:`bertcore.analysis.grammar.minimal_pairs.accuracy_by_paradigm`).
     Raises:
         ValueError: empty.
     """

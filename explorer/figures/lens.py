@@ -1,4 +1,5 @@
-"""Figures of the logit lens (:mod:`bertcore.analysis.logit_lens`): the top token of every layer at every
+"""Figures of the logit lens (:mod:`bertcore.analysis.representations.logit_lens`): the top token of every layer at
+every
 position, and how the final guess at chosen positions rises through the layers."""
 
 from __future__ import annotations

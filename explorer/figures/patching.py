@@ -1,4 +1,4 @@
-"""Figures of activation patching (:mod:`bertcore.analysis.patching`): the restored share of the clean metric
+"""Figures of activation patching (:mod:`bertcore.analysis.causal.patching`): the restored share of the clean metric
 per site, 0 = the corrupted run, 1 = the clean run."""
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ def probe_weights_figure(weights: np.ndarray) -> go.Figure:
     candidate's score, blue lowers it.
 
     Args:
-        weights: ``(2, L, H)`` (:attr:`bertcore.analysis.syntax_probe.AttentionProbe.weights`).
+        weights: ``(2, L, H)`` (:attr:`bertcore.analysis.representations.syntax_probe.AttentionProbe.weights`).
     Raises:
         ValueError: another shape.
     """
@@ -127,7 +127,8 @@ def probe_weights_figure(weights: np.ndarray) -> go.Figure:
 
 def probe_figure(results: dict) -> go.Figure:
     """Probe accuracy by layer (0 = embeddings) for each task, beside its control task and majority baseline,
-    with the expected layer marked (``results``: task name -> :class:`bertcore.analysis.probes.ProbeResult`)."""
+    with the expected layer marked (``results``: task name ->
+    :class:`bertcore.analysis.representations.probes.ProbeResult`)."""
     from plotly.subplots import make_subplots
 
     if not results:

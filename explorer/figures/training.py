@@ -1,5 +1,5 @@
-"""Figures of training runs: curves, progress, probe predictions, test results, and how a model
-changes across a run's checkpoints.
+"""Figures of training runs: curves, progress, probe predictions (a fine-tuning run's test results are
+:mod:`explorer.figures.classification`).
 
 Pure functions: plain data (the records of a run directory, numpy arrays, labels) in,
 ``plotly.graph_objects.Figure`` (or a small dataclass / list of rows) out. No Streamlit here.
@@ -17,11 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from bertcore.analysis import emergence
+from bertcore.analysis.papers import emergence
 
 # Which metric keys each task logs (CONTRACTS.md, metrics.jsonl).
 LOSS_KEYS: dict[str, tuple[str, ...]] = {"pretrain": ("loss", "mlm_loss", "nsp_loss"), "finetune": ("loss",)}
@@ -62,7 +61,7 @@ def _empty(title: str, message: str, height: int = 320) -> go.Figure:
     return fig
 
 
-def _finite(value: Any) -> float | None:
+def finite_number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     value = float(value)
@@ -75,7 +74,7 @@ def metric_series(records: Sequence[Mapping[str, Any]], key: str,
     value for ``key`` are skipped (a run logs some keys only on some steps)."""
     records = _check_records(records, "metrics")
     pairs = sorted((int(r["step"]), v) for r in records if r.get("split", "train") == split
-                   and (v := _finite(r.get(key))) is not None)
+                   and (v := finite_number(r.get(key))) is not None)
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
@@ -147,7 +146,7 @@ def loss_figure(records: Sequence[Mapping[str, Any]], task: str, total_steps: in
     """
     fig = curves_figure(records, _task_keys(LOSS_KEYS, task), title="Loss", yaxis_title="cross-entropy",
                         total_steps=total_steps)
-    unigram = _finite(reference_of(records).get("unigram_loss"))
+    unigram = finite_number(reference_of(records).get("unigram_loss"))
     if task == "pretrain" and fig.data and unigram is not None:
         _hline(fig, unigram, f"unigram (frequency-only) MLM loss {unigram:.2f}", _x_end(records, total_steps), "dash")
         step = unigram_exit_step(records, unigram)
@@ -159,9 +158,9 @@ def loss_figure(records: Sequence[Mapping[str, Any]], task: str, total_steps: in
 
 
 def unigram_exit_step(records: Sequence[Mapping[str, Any]], unigram: float) -> int | None:
-    """:func:`bertcore.analysis.emergence.left_unigram_line` of the held-out MLM loss (``split == "val"``)."""
+    """:func:`bertcore.analysis.papers.emergence.left_unigram_line` of the held-out MLM loss (``split == "val"``)."""
     val = [(int(r["step"]), float(r["mlm_loss"])) for r in records
-           if r.get("split") == "val" and _finite(r.get("mlm_loss")) is not None]
+           if r.get("split") == "val" and finite_number(r.get("mlm_loss")) is not None]
     return emergence.left_unigram_line(*zip(*val), unigram) if val else None
 
 
@@ -176,12 +175,12 @@ def accuracy_figure(records: Sequence[Mapping[str, Any]], task: str, total_steps
         if task == "pretrain":
             x_end = _x_end(records, total_steps)
             ref = reference_of(records)
-            rate = _finite(ref.get("most_frequent_token_rate"))
+            rate = finite_number(ref.get("most_frequent_token_rate"))
             if rate is not None:
                 token = ref.get("most_frequent_token")
                 _hline(fig, rate, f"always the most frequent token{f' ({token})' if token else ''}: {rate:.1%}",
                        x_end, "dash")
-            if any(_finite(r.get("nsp_acc")) is not None for r in records):
+            if any(finite_number(r.get("nsp_acc")) is not None for r in records):
                 _hline(fig, 0.5, "NSP chance (50%)", x_end, "dot", PALETTE[3])
     return fig
 
@@ -189,7 +188,7 @@ def accuracy_figure(records: Sequence[Mapping[str, Any]], task: str, total_steps
 # ----------------------------------------------------------------------------- progress
 def format_duration(seconds: float | None) -> str:
     """``75`` -> ``'1 min 15 s'``; ``None`` or not finite -> ``'unknown'``."""
-    value = _finite(seconds)
+    value = finite_number(seconds)
     if value is None or value < 0:
         return "unknown"
     s = int(round(value))
@@ -219,9 +218,9 @@ def progress_summary(status: Mapping[str, Any]) -> Progress:
     if not isinstance(status, Mapping) or "state" not in status:
         raise ValueError("status must be the dict of a run's status.json (with a 'state')")
     state = status["state"]
-    step = int(_finite(status.get("step")) or 0)
-    total = int(_finite(status.get("total_steps")) or 0)
-    budget, elapsed = _finite(status.get("time_budget_s")), _finite(status.get("elapsed_s"))
+    step = int(finite_number(status.get("step")) or 0)
+    total = int(finite_number(status.get("total_steps")) or 0)
+    budget, elapsed = finite_number(status.get("time_budget_s")), finite_number(status.get("elapsed_s"))
     fraction = min(1.0, max(0.0, step / total)) if total > 0 else 0.0
     if budget and elapsed is not None:  # a time budget: progress in time (or steps, whichever is further)
         fraction = max(fraction, min(1.0, max(0.0, elapsed / budget)))
@@ -232,7 +231,7 @@ def progress_summary(status: Mapping[str, Any]) -> Progress:
         parts.insert(1, f"{format_duration(elapsed)} of {format_duration(budget)} ({fraction:.0%})")
     if state == "running":
         parts.append(f"ETA {format_duration(status.get('eta_s'))}")
-    tps = _finite(status.get("tokens_per_s"))
+    tps = finite_number(status.get("tokens_per_s"))
     if tps is not None:
         parts.append(f"{tps:,.0f} tokens/s")
     return Progress(fraction, " · ".join(parts))
@@ -251,7 +250,7 @@ def _check_probe(record: Any) -> list[list[tuple[str, float]]]:
             raise ValueError(f"probe predictions[{m}] must be a list of [token, probability] pairs")
         pairs = []
         for c in cands:
-            if not isinstance(c, Sequence) or isinstance(c, str) or len(c) != 2 or _finite(c[1]) is None:
+            if not isinstance(c, Sequence) or isinstance(c, str) or len(c) != 2 or finite_number(c[1]) is None:
                 raise ValueError(f"probe predictions[{m}] holds {c!r}; expected [token, probability]")
             pairs.append((str(c[0]), float(c[1])))
         out.append(pairs)
@@ -298,106 +297,3 @@ def probe_rows(records: Sequence[Mapping[str, Any]], last: int = 10) -> list[dic
             row[f"[MASK] #{m + 1}"] = f"{best[0]} ({best[1]:.1%})"
         rows.append(row)
     return rows
-
-
-# ----------------------------------------------------------------------------- fine-tuning results
-def _check_matrix(matrix: Any, labels: Sequence[str] | None) -> tuple[np.ndarray, list[str]]:
-    arr = np.asarray(matrix, dtype=float)
-    if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] == 0:
-        raise ValueError(f"a confusion matrix must be square (classes x classes), got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)) or (arr < 0).any():
-        raise ValueError("a confusion matrix holds counts: finite and >= 0")
-    n = arr.shape[0]
-    labels = [str(x) for x in labels] if labels is not None else [str(i) for i in range(n)]
-    if len(labels) != n:
-        raise ValueError(f"{len(labels)} labels for a {n} x {n} confusion matrix; give one label per class")
-    return arr, labels
-
-
-def confusion_matrix_figure(matrix: Any, labels: Sequence[str] | None = None, *, normalize: bool = True,
-                            title: str = "Confusion matrix (test set)") -> go.Figure:
-    """Heatmap of a confusion matrix (rows: true class, columns: predicted), each cell annotated
-    with its count (and the row fraction when ``normalize``, which also colours by row fraction).
-
-    Raises:
-        ValueError: not square, negative or non-finite counts, or a label count that does not match.
-    """
-    arr, labels = _check_matrix(matrix, labels)
-    rows = arr.sum(axis=1, keepdims=True)
-    frac = np.divide(arr, rows, out=np.zeros_like(arr), where=rows > 0)
-    z = frac if normalize else arr
-    text = [[f"{int(arr[i, j]):,}" + (f"<br>{frac[i, j]:.0%}" if normalize else "") for j in range(len(labels))]
-            for i in range(len(labels))]
-    fig = go.Figure(go.Heatmap(
-        z=z, x=labels, y=labels, text=text, texttemplate="%{text}", colorscale="Blues",
-        zmin=0, zmax=1 if normalize else None, colorbar=dict(title="row share" if normalize else "count"),
-        hovertemplate="true %{y}<br>predicted %{x}<br>%{text}<extra></extra>"))
-    fig.update_layout(title=title, height=140 + 60 * len(labels), margin=dict(l=80, r=20, t=50, b=60),
-                      xaxis=dict(title="predicted", side="bottom"),
-                      yaxis=dict(title="true", autorange="reversed"))
-    return fig
-
-
-def report_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Rows of a scikit-learn ``classification_report(..., output_dict=True)``: one per class, then
-    macro and weighted averages; ``accuracy`` (a bare number there) becomes its own row.
-
-    Raises:
-        ValueError: not a dict of dicts with precision / recall / f1-score.
-    """
-    if not isinstance(report, Mapping) or not report:
-        raise ValueError("a classification report must be a non-empty dict (sklearn output_dict=True)")
-    rows = []
-    for name, value in report.items():
-        if isinstance(value, Mapping):
-            missing = {"precision", "recall", "f1-score"} - set(value)
-            if missing:
-                raise ValueError(f"report row {name!r} lacks {sorted(missing)}")
-            rows.append({"class": str(name), "precision": float(value["precision"]), "recall": float(value["recall"]),
-                         "f1-score": float(value["f1-score"]), "support": int(value.get("support", 0))})
-        elif _finite(value) is not None:
-            rows.append({"class": str(name), "precision": None, "recall": None, "f1-score": float(value),
-                         "support": None})
-        else:
-            raise ValueError(f"report entry {name!r} is neither a row (dict) nor a number")
-    return rows
-
-
-def baseline_comparison_figure(model: Mapping[str, float], baseline: Mapping[str, float],
-                               metrics: Sequence[str] | None = None, *, names: tuple[str, str] = (
-                                   "fine-tuned BERT", "TF-IDF + logistic regression"),
-                               majority: float | None = None) -> go.Figure:
-    """Grouped bars: the fine-tuned model's test metrics beside the baseline's, on the same split.
-
-    Args:
-        model / baseline: metric name -> value in [0, 1] (e.g. ``accuracy``, ``macro_f1``).
-        metrics: which to show (default: those both have, in ``model``'s order).
-        majority: accuracy of always predicting the most frequent class, drawn as a line.
-    Raises:
-        ValueError: no metric in common, or a value outside [0, 1].
-    """
-    if not isinstance(model, Mapping) or not isinstance(baseline, Mapping):
-        raise ValueError("model and baseline must be dicts of metric name -> value")
-    if metrics is None:
-        metrics = [k for k in model if k in baseline and _finite(model[k]) is not None
-                   and _finite(baseline[k]) is not None]
-    if not metrics:
-        raise ValueError(f"no metric in common to compare (model has {sorted(model)}, baseline {sorted(baseline)})")
-    for name, values in ((names[0], model), (names[1], baseline)):
-        for k in metrics:
-            v = _finite(values.get(k))
-            if v is None or not 0 <= v <= 1:
-                raise ValueError(f"{name}: metric {k!r} must be a number in [0, 1], got {values.get(k)!r}")
-    labels = [METRIC_LABELS.get(k, k.replace("_", " ")) for k in metrics]
-    fig = go.Figure()
-    for (name, values), color in zip(((names[0], model), (names[1], baseline)), (PALETTE[0], "#999999")):
-        vals = [float(values[k]) for k in metrics]
-        fig.add_trace(go.Bar(name=name, x=labels, y=vals, marker_color=color, text=[f"{v:.3f}" for v in vals],
-                             textposition="outside"))
-    if majority is not None and _finite(majority) is not None:
-        fig.add_hline(y=float(majority), line=dict(dash="dash", color="#666"),
-                      annotation_text=f"majority class {float(majority):.3f}", annotation_position="bottom right")
-    fig.update_layout(title="Test set: fine-tuned BERT vs. baseline", barmode="group", height=360,
-                      yaxis=dict(range=[0, 1.1], title="score"), margin=dict(l=50, r=20, t=50, b=40),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
-    return fig

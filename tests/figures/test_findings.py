@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertcore.analysis import findings as F
+from bertcore.analysis.papers import findings as F
 from explorer.figures import findings as figs
 
 

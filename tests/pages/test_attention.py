@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertcore.analysis import rollout
+from bertcore.analysis.attention import rollout
 from bertcore.sources import PACKAGED
 from bertcore.tokenizer import encode
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bertcore.analysis import compare
+from bertcore.analysis.representations import compare
 from bertcore import sources
 from bertcore.sources import load
 

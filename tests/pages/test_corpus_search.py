@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from bertcore import sources
-from bertcore.analysis import corpus_search as CS
+from bertcore.analysis.representations import corpus_search as CS
 
 from .conftest import BAD_TEXTS, assert_clean, messages, page
 

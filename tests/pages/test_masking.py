@@ -139,7 +139,7 @@ def test_switches_to_the_packaged_mlm_in_one_click():
 def test_the_logit_lens_decodes_every_layer_and_ends_at_the_prediction():
     """Default model (MiniLM-MLM, no click): the lens grid's last row is the model's own top-1 at every fed
     position, and its line chart ends at the top guess's probability at the typed [MASK]."""
-    from bertcore.analysis.logit_lens import logit_lens
+    from bertcore.analysis.representations.logit_lens import logit_lens
 
     from .conftest import array, chart_specs
 
@@ -198,7 +198,7 @@ def test_first_visit_shows_predictions_with_no_click():
 def test_the_tuned_lens_is_read_from_disk_and_drawn(monkeypatch, tmp_path):
     """A lens fitted for the model (here a short fit, saved where the page looks) is used when the toggle is
     on: the grid's title says so, its last row is still the model's prediction, and the KL chart appears."""
-    from bertcore.analysis import logit_lens as LL
+    from bertcore.analysis.representations import logit_lens as LL
     from explorer import resources
 
     from .conftest import chart_specs
@@ -227,7 +227,7 @@ def test_the_tuned_lens_is_read_from_disk_and_drawn(monkeypatch, tmp_path):
 def test_a_rewritten_tuned_lens_file_is_used(monkeypatch, tmp_path):
     """The lens drawing is cached per tuned-lens file version: replacing the file (here by an untrained lens,
     which is the plain logit lens) changes the grid to the new lens's decoding."""
-    from bertcore.analysis import logit_lens as LL
+    from bertcore.analysis.representations import logit_lens as LL
     from explorer import resources
     from explorer.figures.tokens import _plain
 

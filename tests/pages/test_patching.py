@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bertcore import sources
-from bertcore.analysis import patching as P
+from bertcore.analysis.causal import patching as P
 from bertcore.fill_mask import mask_token_positions
 from bertcore.tokenizer import encode
 

@@ -1,0 +1,132 @@
+"""Open every page of the app with every default in Chromium, time its first paint and take a screenshot.
+
+    python bench/screenshot_pages.py --out /tmp/shots/after                  # this checkout
+    python bench/screenshot_pages.py --root /tmp/old-checkout --out /tmp/shots/before
+    python bench/screenshot_pages.py --compare /tmp/shots/before /tmp/shots/after
+
+Each page is opened by its URL in a fresh tab of one browser (caches of the server stay warm across pages, as
+for a user who clicks through; the first page pays the model load). First paint = from navigation start to
+the page's last DOM change once Streamlit's run has ended and every chart has drawn (the clock and the
+"settled" rule of ``bench/bench_page_load.py``). ``--compare`` prints, per page, the share of pixels that
+differ between two shot folders (same size required) and writes a diff image where they do.
+Needs ``/usr/bin/chromium`` (``bash .ci/install-browser.sh``). Prints the load average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_page_load import SETTLED, WATCH  # noqa: E402
+
+
+def page_slugs(root: Path) -> list[str]:
+    """The URL path of every page, in sidebar order, read from ``app.py``'s ``page("file", ...)`` lines."""
+    import re
+
+    files = re.findall(r'page\("(\w+)"', (root / "app.py").read_text())
+    return ["" if f == "overview" else f for f in files]
+
+
+def serve(root: Path, port: int) -> subprocess.Popen:
+    env = {**os.environ, "BERT_EXPLORER_RUNS": tempfile.mkdtemp(), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(root)}
+    srv = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+                            "--server.port", str(port), "--server.address", "127.0.0.1"], cwd=root, env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(480):
+        try:
+            socket.create_connection(("127.0.0.1", port), 1).close()
+            return srv
+        except OSError:
+            time.sleep(0.5)
+    srv.terminate()
+    raise RuntimeError("the app did not start in 4 minutes")
+
+
+def shoot(root: Path, out: Path, port: int, pages: list[str] | None, width: int, height: int) -> None:
+    from playwright.sync_api import sync_playwright
+
+    out.mkdir(parents=True, exist_ok=True)
+    slugs = pages or page_slugs(root)
+    print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
+    srv = serve(root, port)
+    times = {}
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"),
+                                        args=["--no-sandbox"])
+            for slug in slugs:
+                tab = browser.new_page(viewport={"width": width, "height": height})
+                tab.add_init_script(WATCH)
+                tab.goto(f"http://127.0.0.1:{port}/{slug}")
+                tab.wait_for_selector('[data-testid="stSidebarNavLink"]', timeout=600_000)
+                tab.wait_for_timeout(300)
+                tab.wait_for_function(SETTLED, arg=700, timeout=600_000, polling=100)
+                seconds = tab.evaluate("() => window.__lastMutation") / 1000  # from navigation start
+                errors = tab.locator('[data-testid="stException"]').count()
+                name = slug or "overview"
+                tab.screenshot(path=str(out / f"{name}.png"), full_page=True)
+                times[name] = {"first_paint_s": round(seconds, 2), "exceptions": errors}
+                print(f"{name:15s} {seconds:7.2f} s  exceptions: {errors}", flush=True)
+                tab.close()
+            browser.close()
+    finally:
+        srv.terminate()
+    load = os.getloadavg()[0]
+    print(f"load average after: {load:.2f}")
+    (out / "times.json").write_text(json.dumps({"pages": times, "load_after": load}, indent=1))
+
+
+def compare(a: Path, b: Path) -> int:
+    import numpy as np
+    from PIL import Image
+
+    changed = 0
+    for pa in sorted(a.glob("*.png")):
+        pb = b / pa.name
+        if not pb.exists():
+            print(f"{pa.stem:15s} missing in {b}")
+            changed += 1
+            continue
+        x, y = np.asarray(Image.open(pa).convert("RGB")), np.asarray(Image.open(pb).convert("RGB"))
+        if x.shape != y.shape:
+            print(f"{pa.stem:15s} size {x.shape[:2]} -> {y.shape[:2]}")
+            changed += 1
+            continue
+        diff = (np.abs(x.astype(int) - y.astype(int)).sum(-1) > 0)
+        share = diff.mean()
+        print(f"{pa.stem:15s} {share:8.4%} of pixels differ")
+        if share:
+            changed += 1
+            Image.fromarray((diff * 255).astype("uint8")).save(b / f"{pa.stem}.diff.png")
+    return changed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--root", type=Path, default=ROOT, help="the checkout whose app is served")
+    ap.add_argument("--out", type=Path, help="folder for the screenshots and times.json")
+    ap.add_argument("--pages", nargs="*", help="page paths (default: every page of app.py)")
+    ap.add_argument("--port", type=int, default=8771)
+    ap.add_argument("--width", type=int, default=1400)
+    ap.add_argument("--height", type=int, default=1000)
+    ap.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
+    args = ap.parse_args()
+    if args.compare:
+        sys.exit(1 if compare(*args.compare) else 0)
+    if not args.out:
+        ap.error("--out is required (or --compare BEFORE AFTER)")
+    shoot(args.root.resolve(), args.out, args.port, args.pages, args.width, args.height)
+
+
+if __name__ == "__main__":
+    main()

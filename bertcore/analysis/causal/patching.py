@@ -1,0 +1,296 @@
+"""Activation patching: which activations *cause* a prediction (Meng et al. 2022, "Locating and Editing Factual
+Associations in GPT", causal tracing; Wang et al. 2023, IOI; Heimersheim & Nanda 2024, "How to use and
+interpret activation patching").
+
+Run a clean and a corrupted input of the same length; then rerun the corrupted input with one activation
+replaced by the clean run's, and measure how much of the clean behaviour comes back:
+
+    patched effect = (metric(patched) - metric(corrupted)) / (metric(clean) - metric(corrupted))
+
+so 0 = the corrupted run, 1 = the clean run. Sites (layers numbered from 1; 0 = the embedding output):
+
+- ``resid`` (layer 0..L, position): the residual stream, i.e. ``hidden_states[layer]`` at one position;
+- ``attn`` (layer 1..L, position): the attention sub-layer's output projection (``attention.output.dense``),
+  before it is added to the residual stream;
+- ``mlp`` (layer 1..L, position): the feed-forward output (``output.dense``), before the residual add;
+- ``head`` (layer 1..L, head): one head's context vectors (its slice of the input of ``attention.output.dense``)
+  at every position.
+
+Implemented with forward hooks on the modules of :class:`bertcore.model.BertModel` (removed afterwards, so the
+model is left exactly as it was), not with a copy of the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ...attention import additive_mask
+
+KINDS = ("resid", "attn", "mlp", "head")
+
+
+class PatchingError(ValueError):
+    """Inputs that cannot be patched (the message says why)."""
+
+
+def _encoder(model: torch.nn.Module):
+    base = getattr(model, "base_model", model)
+    if not hasattr(base, "encoder") or not hasattr(base, "embeddings"):
+        raise PatchingError("activation patching needs a bertcore BERT (embeddings + encoder)")
+    return base
+
+
+def _module(base, kind: str, layer: int) -> torch.nn.Module:
+    n = len(base.encoder.layer)
+    if kind == "resid":
+        if not 0 <= layer <= n:
+            raise PatchingError(f"resid layers are 0..{n}; got {layer}")
+        return base.embeddings if layer == 0 else base.encoder.layer[layer - 1]
+    if not 1 <= layer <= n:
+        raise PatchingError(f"{kind} layers are 1..{n}; got {layer}")
+    lay = base.encoder.layer[layer - 1]
+    return {"attn": lay.attention.output.dense, "mlp": lay.output.dense, "head": lay.attention.output.dense}[kind]
+
+
+def _out(x):
+    return x[0] if isinstance(x, tuple) else x
+
+
+@torch.no_grad()
+def record(model: torch.nn.Module,
+           inputs: dict[str, torch.Tensor]) -> tuple[object, dict[tuple[str, int], torch.Tensor]]:
+    """Run ``model(**inputs)`` and keep every patchable activation.
+
+    Returns:
+        ``(output, cache)`` with ``cache[(kind, layer)]`` of shape ``(1, T, H)`` (``head``: the context vectors
+        ``(1, T, heads * head_size)``).
+    """
+    base = _encoder(model)
+    cache: dict[tuple[str, int], torch.Tensor] = {}
+    hooks = []
+    n = len(base.encoder.layer)
+
+    def keep(key):
+        return lambda mod, args, out: cache.__setitem__(key, _out(out).detach().clone())
+
+    def keep_input(key):
+        return lambda mod, args: cache.__setitem__(key, args[0].detach().clone())
+
+    try:
+        for layer in range(n + 1):
+            hooks.append(_module(base, "resid", layer).register_forward_hook(keep(("resid", layer))))
+        for layer in range(1, n + 1):
+            hooks.append(_module(base, "attn", layer).register_forward_hook(keep(("attn", layer))))
+            hooks.append(_module(base, "mlp", layer).register_forward_hook(keep(("mlp", layer))))
+            hooks.append(_module(base, "head", layer).register_forward_pre_hook(keep_input(("head", layer))))
+        output = model(**inputs)
+    finally:
+        for h in hooks:
+            h.remove()
+    return output, cache
+
+
+@contextmanager
+def patch(model: torch.nn.Module, kind: str, layer: int, clean: torch.Tensor, positions=None,
+          head: int | None = None) -> Iterator[None]:
+    """Within the ``with`` block, the activation ``(kind, layer)`` takes the values of ``clean`` (its recorded
+    ``(1, T, H)``) at ``positions`` (None: all; an empty list: none), or, for ``kind="head"``, head ``head``'s
+    slice at every position.
+
+    Raises:
+        PatchingError: an unknown kind, a layer or head out of range, or a shape that does not match.
+    """
+    if kind not in KINDS:
+        raise PatchingError(f"kind must be one of {KINDS}; got {kind!r}")
+    base = _encoder(model)
+    module = _module(base, kind, layer)
+    cfg = base.config
+    if kind == "head":
+        if head is None or not 0 <= head < cfg.num_attention_heads:
+            raise PatchingError(f"head must be in 0..{cfg.num_attention_heads - 1}; got {head}")
+        size = cfg.hidden_size // cfg.num_attention_heads
+        cols = slice(head * size, (head + 1) * size)
+
+        def pre(mod, args):
+            x = args[0].clone()
+            if x.shape != clean.shape:
+                raise PatchingError(f"the clean run has shape {tuple(clean.shape)}, this one {tuple(x.shape)}")
+            x[..., cols] = clean[..., cols]
+            return (x, *args[1:])
+
+        handle = module.register_forward_pre_hook(pre)
+    else:
+        def post(mod, args, out):
+            x = _out(out)
+            if x.shape != clean.shape:
+                raise PatchingError(f"the clean run has shape {tuple(clean.shape)}, this one {tuple(x.shape)}")
+            x = x.clone()
+            idx = slice(None) if positions is None else torch.as_tensor(list(positions), dtype=torch.long)
+            x[:, idx] = clean[:, idx]
+            return (x, *out[1:]) if isinstance(out, tuple) else x
+
+        handle = module.register_forward_hook(post)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+# ----------------------------------------------------------------------------- metrics
+# A metric maps the encoder's last hidden state of a batch to one value per row: ``metric(model,
+# last_hidden_state (B, T, H)) -> (B,)`` float. It applies only the head it reads (one position of the MLM head,
+# or the pooler and the NSP / class head), so a scan never projects every position onto the vocabulary.
+Metric = Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]
+
+
+def logit_diff(position: int, good_id: int, bad_id: int) -> Metric:
+    """MLM logit of ``good_id`` minus that of ``bad_id`` at ``position`` (e.g. a [MASK]: "are" - "is"), from the
+    model's ``cls.predictions`` head (HF ``BertLMPredictionHead``)."""
+    def metric(model, last):
+        logits = model.cls.predictions(last[:, position])  # (B, V)
+        return (logits[:, good_id] - logits[:, bad_id]).detach()
+    return metric
+
+
+def p_is_next() -> Metric:
+    """P(IsNext) of the NSP head (``cls.seq_relationship`` on the pooled [CLS])."""
+    def metric(model, last):
+        return torch.softmax(model.cls.seq_relationship(_encoder(model).pooler(last)).float(), -1)[:, 0].detach()
+    return metric
+
+
+def class_logit(label: int) -> Metric:
+    """The sequence classifier's logit of class ``label`` (``classifier`` on the pooled [CLS]; eval mode)."""
+    def metric(model, last):
+        return model.classifier(model.dropout(_encoder(model).pooler(last)))[:, label].detach()
+    return metric
+
+
+@torch.no_grad()
+def measure(model: torch.nn.Module, inputs: dict[str, torch.Tensor], metric: Metric) -> torch.Tensor:
+    """``metric`` on ``model``'s encoder run on ``inputs`` (hooks of :func:`patch` apply): ``(B,)`` float."""
+    return metric(model, _encoder(model)(**inputs).last_hidden_state).float()
+
+
+@dataclass
+class PatchingResult:
+    """``effects[kind]``: ``(layers, T)`` for resid (layers 0..L), attn and mlp (1..L); ``(L, heads)`` for head;
+    normalised (0 = corrupted, 1 = clean). ``clean`` / ``corrupted``: the metric of each run."""
+
+    effects: dict[str, np.ndarray]
+    clean: float
+    corrupted: float
+
+
+def _row_patch(base, kind: str, layer: int, clean: torch.Tensor, first: int, n: int):
+    """A hook that patches, in rows ``first .. first + n - 1`` of a batch, site ``b`` of ``(kind, layer)`` in row
+    ``first + b``: position b (attn / mlp) or head b (head); other rows pass unchanged. Returns the hook handle."""
+    module = _module(base, kind, layer)
+    rows, sites = torch.arange(first, first + n), torch.arange(n)
+    if kind == "head":
+        cfg = base.config
+        size = cfg.hidden_size // cfg.num_attention_heads
+        cols = torch.arange(cfg.hidden_size)[None, :] // size == sites[:, None]  # (n, H): row b holds head b
+
+        def pre(mod, args):
+            x = args[0].clone()
+            x[rows] = torch.where(cols[:, None, :], clean.expand(n, -1, -1), x[rows])
+            return (x, *args[1:])
+
+        return module.register_forward_pre_hook(pre)
+
+    def post(mod, args, out):
+        x = _out(out).clone()
+        x[rows, sites] = clean[0, sites]  # row first + b, position b
+        return (x, *out[1:]) if isinstance(out, tuple) else x
+
+    return module.register_forward_hook(post)
+
+
+def _patched_resid(corrupted: torch.Tensor, clean: torch.Tensor) -> torch.Tensor:
+    """``(T, T, H)``: T copies of the corrupted ``(1, T, H)`` residual stream, row b with position b clean."""
+    t = corrupted.shape[1]
+    x = corrupted.expand(t, -1, -1).clone()
+    x[torch.arange(t), torch.arange(t)] = clean[0]
+    return x
+
+
+@torch.no_grad()
+def scan(model: torch.nn.Module, clean_inputs: dict[str, torch.Tensor], corrupted_inputs: dict[str, torch.Tensor],
+         metric: Metric, kinds=KINDS, progress=None) -> PatchingResult:
+    """Patch every site of ``kinds``, one site per run, and measure ``metric``.
+
+    How the patched runs are batched: every site of layer l (its attn and mlp outputs at each position, each
+    head, and the residual stream entering it at each position) leaves layers 1..l-1 exactly as in the
+    corrupted run, so their runs start at layer l from the corrupted run's recorded residual stream
+    (:meth:`bertcore.encoder.BertEncoder.forward`'s ``start_layer``) as one batch of up to 3T + heads rows, row r
+    patching one site. A scan is L batches through on average (L + 1) / 2 layers, plus the last residual stream,
+    which only the head reads; and a metric applies only the head it reads, at one position.
+
+    Args:
+        model: a bertcore model in eval mode (with the head ``metric`` reads).
+        clean_inputs / corrupted_inputs: ``{"input_ids", "attention_mask", "token_type_ids"}`` of shape (1, T),
+            the same T.
+        metric: :func:`logit_diff`, :func:`p_is_next`, :func:`class_logit` (or any :data:`Metric`).
+        progress: optional ``callable(done, total)`` over the L + 1 batches.
+    Returns:
+        :class:`PatchingResult` with ``effects`` for each kind in ``kinds``.
+    Raises:
+        PatchingError: inputs of different lengths, an unknown kind, or clean and corrupted give the same metric
+        (nothing to explain: the normalisation would divide by zero).
+    """
+    t_clean, t_corr = clean_inputs["input_ids"].shape[-1], corrupted_inputs["input_ids"].shape[-1]
+    if t_clean != t_corr:
+        raise PatchingError(f"the clean input has {t_clean} tokens and the corrupted one {t_corr}: patching needs "
+                            "inputs of the same length (align them, e.g. by padding the shorter with a neutral word)")
+    if unknown := set(kinds) - set(KINDS):
+        raise PatchingError(f"kinds must be among {KINDS}; got {sorted(unknown)}")
+    base = _encoder(model)
+    n, heads, t = len(base.encoder.layer), base.config.num_attention_heads, t_clean
+    out_clean, clean = record(base, clean_inputs)
+    out_corr, corr = record(base, corrupted_inputs)
+    m_clean = float(metric(model, out_clean.last_hidden_state)[0])
+    m_corr = float(metric(model, out_corr.last_hidden_state)[0])
+    if abs(m_clean - m_corr) < 1e-9:
+        raise PatchingError(f"the metric is the same on both inputs ({m_clean:.4g}): nothing to restore")
+    mask = additive_mask(corrupted_inputs.get("attention_mask"), out_corr.last_hidden_state.dtype)
+
+    def normalise(values: torch.Tensor) -> np.ndarray:
+        return ((values.float() - m_corr) / (m_clean - m_corr)).numpy()
+
+    effects = {k: np.zeros((n + 1 if k == "resid" else n, heads if k == "head" else t)) for k in kinds}
+    for layer in range(1, n + 1):  # the sites of layer `layer` and the residual stream entering it
+        parts, hooks = [], []
+        if "resid" in kinds:
+            parts.append(("resid", _patched_resid(corr[("resid", layer - 1)], clean[("resid", layer - 1)])))
+        for kind in ("attn", "mlp", "head"):
+            if kind in kinds:
+                width = heads if kind == "head" else t
+                first = sum(len(x) for _, x in parts)
+                hooks.append(_row_patch(base, kind, layer, clean[(kind, layer)], first, width))
+                parts.append((kind, corr[("resid", layer - 1)].expand(width, -1, -1)))
+        try:
+            last = base.encoder(torch.cat([x for _, x in parts]), mask, start_layer=layer - 1)[0]
+            values = normalise(metric(model, last))
+        finally:
+            for h in hooks:
+                h.remove()
+        first = 0
+        for kind, x in parts:  # row layer - 1: resid's is the stream entering layer `layer`, the others' layer itself
+            effects[kind][layer - 1] = values[first:first + len(x)]
+            first += len(x)
+        if progress is not None:
+            progress(layer, n + 1)
+    if "resid" in kinds:  # the last layer's output: only the final LayerNorm (pre-LN) and the head read it
+        x = _patched_resid(corr[("resid", n)], clean[("resid", n)])
+        if hasattr(base.encoder, "LayerNorm"):
+            x = base.encoder.LayerNorm(x)
+        effects["resid"][n] = normalise(metric(model, x))
+    if progress is not None:
+        progress(n + 1, n + 1)
+    return PatchingResult(effects, m_clean, m_corr)

@@ -1,0 +1,8 @@
+"""Which of two sentences the model prefers.
+
+    scoring        pseudo-log-likelihood of a sentence (Salazar et al. 2020): pseudo_log_likelihood
+    minimal_pairs  a minimal-pair suite by paradigm (BLiMP-style, generated from a seed)
+    agreement      the subject-verb head on the generated agreement language
+"""
+
+__all__ = ["scoring", "minimal_pairs", "agreement"]

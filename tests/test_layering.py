@@ -1,0 +1,145 @@
+"""The import rule of docs/LAYERING.md: no circle, and every import of bertcore/, explorer/ and app.py goes down
+the table of layers (read from the doc itself, so the doc is the rule)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+from .conftest import ROOT
+
+DOC = ROOT / "docs" / "LAYERING.md"
+
+
+def read_layers(doc: Path = DOC) -> dict[str, int]:
+    """``{module prefix: row}`` from the table between ``<!-- layers -->`` and ``<!-- /layers -->``."""
+    text = doc.read_text(encoding="utf-8")
+    block = text.split("<!-- layers -->", 1)[1].split("<!-- /layers -->", 1)[0]
+    layers = {}
+    for line in block.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0].isdigit():
+            for name in re.findall(r"`([\w.]+)`", cells[1]):
+                layers[name] = int(cells[0])
+    return layers
+
+
+def find_modules(root: Path, packages=("bertcore", "explorer"), scripts=("app.py",)) -> dict[str, Path]:
+    """Dotted module name -> file, for every ``.py`` under ``packages`` and the top-level ``scripts``."""
+    out = {}
+    for base in packages:
+        for path in (root / base).rglob("*.py"):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = path
+    for script in scripts:
+        if (root / script).exists():
+            out[Path(script).stem] = root / script
+    return out
+
+
+def _known(name: str, modules: dict[str, Path]) -> str | None:
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project modules ``name`` imports anywhere in its file (module level or inside functions).
+    ``from pkg import sub`` counts as importing ``pkg.sub`` when that is a module, else ``pkg`` itself."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(filter(None, (_known(a.name, modules) for a in node.names)))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                full = f"{target}.{alias.name}"
+                found.add(full if full in modules else _known(target, modules))
+    found.discard(None)
+    found.discard(name)
+    return found
+
+
+def import_graph(root: Path = ROOT, **kw) -> nx.DiGraph:
+    modules = find_modules(root, **kw)
+    graph = nx.DiGraph()
+    graph.add_nodes_from(modules)
+    for name, path in modules.items():
+        graph.add_edges_from((name, target) for target in imports_of(name, path, modules))
+    return graph
+
+
+def layer_of(module: str, layers: dict[str, int]) -> int:
+    prefix = module
+    while prefix and prefix not in layers:
+        prefix = prefix.rpartition(".")[0]
+    if not prefix:
+        raise KeyError(f"{module} is in no row of docs/LAYERING.md: add it to the table")
+    return layers[prefix]
+
+
+def upward_imports(graph: nx.DiGraph, layers: dict[str, int]) -> list[str]:
+    return [f"{a} (row {layer_of(a, layers)}) imports {b} (row {layer_of(b, layers)})"
+            for a, b in graph.edges if layer_of(a, layers) < layer_of(b, layers)]
+
+
+def circles(graph: nx.DiGraph) -> list[list[str]]:
+    return [c for c in nx.simple_cycles(graph)]
+
+
+def test_the_project_has_no_import_circle():
+    assert circles(import_graph()) == []
+
+
+def test_every_import_goes_down_the_layers():
+    assert upward_imports(import_graph(), read_layers()) == []
+
+
+def test_every_module_has_a_row():
+    layers = read_layers()
+    for module in find_modules(ROOT):
+        layer_of(module, layers)  # raises for a module the table forgot
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+
+def test_the_checks_catch_a_circle_and_an_upward_import(tmp_path):
+    """The checker on a made-up tree: a lazy circle (as syntax <-> syntax_probe was) and a model-level module
+    importing analysis (as positional -> analysis was)."""
+    _write(tmp_path, {
+        "bertcore/__init__.py": "",
+        "bertcore/config.py": "",
+        "bertcore/positional.py": "from .analysis import cosine_matrix\n",
+        "bertcore/analysis/__init__.py": "from .similarity import cosine_matrix\n",
+        "bertcore/analysis/similarity.py": "def cosine_matrix(x):\n    return x\n",
+        "bertcore/analysis/syntax.py": "def run():\n    from .syntax_probe import probe\n",
+        "bertcore/analysis/syntax_probe.py": "from .syntax import run\n",
+        "explorer/__init__.py": "",
+    })
+    graph = import_graph(tmp_path)
+    assert ["bertcore.analysis.syntax", "bertcore.analysis.syntax_probe"] in [sorted(c) for c in circles(graph)]
+    layers = {"bertcore": 1, "bertcore.config": 0, "bertcore.analysis": 4, "explorer": 11}
+    assert upward_imports(graph, layers) == ["bertcore.positional (row 1) imports bertcore.analysis (row 4)"]
+
+
+def test_the_table_is_read_from_the_doc():
+    layers = read_layers()
+    assert layers["bertcore.config"] == 0 and layers["app"] == 13
+    assert layers["bertcore.runs"] < layers["bertcore.training"] < layers["explorer"]
+    with pytest.raises(KeyError, match="no row"):
+        layer_of("elsewhere.module", layers)
