@@ -47,14 +47,17 @@ def measured(key: tuple[str, ...], slug: str, items: tuple, _loaded: LoadedModel
     try:
         return FACTS[slug](_loaded, dict(items))
     except ValueError as exc:
-        return Fact(f"Nothing measured on this input: {widgets.escape_md(exc)}", ok=False)
+        return Fact(f"the model cannot read this input ({widgets.escape_md(exc)})", ok=False)
 
 
 def _url_value(step: Step, key: str):
-    """A shared key's value in the URL, parsed like its default; None when absent or unreadable."""
+    """A shared key's value in the URL, parsed as the type of its default (the page checks its range); None when
+    absent or unreadable."""
     if key not in step.shared or key not in st.query_params:
         return None
-    parse = share.boolean if isinstance(step.state.get(key), bool) else share.text
+    default = step.state.get(key)
+    parse = next((p for t, p in ((bool, share.boolean), (int, int), (float, float)) if isinstance(default, t)),
+                 share.text)
     try:
         return parse(st.query_params[key])
     except (ValueError, TypeError):
@@ -85,13 +88,16 @@ def fact(step: Step, lm: LoadedModel, items: tuple | None = None) -> Fact:
     return measured(resources.source_key(lm.source), step.slug, inputs(step) if items is None else items, _loaded=lm)
 
 
-def enter(n: int) -> None:
-    """Go to step ``n`` (a button callback): set its page's inputs and its focus (measured on the step's own
-    inputs), then the next :func:`banner` switches page."""
+def enter(n: int, callback: bool = True) -> None:
+    """Go to step ``n`` (a button callback; ``callback=False`` from the script, after the sidebar is drawn): set
+    its page's inputs and its focus (measured on the step's own inputs), then the next :func:`banner` switches
+    page."""
     step = STEPS[n - 1]
     lm = _model()
     focus = {} if lm is None else fact(step, lm, tuple(sorted((k, step.state.get(k)) for k in step.inputs))).focus
     st.session_state.update({**step.state, **focus})
+    if lm is not None and callback:  # st.switch_page's run gets no widget values: pin the sidebar's model
+        widgets.use_source(lm.source)
     st.session_state[STEP_KEY] = n
     st.session_state[_GOTO] = n
 
@@ -128,10 +134,12 @@ def _from_link(current: str) -> int | None:
                                      f"{len(STEPS)}: the tour starts at step 1.")
     step = STEPS[n - 1]
     if step.page != current:
-        enter(n)
+        enter(n, callback=False)
         return n
     st.session_state[STEP_KEY] = n
-    for k, v in step.state.items():  # the link's own values stay for the page to read (explorer.share)
+    lm = _model()
+    focus = {} if lm is None else fact(step, lm).focus  # measured on the link's inputs
+    for k, v in {**step.state, **focus}.items():  # the link's own values stay for the page to read (explorer.share)
         if k not in st.query_params:
             st.session_state[k] = v
     return None
@@ -172,7 +180,7 @@ def _step_body(step: Step, n: int) -> None:
     lm = _model()
     measured_fact = None if lm is None else fact(step, lm)
     if measured_fact is not None:
-        label = "**Measured on this model, now:** " if measured_fact.ok else ""
+        label = "**Measured on this model, now:** " if measured_fact.ok else "**Not measured here:** "
         st.markdown(label + measured_fact.text)
     focus = {} if measured_fact is None else measured_fact.focus
     layer = st.session_state.get("ws_layer" if step.page == "word_senses" else "att_layer", "?")
