@@ -21,14 +21,25 @@ panel offers the way back. The tour ends with a short quiz whose answers are mea
 """
 )
 
+
+def quiz() -> None:
+    st.subheader("Quiz")
+    st.caption("Measured on the model in the sidebar: another model can give other right answers. Pick an answer, "
+               "then press Check.")
+    lm = widgets.current_model()
+    tour_quiz.draw(lm, resources.source_key(lm.source))
+
+
 current = tour.step_number(st.session_state.get(tour.STEP_KEY))
-if current:
+at_quiz = current == len(STEPS)  # the tour's last step: the quiz first, under the tour's panel (Back, Finish)
+if at_quiz:
+    quiz()
+elif current:
     st.button(f"Continue the tour at step {current}: {STEPS[current - 1].title}", key="tour_continue", type="primary",
               on_click=tour.enter, args=(current,), icon=":material/play_arrow:")
 else:
     st.button("Start the tour", key="tour_start", type="primary", on_click=tour.enter, args=(1,),
               icon=":material/play_arrow:")
-
 st.subheader("The steps")
 st.caption("Open any step directly; the tour goes on from there.")
 for n, step in enumerate(STEPS, 1):
@@ -37,9 +48,5 @@ for n, step in enumerate(STEPS, 1):
     c1.markdown(f"**{n}. {step.title}** · *{where}*")
     c1.caption(step.what)
     c2.button("Open", key=f"tour_open_{n}", on_click=tour.enter, args=(n,), icon=":material/open_in_new:")
-
-st.subheader("Quiz")
-st.caption("Measured on the model in the sidebar: another model can give other right answers. Pick an answer, "
-           "then press Check.")
-lm = widgets.current_model()
-tour_quiz.draw(lm, resources.source_key(lm.source))
+if not at_quiz:
+    quiz()

@@ -25,14 +25,16 @@ def _click(page, selector: str, name: str) -> None:
 
 
 def _answer(page, question: tour_quiz.Question, choice: str) -> str:
-    """Pick ``choice`` in the question's box, press Check; returns the feedback shown under it."""
+    """Pick ``choice`` in the question's box, press Check; returns the feedback shown under it (without the
+    alert's icon, a Material ligature drawn from its name)."""
     box = page.locator(f".st-key-quiz_box_{question.key}")
     box.scroll_into_view_if_needed()
     box.locator('[data-testid="stRadio"] label').filter(has_text=re.compile(rf"^\s*{re.escape(choice)}\s*$")).click()
     wait_idle(page)
     box.get_by_role("button", name=re.compile("Check")).click()
     wait_idle(page)
-    return " ".join(box.locator('[data-testid="stAlert"]').first.inner_text().split())
+    alert = box.locator('[data-testid="stAlert"]').first
+    return " ".join(alert.locator('[data-testid="stMarkdownContainer"]').first.inner_text().split())
 
 
 def test_walk_the_tour_and_answer_the_quiz(session, server, tmp_path):
@@ -43,9 +45,11 @@ def test_walk_the_tour_and_answer_the_quiz(session, server, tmp_path):
     _click(page, '[data-testid="stMain"]', "Start the tour")
     shots, found = [], []
     for n, step in enumerate(STEPS, 1):
+        # a step's button runs the script twice (the click, then st.switch_page's run): wait for the new step
+        banner = page.locator(BANNER, has_text=f"step {n} of {len(STEPS)}: {step.title}")
+        banner.wait_for(timeout=180_000)
+        wait_idle(page, need_content=True)
         wait_charts(page, timeout_ms=120_000)
-        banner = page.locator(BANNER)
-        banner.wait_for(timeout=120_000)
         heading = " ".join(banner.inner_text().split())
         assert f"step {n} of {len(STEPS)}: {step.title}" in heading, (n, heading[:200])
         assert "Measured on this model" in heading, (n, heading[:400])
