@@ -10,18 +10,23 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import streamlit as st  # noqa: E402
 
-from explorer import share, widgets  # noqa: E402
+from explorer import share, tour, widgets  # noqa: E402
 
 st.set_page_config(page_title="BERT Explorer", page_icon=":material/hub:", layout="wide")
 
+FILES: dict[str, str] = {}  # page title -> file stem (the tour's banner needs to know which page is open)
+
+
 def page(file: str, title: str, icon: str, **kwargs) -> st.Page:
+    FILES[title] = file
     return st.Page(f"explorer/app_pages/{file}.py", title=title, icon=f":material/{icon}:", **kwargs)
 
 
-# Sections follow a first visit: what BERT reads, what it computes, its two training tasks, what the
-# papers measured, and training your own.
+# Sections follow a first visit: the guided tour and the overview, what BERT reads, what it computes, its two
+# training tasks, what the papers measured, and training your own. The Overview stays the default page (a shared
+# link to "/" keeps opening it); its first lines send a new user to "Start here".
 PAGES = {
-    "Start": [page("overview", "Overview", "home", default=True)],
+    "Start": [page("tour", "Start here: guided tour", "tour"), page("overview", "Overview", "home", default=True)],
     "Inside BERT": [
         page("tokenization", "Tokenization", "text_fields"),
         page("embeddings", "Embeddings", "stacks"),
@@ -54,4 +59,5 @@ pg = st.navigation(PAGES, expanded=True)
 share.model_from_url(widgets.use_source, widgets.current_source)  # a shared link's model, before the sidebar
 widgets.model_picker()
 widgets.export_picker()
+tour.banner(FILES[pg.title])  # the tour's panel above the page, when a tour is under way
 pg.run()

@@ -53,7 +53,9 @@ def boolean(value: str) -> bool:
     raise ValueError("not 0/1")
 
 
-def _format(value) -> str | None:
+def url_value(value) -> str | None:
+    """``value`` as a query-string value (bools as 1/0), or None when it does not go into a URL (not a bool, int,
+    float or str, or a text longer than :data:`MAX_URL_TEXT`)."""
     if isinstance(value, bool):
         return "1" if value else "0"
     if isinstance(value, (int, float, str)):
@@ -62,7 +64,8 @@ def _format(value) -> str | None:
     return None
 
 
-def _first_run(token: str) -> bool:
+def first_run(token: str) -> bool:
+    """True the first time ``token`` is asked about in this session (then False): when a link's parameters apply."""
     applied = st.session_state.setdefault(_APPLIED, set())
     if token in applied:
         return False
@@ -75,7 +78,7 @@ def shareable(spec: dict[str, Callable[[str], object]]) -> list[str]:
     valid URL values are put into ``st.session_state`` (before the widgets exist), invalid ones are ignored
     with an ``st.info`` notice; then the current values are written to the URL. Returns the ignored names."""
     ignored = []
-    if _first_run("page:" + ",".join(sorted(spec))):
+    if first_run("page:" + ",".join(sorted(spec))):
         for key, parse in spec.items():
             if key not in st.query_params:
                 continue
@@ -87,7 +90,7 @@ def shareable(spec: dict[str, Callable[[str], object]]) -> list[str]:
             st.info("This link's " + ", ".join(f"`{k}`" for k in ignored) + " could not be used (a stale or "
                     "edited link?): the page's defaults are shown instead.", icon=":material/link_off:")
     for key in spec:
-        value = _format(st.session_state.get(key)) if key in st.session_state else None
+        value = url_value(st.session_state.get(key)) if key in st.session_state else None
         if value is None:
             st.query_params.pop(key, None)
         elif st.query_params.get(key) != value:
@@ -119,7 +122,7 @@ def model_from_url(use_source: Callable[[ModelSource], bool], current: Callable[
     """The ``model`` parameter: on a session's first run, switch to it (``use_source``, which loads it and sets the
     sidebar's widgets; a model that does not load keeps the default and the sidebar says why); on every run,
     write the model in use back (nothing for the default)."""
-    if _first_run("model") and MODEL_PARAM in st.query_params:
+    if first_run("model") and MODEL_PARAM in st.query_params:
         try:
             source = parse_source(st.query_params[MODEL_PARAM])
         except ValueError as exc:

@@ -3,9 +3,15 @@
 import streamlit as st
 
 from bertcore.sources import PACKAGED_MLM
-from explorer import widgets
+from explorer import tour, widgets
 
 st.title("BERT Explorer")
+with st.container(border=True, key="ov_tour"):
+    st.markdown(f"**New to BERT? Start with the guided tour.** {len(tour.STEPS)} steps follow one sentence from "
+                "text to prediction on the app's real pages, with numbers measured on the model in the sidebar, "
+                "and end with a quiz. The *Start here* page lists every step.")
+    st.button("Start the guided tour", key="ov_tour_start", type="primary", on_click=tour.enter, args=(1,),
+              icon=":material/tour:")
 st.markdown(
     """
 **BERT** (Devlin et al., 2019) is a stack of Transformer *encoder* layers that reads a whole

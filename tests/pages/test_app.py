@@ -25,7 +25,7 @@ def test_every_page_file_is_in_exactly_one_section():
     files = sorted(p.stem for p in (ROOT / "explorer" / "app_pages").glob("*.py") if p.stem != "__init__")
     assert sorted(stems) == files
     assert len(stems) == len(set(stems))
-    assert list(registered())[0] == "Start" and registered()["Start"] == ["overview"]
+    assert list(registered())[0] == "Start" and registered()["Start"] == ["tour", "overview"]
 
 
 def test_app_opens_on_the_overview_with_the_model_picker():
