@@ -46,19 +46,16 @@ def other_noun(word: str, number: str) -> str | None:
     return other if other and other != w and back == w else None
 
 
-def _singular_verb(plural: str) -> str | None:
-    """The third-person singular of a plural present verb by the spelling rule (are -> is, run -> runs, try ->
-    tries, fix -> fixes), checked with inflect's ``plural_verb`` (inflect has no singular_verb); None when inflect
-    does not map it back."""
+def _singular_verb(plural: str) -> str:
+    """The third-person singular of a plural present verb by the spelling rule: are -> is, run -> runs, try -> tries,
+    fix -> fixes (:func:`other_verb` keeps it only when inflect maps it back)."""
     if plural in IRREGULAR_SINGULAR:
         return IRREGULAR_SINGULAR[plural]
     if len(plural) > 1 and plural.endswith("y") and plural[-2] not in "aeiou":
-        cand = plural[:-1] + "ies"
-    elif plural.endswith(("s", "sh", "ch", "x", "z", "o")):
-        cand = plural + "es"
-    else:
-        cand = plural + "s"
-    return cand if _safe(_engine().plural_verb, cand) == plural else None
+        return plural[:-1] + "ies"
+    if plural.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return plural + "es"
+    return plural + "s"
 
 
 @functools.lru_cache(maxsize=20_000)
@@ -71,6 +68,6 @@ def other_verb(word: str, number: str) -> str | None:
         other = _safe(_engine().plural_verb, w)
         back = other and _singular_verb(other)
     else:
-        other = _singular_verb(w)
+        other = _singular_verb(w) if w.isalpha() else None
         back = other and _safe(_engine().plural_verb, other)
     return other if other and other != w and back == w else None
