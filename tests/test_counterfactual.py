@@ -105,7 +105,7 @@ def test_sentences_that_would_need_more_changes_are_left_out(tok):
     assert items == [] and stats.parsed == len(BLOCKED)
 
 
-def test_a_verb_inflect_cannot_handle_is_dropped_not_mangled(tok):
+def test_a_word_inflect_cannot_handle_is_dropped_not_mangled(tok):
     # inflect cannot give "focus" a singular that maps back (plural_verb("focuses") is "focuse"): dropped there
     assert other_verb("focus", "pl") is None
     assert CF.mine([["The teachers focus on the students."]], tokenizer=None)[0] == []
@@ -115,6 +115,9 @@ def test_a_verb_inflect_cannot_handle_is_dropped_not_mangled(tok):
     # ... the vocabulary check drops it
     items, stats = CF.mine([["The teacher focuses on the students."]], tok)
     assert items == [] and stats.dropped_vocabulary == 1
+    # a noun whose inflection does not map back (inflect: thieves -> thief -> "thiefs") is dropped too
+    assert other_noun("thieves", "pl") is None
+    assert CF.mine([["The thieves near the house were caught."]], tokenizer=None)[0] == []
     assert other_verb("runs", "sg") == "run" and other_verb("tries", "sg") == "try"
     assert other_verb("try", "pl") == "tries" and other_verb("fix", "pl") == "fixes"
     assert other_verb("is", "sg") == "are" and other_verb("were", "pl") == "was" and other_verb("has", "sg") == "have"
