@@ -92,7 +92,9 @@ def mask_tokens(
         MaskingError: parameters out of range or shapes that differ.
     """
     check_params(mlm_probability, mask_fraction, random_fraction)
-    if any(x is not None and x.shape != input_ids.shape for x in (eligible, word_ids, force)):
+    shape = input_ids.shape
+    if eligible.shape != shape or (word_ids is not None and word_ids.shape != shape) or (
+            force is not None and force.shape != shape):
         raise MaskingError(f"eligible / word_ids / force must have the shape of input_ids {tuple(input_ids.shape)}")
     device = input_ids.device
     eligible = eligible.to(torch.bool)

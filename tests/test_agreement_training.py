@@ -191,12 +191,12 @@ def test_corpus_weights_repeat_parts_with_new_pairs(tok, monkeypatch):
     same = D.build_pretraining_data(tok, "parts", 32, seed=0, val_fraction=0.2, weights={"part-a": 1})
     assert plain.train["input_ids"] == same.train["input_ids"]  # weight 1: the data of before
     heavy = D.build_pretraining_data(tok, "parts", 32, seed=0, val_fraction=0.2, weights={"part-b": 3})
-    pa, pb = plain.stats["parts"], heavy.stats["parts"]
-    assert pb["part-a"]["train_pairs"] == pa["part-a"]["train_pairs"]
-    assert pb["part-b"]["train_pairs"] >= 2.5 * pa["part-b"]["train_pairs"]
+    pa, pb = plain.stats["train_pairs_by_part"], heavy.stats["train_pairs_by_part"]
+    assert pb["part-a"] == pa["part-a"] and pb["part-b"] >= 2.5 * pa["part-b"] and pa["part-b"] > 0
     assert heavy.val["input_ids"] == plain.val["input_ids"]  # validation is never weighted
+    assert heavy.stats["corpus_weights"] == {"part-b": 3}
     off = D.build_pretraining_data(tok, "parts", 32, seed=0, val_fraction=0.2, weights={"part-a": 0})
-    assert off.stats["parts"]["part-a"]["train_pairs"] == 0 and off.stats["parts"]["part-a"]["val_documents"] == 2
+    assert off.stats["train_pairs_by_part"]["part-a"] == 0 and off.stats["parts"]["part-a"]["val_documents"] == 2
     with pytest.raises(D.DataError, match="not a part of corpus 'parts'"):
         D.build_pretraining_data(tok, "parts", 32, seed=0, val_fraction=0.2, weights={"wiki": 2})
 

@@ -249,9 +249,10 @@ def build_pretraining_data(
     # evaluating the first documents (one topic) only
     val_ds = to_ds(val).shuffle(seed=seed).flatten_indices() if val else None
     if parts:
-        for name, n in pairs_by_part.items():
-            per_part[name].update(train_pairs=n, weight=weights.get(name, 1.0))
         stats["parts"] = per_part
+        stats["train_pairs_by_part"] = pairs_by_part
+    if weights:
+        stats["corpus_weights"] = weights
     return PretrainData(to_ds(train), val_ds, stats)
 
 
