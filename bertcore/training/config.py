@@ -145,7 +145,9 @@ class TrainConfig:
                              choices=("normal", "sinusoidal"), tasks=PRETRAIN)
     # pretraining data and masking
     corpus: str = opt("bbc", "data", "'bbc' (packaged BBC News), 'sotu' (State of the Union addresses), 'wiki' "
-                      "(Wikipedia summaries), 'bbc+sotu', 'all', 'agreement' (a generated language with subject-verb "
+                      "(Wikipedia summaries), 'bbc+sotu', 'all', 'everyday' (bbc + wiki + WordNet + fortunes; the "
+                      "last two from Debian packages), 'everyday+agree', 'agreement' (a generated language with "
+                      "subject-verb "
                       "agreement), a .txt file or a folder of .txt files (documents "
                       "separated by blank lines in a file), or 'hub:<name>[:<config>]' (online)", type=str,
                       tasks=PRETRAIN)
