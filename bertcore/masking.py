@@ -67,6 +67,7 @@ def mask_tokens(
     random_fraction: float = 0.1,
     word_ids: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
+    force: torch.Tensor | None = None,
 ) -> MaskingResult:
     """Corrupt a batch for MLM; no Python loop over positions.
 
@@ -82,14 +83,19 @@ def mask_tokens(
             masking, where all pieces of a word are selected together (each piece then gets its own
             80/10/10 decision, as Google's ``create_pretraining_data.py``).
         generator: for reproducible draws (on the same device as ``input_ids``).
+        force: ``(B, T)`` bool, eligible positions always selected and always replaced by [MASK] (selective
+            masking of a chosen word, as Lil-Bevo's targeted masking, BabyLM 2023); the random draws are the same
+            as without it, so every other position gets exactly the decision it would get without ``force``.
     Returns:
         :class:`MaskingResult`.
     Raises:
         MaskingError: parameters out of range or shapes that differ.
     """
     check_params(mlm_probability, mask_fraction, random_fraction)
-    if eligible.shape != input_ids.shape or (word_ids is not None and word_ids.shape != input_ids.shape):
-        raise MaskingError(f"eligible / word_ids must have the shape of input_ids {tuple(input_ids.shape)}")
+    shape = input_ids.shape
+    if eligible.shape != shape or (word_ids is not None and word_ids.shape != shape) or (
+            force is not None and force.shape != shape):
+        raise MaskingError(f"eligible / word_ids / force must have the shape of input_ids {tuple(input_ids.shape)}")
     device = input_ids.device
     eligible = eligible.to(torch.bool)
     if word_ids is None:
@@ -103,6 +109,9 @@ def mask_tokens(
     to_mask = selected & (u < mask_fraction)
     to_random = selected & (u >= mask_fraction) & (u < mask_fraction + random_fraction)
     random_ids = torch.randint(vocab_size, input_ids.shape, generator=generator, device=device)  # (B, T)
+    if force is not None:  # after every draw, so the other positions keep theirs
+        force = force.to(device=device, dtype=torch.bool) & eligible  # never a special token or padding
+        selected, to_mask, to_random = selected | force, to_mask | force, to_random & ~force
     corrupted = torch.where(to_mask, torch.full_like(input_ids, mask_token_id), input_ids)
     corrupted = torch.where(to_random, random_ids, corrupted)
     labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))

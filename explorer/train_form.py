@@ -65,6 +65,21 @@ def recipe_options(opts: dict[str, Any]) -> None:
             opts["short_seq_len"] = int(short)
             opts["short_seq_fraction"] = float(r3.slider("Share of the run at that length", 0.0, 1.0, 0.5, 0.05,
                                                          key="train_short_frac"))
+        st.caption("Agreement supervision: counterfactual subject-verb number pairs mined from the training text "
+                   "(spaCy + inflect; parsing takes minutes the first time, then it is cached), their verb always "
+                   "[MASK]ed, and a margin loss at that verb. Corpus weights repeat parts of a mixture.")
+        g1, g2, g3, g4 = st.columns(4)
+        with g1:
+            opts["agreement_pairs"] = number("agreement_pairs", "pretrain", "Agreement pairs (0: off)", step=1000)
+        with g2:
+            opts["agreement_margin_weight"] = number("agreement_margin_weight", "pretrain", "Margin loss weight",
+                                                     step=0.1)
+        with g3:
+            opts["agreement_margin"] = number("agreement_margin", "pretrain", "Margin (logits)", step=0.5)
+        weights = g4.text_input("Corpus weights", key="train_corpus_weights", placeholder="wiki=2,fortunes=3",
+                                help=option_help("corpus_weights"))
+        if weights.strip():
+            opts["corpus_weights"] = weights.strip()
         opts["save_early"] = r1.checkbox("Early checkpoints (0, 10, 20, 50, 100, ...)", key="train_save_early",
                                          help=option_help("save_early"))
         opts["tensorboard"] = r2.checkbox("TensorBoard event files", key="train_tensorboard",

@@ -15,6 +15,9 @@ from ..masking import (IGNORE_INDEX, MASKED, continuation_table, eligible_positi
                        word_ids_from_pieces)
 from .corpora import DataError
 
+#: per-row columns of counterfactual agreement rows: the verb's position (-1: none), correct and other-number ids
+AGREEMENT_COLUMNS = ("agreement_position", "agreement_good", "agreement_bad")
+
 
 def batch_generator(seed: int, step: int, rank: int = 0, device: str | torch.device = "cpu") -> torch.Generator:
     """A generator seeded by (seed, step, rank): the masks of a batch depend only on these, so a
@@ -54,6 +57,10 @@ class PretrainCollator:
     ``attention_mask`` (all ``(B, T)`` long), ``labels`` (original ids where selected, -100
     elsewhere), ``decision`` (``(B, T)`` uint8 :mod:`bertcore.masking` codes NOT_SELECTED / MASKED /
     RANDOM / UNCHANGED, for per-corruption accuracy) and ``next_sentence_label`` ``(B,)``.
+    Rows of counterfactual agreement pairs (:mod:`bertcore.data.agreement_training`) carry
+    ``agreement_position`` (the verb's index, -1 in other rows), ``agreement_good`` and ``agreement_bad`` (ids of
+    the correct and the other-number verb): the verb is always [MASK]ed (``mask_tokens(force=...)``) and the three
+    come back as ``(B,)`` long tensors.
     Eligibility and whole words come from :mod:`bertcore.masking` (the Masking page uses the same
     functions); special ids and the vocabulary size from the tokenizer.
     """
@@ -74,9 +81,17 @@ class PretrainCollator:
         ids = batch["input_ids"]
         eligible = eligible_positions(self.special, ids, batch["attention_mask"])  # (B, T)
         wid = None if self.continuation is None else word_ids_from_pieces(ids, eligible, self.continuation)
+        force = None
+        if AGREEMENT_COLUMNS[0] in rows[0]:
+            for key in AGREEMENT_COLUMNS:
+                batch[key] = torch.as_tensor([r[key] for r in rows], dtype=torch.long)  # (B,)
+            pos = batch[AGREEMENT_COLUMNS[0]]
+            force = torch.zeros_like(eligible)  # (B, T)
+            has = (pos >= 0).nonzero().flatten()
+            force[has, pos[has]] = True
         m = mask_tokens(ids, eligible, mask_token_id=self.mask_id, vocab_size=self.vocab_size,
                         mlm_probability=self.mlm_probability, mask_fraction=self.mask_fraction,
-                        random_fraction=self.random_fraction, word_ids=wid, generator=generator)
+                        random_fraction=self.random_fraction, word_ids=wid, generator=generator, force=force)
         ids, labels, decision = m.input_ids, m.labels, m.decision
         if not bool((labels != IGNORE_INDEX).any()) and bool(eligible.any()):
             # nothing selected (tiny batches): mask one eligible token so the MLM loss is defined

@@ -39,7 +39,9 @@ def truncate_pair(a: list[int], b: list[int], max_tokens: int) -> tuple[list[int
 def shorten_pair(row: dict[str, Any], max_len: int) -> dict[str, Any]:
     """A ``[CLS] A [SEP] B [SEP]`` example cut to ``max_len`` tokens with :func:`truncate_pair` (the
     A|B boundary stays, so its NSP label still holds); shorter rows are returned unchanged.
-    ``token_type_ids`` tell A (0) from B (1). Used by the sequence-length schedule (short first)."""
+    ``token_type_ids`` tell A (0) from B (1). Used by the sequence-length schedule (short first).
+    A row's ``agreement_position`` (a counterfactual pair's verb) follows its token, or becomes -1 when the token
+    is cut."""
     ids, types = list(row["input_ids"]), list(row["token_type_ids"])
     if len(ids) <= max_len:
         return row
@@ -48,6 +50,11 @@ def shorten_pair(row: dict[str, Any], max_len: int) -> dict[str, Any]:
     out = dict(row)
     out["input_ids"] = [ids[0], *a, ids[n0 - 1], *b, ids[-1]]
     out["token_type_ids"] = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+    pos = row.get("agreement_position", -1)
+    if pos >= 0:
+        cut_a = n0 - 2 - len(a)  # tokens A lost at its start
+        kept = pos - cut_a >= 1 if pos < n0 else pos - n0 < len(b)  # A loses its start, B its end
+        out["agreement_position"] = pos - cut_a if kept else -1
     return out
 
 
@@ -169,23 +176,31 @@ def build_pretraining_data(
     val_fraction: float = 0.05,
     short_seq_prob: float = 0.1,
     random_next_prob: float = 0.5,
+    weights: dict[str, float] | None = None,
 ) -> PretrainData:
     """Corpus -> documents -> sentences -> NSP pairs, split by document (validation pairs come
     from documents never seen in training; their NotNext partners too).
 
     ``seed`` fixes the split and the validation pairs; ``pair_seed`` (default ``seed``) the training
     pairs (segment lengths and random NotNext partners), so a continued stage can draw new pairs
-    from the same training documents.
+    from the same training documents. ``weights`` (``--corpus-weights``) repeat the training documents of
+    parts of a mixture: see :func:`weighted_rounds`; validation is never weighted.
 
     Raises:
-        DataError: see :func:`load_documents`; or too few documents for a validation split.
+        DataError: see :func:`load_documents`; too few documents for a validation split; a weight for a part
+        the corpus does not have.
     """
     import datasets
 
     from .corpora import CORPORA
 
     parts = CORPORA[corpus].parts if corpus in CORPORA else ()
-    train_docs, val_docs, per_part = [], [], {}
+    weights = dict(weights or {})
+    unknown = sorted(set(weights) - set(parts or (corpus,)))
+    if unknown:
+        raise DataError(f"--corpus-weights names {', '.join(unknown)}, not a part of corpus {corpus!r} (parts: "
+                        f"{', '.join(parts or (corpus,))})")
+    train_docs, val_docs, per_part, train_parts = [], [], {}, []
     val = {"input_ids": [], "token_type_ids": [], "next_sentence_label": []}
     common = dict(cls_id=tokenizer.cls_token_id, sep_id=tokenizer.sep_token_id, short_seq_prob=short_seq_prob,
                   random_next_prob=random_next_prob)
@@ -196,13 +211,26 @@ def build_pretraining_data(
         tr, va = split_documents(all_ids, seed, val_fraction)
         train_docs += tr
         val_docs += va
+        train_parts.append((name, tr))
         per_part[name] = {"documents": len(all_ids), "val_documents": len(va)}
         if va:
             pairs = create_nsp_pairs(va, max_seq_len, seed=seed + 1, **common)
             for k in val:
                 val[k] += pairs[k]
     n, n_val = len(train_docs) + len(val_docs), len(val_docs)
-    train = create_nsp_pairs(train_docs, max_seq_len, seed=seed if pair_seed is None else pair_seed, **common)
+    pair_seed = seed if pair_seed is None else pair_seed
+    train: dict[str, list] = {"input_ids": [], "token_type_ids": [], "next_sentence_label": [], "truncated": []}
+    pairs_by_part = {name: 0 for name, _ in train_parts}
+    for k, (docs_k, part_k) in enumerate(weighted_rounds(train_parts, weights, seed)):
+        if len(docs_k) < 2:
+            continue
+        pairs = create_nsp_pairs(docs_k, max_seq_len, seed=pair_seed + 7919 * k, **common)  # round 0: as unweighted
+        for key in train:
+            train[key] += pairs[key]
+        for d in pairs["doc"]:
+            pairs_by_part[part_k[d]] += 1
+    if not train["input_ids"]:
+        raise DataError(f"no training pairs: --corpus-weights {weights} leave fewer than 2 training documents")
     val = val if n_val else None
     stats = {
         "corpus": corpus, "documents": n, "train_documents": len(train_docs), "val_documents": n_val,
@@ -222,6 +250,9 @@ def build_pretraining_data(
     val_ds = to_ds(val).shuffle(seed=seed).flatten_indices() if val else None
     if parts:
         stats["parts"] = per_part
+        stats["train_pairs_by_part"] = pairs_by_part
+    if weights:
+        stats["corpus_weights"] = weights
     return PretrainData(to_ds(train), val_ds, stats)
 
 
@@ -241,3 +272,30 @@ def split_documents(docs: list, seed: int, val_fraction: float) -> tuple[list, l
         raise DataError(f"corpus has {n} documents: too few for a validation split of {val_fraction:.0%}")
     return [docs[i] for i in sorted(order[n_val:])], [docs[i] for i in sorted(order[:n_val])]
 
+
+
+def weighted_rounds(train_parts: list[tuple[str, list]], weights: dict[str, float],
+                    seed: int) -> list[tuple[list, list]]:
+    """The document lists that are cut into training pairs, one per round, and the part of each document.
+
+    Round k holds every training document of each part whose weight is at least k + 1, a seeded share (weight - k)
+    of those whose weight lies between k and k + 1, and none of the others; each round gets its own pairs, so a
+    document entering twice is cut and partnered differently, and a NotNext partner is never a copy of the same
+    document. With no weights there is one round of every document: the unweighted data, unchanged.
+    """
+    top = max([1.0, *weights.values()]) if weights else 1.0
+    rounds = []
+    for k in range(int(np.ceil(top))):
+        docs_k, part_k = [], []
+        for name, docs in train_parts:
+            w = weights.get(name, 1.0) - k
+            if w >= 1:
+                keep = list(range(len(docs)))
+            elif w > 0:
+                keep = sorted(random.Random(f"{seed}/{name}/{k}").sample(range(len(docs)), int(round(w * len(docs)))))
+            else:
+                keep = []
+            docs_k += [docs[i] for i in keep]
+            part_k += [name] * len(keep)
+        rounds.append((docs_k, part_k))
+    return rounds

@@ -145,11 +145,29 @@ class TrainConfig:
                              choices=("normal", "sinusoidal"), tasks=PRETRAIN)
     # pretraining data and masking
     corpus: str = opt("bbc", "data", "'bbc' (packaged BBC News), 'sotu' (State of the Union addresses), 'wiki' "
-                      "(Wikipedia summaries), 'bbc+sotu', 'all', 'agreement' (a generated language with subject-verb "
+                      "(Wikipedia summaries), 'bbc+sotu', 'all', 'everyday' (bbc + wiki + WordNet + fortunes; the "
+                      "last two from Debian packages), 'everyday+agree', 'agreement' (a generated language with "
+                      "subject-verb "
                       "agreement), a .txt file or a folder of .txt files (documents "
                       "separated by blank lines in a file), or 'hub:<name>[:<config>]' (online)", type=str,
                       tasks=PRETRAIN)
     max_docs: int | None = opt(None, "data", "use at most this many documents", type=int, min=2, tasks=PRETRAIN)
+    corpus_weights: str | None = opt(None, "data", "repeat parts of a mixture corpus in the training pairs, e.g. "
+                                     "'wiki=2,wordnet=2,fortunes=3': each part's training documents enter that many "
+                                     "times per epoch, each time cut into new NSP pairs (a fraction takes a seeded "
+                                     "share of them; 0 leaves a part out of training, its held-out documents are still "
+                                     "evaluated); parts not named count once", type=str, tasks=PRETRAIN)
+    agreement_pairs: int = opt(0, "data", "counterfactual subject-verb number pairs mined from the training "
+                               "documents (spaCy + inflect, bertcore.data.counterfactual): at most this many, pairs "
+                               "with a noun between subject and verb first; each enters training as two sequences "
+                               "(the sentence and its other-number version) with the verb always [MASK]ed (Lil-Bevo, "
+                               "BabyLM 2023); 0: off", type=int, min=0, max=10_000_000, tasks=PRETRAIN)
+    agreement_margin_weight: float = opt(0.0, "mlm", "weight w of the margin loss at the [MASK]ed verb of each "
+                                         "counterfactual sequence, w * max(0, m - (logit(correct) - logit(other "
+                                         "number))) (Noji & Takamura 2020); 0: off; needs --agreement-pairs",
+                                         type=float, min=0.0, max=100.0, tasks=PRETRAIN)
+    agreement_margin: float = opt(1.0, "mlm", "margin m (in logits) that the correct verb should lead the "
+                                  "other-number verb by", type=float, min=0.0, max=100.0, tasks=PRETRAIN)
     val_fraction: float = opt(0.05, "data", "share held out for validation (documents when pretraining, "
                               "examples when fine-tuning)", type=float, min=0.0, max=0.5, by_task={"finetune": 0.1})
     mlm_probability: float = opt(0.15, "mlm", "fraction of tokens selected for MLM", type=float, min=0.01, max=1.0,
@@ -283,7 +301,34 @@ class TrainConfig:
         if self.pretrain and self.mask_replace_prob + self.random_replace_prob > 1.0 + 1e-9:
             raise OptionError(f"--mask-replace-prob {self.mask_replace_prob} + --random-replace-prob "
                               f"{self.random_replace_prob} exceed 1 (the rest of the selected tokens stays unchanged)")
+        if self.pretrain and self.agreement_margin_weight > 0 and not self.agreement_pairs:
+            raise OptionError(f"--agreement-margin-weight {self.agreement_margin_weight} needs --agreement-pairs > 0 "
+                              "(the margin loss is taken at the verbs of the counterfactual pairs)")
+        if self.pretrain:
+            self.part_weights()  # raises on a malformed --corpus-weights
         self.extra_save_steps(10**9)  # raises on a malformed --save-steps
+
+    def part_weights(self) -> dict[str, float]:
+        """``--corpus-weights`` as ``{part: weight}`` ({} when not given); whether the parts exist is checked when
+        the corpus is loaded (:func:`bertcore.data.build_pretraining_data`).
+
+        Raises:
+            OptionError: not ``name=number`` items separated by commas, or a weight outside [0, 16].
+        """
+        out: dict[str, float] = {}
+        for item in str(self.corpus_weights or "").replace(" ", "").split(","):
+            if not item:
+                continue
+            name, eq, value = item.partition("=")
+            try:
+                weight = float(value)
+            except ValueError:
+                weight = float("nan")
+            if not eq or not name or not 0.0 <= weight <= 16.0:
+                raise OptionError(f"--corpus-weights {self.corpus_weights!r}: give part=weight items separated by "
+                                  "commas, each weight from 0 to 16, e.g. wiki=2,wordnet=2,fortunes=3")
+            out[name] = weight
+        return out
 
     def extra_save_steps(self, total_steps: int) -> tuple[int, ...]:
         """Steps of the extra checkpoints (``--save-steps``, ``--save-early``) up to ``total_steps``.

@@ -189,6 +189,15 @@ def validate(task: str, opts: dict[str, Any]) -> list[str]:
                         "no validation point would be drawn; lower it.")
     if task == "pretrain" and opts.get("probe") and "[MASK]" not in opts["probe"]:
         problems.append("The probe sentence needs at least one [MASK].")
+    parts = (CORPORA[data].parts or (data,)) if data in CORPORA else (data,)
+    try:
+        named = TrainConfig.create(task, corpus_weights=opts.get("corpus_weights")).part_weights() \
+            if task == "pretrain" else {}
+    except OptionError:
+        named = {}  # the check below reports it
+    if unknown := sorted(set(named) - set(parts)):
+        problems.append(f"Corpus weights name {', '.join(unknown)}, not a part of the corpus {data!r} (parts: "
+                        f"{', '.join(map(str, parts))}).")
     try:
         cfg = TrainConfig.create(task, **{k: v for k, v in opts.items() if k != "device"})
         cfg.check()

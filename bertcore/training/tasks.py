@@ -9,6 +9,12 @@ runs on those rows only, ``masked_only=True``) + ``nsp_weight`` x NSP cross-entr
 (Devlin et al. 2019, section 3.1). The MLM accuracy is split by how each selected token was
 corrupted (:mod:`bertcore.masking` decision codes): at [MASK] positions (the headline number), at
 random replacements and at unchanged positions; ``mlm_acc`` is their mix.
+
+With ``--agreement-pairs`` the training split also holds counterfactual number pairs
+(:mod:`bertcore.data.agreement_training`) whose verb is always [MASK]ed; ``--agreement-margin-weight`` w adds
+w x max(0, m - (logit(correct) - logit(other number))) at those verbs (:mod:`.losses`; Noji & Takamura 2020), and
+the train records log ``agreement_margin_loss`` (unweighted), ``agreement_acc`` (share of verbs whose correct form
+leads) and ``agreement_logit_diff`` whenever a logged window held such verbs.
 """
 
 from __future__ import annotations
@@ -23,8 +29,13 @@ from ..heads import BertForPreTraining, BertForSequenceClassification
 from ..masking import MASKED, RANDOM, UNCHANGED, special_ids
 from .baseline import macro_f1, tfidf_baseline
 from .config import TrainConfig
+from ..data.agreement_training import add_agreement_rows
+from ..data.batching import AGREEMENT_COLUMNS
 from .dist import autocast
+from .losses import margin_loss, verb_logit_diff
 from .models import data_tokenizer
+
+AGREE = AGREEMENT_COLUMNS[0]
 
 Log = Callable[[str], None]
 
@@ -48,7 +59,8 @@ class PretrainTask:
     model_class = BertForPreTraining
     eval_by_length = False
     STATS = ("mlm_loss_sum", "n_selected", "correct", "nsp_loss_sum", "n_pairs", "nsp_correct", "tokens",
-             "n_mask", "correct_mask", "n_random", "correct_random", "n_unchanged", "correct_unchanged", "top5_mask")
+             "n_mask", "correct_mask", "n_random", "correct_random", "n_unchanged", "correct_unchanged", "top5_mask",
+             "n_agree", "agree_hinge_sum", "agree_correct", "agree_diff_sum")
 
     def __init__(self, cfg: TrainConfig) -> None:
         self.cfg = cfg
@@ -60,9 +72,15 @@ class PretrainTask:
         ``tokenizer`` (a checkpoint's, when its metrics are recomputed: the same split and pairs)."""
         c = self.cfg
         tok = tokenizer if tokenizer is not None else data_tokenizer(c)
+        weights = c.part_weights()
         self.data = D.build_pretraining_data(tok, c.corpus, c.max_seq_len, seed=c.seed, pair_seed=c.train_data_seed,
                                              max_docs=c.max_docs, val_fraction=c.val_fraction,
-                                             short_seq_prob=c.short_seq_prob, random_next_prob=0.5 if c.nsp else 0.0)
+                                             short_seq_prob=c.short_seq_prob, random_next_prob=0.5 if c.nsp else 0.0,
+                                             weights=weights)
+        if c.agreement_pairs:
+            self.data = add_agreement_rows(self.data, tok, c.corpus, c.agreement_pairs, c.max_seq_len, seed=c.seed,
+                                           pair_seed=c.train_data_seed, val_fraction=c.val_fraction,
+                                           max_docs=c.max_docs, nsp=c.nsp, weights=weights, log=log)
         ref = D.unigram_reference(self.data.train["input_ids"], special_ids(tok).tolist())
         mf = ref.pop("most_frequent_token_id")
         ref["most_frequent_token"] = None if mf is None else tok.convert_ids_to_tokens(mf)
@@ -110,11 +128,16 @@ class PretrainTask:
         return self.collate(rows, generator)
 
     def forward(self, model, batch: dict[str, torch.Tensor]):
-        """Loss = MLM + ``nsp_weight`` x NSP (NSP left out with ``--no-nsp``)."""
-        nsp = self.cfg.nsp
+        """Loss = MLM + ``nsp_weight`` x NSP (NSP left out with ``--no-nsp``) + ``agreement_margin_weight`` x the
+        margin loss at the verbs of counterfactual rows (:mod:`.losses`; only when the weight is above 0 and the
+        batch has such rows)."""
+        c = self.cfg
         out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], labels=batch["labels"],
-                    next_sentence_label=batch["next_sentence_label"] if nsp else None, masked_only=True)
-        out.loss = out.mlm_loss + self.cfg.nsp_weight * out.nsp_loss if nsp else out.mlm_loss
+                    next_sentence_label=batch["next_sentence_label"] if c.nsp else None, masked_only=True)
+        out.loss = out.mlm_loss + c.nsp_weight * out.nsp_loss if c.nsp else out.mlm_loss
+        if c.agreement_margin_weight > 0 and AGREE in batch and bool((batch[AGREE] >= 0).any()):
+            diff = verb_logit_diff(out.prediction_logits, batch["labels"], *(batch[k] for k in AGREEMENT_COLUMNS))
+            out.loss = out.loss + c.agreement_margin_weight * margin_loss(diff, c.agreement_margin)
         return out
 
     @torch.no_grad()
@@ -133,10 +156,15 @@ class PretrainTask:
         nsp_loss = out.nsp_loss.float() * b if out.nsp_loss is not None else 0.0
         if out.nsp_loss is None:
             b = nsp_hit = 0
+        agree = [0, 0.0, 0, 0.0]
+        if AGREE in batch:  # counterfactual rows: the margin at their verbs, logged whatever its weight
+            diff = verb_logit_diff(logits, batch["labels"], *(batch[k] for k in AGREEMENT_COLUMNS))  # (n,)
+            hinge = torch.clamp(self.cfg.agreement_margin - diff, min=0)
+            agree = [diff.numel(), hinge.sum(), (diff > 0).sum(), diff.sum()]
         return _sums([out.mlm_loss.float() * n, n, hit.sum(), nsp_loss, b, nsp_hit,
                       batch["attention_mask"].sum(), is_mask.sum(), (hit & is_mask).sum(), is_random.sum(),
-                      (hit & is_random).sum(), is_unchanged.sum(), (hit & is_unchanged).sum(), (top5 & is_mask).sum()],
-                     labels.device)
+                      (hit & is_random).sum(), is_unchanged.sum(), (hit & is_unchanged).sum(), (top5 & is_mask).sum(),
+                      *agree], labels.device)
 
     def summarize(self, sums: torch.Tensor) -> dict[str, float]:
         s = dict(zip(self.STATS, sums.tolist()))
@@ -150,6 +178,11 @@ class PretrainTask:
             out["mlm_top5_mask"] = s["top5_mask"] / s["n_mask"]
         if s["n_pairs"]:  # NSP on
             out.update(nsp_loss=nsp_loss, nsp_acc=_ratio(s["nsp_correct"], s["n_pairs"]))
+        if s["n_agree"]:  # counterfactual verbs in these batches: the margin loss (unweighted) and its accuracy
+            out.update(agreement_margin_loss=s["agree_hinge_sum"] / s["n_agree"],
+                       agreement_acc=s["agree_correct"] / s["n_agree"],
+                       agreement_logit_diff=s["agree_diff_sum"] / s["n_agree"])
+            out["loss"] += self.cfg.agreement_margin_weight * out["agreement_margin_loss"]
         return out
 
     def eval_collect(self, out, batch, store: dict[str, list]) -> None:

@@ -23,16 +23,15 @@ from plotly.subplots import make_subplots
 from bertcore.analysis.papers import emergence
 
 # Which metric keys each task logs (CONTRACTS.md, metrics.jsonl).
-LOSS_KEYS: dict[str, tuple[str, ...]] = {"pretrain": ("loss", "mlm_loss", "nsp_loss"), "finetune": ("loss",)}
-ACC_KEYS: dict[str, tuple[str, ...]] = {"pretrain": ("mlm_acc_mask", "mlm_top5_mask", "mlm_acc", "nsp_acc"),
-                                        "finetune": ("acc", "f1")}
+LOSS_KEYS = {"pretrain": ("loss", "mlm_loss", "nsp_loss", "agreement_margin_loss"), "finetune": ("loss",)}
+ACC_KEYS = {"pretrain": ("mlm_acc_mask", "mlm_top5_mask", "mlm_acc", "nsp_acc", "agreement_acc"),
+            "finetune": ("acc", "f1")}
 METRIC_LABELS = {
-    "loss": "total loss", "mlm_loss": "MLM loss", "nsp_loss": "NSP loss",
-    "mlm_acc": "MLM accuracy, all selected (mix of [MASK], random, unchanged)",
+    "loss": "total loss", "mlm_loss": "MLM loss", "nsp_loss": "NSP loss", "agreement_margin_loss": "agreement margin",
+    "mlm_acc": "MLM accuracy, all selected (mix of [MASK], random, unchanged)", "agreement_acc": "agreement at verb",
     "mlm_acc_mask": "MLM accuracy at [MASK]", "mlm_top5_mask": "top-5 at [MASK]",
     "mlm_acc_random": "MLM accuracy at random replacements", "mlm_acc_unchanged": "MLM accuracy at unchanged tokens",
-    "nsp_acc": "NSP accuracy", "acc": "accuracy", "f1": "macro F1", "lr": "learning rate",
-    "tokens_per_s": "tokens / s",
+    "nsp_acc": "NSP accuracy", "acc": "accuracy", "f1": "macro F1", "lr": "learning rate", "tokens_per_s": "tokens / s",
 }
 REFERENCE_SPLIT = "reference"  # the metrics.jsonl record of the run's own data (unigram loss, frequent-token rate)
 SPLIT_STYLE = {"train": dict(dash="solid", width=1.5), "val": dict(dash="dot", width=2.5)}

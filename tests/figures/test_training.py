@@ -162,3 +162,14 @@ def test_progress_under_a_time_budget_is_in_time():
                             "elapsed_s": 150, "eta_s": 450, "tokens_per_s": 1000})
     assert p.fraction == pytest.approx(0.25)
     assert "2 min 30 s of 10 min 00 s (25%)" in p.text and "step 340" in p.text and "ETA 7 min 30 s" in p.text
+
+
+def test_pretraining_charts_draw_the_agreement_margin_and_accuracy_when_logged():
+    records = pretrain_metrics()
+    assert "agreement margin (train)" not in names(F.loss_figure(records, "pretrain"))
+    for r in records:
+        if r["split"] == "train":
+            r.update(agreement_margin_loss=0.5, agreement_acc=0.75)
+    assert "agreement margin (train)" in names(F.loss_figure(records, "pretrain"))
+    acc = F.accuracy_figure(records, "pretrain")
+    assert list(next(t for t in acc.data if t.name == "agreement at verb (train)").y) == [0.75] * 6

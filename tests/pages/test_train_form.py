@@ -111,3 +111,32 @@ def test_page_offers_the_corpus_vocabulary_and_corpora(runs_root, monkeypatch):
     at.selectbox(key="train_pretrain_vocab").set_value("packaged").run()
     at.button(key="train_start").click().run()
     assert launched[-1][1]["tokenizer"] == "packaged" and "vocab_size" not in launched[-1][1]
+
+
+def test_page_offers_agreement_supervision_and_corpus_weights(runs_root, monkeypatch):
+    """The agreement options and the corpus weights show TrainConfig's default, range and help, reach the launch,
+    and a margin weight without pairs or a weight for a part the corpus lacks is refused with a message."""
+    launched = []
+    monkeypatch.setattr(runs, "launch", lambda task, args, **kw: launched.append(args) or runs_root / "fake")
+    at = page("train", train_recipe="custom")
+    assert not at.exception, at.exception
+    for name in ("agreement_pairs", "agreement_margin_weight", "agreement_margin"):
+        w, info = at.number_input(key=f"train_pretrain_{name}"), field_info(name)
+        assert w.value == info["default"] and (w.min, w.max) == (info["min"], info["max"])
+        assert info["help"][1:40] in w.help
+    assert field_info("corpus_weights")["help"][1:40] in at.text_input(key="train_corpus_weights").help
+    at.number_input(key="train_pretrain_agreement_margin_weight").set_value(1.0).run()
+    at.button(key="train_start").click().run()
+    def errors():
+        return " ".join(e.value.replace("\\", "") for e in at.error)  # markdown-escaped messages
+
+    assert not launched and "needs --agreement-pairs" in errors()
+    at.number_input(key="train_pretrain_agreement_pairs").set_value(5000).run()
+    at.text_input(key="train_corpus_weights").set_value("wiki=2").run()
+    at.button(key="train_start").click().run()
+    assert not launched and "wiki, not a part of the corpus 'bbc'" in errors()
+    at.text_input(key="train_corpus_weights").set_value("bbc=2").run()
+    at.button(key="train_start").click().run()
+    assert not at.exception and len(launched) == 1, [e.value for e in at.error]
+    args = launched[0]
+    assert (args["agreement_pairs"], args["agreement_margin_weight"], args["corpus_weights"]) == (5000, 1.0, "bbc=2")
