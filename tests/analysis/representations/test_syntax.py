@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from bertcore.analysis.representations import parses
+from bertcore import spacy_pipeline
 from bertcore.analysis.representations import syntax as S
 
 pytest.importorskip("spacy")
@@ -110,7 +110,7 @@ def test_errors(monkeypatch, packaged):
     with pytest.raises(ValueError, match="no dependency relation"):
         S.syntax_heads([_perfect_and_offset_maps(seg, len(seg.tokens))], [seg])
     S.parser.cache_clear()
-    monkeypatch.setattr(parses, "SPACY_MODEL", "no_such_model_here")
+    monkeypatch.setattr(spacy_pipeline, "SPACY_MODEL", "no_such_model_here")
     try:
         with pytest.raises(S.SyntaxUnavailable, match="pip install"):
             S.parse("A dog.")
