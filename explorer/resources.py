@@ -228,6 +228,19 @@ def heldout_mlm_loss(key: tuple[str, ...], off: tuple[tuple[int, int], ...], mod
     mask = ablation.make_head_mask(cfg.num_hidden_layers, cfg.num_attention_heads, heads=off) if off else None
     return ablation.mlm_loss(_loaded.model, batch, mask, mode)
 
+@st.cache_resource(show_spinner="Running the model step by step ...", max_entries=8, ttl="1h")
+def forward_trace(key: tuple[str, ...], input_ids: tuple[int, ...], token_type_ids: tuple[int, ...], token: int,
+                  layer: int, head: int, _loaded: LoadedModel):
+    """:func:`bertcore.forward_pass.trace` of one encoded sequence, cached per ``(key, ids, segments, token, layer,
+    head)`` (a resource: the tensors are shared read-only, never edited by a page). Raises what ``trace`` raises."""
+    import torch
+
+    from bertcore import forward_pass
+
+    return forward_pass.trace(_loaded.model, torch.tensor([input_ids]), token, layer, head,
+                              torch.tensor([token_type_ids]))
+
+
 PLL_MAX_TOKENS = 128  # the Grammar page scores sentences, not documents: 128 copies of 128 tokens take ~1 s
 
 
