@@ -256,19 +256,15 @@ def pll(key: tuple[str, ...], text: str, metric: str, _loaded: LoadedModel):
 @st.cache_data(show_spinner="Fitting the position regression ...", max_entries=8)
 def position_regression(key: tuple[str, ...], _loaded: LoadedModel) -> dict[str, dict]:
     """Wang & Chen 2020's 5-fold linear position regression on the model's whole learned table and on a
-    sinusoidal table of the same size (:func:`bertcore.positional.position_predictions`), cached per model.
+    sinusoidal table of the same size (:func:`bertcore.positional.regression_summary`, or its result shipped
+    beside the model: :mod:`bertcore.analysis.shipped`), cached per model.
 
     Returns:
         ``{"learned": {"predictions": (P,), "mae": float}, "sinusoidal": {...}}``.
     """
-    from bertcore import positional
+    from bertcore.analysis import shipped
 
-    table = positional.learned_positions(_loaded.model)  # (P, H)
-    out = {}
-    for name, t in (("learned", table), ("sinusoidal", positional.sinusoidal(*table.shape))):
-        pred = positional.position_predictions(t)
-        out[name] = {"predictions": pred, "mae": positional.prediction_error(pred)}
-    return out
+    return shipped.get(_loaded, shipped.position_regression(_loaded))
 
 
 # ----------------------------------------------------------------------------- Evolution and Model anatomy
