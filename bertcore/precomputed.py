@@ -172,6 +172,7 @@ def write(folder: str | Path, entries: list[tuple[str, dict, Any]], notes: dict 
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{FILE_NAME}.", suffix=".tmp")
     with os.fdopen(fd, "wb") as f:
         f.write(buf.getvalue())
+    os.chmod(tmp, 0o644)  # a file of the repository, readable by whoever serves the app
     os.replace(tmp, path)
     return path
 
