@@ -17,6 +17,7 @@ ROW_PX = 16  # height of one matrix row
 STRIP_PX = 30  # height of a one-row strip
 TITLE_PX = 34  # room for a panel's title
 MAX_TOKEN_LABELS = 40
+SATURATE = 0.98  # signed strips: the colour scale ends at this quantile of |value| (hover shows the value)
 CELL_TEXT_MAX = 32  # one-row strips over at most this many tokens write each token in its cell
 
 
@@ -66,7 +67,8 @@ def _matrix(strip: Strip) -> np.ndarray:
 
 def strips_figure(strips: Sequence[Strip], title: str = "") -> go.Figure:
     """Stacked panels, one per :class:`Strip`, each with its own colour range (signed values: blue < 0 < red,
-    centred on 0; probabilities: white 0 to dark blue at the panel's maximum).
+    centred on 0, saturating at the :data:`SATURATE` quantile of |value| so that BERT's few outlier dimensions do
+    not wash out the rest; probabilities: white 0 to dark blue at the panel's maximum).
 
     Hover: the row, the column (dimension or key token), the value and the strip's formula.
 
@@ -93,7 +95,7 @@ def strips_figure(strips: Sequence[Strip], title: str = "") -> go.Figure:
         if s.probability:
             scale = {"colorscale": "Blues", "zmin": 0.0, "zmax": max(float(z.max()), 1e-9)}
         else:
-            lim = max(float(np.abs(z).max()), 1e-9)
+            lim = max(float(np.quantile(np.abs(z), SATURATE)), 1e-9)  # a few outlier dimensions saturate
             scale = {"colorscale": "RdBu", "reversescale": True, "zmin": -lim, "zmax": lim}
         where = {"row": i + 1, "col": 1}
         hover = ("%{customdata[0]} · %{customdata[1]}: %{z:.5g}" if r > 1 else "%{customdata[1]}: %{z:.5g}")
@@ -118,6 +120,8 @@ def strips_figure(strips: Sequence[Strip], title: str = "") -> go.Figure:
             fig.add_shape(type="rect", x0=-0.5, x1=n - 0.5, y0=s.highlight - 0.5, y1=s.highlight + 0.5,
                           line={"color": "#111", "width": 2}, **where)
     fig.update_annotations(font_size=12, xanchor="left", x=0)
+    fig.update_xaxes(ticks="", showgrid=False, zeroline=False)
+    fig.update_yaxes(ticks="", showgrid=False, zeroline=False)
     fig.update_layout(height=total + 40 + bottom + (30 if title else 0), title=_plain(title) if title else None,
                       margin={"l": 90, "r": 10, "t": 40 + (30 if title else 0), "b": bottom})
     return fig

@@ -25,11 +25,18 @@ def test_each_strip_is_one_heatmap_with_its_shape_numbers_and_formula():
     titles = [a.text for a in fig.layout.annotations]
     assert "(heads, T, d) = (4, 5, 8)" in titles[0] and "(heads, T, T)" in titles[2]
     assert "softmax(q·k / √d)" in fig.data[2].hovertemplate and "%{z" in fig.data[2].hovertemplate
-    assert fig.data[2].zmin == 0 and fig.data[0].zmin == -fig.data[0].zmax == -np.abs(q).max()  # centred on 0
+    assert fig.data[2].zmin == 0 and fig.data[0].zmin == -fig.data[0].zmax  # centred on 0
+    assert fig.data[0].zmax == pytest.approx(np.quantile(np.abs(q), ff.SATURATE))
     assert list(fig.data[2].text[0]) == tokens  # the keys written in their cells
     (box,) = fig.layout.shapes  # the followed token's row of k
     assert (box.y0, box.y1) == (1.5, 2.5)
     assert fig.data[1].customdata[2][0][0] == "cat"
+
+
+def test_an_outlier_dimension_saturates_instead_of_washing_out_the_rest():
+    v = np.r_[np.linspace(-1, 1, 383), 40.0]  # one BERT-style outlier among 384 dimensions
+    fig = ff.strips_figure([ff.Strip("h", v, "(384,)", "x")])
+    assert fig.data[0].zmax < 1.01 and fig.data[0].z[0][-1] == 40.0  # its colour saturates, its value is kept
 
 
 def test_user_text_is_escaped_and_long_inputs_keep_their_axis_labels_few():
