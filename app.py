@@ -33,6 +33,7 @@ PAGES = {
         page("positions", "Positional embeddings", "linear_scale"),
         page("attention", "Attention", "grid_on"),
         page("anatomy", "Model anatomy", "account_tree"),
+        page("forward_pass", "One forward pass", "calculate"),
     ],
     "BERT's tasks": [
         page("masking", "Masking", "visibility_off"),

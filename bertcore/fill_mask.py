@@ -9,6 +9,7 @@ the head run on every position (``BertForMaskedLM(...).logits[0, positions]``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -102,6 +103,78 @@ def mlm_logits_at(
     return head(out.last_hidden_state[0, pos])  # (N, V)
 
 
+@dataclass(frozen=True)
+class Decoding:
+    """How a distribution is read from logits before it is shown or sampled (HF ``generate``'s warpers, applied in
+    its order: temperature, then top-k, then top-p; Holtzman et al. 2020 for top-p "nucleus" sampling).
+
+    Attributes:
+        temperature: ``> 0``; the logits are divided by it (``< 1`` sharpens, ``> 1`` flattens).
+        top_k: keep the ``top_k`` most probable ids, 0 keeps all (HF ``TopKLogitsWarper``).
+        top_p: keep the smallest set of most probable ids whose probability reaches ``top_p`` (HF
+            ``TopPLogitsWarper``); 1.0 keeps all.
+    """
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.temperature) and self.temperature > 0):
+            raise FillMaskError(f"temperature must be a positive number, got {self.temperature}")
+        if int(self.top_k) != self.top_k or self.top_k < 0:
+            raise FillMaskError(f"top_k must be a whole number >= 0 (0 = off), got {self.top_k}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise FillMaskError(f"top_p must lie in (0, 1] (1 = off), got {self.top_p}")
+
+    @property
+    def is_plain(self) -> bool:
+        """True when nothing changes the softmax (temperature 1, no top-k, no top-p)."""
+        return self.temperature == 1.0 and self.top_k == 0 and self.top_p == 1.0
+
+
+def decoded_probs(logits: torch.Tensor, decoding: Decoding | None = None) -> torch.Tensor:
+    """The distribution a :class:`Decoding` gives: ``softmax(logits / T)``, then top-k and top-p filtering with the
+    kept probabilities renormalised (the filtered ids get exactly 0).
+
+    Args:
+        logits: ``(N, V)`` or ``(V,)`` float logits.
+        decoding: None is plain ``softmax(logits)``.
+    Returns:
+        float32 probabilities of the shape of ``logits``, each row summing to 1.
+    Source: ``transformers.generation.logits_process`` ``TemperatureLogitsWarper``, ``TopKLogitsWarper``,
+    ``TopPLogitsWarper`` (used as they are; one row of N is one "batch" item).
+    """
+    from transformers.generation.logits_process import (LogitsProcessorList, TemperatureLogitsWarper,
+                                                        TopKLogitsWarper, TopPLogitsWarper)
+
+    d = decoding or Decoding()
+    rows = logits.float().reshape(-1, logits.size(-1))  # (N, V)
+    warpers = LogitsProcessorList()
+    if d.temperature != 1.0:
+        warpers.append(TemperatureLogitsWarper(d.temperature))
+    if d.top_k:
+        warpers.append(TopKLogitsWarper(int(d.top_k)))
+    if d.top_p < 1.0:
+        warpers.append(TopPLogitsWarper(d.top_p))
+    scores = warpers(torch.zeros((rows.size(0), 0), dtype=torch.long), rows)  # (N, V)
+    return scores.softmax(-1).reshape(logits.shape)
+
+
+def sample(logits: torch.Tensor, decoding: Decoding | None = None, seed: int = 0) -> list[int]:
+    """Draw one id per row of ``logits (N, V)`` from :func:`decoded_probs`, with a ``torch.Generator`` seeded by
+    ``seed``: the same logits, decoding and seed always give the same ids.
+
+    Raises:
+        FillMaskError: a seed outside ``[0, 2**63)``.
+    """
+    if not 0 <= int(seed) < 2**63:
+        raise FillMaskError(f"the seed must lie in [0, 2**63), got {seed}")
+    probs = decoded_probs(logits, decoding).reshape(-1, logits.size(-1))  # (N, V)
+    generator = torch.Generator().manual_seed(int(seed))
+    return torch.multinomial(probs, 1, generator=generator).reshape(-1).tolist()
+
+
 def predict(
     model: torch.nn.Module,
     tokenizer,
@@ -111,6 +184,7 @@ def predict(
     k: int = 5,
     attention_mask: torch.Tensor | None = None,
     token_type_ids: torch.Tensor | None = None,
+    decoding: Decoding | None = None,
 ) -> list[Prediction]:
     """Top-k predictions at each position, and whether the original token was recovered.
 
@@ -122,6 +196,7 @@ def predict(
         labels: ``(1, T)`` or ``(T,)`` long, original ids at the positions (as masking's labels);
             -100 or None where the original is unknown.
         k: how many guesses per position (clipped to the vocabulary size).
+        decoding: temperature / top-k / top-p of the probabilities (None: the plain softmax).
     Returns:
         N :class:`Prediction`, in the order of ``positions``.
     Raises:
@@ -136,7 +211,30 @@ def predict(
         mlm_head_of(model)  # still say so when the model cannot predict at all
         return []
     logits = mlm_logits_at(model, input_ids, pos, attention_mask, token_type_ids)  # (N, V)
-    probs = logits.float().softmax(-1)  # (N, V)
+    return predictions_from_logits(tokenizer, input_ids, pos, logits, labels, k, decoding)
+
+
+def predictions_from_logits(tokenizer, input_ids: torch.Tensor, positions: torch.Tensor | list[int],
+                            logits: torch.Tensor, labels: torch.Tensor | None = None, k: int = 5,
+                            decoding: Decoding | None = None) -> list[Prediction]:
+    """:func:`predict` from logits already computed (``logits (N, V)`` from :func:`mlm_logits_at` at ``positions``):
+    a page that redraws the bars for a new temperature reuses one forward pass.
+
+    Probabilities are :func:`decoded_probs`; the rank of the original is its rank in the plain softmax (the
+    order no temperature changes; a filtered-out original keeps its rank and gets probability 0).
+
+    Raises:
+        FillMaskError: k < 1, or one row of logits per position not given.
+    """
+    if k < 1:
+        raise FillMaskError(f"k must be at least 1, got {k}")
+    if input_ids.dim() == 1:
+        input_ids = input_ids[None]
+    pos = torch.as_tensor(positions, dtype=torch.long).reshape(-1)  # (N,)
+    if logits.dim() != 2 or logits.size(0) != pos.numel():
+        raise FillMaskError(f"need logits (N, V) for N = {pos.numel()} positions, got {tuple(logits.shape)}")
+    probs = decoded_probs(logits, decoding)  # (N, V)
+    plain = probs if decoding is None or decoding.is_plain else logits.float().softmax(-1)  # (N, V), for the rank
     top_p, top_i = probs.topk(min(k, probs.size(-1)), dim=-1)  # (N, k)
     originals: list[int | None] = [None] * pos.numel()
     if labels is not None:
@@ -148,7 +246,7 @@ def predict(
         orig_prob = orig_rank = None
         if orig is not None and 0 <= orig < probs.size(-1):
             orig_prob = float(probs[i, orig])
-            orig_rank = int((probs[i] > probs[i, orig]).sum()) + 1
+            orig_rank = int((plain[i] > plain[i, orig]).sum()) + 1
         ids = top_i[i].tolist()
         results.append(Prediction(position=p, input_id=int(input_ids[0, p]), original_id=orig, ids=ids,
                                   tokens=tokenizer.convert_ids_to_tokens(ids), probs=top_p[i].tolist(),

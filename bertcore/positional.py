@@ -147,6 +147,21 @@ def position_predictions(table: np.ndarray, n_splits: int = 5, seed: int = 0) ->
     return cross_val_predict(LinearRegression(), x, y, cv=KFold(n_splits=n_splits, shuffle=True, random_state=seed))
 
 
+def regression_summary(model, n_splits: int = 5, seed: int = 0) -> dict[str, dict]:
+    """:func:`position_predictions` and their error on the model's whole learned table and on a sinusoidal table
+    of the same size (Wang & Chen 2020, Table 1: the Findings and Positional embeddings pages).
+
+    Returns:
+        ``{"learned": {"predictions": (P,), "mae": float}, "sinusoidal": {...}}``.
+    """
+    table = learned_positions(model)  # (P, H)
+    out = {}
+    for name, t in (("learned", table), ("sinusoidal", sinusoidal(*table.shape))):
+        pred = position_predictions(t, n_splits, seed)
+        out[name] = {"predictions": pred, "mae": prediction_error(pred)}
+    return out
+
+
 def position_regression(table: np.ndarray, n_splits: int = 5, seed: int = 0) -> float:
     """How linearly a position table encodes the absolute position (Wang & Chen 2020, Table 1): the mean
     absolute difference between the rounded held-out prediction of :func:`position_predictions` and the

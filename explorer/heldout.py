@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from bertcore.analysis import shipped
 from bertcore.sources import LoadedModel, ModelSource, load
 
 
@@ -32,14 +33,56 @@ def findings_segments(tokenizer_key: tuple[str, ...], n_segments: int, max_token
     return evalset.build_segments(_loaded.tokenizer, evalset.heldout_documents(), n_segments, max_tokens)
 
 
-def findings_cached(key: tuple[str, ...], n_segments: int):
-    """The cached :class:`~bertcore.analysis.papers.evalset.FindingsResult` of ``(key, n_segments)``, or None."""
-    return _findings_store()["results"].get((key, n_segments))
+def findings_cached(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel | None = None):
+    """The kept :class:`~bertcore.analysis.papers.evalset.FindingsResult` of ``(key, n_segments)``, or the one shipped
+    beside ``_loaded`` (:mod:`bertcore.analysis.shipped`; then kept too), or None: the page then shows a progress
+    bar while :func:`findings` computes it."""
+    return _cached(("findings", key, n_segments), _loaded, lambda: _findings(key, n_segments, _loaded))
+
+
+def syntax_cached(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel):
+    """:func:`syntax_heads` when it is kept or shipped (no computation), else None."""
+    return _cached(("syntax", key, n_segments), _loaded, lambda: _syntax(key, n_segments, _loaded))
+
+
+def probes_cached(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel):
+    """:func:`probes` when it is kept or shipped (no computation), else None."""
+    return _cached(("probes", key, n_segments), _loaded, lambda: _probes(key, n_segments, _loaded))
+
+
+def _cached(store_key: tuple, loaded: LoadedModel | None, computation):
+    store = _findings_store()
+    with store["lock"]:
+        if store_key in store["results"]:
+            return store["results"][store_key]
+    if loaded is None:
+        return None
+    value = shipped.shipped(loaded, computation())
+    if value is not None:
+        _kept(store_key, lambda: value)
+    return value
+
+
+def _segments_of(key: tuple[str, ...], loaded: LoadedModel):
+    return lambda n, max_tokens: findings_segments(key, n, max_tokens, loaded)
+
+
+def _findings(key, n_segments, loaded):
+    return shipped.findings(loaded, n_segments, _segments_of(key, loaded))
+
+
+def _syntax(key, n_segments, loaded):
+    return shipped.syntax(loaded, n_segments, _segments_of(key, loaded))
+
+
+def _probes(key, n_segments, loaded):
+    return shipped.probes(loaded, n_segments, lambda n: syntax_heads(key, n, loaded).segments)
 
 
 def findings(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, progress=None):
-    """:func:`bertcore.analysis.papers.evalset.run_findings` of ``_loaded`` on ``n_segments`` held-out segments,
-    computed once per process and kept (at most 8 results; the oldest is dropped).
+    """:func:`bertcore.analysis.papers.evalset.run_findings` of ``_loaded`` on ``n_segments`` held-out segments
+    (or the result shipped beside the model, :mod:`bertcore.analysis.shipped`), computed once per process and
+    kept (at most 8 results; the oldest is dropped).
 
     Not an ``st.cache_*`` function on purpose: ``progress(done, total)`` drives a progress bar in the
     page, which a cached function would replay on every later hit.
@@ -47,13 +90,8 @@ def findings(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, progre
     Raises:
         bertcore.data.DataError: the packaged BBC corpus is missing; ValueError: no segment.
     """
-    from bertcore.analysis.papers import evalset
-
-    def compute():
-        segments = findings_segments(key, n_segments, min(evalset.MAX_TOKENS, _loaded.max_length), _loaded)
-        return evalset.run_findings(_loaded.encoder, _loaded.tokenizer, segments, progress=progress)
-
-    return _kept((key, n_segments), compute)
+    return _kept(("findings", key, n_segments), lambda: shipped.get(_loaded, _findings(key, n_segments, _loaded),
+                                                                     progress))
 
 
 def _kept(store_key: tuple, compute):
@@ -70,38 +108,27 @@ def _kept(store_key: tuple, compute):
 
 
 def syntax_heads(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, progress=None):
-    """:func:`bertcore.analysis.representations.syntax.run_syntax` on the Findings page's held-out segments, computed
-    once per
-    process per ``(key, n_segments)`` and kept beside the Findings results (same store, same limit).
+    """:func:`bertcore.analysis.representations.syntax.run_syntax` on the Findings page's held-out segments (or the
+    shipped result), computed once per process per ``(key, n_segments)`` and kept beside the Findings results
+    (same store, same limit).
 
     Raises:
         bertcore.analysis.representations.syntax.SyntaxUnavailable: no spaCy; ValueError: too few arcs.
     """
-    from bertcore.analysis.papers import evalset
-    from bertcore.analysis.representations import syntax
-
-    def compute():
-        segments = findings_segments(key, n_segments, min(evalset.MAX_TOKENS, _loaded.max_length), _loaded)
-        return syntax.run_syntax(_loaded.encoder, _loaded.tokenizer, segments, progress=progress, with_probe=True)
-
-    return _kept(("syntax", key, n_segments), compute)
+    return _kept(("syntax", key, n_segments), lambda: shipped.get(_loaded, _syntax(key, n_segments, _loaded),
+                                                                   progress))
 
 
 def probes(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, progress=None) -> dict:
-    """Probing classifiers (:func:`bertcore.analysis.representations.probes.probe`, POS and dependency label) on the
-    parsed
-    segments of :func:`syntax_heads`, kept in the same store. Raises as :func:`syntax_heads`."""
-    from bertcore.analysis.representations import probes as probes_mod
-
+    """Probing classifiers (:func:`bertcore.analysis.representations.probes.probe_all`, POS and dependency label) on
+    the parsed segments of :func:`syntax_heads` (or the shipped result), kept in the same store. Raises as
+    :func:`syntax_heads`."""
+    found = probes_cached(key, n_segments, _loaded)
+    if found is not None:
+        return found
     run = syntax_heads(key, n_segments, _loaded)  # outside the store's lock (it takes it itself)
-
-    def compute():
-        feats = probes_mod.word_features(_loaded.encoder, _loaded.tokenizer, run.segments)
-        return {task: probes_mod.probe(feats, task, progress=None if progress is None else (
-            lambda done, n, i=i: progress(i * n + done, n * len(probes_mod.TASKS))))
-            for i, task in enumerate(probes_mod.TASKS)}
-
-    return _kept(("probes", key, n_segments), compute)
+    computation = shipped.probes(_loaded, n_segments, lambda n: run.segments)
+    return _kept(("probes", key, n_segments), lambda: computation.compute(progress))
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

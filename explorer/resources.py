@@ -228,6 +228,19 @@ def heldout_mlm_loss(key: tuple[str, ...], off: tuple[tuple[int, int], ...], mod
     mask = ablation.make_head_mask(cfg.num_hidden_layers, cfg.num_attention_heads, heads=off) if off else None
     return ablation.mlm_loss(_loaded.model, batch, mask, mode)
 
+@st.cache_resource(show_spinner="Running the model step by step ...", max_entries=8, ttl="1h")
+def forward_trace(key: tuple[str, ...], input_ids: tuple[int, ...], token_type_ids: tuple[int, ...], token: int,
+                  layer: int, head: int, _loaded: LoadedModel):
+    """:func:`bertcore.forward_pass.trace` of one encoded sequence, cached per ``(key, ids, segments, token, layer,
+    head)`` (a resource: the tensors are shared read-only, never edited by a page). Raises what ``trace`` raises."""
+    import torch
+
+    from bertcore import forward_pass
+
+    return forward_pass.trace(_loaded.model, torch.tensor([input_ids]), token, layer, head,
+                              torch.tensor([token_type_ids]))
+
+
 PLL_MAX_TOKENS = 128  # the Grammar page scores sentences, not documents: 128 copies of 128 tokens take ~1 s
 
 
@@ -243,19 +256,15 @@ def pll(key: tuple[str, ...], text: str, metric: str, _loaded: LoadedModel):
 @st.cache_data(show_spinner="Fitting the position regression ...", max_entries=8)
 def position_regression(key: tuple[str, ...], _loaded: LoadedModel) -> dict[str, dict]:
     """Wang & Chen 2020's 5-fold linear position regression on the model's whole learned table and on a
-    sinusoidal table of the same size (:func:`bertcore.positional.position_predictions`), cached per model.
+    sinusoidal table of the same size (:func:`bertcore.positional.regression_summary`, or its result shipped
+    beside the model: :mod:`bertcore.analysis.shipped`), cached per model.
 
     Returns:
         ``{"learned": {"predictions": (P,), "mae": float}, "sinusoidal": {...}}``.
     """
-    from bertcore import positional
+    from bertcore.analysis import shipped
 
-    table = positional.learned_positions(_loaded.model)  # (P, H)
-    out = {}
-    for name, t in (("learned", table), ("sinusoidal", positional.sinusoidal(*table.shape))):
-        pred = positional.position_predictions(t)
-        out[name] = {"predictions": pred, "mae": positional.prediction_error(pred)}
-    return out
+    return shipped.get(_loaded, shipped.position_regression(_loaded))
 
 
 # ----------------------------------------------------------------------------- Evolution and Model anatomy

@@ -89,13 +89,20 @@ def shareable(spec: dict[str, Callable[[str], object]]) -> list[str]:
         if ignored:
             st.info("This link's " + ", ".join(f"`{k}`" for k in ignored) + " could not be used (a stale or "
                     "edited link?): the page's defaults are shown instead.", icon=":material/link_off:")
-    for key in spec:
+    sync(spec)
+    return ignored
+
+
+def sync(keys) -> None:
+    """Write the current values of the session keys ``keys`` to the URL (a key without a value, or one too long
+    for a URL, is removed). :func:`shareable` calls it; a fragment whose widgets were declared shareable at the top
+    of the page calls it alone, so its own reruns keep the URL current."""
+    for key in keys:
         value = url_value(st.session_state.get(key)) if key in st.session_state else None
         if value is None:
             st.query_params.pop(key, None)
         elif st.query_params.get(key) != value:
             st.query_params[key] = value
-    return ignored
 
 
 def source_param(source: ModelSource) -> str | None:

@@ -127,3 +127,95 @@ def test_model_without_mlm_head_says_so(packaged):
     assert "Training page" in str(info.value) and "cls.predictions" in str(info.value)
     with pytest.raises(FillMaskError, match="no MLM head"):
         fill_mask.predict(packaged.model, packaged.tokenizer, ids, [])
+
+
+# ----------------------------------------------------------------------------- decoding: temperature, top-k, top-p
+def shipped_logits() -> torch.Tensor:
+    """MLM logits (2, V) of the shipped MiniLM-MLM at two [MASK]s: a real, peaked distribution."""
+    loaded = sources.load(sources.PACKAGED_MLM)
+    tok = loaded.tokenizer
+    ids = encode(tok, "The film won the [MASK] for best actor at the [MASK] in London.").tensors()["input_ids"]
+    return fill_mask.mlm_logits_at(loaded.model, ids, fill_mask.mask_token_positions(tok, ids))
+
+
+@pytest.mark.parametrize("temperature", [0.25, 0.7, 1.0, 1.5, 4.0])
+def test_probabilities_are_the_softmax_at_that_temperature(temperature):
+    logits = shipped_logits()
+    probs = fill_mask.decoded_probs(logits, fill_mask.Decoding(temperature=temperature))
+    torch.testing.assert_close(probs, torch.softmax(logits / temperature, dim=-1), atol=1e-7, rtol=1e-5)
+    if temperature != 1.0:  # the temperature is really applied: not the plain softmax
+        assert (probs - torch.softmax(logits, -1)).abs().max() > 1e-3
+
+
+def reference_filter(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    """Written out, independent of transformers: softmax(logits / T); keep the top_k largest; of those keep the
+    shortest most-probable prefix whose (renormalised) mass reaches top_p; renormalise."""
+    out = []
+    for row in logits.double():
+        p = torch.softmax(row / temperature, -1)
+        order = p.argsort(descending=True)
+        keep = order[:top_k] if top_k else order
+        q = p[keep] / p[keep].sum()
+        n = int((q.cumsum(0) < top_p - 1e-12).sum()) + 1  # the prefix that reaches top_p
+        kept = torch.zeros_like(p)
+        kept[keep[:n]] = p[keep[:n]]
+        out.append(kept / kept.sum())
+    return torch.stack(out).float()
+
+
+@pytest.mark.parametrize("temperature, top_k, top_p", [(1.0, 5, 1.0), (0.5, 0, 0.9), (2.0, 10, 0.5),
+                                                        (1.0, 0, 0.3), (3.0, 40, 0.95)])
+def test_top_k_and_top_p_equal_the_transformers_warpers_and_a_written_out_filter(temperature, top_k, top_p):
+    from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    logits = shipped_logits()
+    probs = fill_mask.decoded_probs(logits, fill_mask.Decoding(temperature, top_k, top_p))
+    scores = TemperatureLogitsWarper(temperature)(None, logits.clone())
+    scores = TopKLogitsWarper(top_k)(None, scores) if top_k else scores
+    scores = TopPLogitsWarper(top_p)(None, scores) if top_p < 1 else scores
+    torch.testing.assert_close(probs, scores.softmax(-1), atol=1e-7, rtol=1e-5)
+    torch.testing.assert_close(probs, reference_filter(logits, temperature, top_k, top_p), atol=1e-6, rtol=1e-4)
+    kept = (probs > 0).sum(-1)
+    assert (kept >= 1).all() and (not top_k or (kept <= top_k).all())
+    torch.testing.assert_close(probs.sum(-1), torch.ones(len(probs)), atol=1e-5, rtol=0)
+
+
+def test_predictions_show_the_decoded_probabilities(tiny):
+    loaded, _ = tiny
+    tok = loaded.tokenizer
+    ids = encode(tok, "the cat sat on the [MASK] .").tensors()["input_ids"]
+    pos = fill_mask.mask_token_positions(tok, ids)
+    d = fill_mask.Decoding(temperature=0.5, top_k=3)
+    logits = fill_mask.mlm_logits_at(loaded.model, ids, pos)
+    [p] = fill_mask.predict(loaded.model, tok, ids, pos, k=5, decoding=d)
+    top_p, top_i = fill_mask.decoded_probs(logits, d)[0].topk(5)
+    assert p.ids[:3] == top_i[:3].tolist() and p.probs == pytest.approx(top_p.tolist(), abs=1e-7)
+    assert p.probs[3:] == [0.0, 0.0] and sum(p.probs) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_a_seeded_sample_repeats_and_stays_inside_the_kept_words():
+    logits = shipped_logits()
+    d = fill_mask.Decoding(temperature=2.0, top_k=4)
+    draws = [tuple(fill_mask.sample(logits, d, seed)) for seed in range(60)]
+    assert draws[:10] == [tuple(fill_mask.sample(logits, d, seed)) for seed in range(10)]  # repeatable
+    assert len(set(draws)) > 1  # the seed matters
+    allowed = logits.topk(4, dim=-1).indices
+    assert all(draw[i] in allowed[i].tolist() for draw in draws for i in range(2))
+    greedy = fill_mask.sample(logits, fill_mask.Decoding(top_k=1), seed=123)
+    assert greedy == logits.argmax(-1).tolist()
+
+
+def test_a_seeded_sample_follows_the_probabilities():
+    logits = torch.log(torch.tensor([[0.6, 0.3, 0.1, 0.0]]))
+    counts = torch.bincount(torch.tensor([fill_mask.sample(logits, None, s)[0] for s in range(2000)]), minlength=4)
+    torch.testing.assert_close(counts / 2000, torch.tensor([0.6, 0.3, 0.1, 0.0]), atol=0.04, rtol=0)
+
+
+@pytest.mark.parametrize("kwargs, match", [({"temperature": 0}, "temperature"), ({"temperature": float("nan")},
+                                           "temperature"), ({"top_k": -1}, "top_k"), ({"top_k": 2.5}, "top_k"),
+                                          ({"top_p": 0.0}, "top_p"), ({"top_p": 1.5}, "top_p")])
+def test_bad_decoding_settings_are_clear_errors(kwargs, match):
+    with pytest.raises(FillMaskError, match=match):
+        fill_mask.Decoding(**kwargs)
+    with pytest.raises(FillMaskError, match="seed"):
+        fill_mask.sample(torch.zeros(1, 4), None, seed=-1)

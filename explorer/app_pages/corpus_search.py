@@ -12,13 +12,13 @@ import pandas as pd
 import streamlit as st
 import torch
 
+from bertcore.analysis import shipped
 from bertcore.analysis.representations import corpus_search as CS
 from bertcore.analysis.representations import syntax
 from bertcore.data import DataError, cache_dir
 from bertcore.tokenizer import TextError, encode
 from explorer import heldout, resources, share, widgets
 
-DEFAULT = "She deposited the cheque at the bank on Monday."
 MAX_UPLOAD_CHARS = 2_000_000
 
 st.title("Corpus search")
@@ -32,11 +32,17 @@ corpus is indexed once per model, corpus and layer (a progress bar), then kept o
 """
 )
 
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _index(path_str: str, stamp: str):
+    """The index file read once per version of the file (``stamp``: size and mtime)."""
+    return CS.load_index(Path(path_str))
+
+
 lm = widgets.current_model()
 cfg = lm.config
 share.shareable({"cs_text": share.text, "cs_layer": share.integer(0, cfg.num_hidden_layers),
                  "cs_k": share.integer(5, 100)})
-text = st.text_input("Your sentence", DEFAULT, key="cs_text")
+text = st.text_input("Your sentence", shipped.CORPUS_TEXT, key="cs_text")
 try:
     enc = encode(lm.tokenizer, text, max_length=min(lm.max_length, 128))
 except TextError as exc:
@@ -48,66 +54,67 @@ if not ordinary:
     st.warning("The sentence has no ordinary token to search for.", icon=":material/edit_note:")
     st.stop()
 c1, c2, c3, c4 = st.columns([2, 1, 1, 2])
-default_token = next((i for i in ordinary if enc.tokens[i] == "bank"), ordinary[0])
+default_token = next((i for i in ordinary if enc.tokens[i] == shipped.CORPUS_WORD), ordinary[0])
 position = c1.selectbox("Token", ordinary, index=ordinary.index(default_token), key="cs_token",
                         format_func=lambda i: f"{i}: {enc.tokens[i]}")
-layer = int(c2.number_input("Layer", 0, cfg.num_hidden_layers, min(4, cfg.num_hidden_layers), key="cs_layer",
+layer = int(c2.number_input("Layer", 0, cfg.num_hidden_layers, min(shipped.CORPUS_LAYER, cfg.num_hidden_layers),
+                            key="cs_layer",
                             help="0 = the embeddings (no context)."))
-k = int(c3.number_input("Neighbours", 5, 100, 20, step=5, key="cs_k"))
+k = int(c3.number_input("Neighbours", 5, 100, shipped.CORPUS_K, step=5, key="cs_k"))
 corpus = c4.radio("Corpus", ["bbc", "upload"], key="cs_corpus", horizontal=True,
                   format_func={"bbc": "held-out BBC segments", "upload": "your .txt file"}.__getitem__)
+found = None
 if corpus == "bbc":
-    n = int(st.number_input("Segments to index", 20, 400, 150, step=10, key="cs_segments"))
-    try:
-        texts = [f"{s.text_a} {s.text_b}" for s in heldout.findings_segments(resources.source_key(lm.source), n,
-                                                                                 128, lm)]
-    except DataError as exc:
-        st.error("Cannot read the held-out BBC documents: " + widgets.escape_md(str(exc)), icon=":material/error:")
-        st.stop()
+    n = int(st.number_input("Segments to index", 20, 400, shipped.CORPUS_SEGMENTS, step=10, key="cs_segments"))
+    # the default view (this model, sentence, token, layer, k and corpus) may ship with the model: no indexing
+    found = shipped.shipped(lm, shipped.corpus_search(lm, text, position, layer, k, n))
+if found is not None:
+    hits, labels, n_tokens, n_texts = found["hits"], found["labels"], found["n_tokens"], found["n_texts"]
 else:
-    up = st.file_uploader("A .txt file (paragraphs separated by blank lines)", type=["txt"], key="cs_upload")
-    if up is None:
-        st.info("Upload a .txt file to index it.", icon=":material/upload_file:")
-        st.stop()
-    raw = up.getvalue()
-    if raw[:4] in (b"\x89PNG", b"%PDF", b"PK\x03\x04"):
-        st.warning("That is not a text file.", icon=":material/warning:")
-        st.stop()
-    body = raw.decode("utf-8", errors="replace")[:MAX_UPLOAD_CHARS] if raw else ""
-    texts = [p.strip() for p in body.replace("\r\n", "\n").split("\n\n") if p.strip()]
-    if not texts:
-        st.warning("The file holds no text.", icon=":material/warning:")
-        st.stop()
-
-
-
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _index(path_str: str, stamp: str):
-    """The index file read once per version of the file (``stamp``: size and mtime)."""
-    return CS.load_index(Path(path_str))
-
-
-path = CS.index_path(cache_dir(), repr(resources.source_key(lm.source)), texts, layer)
-index = _index(str(path), f"{path.stat().st_size}-{path.stat().st_mtime_ns}") if path.is_file() else None
-if index is None:
-    bar = st.progress(0.0, text="Indexing the corpus ...")
-    index = CS.build_index(lm.encoder, lm.tokenizer, texts, layer, progress=lambda i, m: bar.progress(
-        i / m, text=f"Indexing: {i} / {m} texts"))
+    if corpus == "bbc":
+        try:
+            texts = [f"{s.text_a} {s.text_b}" for s in heldout.findings_segments(resources.source_key(lm.source), n,
+                                                                                     128, lm)]
+        except DataError as exc:
+            st.error("Cannot read the held-out BBC documents: " + widgets.escape_md(str(exc)), icon=":material/error:")
+            st.stop()
+    else:
+        up = st.file_uploader("A .txt file (paragraphs separated by blank lines)", type=["txt"], key="cs_upload")
+        if up is None:
+            st.info("Upload a .txt file to index it.", icon=":material/upload_file:")
+            st.stop()
+        raw = up.getvalue()
+        if raw[:4] in (b"\x89PNG", b"%PDF", b"PK\x03\x04"):
+            st.warning("That is not a text file.", icon=":material/warning:")
+            st.stop()
+        body = raw.decode("utf-8", errors="replace")[:MAX_UPLOAD_CHARS] if raw else ""
+        texts = [p.strip() for p in body.replace("\r\n", "\n").split("\n\n") if p.strip()]
+        if not texts:
+            st.warning("The file holds no text.", icon=":material/warning:")
+            st.stop()
+    path = CS.index_path(cache_dir(), repr(resources.source_key(lm.source)), texts, layer)
+    index = _index(str(path), f"{path.stat().st_size}-{path.stat().st_mtime_ns}") if path.is_file() else None
+    if index is None:
+        bar = st.progress(0.0, text="Indexing the corpus ...")
+        index = CS.build_index(lm.encoder, lm.tokenizer, texts, layer, progress=lambda i, m: bar.progress(
+            i / m, text=f"Indexing: {i} / {m} texts"))
+        try:
+            CS.save_index(index, path)
+        except OSError:
+            pass  # caching is an optimisation only
+        bar.empty()
+    with torch.no_grad():
+        t = enc.tensors()
+        hidden = lm.encoder(t["input_ids"], t["attention_mask"], t["token_type_ids"],
+                            output_hidden_states=True).hidden_states[layer][0, position].numpy()
+    hits = CS.search(index, hidden, k)
+    n_tokens, n_texts = len(index.tokens), len(texts)
     try:
-        CS.save_index(index, path)
-    except OSError:
-        pass  # caching is an optimisation only
-    bar.empty()
-with torch.no_grad():
-    t = enc.tensors()
-    hidden = lm.encoder(t["input_ids"], t["attention_mask"], t["token_type_ids"],
-                        output_hidden_states=True).hidden_states[layer][0, position].numpy()
-hits = CS.search(index, hidden, k)
-st.caption(f"{len(index.tokens):,} tokens of {len(texts)} texts indexed at layer {layer}.")
-try:
-    labels = CS.hit_labels(index, hits, lm.tokenizer)
-except syntax.SyntaxUnavailable:
-    labels = None
+        labels = CS.hit_labels(index, hits, lm.tokenizer)
+    except syntax.SyntaxUnavailable:
+        labels = None
+st.caption(f"{n_tokens:,} tokens of {n_texts} texts indexed at layer {layer}"
+           + (" (shipped with the model: the default view)." if found is not None else "."))
 table = pd.DataFrame([{"token": h.token, "cosine": h.cosine, "in context": h.context, "text": h.segment + 1,
                        **({"part of speech": labels[i][0], "dependency": labels[i][1]} if labels else {})}
                       for i, h in enumerate(hits)])

@@ -12,6 +12,7 @@ import streamlit as st
 
 from bertcore import runs
 from bertcore.analysis.papers import evalset, published
+from bertcore.analysis.shipped import PROBE_SEGMENTS
 from bertcore.analysis.papers import findings as F
 from bertcore.analysis.representations import syntax
 from bertcore.data import DataError
@@ -21,7 +22,6 @@ from explorer import heldout, resources, share, widgets
 from explorer.figures import findings as figs
 from explorer.figures import syntax as syntax_figs
 
-PROBE_SEGMENTS = 60  # probing: enough words for stable accuracies, a first computation under two minutes
 COLUMNS = {"measure": "Measure", "ours": "This model", "published": "bert-base (published)", "source": "Source"}
 
 st.title("Findings: does this model agree with the papers?")
@@ -69,7 +69,7 @@ n_segments = int(st.number_input(
     key="find_segments", help="More segments give steadier numbers but take longer the first time (about 0.15 s "
                               "per segment for the MiniLM on one CPU thread); results are kept afterwards."))
 key = resources.source_key(source)
-cached = heldout.findings_cached(key, n_segments)
+cached = heldout.findings_cached(key, n_segments, lm)
 try:
     if cached is None:
         bar = st.progress(0.0, text=f"Running the model on {n_segments} held-out segments ...")
@@ -189,10 +189,10 @@ def syntax_heads() -> None:
         "head attends most (head→dep; as Clark et al.'s code scores it), whichever is higher. The **fixed-offset "
         "baseline** always picks the word at the relation's most common relative position: a head is only "
         "interesting where it beats it.")
-    run = _parsed(lambda progress: heldout.syntax_heads(key, n_segments, lm, progress=progress),
-                  "Parsing the segments and running the model ...",
-                  "Parsing and running the model, then fitting the attention probe (segments)",
-                  "Cannot score syntax heads")
+    run = heldout.syntax_cached(key, n_segments, lm) or _parsed(
+        lambda progress: heldout.syntax_heads(key, n_segments, lm, progress=progress),
+        "Parsing the segments and running the model ...",
+        "Parsing and running the model, then fitting the attention probe (segments)", "Cannot score syntax heads")
     if run is None:
         return
     _syntax_views(run)
@@ -295,9 +295,9 @@ def probing() -> None:
     n_probe = min(n_segments, PROBE_SEGMENTS)
     st.caption(f"Probes use the words of {n_probe} of the held-out segments (a quarter of them for testing): "
                "their 28 logistic regressions take minutes beyond that.")
-    res = _parsed(lambda progress: heldout.probes(key, n_probe, lm, progress=progress),
-                  "Parsing, running the model and fitting the probes ...", "Fitting probes (layers)",
-                  "Cannot fit the probes")
+    res = heldout.probes_cached(key, n_probe, lm) or _parsed(
+        lambda progress: heldout.probes(key, n_probe, lm, progress=progress),
+        "Parsing, running the model and fitting the probes ...", "Fitting probes (layers)", "Cannot fit the probes")
     if res is None:
         return
     widgets.plotly_chart(syntax_figs.probe_figure(res), key="find_probes")

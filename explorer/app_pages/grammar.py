@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from bertcore.analysis import shipped
 from bertcore.analysis.grammar import minimal_pairs as M
 from bertcore.analysis.grammar.scoring import PLL_METRICS, ScoringError
 from bertcore.sources import PACKAGED_MLM
@@ -44,7 +45,7 @@ if not lm.has_mlm_head:
 
 share.shareable({"gram_a": share.text, "gram_b": share.text})
 key = resources.source_key(lm.source)
-metric = st.radio("Scoring", PLL_METRICS, index=PLL_METRICS.index("within_word_l2r"), key="gram_metric",
+metric = st.radio("Scoring", PLL_METRICS, index=PLL_METRICS.index(shipped.GRAMMAR_METRIC), key="gram_metric",
                   format_func=METRIC_LABELS.__getitem__,
                   horizontal=True, help="Within-word left-to-right also hides the later pieces of a word split "
                   "into several WordPieces, so the model cannot read a word's end to guess its start. The two "
@@ -84,21 +85,24 @@ st.markdown("Pairs generated from word lists (fixed seed) after Marvin & Linzen 
             "and a negative polarity item. A pair counts when the grammatical sentence scores higher; the red bar "
             "asks the same with `[MASK]` at the word where the two differ. 50% is chance.")
 c1, c2 = st.columns([2, 1])
-n_pairs = c1.slider("Pairs per paradigm", 10, 200, 40, 10, key="gram_n",
+n_pairs = c1.slider("Pairs per paradigm", 10, 200, shipped.GRAMMAR_PAIRS, 10, key="gram_n",
                     help="More pairs give steadier shares and take longer (two PLLs per pair).")
 run = c2.button("Run the suite", key="gram_run", type="primary", icon=":material/play_arrow:")
 stored = st.session_state.get("gram_results")
+suite = shipped.grammar_suite(lm, n_pairs, metric)
 if run:
-    pairs = M.generate(n_pairs)
     bar = st.progress(0.0, text="Scoring the pairs ...")
-    results = []
-    for i, r in enumerate(M.score(lm.model, lm.tokenizer, pairs, metric)):
-        results.append(r)
-        if i % 5 == 0 or i == len(pairs) - 1:
-            bar.progress((i + 1) / len(pairs), text=f"Pair {i + 1} / {len(pairs)}")
+    results = suite.compute(lambda i, n: bar.progress(i / n, text=f"Pair {i} / {n}") if i % 5 == 0 or i == n else None)
     bar.empty()
     stored = {"key": key, "metric": metric, "n": n_pairs, "results": results}
     st.session_state["gram_results"] = stored
+elif not stored or (stored["key"], stored["metric"], stored["n"]) != (key, metric, n_pairs):
+    found = shipped.shipped(lm, suite)  # this model's suite as shipped beside it: shown without a click
+    if found is not None:
+        stored = {"key": key, "metric": metric, "n": n_pairs, "results": found, "shipped": True}
+if stored and stored.get("shipped"):
+    st.caption("Computed when this model was shipped (the same pairs, metric and weights); **Run the suite** "
+               "recomputes it here.")
 if stored and (stored["key"], stored["metric"]) != (key, metric):
     st.caption("The results below are of another model or scoring: run the suite again.")
     stored = None

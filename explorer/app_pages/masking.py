@@ -35,8 +35,11 @@ to ask the model directly.
 
 lm = widgets.current_model()
 tok = lm.tokenizer
-share.shareable({"msk_rate": share.number(0.0, 1.0), "msk_k": share.integer(1, 10), "msk_wwm": share.boolean,
-                 "msk_seed": share.integer(0, MAX_SEED)})  # msk_tuned: in the lens section below
+DECODING = {"msk_k": share.integer(1, 10), "msk_temp": share.number(0.1, 3.0), "msk_topk": share.integer(0, 50),
+            "msk_topp": share.number(0.05, 1.0), "msk_sample_seed": share.integer(0, MAX_SEED),
+            "msk_sampled": share.boolean}
+share.shareable({"msk_rate": share.number(0.0, 1.0), "msk_wwm": share.boolean, "msk_seed": share.integer(0, MAX_SEED),
+                 **DECODING})  # msk_tuned: in the lens section below
 text, text_pair = widgets.text_or_pair("msk", DEFAULT, DEFAULT_B)
 
 # ----------------------------------------------------------------------------- parameters
@@ -156,53 +159,101 @@ if not positions:
             "or type [MASK] in the text.", icon=":material/info:")
     st.stop()
 
-k = st.slider("Guesses per position (top-k)", 1, 10, 5, key="msk_k", persist_state="session")
 try:
-    preds = fill_mask.predict(lm.model, tok, result.input_ids, positions, labels=result.labels, k=k,
-                              attention_mask=t["attention_mask"], token_type_ids=t["token_type_ids"])
+    logits = fill_mask.mlm_logits_at(lm.model, result.input_ids, positions, t["attention_mask"],
+                                      t["token_type_ids"])  # (N, V): one forward, every redraw below reuses it
 except (FillMaskError, InputError) as exc:
     widgets.show_error(exc)
     st.stop()
-
-hits, known = fill_mask.accuracy(preds)
-if known:
-    st.metric("Original token recovered (top-1)", f"{hits} of {known}", f"{hits / known:.0%}", delta_color="off",
-              delta_arrow="off",
-              help="Among the selected positions. Unchanged tokens are easy: the model sees the answer.")
-if typed_masks:
-    st.caption(f"{len(typed_masks)} [MASK] typed by you: the model's guesses are shown, there is no original to "
-               "compare with.")
+shown_positions = positions[:MAX_PANELS]
 
 
-def _title(p: fill_mask.Prediction) -> str:
+def _title(p: fill_mask.Prediction, drawn: str | None) -> str:
     orig = enc.tokens[p.position]
-    if p.original_id is None:
-        return f"pos {p.position}: your [MASK]"
     seen = fed_tokens[p.position]
-    return f"pos {p.position}: {orig}" + ("" if seen == orig else f" → {seen}")
+    head = (f"pos {p.position}: your [MASK]" if p.original_id is None
+            else f"pos {p.position}: {orig}" + ("" if seen == orig else f" → {seen}"))
+    return head if drawn is None else f"{head} · drew {drawn}"
 
 
-shown = preds[:MAX_PANELS]
-if len(preds) > MAX_PANELS:
-    st.caption(f"The first {MAX_PANELS} of {len(preds)} positions are drawn; the table below lists all of them.")
-st.caption("Bars: the model's probabilities for its top guesses (the axis zooms in when no guess passes 50%). "
-           "Green: the original token.")
-widgets.plotly_chart(mask_figures.topk_figure([_title(p) for p in shown], [p.tokens for p in shown],
-                                         [p.probs for p in shown],
-                                         [None if p.original_id is None else enc.tokens[p.position] for p in shown]),
-                key="msk_topk")
-st.dataframe(pd.DataFrame({
-    "position": [p.position for p in preds],
-    "original": [enc.tokens[p.position] if p.original_id is not None else "(your [MASK])" for p in preds],
-    "model sees": [fed_tokens[p.position] for p in preds],
-    "top guess": [p.tokens[0] for p in preds],
-    "probability": [p.probs[0] for p in preds],
-    "recovered": [p.recovered for p in preds],
-    "rank of original": pd.array([p.original_rank for p in preds], dtype="Int64"),
-    "p(original)": [p.original_prob for p in preds],
-}), hide_index=True, key="msk_pred_table",
-    column_config={"probability": st.column_config.NumberColumn(format="%.3g"),
-                   "p(original)": st.column_config.NumberColumn(format="%.3g")})
+def _draw(seed: int) -> None:
+    """The Sample button: the first press draws with the seed in the box, each later press with the next seed."""
+    if st.session_state.get("msk_sampled"):
+        st.session_state["msk_sample_seed"] = (int(seed) + 1) % MAX_SEED
+    st.session_state["msk_sampled"] = True
+
+
+@st.fragment
+def _predictions() -> None:
+    """Decoding controls, bars and table: moving a control reruns this section only (one forward, kept above)."""
+    share.sync(DECODING)  # read from the link at the top of the page; kept current on this section's own reruns
+    st.markdown("**Decoding.** The bars are the softmax of the MLM head's logits divided by the **temperature** "
+                "(below 1 sharpens, above 1 flattens), then cut to the **top-k** most probable words and to the "
+                "smallest set whose probability reaches **top-p**, renormalised (Hugging Face's "
+                "`TemperatureLogitsWarper`, `TopKLogitsWarper`, `TopPLogitsWarper`, in that order). 1, off, 1 "
+                "is the model's own distribution.")
+    d1, d2, d3, d4 = st.columns(4)
+    temperature = d1.slider("Temperature T", 0.1, 3.0, 1.0, 0.05, key="msk_temp", persist_state="session",
+                            help="p = softmax(logits / T).")
+    top_k = d2.slider("Top-k (0 = off)", 0, 50, 0, key="msk_topk", persist_state="session",
+                      help="Keep only the k most probable words, then renormalise.")
+    top_p = d3.slider("Top-p (1 = off)", 0.05, 1.0, 1.0, 0.05, key="msk_topp", persist_state="session",
+                      help="Keep the most probable words until their probability reaches p (nucleus), renormalise.")
+    k = d4.slider("Guesses shown per position", 1, 10, 5, key="msk_k", persist_state="session")
+    try:
+        decoding = fill_mask.Decoding(float(temperature), int(top_k), float(top_p))
+        preds = fill_mask.predictions_from_logits(tok, result.input_ids, positions, logits, result.labels, k,
+                                                  decoding)
+    except FillMaskError as exc:
+        widgets.show_error(exc)
+        return
+    s1, s2 = st.columns([1, 3], vertical_alignment="bottom")
+    seed = s1.number_input("Sampling seed", 0, MAX_SEED, step=1, key="msk_sample_seed", persist_state="session",
+                           help="The same seed, text and settings draw the same words.")
+    s2.button("Sample", key="msk_sample", on_click=_draw, args=(seed,), icon=":material/casino:",
+              help="Draw one word at each position from the bars' distribution (a torch.Generator seeded with the "
+                   "seed). Press again for the next seed.")
+    drawn = None
+    if st.session_state.get("msk_sampled"):
+        drawn = tok.convert_ids_to_tokens(fill_mask.sample(logits, decoding, int(seed)))
+        st.caption(f"Drawn with seed {int(seed)} at T = {temperature:g}, top-k {top_k or 'off'}, top-p {top_p:g}: "
+                   + ", ".join(f"pos {p} → {widgets.escape_md(w)}" for p, w in zip(positions, drawn)))
+
+    hits, known = fill_mask.accuracy(preds)
+    if known:
+        st.metric("Original token recovered (top-1)", f"{hits} of {known}", f"{hits / known:.0%}", delta_color="off",
+                  delta_arrow="off",
+                  help="Among the selected positions. Unchanged tokens are easy: the model sees the answer.")
+    if typed_masks:
+        st.caption(f"{len(typed_masks)} [MASK] typed by you: the model's guesses are shown, there is no original to "
+                   "compare with.")
+    shown = preds[:MAX_PANELS]
+    if len(preds) > MAX_PANELS:
+        st.caption(f"The first {MAX_PANELS} of {len(preds)} positions are drawn; the table below lists all of them.")
+    st.caption("Bars: the probabilities of the top guesses at this temperature, top-k and top-p (the axis zooms in "
+               "when no guess passes 50%). Green: the original token.")
+    widgets.plotly_chart(mask_figures.topk_figure(
+        [_title(p, None if drawn is None else drawn[i]) for i, p in enumerate(shown)], [p.tokens for p in shown],
+        [p.probs for p in shown], [None if p.original_id is None else enc.tokens[p.position] for p in shown]),
+        key="msk_topk_chart")
+    columns = {
+        "position": [p.position for p in preds],
+        "original": [enc.tokens[p.position] if p.original_id is not None else "(your [MASK])" for p in preds],
+        "model sees": [fed_tokens[p.position] for p in preds],
+        "top guess": [p.tokens[0] for p in preds],
+        "probability": [p.probs[0] for p in preds],
+        "recovered": [p.recovered for p in preds],
+        "rank of original": pd.array([p.original_rank for p in preds], dtype="Int64"),
+        "p(original)": [p.original_prob for p in preds],
+    }
+    if drawn is not None:
+        columns[f"drawn (seed {int(seed)})"] = drawn
+    st.dataframe(pd.DataFrame(columns), hide_index=True, key="msk_pred_table",
+                 column_config={"probability": st.column_config.NumberColumn(format="%.3g"),
+                                "p(original)": st.column_config.NumberColumn(format="%.3g")})
+
+
+_predictions()
 
 # ----------------------------------------------------------------------------- logit lens
 LENS_ALL_POSITIONS = 32  # longer inputs: the lens grid shows the predicted positions unless asked for all
@@ -259,7 +310,7 @@ def _lens_section() -> None:
     lens = _lens(resources.source_key(lm.source), tuple(result.input_ids[0].tolist()),
                  tuple(t["token_type_ids"][0].tolist()), stamp, tuned)
     top_tokens = [[tok.convert_ids_to_tokens(row) for row in layer] for layer in lens.top_ids.tolist()]
-    cols = [p.position for p in shown]
+    cols = list(shown_positions)
     every = len(fed_tokens) <= LENS_ALL_POSITIONS or not cols or st.toggle(
         "Every position in the grid", key="msk_lens_all", persist_state="session",
         help=f"Inputs longer than {LENS_ALL_POSITIONS} tokens show the positions the model predicts (the table "

@@ -46,3 +46,25 @@ def test_bad_input(monkeypatch, tmp_path):
     at.radio(key="cs_corpus").set_value("upload").run()
     assert_clean(at)
     assert any("Upload a .txt" in i for i in messages(at)["info"])
+
+
+def test_the_default_view_is_shipped_with_the_model_and_nothing_is_indexed(monkeypatch, tmp_path):
+    from bertcore.analysis import shipped
+    from bertcore.analysis.papers import evalset
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("indexed on a first visit: the shipped default view was not used")
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path))
+    monkeypatch.setattr(CS, "build_index", refuse)
+    monkeypatch.setattr(evalset, "build_segments", refuse)
+    at = page("corpus_search")
+    assert_clean(at)
+    lm = sources.load(sources.DEFAULT)
+    found = shipped.shipped(lm, shipped.corpus_search(lm, shipped.CORPUS_TEXT, shipped.corpus_default_position(lm),
+                                                      shipped.CORPUS_LAYER, shipped.CORPUS_K, shipped.CORPUS_SEGMENTS))
+    shown = next(d.value for d in at.dataframe if "cosine" in d.value.columns)
+    assert list(shown["token"]) == [h.token for h in found["hits"]]
+    assert list(shown["cosine"]) == [h.cosine for h in found["hits"]]
+    assert any("shipped with the model" in c.value for c in at.caption)
+    assert not list(tmp_path.glob("corpus-index/*.npz"))

@@ -134,3 +134,58 @@ def test_probing_tab_shows_bertcores_probes():
     assert table.loc["pos", "best accuracy"] == pytest.approx(float(pos.accuracy.max()))
     assert table.loc["pos", "best accuracy"] > table.loc["pos", "majority class"] + 0.3
     assert len(chart_specs(at)) == 1
+
+
+def _refuse(what):
+    def boom(*args, **kwargs):
+        raise AssertionError(f"{what} ran on a first visit: the shipped result was not used")
+    return boom
+
+
+def test_a_first_visit_reads_the_results_shipped_with_the_model(monkeypatch):
+    """The default model with every default: Findings, the syntax heads and the probes come from the file shipped
+    beside it (nothing is run: the computations are made to fail), and equal that file's results."""
+    import streamlit as st
+
+    from bertcore import sources
+    from bertcore.analysis import shipped
+    from bertcore.analysis.papers import evalset, published
+    from bertcore.analysis.representations import probes, syntax
+
+    st.cache_resource.clear()  # the process-wide store of results: empty, as after a server start
+    for module, name in ((evalset, "run_findings"), (evalset, "build_segments"), (syntax, "run_syntax"),
+                         (probes, "probe_all")):
+        monkeypatch.setattr(module, name, _refuse(name))
+    at = page("findings")
+    assert_clean(at)
+    assert not any("First computation" in t for t in texts(at.caption))
+    lm = sources.load(sources.PACKAGED_MLM)
+    result = shipped.shipped(lm, shipped.findings(lm, evalset.DEFAULT_SEGMENTS))
+    reg = shipped.shipped(lm, shipped.position_regression(lm))
+    expected = published.comparison_rows(result, reg["learned"]["mae"], reg["sinusoidal"]["mae"])
+    assert at.table[0].value.to_dict("records") == [
+        {"Measure": r["measure"], "This model": r["ours"], "bert-base (published)": r["published"],
+         "Source": r["source"]} for r in expected]
+    for tab in ("Syntax heads", "Probing classifiers"):
+        at.session_state["find_tab"] = tab
+        at.run()
+        assert_clean(at)
+        assert at.dataframe, tab
+
+
+def test_a_changed_model_computes_its_findings_again(monkeypatch, tmp_path):
+    import shutil
+
+    from bertcore import sources
+    from bertcore.analysis.papers import evalset
+
+    from ..test_precomputed import changed_weight
+
+    copy = shutil.copytree(sources.SHIPPED_MLM_DIR, tmp_path / "copy", ignore=shutil.ignore_patterns("*.md"))
+    changed_weight(copy)
+    calls = []
+    real = evalset.run_findings
+    monkeypatch.setattr(evalset, "run_findings", lambda *a, **k: calls.append(len(a[2])) or real(*a, **k))
+    at = page("findings", ModelSource("local", str(copy), "changed copy"), find_segments=SEGMENTS)
+    assert_clean(at)
+    assert calls == [SEGMENTS] and any("First computation" in t for t in texts(at.caption))

@@ -38,7 +38,7 @@ def test_sentences_of_different_length_and_bad_text():
     at = page("grammar", source=sources.PACKAGED_MLM)
     at.text_area(key="gram_b").input("Keys are here.").run()
     assert_clean(at)
-    assert messages(at)["success"] and charts(at) == 1
+    assert messages(at)["success"] and charts(at) == 2  # the contributions, and the suite shipped with the model
     seen = assert_bad_texts_handled(at, "gram_a", own=("20k_chars", "over_max_positions"))
     for case in ("20k_chars", "over_max_positions"):
         assert any("more than the 128" in w for w in seen[case]["warning"]), seen[case]
@@ -90,3 +90,23 @@ def test_a_failing_pair_opens_in_attribution_at_its_critical_word():
     assert at.title[0].value == "Attribution"
     assert at.text_area(key="attr_mlm_text").value == failing[k].pair.critical[0]
     assert at.radio(key="attr_kind").value == "fill_mask"
+
+
+def test_a_first_visit_shows_the_suite_shipped_with_the_model_without_a_click(monkeypatch):
+    """The default suite (40 pairs per paradigm, within-word PLL) is drawn from the file shipped beside the
+    MiniLM-MLM, with no scoring: it equals bertcore's accuracy on those results; another size is not shipped."""
+    from bertcore.analysis import shipped
+    from bertcore.analysis.grammar import minimal_pairs as M
+
+    monkeypatch.setattr(M, "score", lambda *a, **k: (_ for _ in ()).throw(AssertionError("scored on a first visit")))
+    at = page("grammar", source=sources.PACKAGED_MLM)
+    assert_clean(at)
+    assert charts(at) == 2 and any("Computed when this model was shipped" in c.value for c in at.caption)
+    lm = sources.load(sources.PACKAGED_MLM)
+    results = shipped.shipped(lm, shipped.grammar_suite(lm, shipped.GRAMMAR_PAIRS, shipped.GRAMMAR_METRIC))
+    by = M.accuracy_by_paradigm(results)
+    bars = chart_specs(at)[1]["data"][0]
+    np.testing.assert_allclose(array(bars["x"]), [by[name]["pll"] for name in bars["y"]], atol=1e-9)
+    at.slider(key="gram_n").set_value(20).run()  # not shipped: nothing drawn until Run
+    assert_clean(at)
+    assert charts(at) == 1

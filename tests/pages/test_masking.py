@@ -4,6 +4,7 @@ and a one-click switch to the packaged MiniLM-MLM; bad text gives a message, nev
 
 from __future__ import annotations
 
+import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
@@ -11,6 +12,7 @@ from bertcore import fill_mask, masking, sources
 from bertcore.sources import load
 from bertcore.tokenizer import encode
 
+from .conftest import PAGES as ROOT_PAGES
 from .conftest import assert_bad_texts_handled, assert_clean, dataframes, messages, page
 
 
@@ -252,3 +254,93 @@ def test_a_rewritten_tuned_lens_file_is_used(monkeypatch, tmp_path):
     expected = [[_plain(t, 14) for t in row] for row in tokens]
     strip = lambda rows: [[str(c).replace("<b>", "").replace("</b>", "") for c in row] for row in rows]  # noqa: E731
     assert strip(second) == expected and strip(first) != expected
+
+
+# ----------------------------------------------------------------------------- decoding controls (issue 30)
+DECODE_TEXT = "The film won the [MASK] for best actor at the [MASK] in London."
+
+
+def _decode_page(**state) -> AppTest:
+    at = page("masking", msk_rate=0.0, **state)  # rate 0: the typed [MASK]s are the only positions
+    at.text_area(key="msk_text").input(DECODE_TEXT).run()
+    assert_clean(at)
+    return at
+
+
+def _expected_logits():
+    loaded = load(sources.PACKAGED_MLM)
+    ids = encode(loaded.tokenizer, DECODE_TEXT).tensors()["input_ids"]
+    pos = fill_mask.mask_token_positions(loaded.tokenizer, ids)
+    return loaded.tokenizer, pos, fill_mask.mlm_logits_at(loaded.model, ids, pos)
+
+
+def _bars(at: AppTest) -> list[list[float]]:
+    from .conftest import array, chart_specs
+
+    spec = next(s for s in chart_specs(at) if any(t.get("orientation") == "h" for t in s["data"]))
+    return [array(t["x"]).tolist() for t in spec["data"]]
+
+
+def test_the_bars_are_the_softmax_at_the_chosen_temperature_and_follow_the_slider():
+    at = _decode_page()
+    tok, pos, logits = _expected_logits()
+    plain = _bars(at)
+    for temperature in (0.5, 2.0):
+        at.slider(key="msk_temp").set_value(temperature).run()
+        assert_clean(at)
+        expected = torch.softmax(logits / temperature, -1).topk(5, dim=-1).values  # (2, 5)
+        bars = _bars(at)
+        torch.testing.assert_close(torch.tensor(bars), expected, atol=1e-6, rtol=1e-4)
+        assert bars != plain
+        table = next(df for df in dataframes(at) if "top guess" in df.columns)
+        assert list(table["probability"]) == pytest.approx(expected[:, 0].tolist(), abs=1e-6)
+    assert dict(at.query_params)["msk_temp"] in (["2.0"], "2.0")
+
+
+def test_top_k_and_top_p_cut_and_renormalise_the_bars():
+    at = _decode_page(msk_topk=2)
+    bars = torch.tensor(_bars(at))
+    assert (bars[:, 2:] == 0).all() and torch.allclose(bars.sum(-1), torch.ones(2), atol=1e-6)
+    at.slider(key="msk_topk").set_value(0).run()
+    at.slider(key="msk_topp").set_value(0.5).run()
+    _, _, logits = _expected_logits()
+    expected = fill_mask.decoded_probs(logits, fill_mask.Decoding(top_p=0.5)).topk(5, dim=-1).values
+    torch.testing.assert_close(torch.tensor(_bars(at)), expected, atol=1e-6, rtol=1e-4)
+
+
+def test_sample_draws_repeatably_with_its_seed():
+    at = _decode_page(msk_temp=1.5, msk_topk=10)
+    assert not any(c.startswith("drawn") for df in dataframes(at) for c in df.columns)
+    tok, pos, logits = _expected_logits()
+    decoding = fill_mask.Decoding(1.5, 10)
+
+    def drawn(seed):
+        table = next(df for df in dataframes(at) if "top guess" in df.columns)
+        assert f"drawn (seed {seed})" in table.columns, table.columns
+        return list(table[f"drawn (seed {seed})"])
+
+    at.button(key="msk_sample").click().run()
+    assert_clean(at)
+    first = drawn(0)
+    assert first == tok.convert_ids_to_tokens(fill_mask.sample(logits, decoding, 0))
+    at.button(key="msk_sample").click().run()  # the next press: the next seed
+    assert at.number_input(key="msk_sample_seed").value == 1
+    assert drawn(1) == tok.convert_ids_to_tokens(fill_mask.sample(logits, decoding, 1))
+    at.number_input(key="msk_sample_seed").set_value(0).run()  # back to seed 0: the same words
+    assert drawn(0) == first
+    qp = {k: (v[0] if isinstance(v, list) else v) for k, v in dict(at.query_params).items()}
+    assert qp["msk_sampled"] == "1" and qp["msk_sample_seed"] == "0" and qp["msk_topk"] == "10"
+
+
+def test_a_link_reopens_the_decoding_controls():
+    at = AppTest.from_file(str(ROOT_PAGES / "masking.py"), default_timeout=240)
+    for k, v in {"msk_text": DECODE_TEXT, "msk_rate": "0", "msk_temp": "0.5", "msk_topk": "3", "msk_topp": "0.9",
+                 "msk_sample_seed": "7", "msk_sampled": "1"}.items():
+        at.query_params[k] = v
+    at.run()
+    assert_clean(at)
+    assert at.slider(key="msk_temp").value == 0.5 and at.slider(key="msk_topk").value == 3
+    tok, _, logits = _expected_logits()
+    table = next(df for df in dataframes(at) if "top guess" in df.columns)
+    assert list(table["drawn (seed 7)"]) == tok.convert_ids_to_tokens(
+        fill_mask.sample(logits, fill_mask.Decoding(0.5, 3, 0.9), 7))

@@ -138,3 +138,12 @@ def probe(features: WordFeatures, task: str, test_fraction: float = 0.25, seed: 
             progress(layer + 1, layers)
     return ProbeResult(acc, ctrl, float((y[test] == majority_label).mean()), acc - ctrl, expected_layer(acc),
                        len(train), len(test), len(set(y.tolist())))
+
+
+def probe_all(encoder, tokenizer, parsed_segments, progress=None) -> dict[str, ProbeResult]:
+    """:func:`probe` of every task in :data:`TASKS` on the :func:`word_features` of ``parsed_segments``;
+    ``progress(done, total)`` counts the layers of all tasks. Raises as :func:`word_features` and :func:`probe`."""
+    feats = word_features(encoder, tokenizer, parsed_segments)
+    return {task: probe(feats, task, progress=None if progress is None else (
+        lambda done, n, i=i: progress(i * n + done, n * len(TASKS))))
+        for i, task in enumerate(TASKS)}

@@ -1,0 +1,226 @@
+"""The heavy results of the app's default views, computed here and shipped beside the model
+(:mod:`bertcore.precomputed`) so that a first visit answers at once.
+
+Each function below returns a :class:`Computation`: a name, the parameters that determine the result, and how to
+compute it. The app calls :func:`get` (the shipped result when it belongs to this model and these parameters,
+else the computation, with its progress bar); ``python -m bertcore.analysis.shipped`` writes the file for a
+model folder (:func:`default_views`: every default view of the app). The inputs of those default views live
+here (one owner; the pages read them): change one and the shipped entry no longer matches, so the page
+computes again until the file is rewritten. Bump :data:`VERSION` when a computation changes what it returns;
+``tests/analysis/test_shipped.py`` recomputes every shipped entry and compares.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import precomputed
+
+VERSION = 1
+# The inputs of the app's default views (the pages import these)
+PROBE_SEGMENTS = 60  # Findings' probing classifiers: enough words for stable accuracies, a first computation < 2 min
+GRAMMAR_PAIRS = 40  # pairs per paradigm of the Grammar page's suite
+GRAMMAR_METRIC = "within_word_l2r"
+CORPUS_TEXT = "She deposited the cheque at the bank on Monday."
+CORPUS_WORD = "bank"  # the token the Corpus search page follows by default
+CORPUS_LAYER = 4
+CORPUS_K = 20
+CORPUS_SEGMENTS = 150
+
+Progress = Callable[[int, int], None] | None
+
+
+@dataclass(frozen=True)
+class Computation:
+    """One shippable result: ``name``, the ``params`` it depends on (with the model: the file's key) and
+    ``compute(progress)``, which returns it."""
+
+    name: str
+    params: dict
+    compute: Callable[[Progress], Any]
+
+
+def get(loaded, computation: Computation, progress: Progress = None) -> Any:
+    """The shipped result of ``computation`` for ``loaded`` (a :class:`bertcore.sources.LoadedModel`) when its
+    folder holds one keyed by the same model files and parameters, else ``computation.compute(progress)``."""
+    found = shipped(loaded, computation)
+    return computation.compute(progress) if found is None else found
+
+
+def shipped(loaded, computation: Computation) -> Any | None:
+    """The shipped result of ``computation`` for ``loaded``, or None (none shipped, or it belongs to other files or
+    parameters)."""
+    folder = getattr(loaded, "path", None)
+    return None if folder is None else precomputed.read(folder, computation.name, computation.params)
+
+
+def _limit(loaded, max_tokens: int) -> int:
+    return min(max_tokens, loaded.max_length)
+
+
+def segments(loaded, n_segments: int, max_tokens: int):
+    """The held-out BBC segments every analysis below reads (:func:`bertcore.analysis.papers.evalset.build_segments`,
+    seed 0). Raises ``bertcore.data.DataError`` without the packaged corpus."""
+    from .papers import evalset
+
+    return evalset.build_segments(loaded.tokenizer, evalset.heldout_documents(), n_segments, max_tokens)
+
+
+def findings(loaded, n_segments: int, segments_of=None) -> Computation:
+    """Clark / Kovaleva / Ethayarajh measures (:func:`bertcore.analysis.papers.evalset.run_findings`) on
+    ``n_segments`` held-out segments. ``segments_of(n, max_tokens)``: where the segments come from (a cache)."""
+    from .papers import evalset
+
+    limit = _limit(loaded, evalset.MAX_TOKENS)
+    seg = segments_of or (lambda n, m: segments(loaded, n, m))
+    return Computation("findings", {"version": VERSION, "n_segments": n_segments, "max_tokens": limit, "seed": 0},
+                       lambda progress: evalset.run_findings(loaded.encoder, loaded.tokenizer, seg(n_segments, limit),
+                                                             progress=progress))
+
+
+def position_regression(loaded) -> Computation:
+    """Wang & Chen 2020's 5-fold position regression on the learned and a sinusoidal table
+    (:func:`bertcore.positional.regression_summary`)."""
+    from .. import positional
+
+    return Computation("position_regression", {"version": VERSION, "n_splits": 5, "seed": 0},
+                       lambda progress: positional.regression_summary(loaded.model))
+
+
+def syntax(loaded, n_segments: int, segments_of=None) -> Computation:
+    """Clark et al.'s syntax heads and attention-only probe (:func:`.representations.syntax.run_syntax`)."""
+    from .papers import evalset
+    from .representations import syntax as syntax_mod
+
+    limit = _limit(loaded, evalset.MAX_TOKENS)
+    seg = segments_of or (lambda n, m: segments(loaded, n, m))
+    return Computation("syntax", {"version": VERSION, "n_segments": n_segments, "max_tokens": limit,
+                                  "min_count": syntax_mod.MIN_COUNT, "probe": True},
+                       lambda progress: syntax_mod.run_syntax(loaded.encoder, loaded.tokenizer, seg(n_segments, limit),
+                                                              progress=progress, with_probe=True))
+
+
+def probes(loaded, n_segments: int, parsed_of=None) -> Computation:
+    """Linear probes for part of speech and dependency label per layer
+    (:func:`.representations.probes.probe_all`) on the parsed segments of :func:`syntax`. ``parsed_of(n)``: where
+    the parsed segments come from (a cache of the syntax run)."""
+    from .papers import evalset
+    from .representations import probes as probes_mod
+
+    limit = _limit(loaded, evalset.MAX_TOKENS)
+
+    def compute(progress):
+        parsed = parsed_of(n_segments) if parsed_of else syntax(loaded, n_segments).compute(None).segments
+        return probes_mod.probe_all(loaded.encoder, loaded.tokenizer, parsed, progress=progress)
+
+    return Computation("probes", {"version": VERSION, "n_segments": n_segments, "max_tokens": limit,
+                                  "tasks": list(probes_mod.TASKS)}, compute)
+
+
+def grammar_suite(loaded, n_per_paradigm: int, metric: str) -> Computation:
+    """The minimal-pair suite (:mod:`.grammar.minimal_pairs`, its fixed seed) scored by pseudo-log-likelihood."""
+    from .grammar import minimal_pairs as M
+
+    def compute(progress):
+        pairs = M.generate(n_per_paradigm)
+        out = []
+        for i, r in enumerate(M.score(loaded.model, loaded.tokenizer, pairs, metric)):
+            out.append(r)
+            if progress is not None:
+                progress(i + 1, len(pairs))
+        return out
+
+    return Computation("grammar_suite", {"version": VERSION, "n_per_paradigm": n_per_paradigm, "metric": metric,
+                                         "seed": M.SUITE_SEED}, compute)
+
+
+def corpus_search(loaded, text: str, position: int, layer: int, k: int, n_segments: int,
+                  segments_of=None) -> Computation:
+    """The ``k`` nearest tokens of held-out BBC segments to token ``position`` of ``text`` at ``layer``
+    (:mod:`.representations.corpus_search`): ``{"hits", "labels" (POS, dependency; None without spaCy),
+    "n_tokens", "n_texts"}``."""
+    import torch
+
+    from .representations import corpus_search as CS
+    from .representations import parses
+    from ..tokenizer import encode
+
+    limit = _limit(loaded, 128)
+    seg = segments_of or (lambda n, m: segments(loaded, n, m))
+
+    def compute(progress):
+        texts = [f"{s.text_a} {s.text_b}" for s in seg(n_segments, limit)]
+        index = CS.build_index(loaded.encoder, loaded.tokenizer, texts, layer, progress=progress)
+        t = encode(loaded.tokenizer, text, max_length=limit).tensors()
+        with torch.no_grad():
+            hidden = loaded.encoder(t["input_ids"], t["attention_mask"], t["token_type_ids"],
+                                    output_hidden_states=True).hidden_states[layer][0, position].numpy()
+        hits = CS.search(index, hidden, k)
+        try:
+            labels = CS.hit_labels(index, hits, loaded.tokenizer)
+        except parses.SyntaxUnavailable:
+            labels = None
+        return {"hits": hits, "labels": labels, "n_tokens": len(index.tokens), "n_texts": len(texts)}
+
+    return Computation("corpus_search", {"version": VERSION, "text": text, "position": position, "layer": layer,
+                                         "k": k, "n_segments": n_segments, "max_tokens": limit}, compute)
+
+
+def corpus_default_position(loaded) -> int:
+    """The token of :data:`CORPUS_TEXT` the Corpus search page follows by default (:data:`CORPUS_WORD`, else the
+    first ordinary token)."""
+    from ..tokenizer import encode
+
+    enc = encode(loaded.tokenizer, CORPUS_TEXT, max_length=_limit(loaded, 128))
+    special = set(loaded.tokenizer.all_special_ids)
+    ordinary = [i for i, tid in enumerate(enc.input_ids) if tid not in special]
+    return next((i for i in ordinary if enc.tokens[i] == CORPUS_WORD), ordinary[0])
+
+
+def default_views(loaded) -> list[Computation]:
+    """Every heavy computation of the app's default views for ``loaded`` (the Grammar suite only with an MLM head)."""
+    from .papers import evalset
+
+    out = [findings(loaded, evalset.DEFAULT_SEGMENTS), position_regression(loaded),
+           syntax(loaded, evalset.DEFAULT_SEGMENTS), probes(loaded, PROBE_SEGMENTS),
+           corpus_search(loaded, CORPUS_TEXT, corpus_default_position(loaded), CORPUS_LAYER, CORPUS_K,
+                         CORPUS_SEGMENTS)]
+    if loaded.has_mlm_head:
+        out.append(grammar_suite(loaded, GRAMMAR_PAIRS, GRAMMAR_METRIC))
+    return out
+
+
+def write(loaded, computations: list[Computation] | None = None, log=print) -> Path:
+    """Compute ``computations`` (default :func:`default_views`) for ``loaded`` and write them into its folder.
+
+    Raises:
+        bertcore.precomputed.PrecomputedError: a result that cannot be stored; OSError: an unwritable folder.
+    """
+    entries = []
+    for comp in computations if computations is not None else default_views(loaded):
+        t0 = time.perf_counter()
+        entries.append((comp.name, comp.params, comp.compute(None)))
+        log(f"{comp.name}: {time.perf_counter() - t0:.1f} s")
+    return precomputed.write(loaded.path, entries, notes={"written_by": "python -m bertcore.analysis.shipped",
+                                                          "version": VERSION})
+
+
+def main(argv: list[str] | None = None) -> None:
+    from ..sources import PACKAGED_MLM, ModelSource, load
+
+    ap = argparse.ArgumentParser(description="Compute the app's default views for a model and ship them in its "
+                                             f"folder ({precomputed.FILE_NAME}).")
+    ap.add_argument("--model", help="an HF model folder (default: the shipped MiniLM-MLM, models/minilm-mlm)")
+    args = ap.parse_args(argv)
+    loaded = load(ModelSource("local", args.model) if args.model else PACKAGED_MLM)
+    path = write(loaded)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
+
+
+if __name__ == "__main__":
+    main()

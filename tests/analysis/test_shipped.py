@@ -1,0 +1,92 @@
+"""bertcore.analysis.shipped: the results shipped beside the MiniLM-MLM (models/minilm-mlm/precomputed.npz) are
+what the computations give today (each recomputed and compared), they are what the app's default views ask for,
+the file stays small, and a changed model (one weight) or other parameters ignore it."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from bertcore import precomputed, sources
+from bertcore.analysis import shipped
+from bertcore.analysis.papers import evalset
+
+from ..test_precomputed import changed_weight
+
+MAX_BYTES = 2_000_000
+IGNORED_FIELDS = {"seconds"}  # wall-clock time of the computation, not a result
+
+
+@pytest.fixture(scope="module")
+def mlm():
+    return sources.load(sources.PACKAGED_MLM)
+
+
+def shipped_names() -> list[str]:
+    head = precomputed.manifest(sources.SHIPPED_MLM_DIR)
+    return sorted(e["name"] for e in head["entries"].values()) if head else []
+
+
+def assert_same(a, b, where: str = "value") -> None:
+    """Equal data: arrays and floats to float32 rounding (another CPU may sum in another order), the rest exactly."""
+    if dataclasses.is_dataclass(a):
+        assert type(a) is type(b), where
+        for f in dataclasses.fields(a):
+            if f.name not in IGNORED_FIELDS:
+                assert_same(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
+    elif isinstance(a, dict):
+        assert set(a) == set(b), where
+        for k in a:
+            assert_same(a[k], b[k], f"{where}[{k!r}]")
+    elif isinstance(a, (list, tuple)):
+        assert type(a) is type(b) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{where}[{i}]")
+    elif isinstance(a, (np.ndarray, torch.Tensor)):
+        x, y = np.asarray(a), np.asarray(b)
+        assert x.shape == y.shape and x.dtype == y.dtype, where
+        if np.issubdtype(x.dtype, np.floating):
+            np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6, err_msg=where)
+        else:
+            np.testing.assert_array_equal(x, y, err_msg=where)
+    elif isinstance(a, float):
+        assert b == pytest.approx(a, rel=1e-4, abs=1e-6, nan_ok=True), where
+    else:
+        assert a == b, where
+
+
+def test_the_app_default_views_are_all_shipped_and_the_file_is_small(mlm):
+    path = sources.SHIPPED_MLM_DIR / precomputed.FILE_NAME
+    assert path.stat().st_size < MAX_BYTES
+    views = shipped.default_views(mlm)
+    assert {c.name for c in views} == set(shipped_names()) == {
+        "findings", "position_regression", "syntax", "probes", "corpus_search", "grammar_suite"}
+    for c in views:  # the parameters the pages ask for find their entry
+        assert shipped.shipped(mlm, c) is not None, c.name
+    other = shipped.findings(mlm, evalset.DEFAULT_SEGMENTS + 10)
+    assert shipped.shipped(mlm, other) is None  # another evaluation set: computed, not shipped
+
+
+@pytest.mark.parametrize("name", shipped_names())
+def test_a_shipped_result_equals_its_computation_today(mlm, name):
+    """Recompute one shipped entry and compare (the probes and the suite take a minute or two on one core)."""
+    (computation,) = [c for c in shipped.default_views(mlm) if c.name == name]
+    assert_same(shipped.shipped(mlm, computation), computation.compute(None), name)
+
+
+def test_a_copy_with_one_weight_changed_ignores_the_shipped_file(mlm, tmp_path):
+    copy = shutil.copytree(sources.SHIPPED_MLM_DIR, tmp_path / "minilm-mlm", ignore=shutil.ignore_patterns("*.md"))
+    same = sources.load(sources.ModelSource("local", str(copy)))
+    assert shipped.shipped(same, shipped.position_regression(same)) is not None  # a faithful copy is still served
+    changed_weight(copy)
+    changed = sources.load(sources.ModelSource("local", str(copy)))
+    for c in shipped.default_views(changed):
+        assert shipped.shipped(changed, c) is None, c.name
+    calls = []
+    c = shipped.position_regression(changed)
+    got = shipped.get(changed, shipped.Computation(c.name, c.params, lambda p: calls.append(p) or "computed"))
+    assert got == "computed" and calls == [None]
