@@ -162,7 +162,10 @@ def _download(repo_id: str) -> Path:
 
 def detect_head(folder: Path) -> str:
     """Which head class fits a checkpoint: ``pretraining`` (MLM + NSP weights), ``mlm``,
-    ``classification`` (a ``classifier``) or ``base``; read from the weight names."""
+    ``classification`` (a ``classifier``) or ``base``; read from the weight names (BERT names, or
+    RobertaPreLayerNorm ones with the NSP head in :data:`bertcore.hf_format.NSP_FILE`)."""
+    from .hf_format import NSP_FILE
+
     keys: set[str] = set()
     for file in find_weights(folder):
         if file.suffix == ".safetensors":
@@ -172,11 +175,12 @@ def detect_head(folder: Path) -> str:
                 with safe_open(str(file), "pt") as fh:
                     keys.update(fh.keys())
             except Exception as exc:  # noqa: BLE001
-                raise CheckpointError(f"cannot read weights {file.name}: {exc}") from exc
+                raise CheckpointError(f"cannot read weights {file.name}: {type(exc).__name__}: {exc}") from exc
         else:
             keys.update(read_state_dict(file))
-    has_mlm = any(k.startswith(("cls.predictions.", "bert.cls.predictions.")) for k in keys)
-    if has_mlm and any("seq_relationship" in k for k in keys):
+    has_mlm = any(k.startswith(("cls.predictions.", "bert.cls.predictions.", "lm_head.")) for k in keys)
+    has_nsp = any("seq_relationship" in k for k in keys) or (Path(folder) / NSP_FILE).is_file()
+    if has_mlm and has_nsp:
         return "pretraining"
     if has_mlm:
         return "mlm"
