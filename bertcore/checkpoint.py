@@ -125,6 +125,18 @@ def find_weights(folder: str | Path) -> list[Path]:
     raise CheckpointError(f"no weights in {folder}: expected one of {', '.join(WEIGHT_FILES + SHARD_INDEXES)}")
 
 
+def weights_error(path: Path, exc: BaseException) -> CheckpointError:
+    """The error for a weights file that cannot be read: says "truncated" when the file is shorter than its header
+    says (an interrupted copy, download or save), else gives the reader's own message."""
+    detail = f"{type(exc).__name__}: {exc}".strip()
+    text = str(exc).lower()
+    if any(s in text for s in ("incomplete metadata", "not fully covered", "unexpected eof", "truncated",
+                               "failed finding central directory", "header too small", "invalid header")):
+        return CheckpointError(f"{path.name} in {path.parent} is truncated or corrupt (an interrupted copy, download "
+                               f"or save?): copy it again or pick another checkpoint. ({detail})")
+    return CheckpointError(f"cannot read weights {path.name}: {detail}")
+
+
 def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     """Read tensors from a ``.safetensors`` file or a PyTorch ``.bin`` (weights only) to the CPU.
 
@@ -137,7 +149,7 @@ def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
             return load_file(str(path), device="cpu")
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch.load and safetensors raise many types on bad files
-        raise CheckpointError(f"cannot read weights {path.name}: {type(exc).__name__}: {exc}".strip()) from exc
+        raise weights_error(path, exc) from exc
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise CheckpointError(f"{path.name} is not a state dict (a mapping of names to tensors)")
     return state

@@ -38,7 +38,7 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -190,8 +190,10 @@ def position_offset(data: dict[str, Any]) -> int:
 
 
 # ----------------------------------------------------------------------------- weights
-_LAYER_LN_OUT = [(re.compile(r"^encoder\.layer\.(\d+)\.attention\.output\.LayerNorm\."), r"encoder.layer.\1.attention.LayerNorm."),
-                 (re.compile(r"^encoder\.layer\.(\d+)\.output\.LayerNorm\."), r"encoder.layer.\1.intermediate.LayerNorm.")]
+_LAYER_LN_OUT = [(re.compile(r"^encoder\.layer\.(\d+)\.attention\.output\.LayerNorm\."),
+                  r"encoder.layer.\1.attention.LayerNorm."),
+                 (re.compile(r"^encoder\.layer\.(\d+)\.output\.LayerNorm\."),
+                  r"encoder.layer.\1.intermediate.LayerNorm.")]
 _HEAD_OUT = {"cls.predictions.transform.dense.": "lm_head.dense.",
              "cls.predictions.transform.LayerNorm.": "lm_head.layer_norm.",
              "cls.predictions.bias": "lm_head.bias"}
@@ -235,8 +237,10 @@ def to_preln_state(state: dict[str, torch.Tensor], config: BertConfig,
     return main, nsp
 
 
-_LAYER_LN_IN = [(re.compile(r"^encoder\.layer\.(\d+)\.attention\.LayerNorm\."), r"encoder.layer.\1.attention.output.LayerNorm."),
-                (re.compile(r"^encoder\.layer\.(\d+)\.intermediate\.LayerNorm\."), r"encoder.layer.\1.output.LayerNorm.")]
+_LAYER_LN_IN = [(re.compile(r"^encoder\.layer\.(\d+)\.attention\.LayerNorm\."),
+                 r"encoder.layer.\1.attention.output.LayerNorm."),
+                (re.compile(r"^encoder\.layer\.(\d+)\.intermediate\.LayerNorm\."),
+                 r"encoder.layer.\1.output.LayerNorm.")]
 _HEAD_IN = {v: k for k, v in _HEAD_OUT.items()}
 
 
@@ -287,11 +291,11 @@ def from_preln_state(state: dict[str, torch.Tensor], offset: int) -> dict[str, t
 
 
 # ----------------------------------------------------------------------------- re-export of older folders
-def reexport_checkpoint(folder: str | Path, card: str | None = None) -> Path:
+def reexport_checkpoint(folder: str | Path, card: Callable[[Path], str] | None = None) -> Path:
     """Rewrite a checkpoint folder in its current format (an older pre-LN ``bert`` folder becomes
-    RobertaPreLayerNorm), keeping every other file (tokenizer, ``trainer_state.pt``); ``card``: a new
-    ``README.md``. The new folder is written beside it (dot-named) and swapped in with ``os.replace``, so the
-    folder is the old one or the new one whatever happens. Returns the folder.
+    RobertaPreLayerNorm), keeping every other file (tokenizer, ``trainer_state.pt``); ``card(new folder)`` gives
+    a new ``README.md``. The new folder is written beside it (dot-named, which run listings skip) and swapped in
+    with ``os.replace``, so the folder is the old one or the new one whatever happens. Returns the folder.
 
     Raises:
         bertcore.checkpoint.CheckpointError: the folder does not load.
@@ -311,7 +315,7 @@ def reexport_checkpoint(folder: str | Path, card: str | None = None) -> Path:
                 shutil.copy2(item, tmp / item.name)
         model.save_pretrained(tmp)
         if card is not None:
-            (tmp / "README.md").write_text(card, encoding="utf-8")
+            (tmp / "README.md").write_text(card(tmp), encoding="utf-8")
         old = folder.parent / f".{folder.name}.old-{os.getpid()}"
         os.replace(folder, old)
         os.replace(tmp, folder)
@@ -391,7 +395,8 @@ def usage_code(folder: str | Path, text: str | None = None) -> str:
                   f"path = {str(folder)!r}  # this checkpoint folder",
                   "tokenizer = AutoTokenizer.from_pretrained(path)",
                   f"model = {cls}.from_pretrained(path).eval()"]
-    lines += [f"inputs = tokenizer({text!r}, return_tensors='pt')", "with torch.no_grad():", "    out = model(**inputs)"]
+    lines += [f"inputs = tokenizer({text!r}, return_tensors='pt')", "with torch.no_grad():",
+              "    out = model(**inputs)"]
     if head in ("mlm", "pretraining"):
         attr = "prediction_logits" if fmt not in (BERT, PRELN) and head == "pretraining" else "logits"
         lines += [f"logits = out.{attr}  # (1, tokens, vocabulary)",

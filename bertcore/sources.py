@@ -19,7 +19,7 @@ from typing import Literal
 
 from transformers import BertTokenizerFast
 
-from .checkpoint import CheckpointError, find_weights, read_state_dict
+from .checkpoint import CheckpointError, find_weights, read_state_dict, weights_error
 from .config import BertConfig, ConfigError
 from .heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
 from .model import BertModel, BertPreTrainedModel
@@ -175,7 +175,7 @@ def detect_head(folder: Path) -> str:
                 with safe_open(str(file), "pt") as fh:
                     keys.update(fh.keys())
             except Exception as exc:  # noqa: BLE001
-                raise CheckpointError(f"cannot read weights {file.name}: {type(exc).__name__}: {exc}") from exc
+                raise weights_error(file, exc) from exc
         else:
             keys.update(read_state_dict(file))
     has_mlm = any(k.startswith(("cls.predictions.", "bert.cls.predictions.", "lm_head.")) for k in keys)
