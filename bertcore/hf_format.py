@@ -232,7 +232,7 @@ def to_preln_state(state: dict[str, torch.Tensor], config: BertConfig,
             for pattern, repl in _LAYER_LN_OUT:
                 k = pattern.sub(repl, k)
         if k.startswith("pooler.") and head == "classification":
-            main["classifier.dense." + k[len("pooler.dense."):]] = tensor
+            main["classifier.dense." + k[len("pooler.dense."):]] = tensor.clone()  # two files entries, two tensors
         main[PREFIX + k] = tensor
     return main, nsp
 
