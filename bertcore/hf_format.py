@@ -362,13 +362,20 @@ def usage_code(folder: str | Path, text: str | None = None) -> str:
     hidden state ``(1, T, H)``).
 
     Raises:
-        bertcore.checkpoint.CheckpointError: the folder has no readable config or weights.
+        bertcore.checkpoint.CheckpointError: the folder has no readable config, weights or tokenizer.
     """
-    from .checkpoint import read_config_json
-    from .sources import detect_head
+    from .checkpoint import CheckpointError, read_config_json
+    from .sources import TOKENIZER_FILES, detect_head
 
     folder = Path(folder).resolve()
-    fmt = read_format(read_config_json(folder))
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        raise CheckpointError(f"no tokenizer in {folder}: expected {' or '.join(TOKENIZER_FILES)}")
+    data = read_config_json(folder)
+    try:
+        config_from_dict(data)
+    except ConfigError as exc:
+        raise CheckpointError(f"{folder / 'config.json'}: {exc}") from exc
+    fmt = read_format(data)
     head = detect_head(folder)
     text = text if text and (head not in ("mlm", "pretraining") or "[MASK]" in text) else (
         DEFAULT_TEXT if head in ("mlm", "pretraining") else "The new law was passed last week.")
