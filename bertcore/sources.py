@@ -117,7 +117,8 @@ def resolve(source: ModelSource) -> Path:
 
 
 #: the files whose change means a different model (weights, config, tokenizer)
-MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", *TOKENIZER_FILES, "tokenizer_config.json")
+MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", "nsp_head.safetensors", *TOKENIZER_FILES,
+               "tokenizer_config.json")
 
 
 def files_stamp(source: ModelSource) -> str:

@@ -52,7 +52,9 @@ def test_the_box_shows_the_code_that_loads_the_checkpoint(runs_root, name):
 def test_an_older_pre_ln_checkpoint_gets_a_notice_and_a_one_click_reexport(runs_root, name):
     d, ckpt = legacy_run(runs_root)
     at = page(name, train_recipe="custom")
-    assert not at.exception
+    assert not at.exception and not at.error  # an older folder still loads (Evolution draws it)
+    if name == "evolution":
+        assert len(at.get("plotly_chart")) == 3
     assert any("transformers would load it wrongly" in t for t in texts(at.warning))
     assert "from bertcore.heads import BertForPreTraining" in codes(at)[0]  # only bertcore loads it as it is
     key = "train_py_reexport" if name == "train" else "evo_py_reexport"
