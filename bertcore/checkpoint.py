@@ -132,8 +132,9 @@ def weights_error(path: Path, exc: BaseException) -> CheckpointError:
     text = str(exc).lower()
     if any(s in text for s in ("incomplete metadata", "not fully covered", "unexpected eof", "truncated",
                                "failed finding central directory", "header too small", "invalid header")):
-        return CheckpointError(f"{path.name} in {path.parent} is truncated or corrupt (an interrupted copy, download "
-                               f"or save?): copy it again or pick another checkpoint. ({detail})")
+        return CheckpointError(f"cannot read weights {path.name} in {path.parent}: the file is truncated or corrupt "
+                               f"(an interrupted copy, download or save?); copy it again or pick another checkpoint "
+                               f"({detail})")
     return CheckpointError(f"cannot read weights {path.name}: {detail}")
 
 
