@@ -307,7 +307,8 @@ def transformers_count(config: BertConfig, head: str = "base") -> tuple[int, int
     if head not in names:
         raise ValueError(f"unknown head {head!r}; choose one of {', '.join(HEADS)}")
     if config.pre_layer_norm:
-        raise ValueError("transformers' BERT is post-LayerNorm; a pre_layer_norm config has no counterpart there")
+        raise ValueError("transformers' BERT is post-LayerNorm; a pre_layer_norm config has no counterpart there "
+                         "(its checkpoints are saved as RobertaPreLayerNorm: bertcore.hf_format)")
     hf_config = transformers.BertConfig(**config.to_hf_dict(), num_labels=config.num_labels)
     with torch.device("meta"):
         model = getattr(transformers, names[head])(hf_config)

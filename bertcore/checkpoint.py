@@ -125,6 +125,19 @@ def find_weights(folder: str | Path) -> list[Path]:
     raise CheckpointError(f"no weights in {folder}: expected one of {', '.join(WEIGHT_FILES + SHARD_INDEXES)}")
 
 
+def weights_error(path: Path, exc: BaseException) -> CheckpointError:
+    """The error for a weights file that cannot be read: says "truncated" when the file is shorter than its header
+    says (an interrupted copy, download or save), else gives the reader's own message."""
+    detail = f"{type(exc).__name__}: {exc}".strip()
+    text = str(exc).lower()
+    if any(s in text for s in ("incomplete metadata", "not fully covered", "unexpected eof", "truncated",
+                               "failed finding central directory", "header too small", "invalid header")):
+        return CheckpointError(f"cannot read weights {path.name} in {path.parent}: the file is truncated or corrupt "
+                               f"(an interrupted copy, download or save?); copy it again or pick another checkpoint "
+                               f"({detail})")
+    return CheckpointError(f"cannot read weights {path.name}: {detail}")
+
+
 def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     """Read tensors from a ``.safetensors`` file or a PyTorch ``.bin`` (weights only) to the CPU.
 
@@ -137,7 +150,7 @@ def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
             return load_file(str(path), device="cpu")
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch.load and safetensors raise many types on bad files
-        raise CheckpointError(f"cannot read weights {path.name}: {type(exc).__name__}: {exc}".strip()) from exc
+        raise weights_error(path, exc) from exc
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise CheckpointError(f"{path.name} is not a state dict (a mapping of names to tensors)")
     return state
@@ -197,21 +210,59 @@ def match_state_dict(model: torch.nn.Module,
     return out, report
 
 
-def load_pretrained(cls: type, path: str | Path, config: BertConfig | None = None, **config_changes):
-    """Build ``cls`` from an HF folder; see :meth:`BertPreTrainedModel.from_pretrained`."""
-    folder = Path(path)
-    if config is None:
-        if not (folder / "config.json").is_file():
-            raise CheckpointError(f"no config.json in {folder}: is this an HF BERT checkpoint folder?")
-        try:
-            config = BertConfig.from_json_file(folder / "config.json")
-        except ConfigError as exc:
-            raise CheckpointError(str(exc)) from exc
-    if config_changes:
-        config = config.replace(**config_changes)
+def read_config_json(folder: str | Path) -> dict:
+    """The ``config.json`` of a folder as a dict.
+
+    Raises:
+        CheckpointError: missing, unreadable or not a JSON object.
+    """
+    path = Path(folder) / "config.json"
+    if not path.is_file():
+        raise CheckpointError(f"no config.json in {Path(folder)}: is this an HF BERT checkpoint folder?")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"cannot read config {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise CheckpointError(f"config {path} is not a JSON object")
+    return data
+
+
+def read_folder_state(folder: str | Path, data: dict | None) -> dict[str, torch.Tensor]:
+    """Every tensor of a checkpoint folder in bertcore's names, whatever its format (``data``: its config.json
+    dict, None when there is none): a RobertaPreLayerNorm folder is renamed back and its NSP file read too.
+
+    Raises:
+        CheckpointError: no weights, an unreadable file, or weights that bertcore cannot represent.
+    """
+    from . import hf_format
+
+    folder = Path(folder)
     state: dict[str, torch.Tensor] = {}
     for file in find_weights(folder):
         state.update(read_state_dict(file))
+    if data is not None and hf_format.read_format(data) == hf_format.PRELN:
+        try:
+            state = hf_format.from_preln_state(state, hf_format.position_offset(data))
+        except ValueError as exc:
+            raise CheckpointError(f"{folder}: {exc}") from exc
+        if (folder / hf_format.NSP_FILE).is_file():
+            state.update(read_state_dict(folder / hf_format.NSP_FILE))
+    return state
+
+
+def load_pretrained(cls: type, path: str | Path, config: BertConfig | None = None, **config_changes):
+    """Build ``cls`` from an HF folder; see :meth:`BertPreTrainedModel.from_pretrained`."""
+    folder = Path(path)
+    data = read_config_json(folder) if config is None or (folder / "config.json").is_file() else None
+    if config is None:
+        try:
+            config = BertConfig.from_dict(data)
+        except ConfigError as exc:
+            raise CheckpointError(f"{folder / 'config.json'}: {exc}") from exc
+    if config_changes:
+        config = config.replace(**config_changes)
+    state = read_folder_state(folder, data)
     model = cls(config)
     matched, report = match_state_dict(model, state)
     full = model.state_dict()
@@ -230,14 +281,27 @@ def model_state_for_saving(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def save_pretrained(model: torch.nn.Module, path: str | Path) -> None:
-    """Write ``config.json`` (with ``architectures``) and ``model.safetensors`` into ``path``.
-
-    ``transformers.<ClassName>.from_pretrained(path)`` loads the result (post-LN models;
-    a pre-LN model loads only here). Each file is written atomically.
+    """Write ``config.json`` (with ``architectures``) and ``model.safetensors`` into ``path``, in the format
+    :func:`bertcore.hf_format.format_for` picks: plain BERT (post-LN), RobertaPreLayerNorm (pre-LN; the NSP head
+    in :data:`bertcore.hf_format.NSP_FILE`), or bertcore's own (a model no transformers class computes; its
+    config.json makes transformers refuse it). Whatever transformers loads from the folder computes this model's
+    logits, or it raises. Each file is written atomically, the weights before the config.
     """
+    from . import hf_format
+
     folder = Path(path)
     folder.mkdir(parents=True, exist_ok=True)
-    save_safetensors(model_state_for_saving(model), folder / "model.safetensors")
-    data = model.config.to_hf_dict()
-    data["architectures"] = [type(model).__name__]
+    name = type(model).__name__
+    head = hf_format.OUR_CLASSES.get(name, "base")
+    fmt = hf_format.format_for(model.config)
+    state = model_state_for_saving(model)
+    nsp: dict[str, torch.Tensor] = {}
+    if fmt == hf_format.PRELN:
+        state, nsp = hf_format.to_preln_state(state, model.config, head)
+    save_safetensors(state, folder / "model.safetensors")
+    if nsp:
+        save_safetensors(nsp, folder / hf_format.NSP_FILE, metadata={"bertcore": "NSP head (cls.seq_relationship)"})
+    else:
+        (folder / hf_format.NSP_FILE).unlink(missing_ok=True)
+    data = hf_format.config_dict(model.config, head, name)
     atomic_write_text(folder / "config.json", json.dumps(data, indent=2, sort_keys=True) + "\n")

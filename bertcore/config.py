@@ -40,9 +40,10 @@ class BertConfig:
         pad_token_id: id of [PAD] (its word embedding row starts at zero).
         num_labels: classes of ``BertForSequenceClassification``.
         classifier_dropout: dropout before the classifier (None: hidden_dropout_prob).
-        pre_layer_norm: our extension (not in HF): LayerNorm before each sub-layer
-            (pre-LN, Xiong et al. 2020) instead of BERT's post-LN. Only post-LN
-            models load from / save to ``transformers``.
+        pre_layer_norm: our extension (not in HF's BertConfig): LayerNorm before each sub-layer
+            (pre-LN, Xiong et al. 2020) instead of BERT's post-LN. Post-LN models are saved as
+            ``transformers`` BERT; pre-LN ones as ``transformers``' RobertaPreLayerNorm, the same function
+            (:mod:`bertcore.hf_format`).
 
     Raises:
         ConfigError: from ``__post_init__`` when a field is out of range.
@@ -103,15 +104,25 @@ class BertConfig:
     # ----------------------------------------------------------------- (de)serialisation
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "BertConfig":
-        """Build from an HF-style dict; unknown keys (``architectures``, ...) are ignored.
+        """Build from an HF-style dict in any format a checkpoint is written in (:mod:`bertcore.hf_format`:
+        ``bert``, ``roberta-prelayernorm`` for pre-LN models, or bertcore's own); unknown keys
+        (``architectures``, ...) are ignored.
 
         Raises:
             ConfigError: if ``model_type`` names another architecture, or a field is invalid,
                 or ``position_embedding_type`` is not ``"absolute"``.
         """
+        from .hf_format import config_from_dict
+
+        return config_from_dict(data)
+
+    @classmethod
+    def from_bert_dict(cls, data: dict[str, Any]) -> "BertConfig":
+        """Build from a ``model_type: bert`` dict (our ``pre_layer_norm`` flag included); see :meth:`from_dict`."""
         model_type = data.get("model_type", "bert")
         if model_type != "bert":
-            raise ConfigError(f"this is a {model_type!r} config; BERT Explorer loads model_type 'bert' only")
+            raise ConfigError(f"this is a {model_type!r} config; BERT Explorer loads BERT checkpoints (model_type "
+                              "'bert', or 'roberta-prelayernorm' for its own pre-LayerNorm runs)")
         pet = data.get("position_embedding_type", "absolute")
         if pet != "absolute":
             raise ConfigError(f"position_embedding_type {pet!r} is not supported (only 'absolute', as in BERT)")
@@ -157,12 +168,15 @@ class BertConfig:
             data["id2label"] = {str(i): f"LABEL_{i}" for i in range(self.num_labels)}
             data["label2id"] = {f"LABEL_{i}": i for i in range(self.num_labels)}
         if self.pre_layer_norm:
-            data["pre_layer_norm"] = True  # HF ignores it; we read it back
+            data["pre_layer_norm"] = True  # HF's BertConfig ignores it; checkpoints use bertcore.hf_format instead
         return data
 
     def save_json(self, path: str | Path) -> None:
-        """Write ``config.json`` (HF format)."""
-        Path(path).write_text(json.dumps(self.to_hf_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        """Write ``config.json`` as a checkpoint has it (:func:`bertcore.hf_format.config_dict`, BertModel)."""
+        from .hf_format import config_dict
+
+        data = config_dict(self, "base", "BertModel")
+        Path(path).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 # Named presets. nano is sized for a CPU pretraining run (issue: live mini-training);

@@ -124,7 +124,9 @@ class BertPreTrainedModel(nn.Module):
         return _load_checkpoint(cls, path, config=config, **config_changes)
 
     def save_pretrained(self, path: str | Path) -> None:
-        """Write ``config.json`` and ``model.safetensors`` that ``transformers`` loads (atomically)."""
+        """Write ``config.json`` and ``model.safetensors`` (atomically) in the format of :mod:`bertcore.hf_format`:
+        what ``transformers`` loads computes this model's logits (plain BERT for post-LN, RobertaPreLayerNorm for
+        pre-LN), or it raises."""
         _save_checkpoint(self, path)
 
 

@@ -19,7 +19,7 @@ from typing import Literal
 
 from transformers import BertTokenizerFast
 
-from .checkpoint import CheckpointError, find_weights, read_state_dict
+from .checkpoint import CheckpointError, find_weights, read_state_dict, weights_error
 from .config import BertConfig, ConfigError
 from .heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
 from .model import BertModel, BertPreTrainedModel
@@ -117,7 +117,8 @@ def resolve(source: ModelSource) -> Path:
 
 
 #: the files whose change means a different model (weights, config, tokenizer)
-MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", *TOKENIZER_FILES, "tokenizer_config.json")
+MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", "nsp_head.safetensors", *TOKENIZER_FILES,
+               "tokenizer_config.json")
 
 
 def files_stamp(source: ModelSource) -> str:
@@ -162,7 +163,10 @@ def _download(repo_id: str) -> Path:
 
 def detect_head(folder: Path) -> str:
     """Which head class fits a checkpoint: ``pretraining`` (MLM + NSP weights), ``mlm``,
-    ``classification`` (a ``classifier``) or ``base``; read from the weight names."""
+    ``classification`` (a ``classifier``) or ``base``; read from the weight names (BERT names, or
+    RobertaPreLayerNorm ones with the NSP head in :data:`bertcore.hf_format.NSP_FILE`)."""
+    from .hf_format import NSP_FILE
+
     keys: set[str] = set()
     for file in find_weights(folder):
         if file.suffix == ".safetensors":
@@ -172,11 +176,12 @@ def detect_head(folder: Path) -> str:
                 with safe_open(str(file), "pt") as fh:
                     keys.update(fh.keys())
             except Exception as exc:  # noqa: BLE001
-                raise CheckpointError(f"cannot read weights {file.name}: {exc}") from exc
+                raise weights_error(file, exc) from exc
         else:
             keys.update(read_state_dict(file))
-    has_mlm = any(k.startswith(("cls.predictions.", "bert.cls.predictions.")) for k in keys)
-    if has_mlm and any("seq_relationship" in k for k in keys):
+    has_mlm = any(k.startswith(("cls.predictions.", "bert.cls.predictions.", "lm_head.")) for k in keys)
+    has_nsp = any("seq_relationship" in k for k in keys) or (Path(folder) / NSP_FILE).is_file()
+    if has_mlm and has_nsp:
         return "pretraining"
     if has_mlm:
         return "mlm"

@@ -21,6 +21,9 @@ Examples::
     # recompute a checkpoint's held-out metrics and probe (what the live charts showed at that step)
     python -m bertcore.train evaluate --checkpoint runs/nano-bbc/checkpoints/step-000600
 
+    # rewrite an older pre-LN checkpoint in the format transformers loads exactly (RobertaPreLayerNorm)
+    python -m bertcore.train export --checkpoint runs/old-pre-ln/checkpoints/step-000600
+
     # the same under DDP (gloo on CPU, NCCL on GPUs)
     torchrun --standalone --nproc_per_node 2 -m bertcore.train pretrain --preset nano --device cpu ...
 
@@ -95,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                "  torchrun --standalone --nproc_per_node 2 -m bertcore.train pretrain --device cpu ...\n"
                "Use `python -m bertcore.train pretrain --help` for the options of a task.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="task", required=True, metavar="{pretrain,finetune,resume,evaluate}")
+    sub = parser.add_subparsers(dest="task", required=True, metavar="{pretrain,finetune,resume,evaluate,export}")
     for task, (short, long) in DESCRIPTIONS.items():
         p = sub.add_parser(task, help=short, description=long, formatter_class=_HelpFormatter)
         _add_options(p, task)
@@ -116,6 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="batches to evaluate (default: the run's --eval-batches for val/train, all for test; 0 = all)")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p = sub.add_parser("export", help="rewrite a checkpoint in the format transformers loads exactly (and its card)",
+                       description="Rewrite a checkpoint folder in the current format: an older pre-LayerNorm "
+                                   "checkpoint (model_type bert with pre_layer_norm: true, which transformers loads "
+                                   "silently wrong) becomes RobertaPreLayerNorm, which transformers computes exactly; "
+                                   "the model card README.md is rewritten. Atomic: the folder is the old one or the "
+                                   "new one.", formatter_class=_HelpFormatter)
+    p.add_argument("--checkpoint", type=Path, required=True, help="a checkpoint folder: runs/<id>/checkpoints/step-N")
     return parser
 
 
@@ -135,7 +145,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     ns = parser.parse_args(argv)
-    if ns.task in ("resume", "evaluate"):
+    if ns.task in ("resume", "evaluate", "export"):
         return ns
     if ns.config is not None:
         try:
@@ -198,15 +208,42 @@ def resume_config(ns: argparse.Namespace) -> TrainConfig:
 
 def evaluate_command(ns: argparse.Namespace) -> int:
     """``evaluate``: print :func:`bertcore.training.evaluate.evaluate_checkpoint` as one JSON object."""
+    from .hf_format import LEGACY_PRELN, folder_format
     from .training.evaluate import evaluate_checkpoint
     from .training.models import TrainingError
 
+    if folder_format(ns.checkpoint) == LEGACY_PRELN:
+        print(f"note: {ns.checkpoint} is an older pre-LayerNorm checkpoint: bertcore loads it exactly, transformers "
+              f"loads it WITHOUT an error but computes a different model. Rewrite it with: python -m bertcore.train "
+              f"export --checkpoint {ns.checkpoint}", file=sys.stderr)
     try:
         result = evaluate_checkpoint(ns.checkpoint, ns.split, ns.eval_batches, ns.device, ns.threads)
     except (OptionError, TrainingError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
     print(json.dumps(result))
+    return ExitCode.DONE
+
+
+def export_command(ns: argparse.Namespace) -> int:
+    """``export``: rewrite a checkpoint in the current format (:func:`bertcore.hf_format.reexport_checkpoint`)
+    with a new model card; prints the folder's format afterwards."""
+    from .checkpoint import CheckpointError
+    from .hf_format import folder_format, reexport_checkpoint
+    from .training.card import model_card
+
+    folder = Path(ns.checkpoint)
+    if not (folder / "config.json").is_file():
+        print(f"error: {folder} is not a checkpoint folder (no config.json)", file=sys.stderr)
+        return ExitCode.USAGE
+    run = folder.parent.parent
+    card = (lambda tmp: model_card(tmp, run, code_folder=folder)) if read_config(run) is not None else None
+    try:
+        reexport_checkpoint(folder, card)
+    except (CheckpointError, OSError) as exc:
+        print(f"error: cannot rewrite {folder}: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    print(json.dumps({"checkpoint": str(folder), "format": folder_format(folder)}))
     return ExitCode.DONE
 
 
@@ -223,6 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         pass
     if ns.task == "evaluate":
         return evaluate_command(ns)
+    if ns.task == "export":
+        return export_command(ns)
     try:
         cfg = resume_config(ns) if ns.task == "resume" else to_config(ns)
     except OptionError as exc:

@@ -1,5 +1,6 @@
 """The Train page's views of runs: the runs table, one run live (a polling fragment) or finished
-(curves, probe, fine-tuning results, error and log), resume and "use this checkpoint".
+(curves, probe, fine-tuning results, error and log), resume, "use this checkpoint", and the
+"Use this checkpoint in Python" box (also on the Evolution page) with the re-export of older pre-LN folders.
 
 Reads only the run directory (``bertcore.runs``, ``docs/CONTRACTS.md``); figures come from
 ``explorer.figures.training``. Session-state keys start with ``train_``.
@@ -12,8 +13,10 @@ from typing import Any
 
 import streamlit as st
 
-from bertcore import runs
-from bertcore.sources import ModelSource
+from bertcore import hf_format, runs
+from bertcore.checkpoint import CheckpointError
+from bertcore.config import ConfigError
+from bertcore.sources import ModelSource, SourceError
 from explorer import widgets
 from explorer.figures import classification, training as figs
 
@@ -240,7 +243,84 @@ def static_view(run_dir: Path, status: dict[str, Any] | None) -> None:
                        "The Evolution page compares all its checkpoints.")
     if st.session_state.get("train_used"):
         st.success(f"Model in use: {widgets.escape_md(st.session_state['train_used'])}")
+    if ckpts:
+        probe = ((runs.read_config(run_dir) or {}).get("args") or {}).get("probe")
+        checkpoint_in_python(checkpoint_picker(ckpts, f"train_py_step_{run_dir.name}"), "train_py", probe)
 
+
+
+# ----------------------------------------------------------------------------- a checkpoint in Python
+LEGACY_NOTICE = ("This checkpoint was written before pre-LayerNorm runs were saved in a format transformers "
+                 "understands. BERT Explorer loads it exactly, but **transformers would load it wrongly, without an "
+                 "error**: its Bert classes are post-LayerNorm, ignore `pre_layer_norm` and drop the final "
+                 "LayerNorm, so they compute a different model. Re-export it to save it as RobertaPreLayerNorm, "
+                 "which transformers computes exactly (the NSP head goes to `nsp_head.safetensors`).")
+
+
+def _reexport(folder_s: str, key: str) -> None:
+    """Callback: rewrite an older checkpoint in the current format, with a new model card."""
+    from bertcore.training.card import model_card
+
+    folder = Path(folder_s)
+    run = folder.parent.parent
+    card = (lambda tmp: model_card(tmp, run, code_folder=folder)) if runs.read_config(run) is not None else None
+    try:
+        hf_format.reexport_checkpoint(folder, card)
+    except (CheckpointError, SourceError, ConfigError, OSError) as exc:
+        st.session_state[f"{key}_msg"] = ("error", f"Not re-exported: {exc}")
+    else:
+        st.session_state[f"{key}_msg"] = ("success", f"Re-exported {folder.name}: transformers now loads it as "
+                                                     f"{hf_format.folder_format(folder)}, with the same logits.")
+
+
+def checkpoint_in_python(ckpt: Path, key: str, text: str | None = None, can_rewrite: bool = True) -> None:
+    """The "Use this checkpoint in Python" box: the code that loads ``ckpt`` (transformers where it computes the
+    model exactly, bertcore otherwise; :func:`bertcore.hf_format.usage_code`), copyable; for an older pre-LN folder
+    a notice and a one-click re-export (``can_rewrite`` False while its run writes checkpoints). A folder that cannot
+    be read gets a message, not a traceback."""
+    with st.container(border=True):
+        st.markdown(f"**Use this checkpoint in Python** · `{ckpt.parent.parent.name}/{ckpt.name}`")
+        kind, msg = st.session_state.pop(f"{key}_msg", (None, None))
+        if kind == "success":
+            st.success(widgets.escape_md(msg), icon=":material/check:")
+        elif kind == "error":
+            st.error(widgets.escape_md(msg), icon=":material/error:")
+        fmt = hf_format.folder_format(ckpt)
+        if fmt is None:
+            st.error(f"Cannot read {ckpt.name}/config.json: the folder is incomplete or not a checkpoint.",
+                     icon=":material/error:")
+            return
+        if fmt == hf_format.LEGACY_PRELN:
+            st.warning(LEGACY_NOTICE, icon=":material/warning:")
+            st.button("Re-export in the format transformers loads exactly", key=f"{key}_reexport",
+                      icon=":material/sync:", on_click=_reexport, args=(str(ckpt), key), disabled=not can_rewrite,
+                      help="Rewrites this checkpoint folder (weights, config.json, README.md model card) as "
+                           "RobertaPreLayerNorm; the old folder stays until the new one is complete."
+                           + ("" if can_rewrite else " Not while the run is writing checkpoints."))
+        try:
+            code = hf_format.usage_code(ckpt, text)
+            head = hf_format_head(ckpt)
+        except (CheckpointError, SourceError, ConfigError, OSError) as exc:
+            widgets.show_error(CheckpointError(str(exc)), "This checkpoint cannot be loaded")
+            return
+        st.caption(hf_format.usage_note(fmt, head))
+        st.code(code, language="python")
+
+
+def hf_format_head(ckpt: Path) -> str:
+    """The head a checkpoint has (``pretraining``, ``mlm``, ``classification``, ``base``)."""
+    from bertcore.sources import detect_head
+
+    return detect_head(ckpt)
+
+
+def checkpoint_picker(ckpts: list[Path], key: str) -> Path:
+    """A choice among a run's checkpoints (the last by default); no widget for a single one."""
+    if len(ckpts) == 1:
+        return ckpts[0]
+    steps = [runs.checkpoint_step(c) for c in ckpts]
+    step = st.selectbox("Checkpoint (step)", steps, index=len(steps) - 1, key=key)
+    return ckpts[steps.index(step)]
 
 
 # ----------------------------------------------------------------------------- the list of runs

@@ -1,5 +1,7 @@
 """Checkpoints of a run: ``checkpoints/step-<N>/`` is an HF model folder (config.json,
-model.safetensors, tokenizer files) plus ``trainer_state.pt`` (optimizer, step, RNG), written into a
+model.safetensors, tokenizer files; the format of :mod:`bertcore.hf_format`: plain BERT for post-LN models,
+RobertaPreLayerNorm plus ``nsp_head.safetensors`` for pre-LN ones), a model card ``README.md``
+(:mod:`.card`) and ``trainer_state.pt`` (optimizer, step, RNG), written into a
 dot-named temp folder and renamed into place, so a listed checkpoint is always complete
 (:class:`bertcore.runs.RunDir` owns the names and the completeness rule).
 """
@@ -8,12 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from ..checkpoint import atomic_write
+from ..checkpoint import atomic_write, atomic_write_text
 from ..runs import RunDir
 from ..tokenizer import save_tokenizer
 
@@ -23,7 +26,9 @@ def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, optimizer,
 
     ``trainer_state.pt`` holds ``step``, ``optimizer`` (state dict), ``rng`` (``torch``: the CPU RNG
     state, ``cuda``: every GPU's) and ``extra`` (e.g. ``elapsed_s``, ``seed``); it is readable with
-    ``torch.load(weights_only=True)``.
+    ``torch.load(weights_only=True)``. ``README.md`` is the model card (:func:`.card.model_card`), written after
+    the weights from the run's ``run.json`` and ``metrics.jsonl`` (a card that cannot be made is left out: the
+    checkpoint matters more).
     """
     rd = RunDir(run_dir)
     rd.checkpoints_dir.mkdir(parents=True, exist_ok=True)
@@ -36,6 +41,12 @@ def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, optimizer,
     if torch.cuda.is_available():
         state["rng"]["cuda"] = torch.cuda.get_rng_state_all()
     atomic_write(tmp / "trainer_state.pt", lambda p: torch.save(state, p))
+    try:
+        from .card import model_card
+
+        atomic_write_text(tmp / "README.md", model_card(tmp, rd.path, code_folder=final))
+    except Exception as exc:  # noqa: BLE001 - the card is documentation; never lose a checkpoint over it
+        print(f"model card of step {step} not written: {type(exc).__name__}: {exc}", file=sys.stderr)
     _fsync_dir(tmp)
     if final.exists():  # re-saving a step after a resume: swap the old one out first
         old = rd.checkpoints_dir / f".{final.name}.old-{os.getpid()}"

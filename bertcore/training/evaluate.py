@@ -91,7 +91,7 @@ def evaluate_checkpoint(checkpoint: str | Path, split: str = "val", max_batches:
         OptionError: not a run checkpoint, unknown split, or a split the task does not have.
     """
     from ..checkpoint import CheckpointError
-    from .models import load_tokenizer_for
+    from .models import TrainingError, load_tokenizer_for
 
     if threads:
         torch.set_num_threads(threads)
@@ -101,12 +101,15 @@ def evaluate_checkpoint(checkpoint: str | Path, split: str = "val", max_batches:
         raise OptionError(f"{run}/run.json has no options: the run never started")
     cfg = TrainConfig.from_dict(config["args"], task=config.get("task"))
     task = make_task(cfg)
-    tokenizer = load_tokenizer_for(str(checkpoint))
-    task.load_data(lambda _msg: None, tokenizer=tokenizer)
-    try:
+    try:  # the checkpoint first (a bad folder fails in a second, before the data is read)
         model = task.model_class.from_pretrained(checkpoint)
     except CheckpointError as exc:
         raise OptionError(f"cannot load {checkpoint}: {exc}") from exc
+    try:
+        tokenizer = load_tokenizer_for(str(checkpoint))
+    except TrainingError as exc:
+        raise OptionError(f"cannot load the tokenizer of {checkpoint}: {exc.__cause__ or exc}") from exc
+    task.load_data(lambda _msg: None, tokenizer=tokenizer)
     dev = torch.device(device)
     model = model.to(dev).eval()
     task.prepare(tokenizer, model)

@@ -1,7 +1,8 @@
 """Evolution: how one attention head and the position embeddings change across a run's checkpoints.
 
 Widgets -> ``bertcore.runs`` (which runs and checkpoints exist) -> ``bertcore.sources.load`` per
-checkpoint -> ``bertcore.analysis.run`` / ``bertcore.positional`` -> ``explorer.figures.evolution``.
+checkpoint -> ``bertcore.analysis.run`` / ``bertcore.positional`` -> ``explorer.figures.evolution``; at the
+bottom, "Use this checkpoint in Python" (``explorer.run_view.checkpoint_in_python``).
 Session-state keys start with ``evo_``.
 """
 
@@ -22,6 +23,7 @@ from explorer import heldout, resources, widgets
 from explorer.figures import evolution as figs
 from explorer.figures import findings as finding_figs
 from explorer.figures import training as train_figs
+from explorer.run_view import checkpoint_in_python
 
 MAX_PANELS = 8
 DEFAULT_TEXT = "The cat sat on the mat because it was tired."
@@ -248,3 +250,12 @@ with tab_gram:
         if per_ckpt:
             series = {name: (chosen, [p[name] for p in per_ckpt]) for name in per_ckpt[0]}
             widgets.plotly_chart(finding_figs.emergence_figure(series), key="evo_gram_chart")
+
+st.divider()
+_py_steps = {runs.checkpoint_step(f): f for f in folders}
+_py_step = st.selectbox("Checkpoint for Python", list(_py_steps), index=len(_py_steps) - 1, key="evo_py_step",
+                        help="One of the chosen checkpoints: the code below loads it.") if len(_py_steps) > 1 \
+    else next(iter(_py_steps))
+_info = runs.run_info(run_dir)
+checkpoint_in_python(_py_steps[_py_step], "evo_py", ((runs.read_config(run_dir) or {}).get("args") or {}).get("probe"),
+                     can_rewrite=_info is None or _info.state not in ("queued", "running"))
