@@ -256,8 +256,10 @@ def load_pretrained(cls: type, path: str | Path, config: BertConfig | None = Non
     folder = Path(path)
     data = read_config_json(folder) if config is None or (folder / "config.json").is_file() else None
     if config is None:
+        from .hf_format import config_from_dict
+
         try:
-            config = BertConfig.from_dict(data)
+            config = config_from_dict(data)
         except ConfigError as exc:
             raise CheckpointError(f"{folder / 'config.json'}: {exc}") from exc
     if config_changes:

@@ -104,17 +104,15 @@ class BertConfig:
     # ----------------------------------------------------------------- (de)serialisation
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "BertConfig":
-        """Build from an HF-style dict in any format a checkpoint is written in (:mod:`bertcore.hf_format`:
-        ``bert``, ``roberta-prelayernorm`` for pre-LN models, or bertcore's own); unknown keys
-        (``architectures``, ...) are ignored.
+        """Build from a plain BERT (``model_type: bert``) dict; unknown keys (``architectures``, ...) are ignored.
+        A checkpoint folder's ``config.json`` may be in another format (a pre-LN run's is RobertaPreLayerNorm):
+        read it with :func:`bertcore.hf_format.config_from_dict` or :func:`bertcore.hf_format.read_config_file`.
 
         Raises:
             ConfigError: if ``model_type`` names another architecture, or a field is invalid,
                 or ``position_embedding_type`` is not ``"absolute"``.
         """
-        from .hf_format import config_from_dict
-
-        return config_from_dict(data)
+        return cls.from_bert_dict(data)
 
     @classmethod
     def from_bert_dict(cls, data: dict[str, Any]) -> "BertConfig":
@@ -172,10 +170,16 @@ class BertConfig:
         return data
 
     def save_json(self, path: str | Path) -> None:
-        """Write ``config.json`` as a checkpoint has it (:func:`bertcore.hf_format.config_dict`, BertModel)."""
-        from .hf_format import config_dict
+        """Write ``config.json`` of a post-LN model (plain BERT, as transformers reads it).
 
-        data = config_dict(self, "base", "BertModel")
+        Raises:
+            ConfigError: a pre-LN config: transformers' BERT would read it as post-LN and compute another model;
+                :func:`bertcore.checkpoint.save_pretrained` writes pre-LN models in a format it reads right.
+        """
+        if self.pre_layer_norm:
+            raise ConfigError("a pre-LayerNorm config.json is written by save_pretrained (bertcore.hf_format): as "
+                              "plain BERT, transformers would load it as a different (post-LN) model")
+        data = self.to_hf_dict()
         Path(path).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 

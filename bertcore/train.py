@@ -226,10 +226,11 @@ def evaluate_command(ns: argparse.Namespace) -> int:
 
 
 def export_command(ns: argparse.Namespace) -> int:
-    """``export``: rewrite a checkpoint in the current format (:func:`bertcore.hf_format.reexport_checkpoint`)
+    """``export``: rewrite a checkpoint in the current format (:func:`bertcore.hf_export.reexport_checkpoint`)
     with a new model card; prints the folder's format afterwards."""
     from .checkpoint import CheckpointError
-    from .hf_format import folder_format, reexport_checkpoint
+    from .hf_export import reexport_checkpoint
+    from .hf_format import folder_format
     from .training.card import model_card
 
     folder = Path(ns.checkpoint)

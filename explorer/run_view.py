@@ -13,7 +13,7 @@ from typing import Any
 
 import streamlit as st
 
-from bertcore import hf_format, runs
+from bertcore import hf_export, hf_format, runs
 from bertcore.checkpoint import CheckpointError
 from bertcore.config import ConfigError
 from bertcore.sources import ModelSource, SourceError
@@ -265,7 +265,7 @@ def _reexport(folder_s: str, key: str) -> None:
     run = folder.parent.parent
     card = (lambda tmp: model_card(tmp, run, code_folder=folder)) if runs.read_config(run) is not None else None
     try:
-        hf_format.reexport_checkpoint(folder, card)
+        hf_export.reexport_checkpoint(folder, card)
     except (CheckpointError, SourceError, ConfigError, OSError) as exc:
         st.session_state[f"{key}_msg"] = ("error", f"Not re-exported: {exc}")
     else:
@@ -275,7 +275,7 @@ def _reexport(folder_s: str, key: str) -> None:
 
 def checkpoint_in_python(ckpt: Path, key: str, text: str | None = None, can_rewrite: bool = True) -> None:
     """The "Use this checkpoint in Python" box: the code that loads ``ckpt`` (transformers where it computes the
-    model exactly, bertcore otherwise; :func:`bertcore.hf_format.usage_code`), copyable; for an older pre-LN folder
+    model exactly, bertcore otherwise; :func:`bertcore.hf_export.usage_code`), copyable; for an older pre-LN folder
     a notice and a one-click re-export (``can_rewrite`` False while its run writes checkpoints). A folder that cannot
     be read gets a message, not a traceback."""
     with st.container(border=True):
@@ -298,12 +298,12 @@ def checkpoint_in_python(ckpt: Path, key: str, text: str | None = None, can_rewr
                            "RobertaPreLayerNorm; the old folder stays until the new one is complete."
                            + ("" if can_rewrite else " Not while the run is writing checkpoints."))
         try:
-            code = hf_format.usage_code(ckpt, text)
+            code = hf_export.usage_code(ckpt, text)
             head = hf_format_head(ckpt)
         except (CheckpointError, SourceError, ConfigError, OSError) as exc:
             widgets.show_error(CheckpointError(str(exc)), "This checkpoint cannot be loaded")
             return
-        st.caption(hf_format.usage_note(fmt, head))
+        st.caption(hf_export.usage_note(fmt, head))
         st.code(code, language="python")
 
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 import transformers
 
-from bertcore import hf_format
+from bertcore import hf_export, hf_format
 from bertcore.checkpoint import CheckpointError, model_state_for_saving, save_safetensors
 from bertcore.config import BertConfig
 from bertcore.heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
@@ -221,7 +221,7 @@ def test_legacy_pre_ln_folder_loads_here_is_wrong_in_transformers_and_the_reexpo
     torch.testing.assert_close(here(**x).prediction_logits, ours(**x).prediction_logits, atol=TOL, rtol=0)
     wrong = _hf("BertForPreTraining", folder)  # the bug of issue 29: no error, another model
     assert (wrong(**x).prediction_logits - ours(**x).prediction_logits).abs().max() > 0.1
-    hf_format.reexport_checkpoint(folder, card=lambda tmp: "# card\n")
+    hf_export.reexport_checkpoint(folder, card=lambda tmp: "# card\n")
     assert hf_format.folder_format(folder) == hf_format.PRELN
     assert (folder / "trainer_state.pt").read_bytes() == b"state" and (folder / "README.md").read_text() == "# card\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000010"]  # no temp folder left
@@ -243,7 +243,7 @@ def test_a_reexport_that_fails_leaves_the_old_folder(folders, tmp_path, monkeypa
         raise OSError("disk full")
 
     with pytest.raises(OSError, match="disk full"):
-        hf_format.reexport_checkpoint(folder, card=boom)
+        hf_export.reexport_checkpoint(folder, card=boom)
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000010"]
 
@@ -255,7 +255,7 @@ def test_the_refusing_config_keeps_the_true_config_for_bertcore(folders):
     assert hf_format.folder_format(folder) == hf_format.BERTCORE_ONLY
     back = BertForPreTraining.from_pretrained(folder)
     assert back.config == ours.config
-    code = hf_format.usage_code(folder)
+    code = hf_export.usage_code(folder)
     assert "from bertcore.heads import BertForPreTraining" in code and "transformers import AutoModel" not in code
 
 
@@ -274,7 +274,7 @@ def test_the_shipped_model_is_unchanged_plain_bert():
     assert hf_format.folder_format(folder) == hf_format.BERT
     cfg = BertConfig.from_json_file(folder / "config.json")
     assert not cfg.pre_layer_norm and hf_format.format_for(cfg) == hf_format.BERT
-    assert "AutoModelForMaskedLM.from_pretrained(path)" in hf_format.usage_code(folder)
+    assert "AutoModelForMaskedLM.from_pretrained(path)" in hf_export.usage_code(folder)
 
 
 # ----------------------------------------------------------------------------- bad folders

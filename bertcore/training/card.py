@@ -2,7 +2,7 @@
 
 :func:`model_card` reads the run's own files (``run.json``, ``metrics.jsonl``), so the training loop writes it
 with each checkpoint and the app can write it for an older checkpoint it re-exports. The code in it is
-:func:`bertcore.hf_format.usage_code`: transformers where transformers computes the model exactly, bertcore
+:func:`bertcore.hf_export.usage_code`: transformers where transformers computes the model exactly, bertcore
 otherwise.
 """
 
@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .. import hf_format
+from .. import hf_export, hf_format
 from .. import runs as R
 from .config import TrainConfig
 from .recipes import RECIPES
@@ -77,13 +77,13 @@ def model_card(checkpoint: str | Path, run_dir: str | Path | None = None, code_f
     from ..sources import detect_head
 
     head = detect_head(checkpoint)
-    code = hf_format.usage_code(checkpoint, args.get("probe")).replace(
+    code = hf_export.usage_code(checkpoint, args.get("probe")).replace(
         repr(str(checkpoint.resolve())), repr(str(code_folder.resolve())))
     lines = [f"# {run_dir.name} @ step {step}", "",
              f"A BERT checkpoint written by BERT Explorer (`python -m bertcore.train {task or ''}`): step {step} of "
              f"run `{run_dir.name}`. Model class: `{hf_format.HF_CLASSES.get(fmt, {}).get(head, head)}` "
              f"(format: {fmt}).", "",
-             "## Use it in Python", "", hf_format.usage_note(fmt, head), "", "```python", code.rstrip(), "```", ""]
+             "## Use it in Python", "", hf_export.usage_note(fmt, head), "", "```python", code.rstrip(), "```", ""]
     if fmt in (hf_format.BERTCORE_ONLY, hf_format.LEGACY_PRELN):
         lines += ["With bertcore: " + f"`{hf_format.bertcore_line(head)}`", ""]
     lines += ["## Training", ""]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import PRESETS, BertConfig, ConfigError
+from ..hf_format import read_config_file
 from ..runs import last_checkpoint
 from .config import OptionError, TrainConfig
 
@@ -148,7 +149,7 @@ def start_model_config(init: str | None, preset: str) -> BertConfig | None:
         last = last_checkpoint(folder) if (folder / "checkpoints").is_dir() else None
         folder = last or folder
     try:
-        return BertConfig.from_json_file(folder / "config.json")
+        return read_config_file(folder / "config.json")
     except (ConfigError, OSError):
         return None
 

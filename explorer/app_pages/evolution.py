@@ -14,9 +14,10 @@ import streamlit as st
 
 from bertcore import runs
 from bertcore.analysis.papers import emergence
-from bertcore.config import BertConfig, ConfigError
+from bertcore.config import ConfigError
 from bertcore.data import DataError
 from bertcore.fill_mask import FillMaskError
+from bertcore.hf_format import read_config_file
 from bertcore.sources import ModelSource, SourceError, files_stamp
 from bertcore.tokenizer import TextError
 from explorer import heldout, resources, widgets
@@ -90,7 +91,7 @@ folders = [ckpts[steps_all.index(s)] for s in chosen]
 key_folders = tuple(str(f) for f in folders)
 key_stamps = tuple(files_stamp(ModelSource("run", str(f))) for f in folders)  # cache keys: a rewritten step differs
 try:
-    config = BertConfig.from_json_file(folders[-1] / "config.json")
+    config = read_config_file(folders[-1] / "config.json")
 except ConfigError as exc:
     widgets.show_error(exc, "Cannot read the checkpoint's config")
     st.stop()
