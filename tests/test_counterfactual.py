@@ -167,3 +167,15 @@ def test_natural_score_is_the_logit_difference_at_the_masked_verb(tok):
     by = res.by_type()
     assert sum(v["n"] for v in by.values()) == len(items) and set(by) <= set(CF.ATTRACTOR_TYPES)
     assert by["pp"]["n"] == 2 and by["rc"]["n"] == 1
+
+
+def test_mining_stops_once_enough_pairs_are_found(tok, monkeypatch):
+    """``enough``: parsing stops after the chunk that reaches it (a run needs thousands of pairs, not every
+    sentence of a 250k-sentence mixture); without it every chunk is parsed."""
+    monkeypatch.setattr(CF, "CHUNK_SIZE", 2)
+    docs = [SENTENCES]
+    every, s_all = CF.mine(docs, tok, use_cache=False)
+    assert s_all.parsed == len(SENTENCES) and len(every) >= 3
+    some, s_some = CF.mine(docs, tok, use_cache=False, enough=1)
+    assert 0 < s_some.parsed < len(SENTENCES)
+    assert 1 <= len(some) < len(every) and some == every[:len(some)]

@@ -294,7 +294,7 @@ def in_vocabulary(item: AgreementItem, vocab) -> bool:
 
 
 def mine(documents: Sequence[Sequence[str]], tokenizer=None, use_cache: bool = True, log=None,
-         natural: bool = False) -> tuple[list[AgreementItem], MiningStats]:
+         natural: bool = False, enough: int | None = None) -> tuple[list[AgreementItem], MiningStats]:
     """Counterfactual pairs of every sentence of ``documents`` (each a list of sentences).
 
     Args:
@@ -305,6 +305,9 @@ def mine(documents: Sequence[Sequence[str]], tokenizer=None, use_cache: bool = T
         use_cache: read and write ``cache_dir()/agreement/<chunk key>.json`` (written atomically).
         log: called with a progress line per parsed chunk.
         natural: items of the sentences as they are (see :func:`items_of`), for the held-out natural set.
+        enough: stop parsing after the chunk at which this many items (in ``tokenizer``'s vocabulary) are found
+            (None: parse every sentence). spaCy parses about 100 sentences a second on a free core: a
+            training run needs a few thousand pairs, not every sentence of a mixture.
     Returns:
         ``(items, stats)``; items in document order.
     Raises:
@@ -317,7 +320,11 @@ def mine(documents: Sequence[Sequence[str]], tokenizer=None, use_cache: bool = T
     stats = MiningStats(sentences=sum(len(s) for s in documents))
     items: list[AgreementItem] = []
     folder = cache_dir() / "agreement"
+    vocab = tokenizer.get_vocab() if tokenizer is not None else None
+    found = 0
     for start in range(0, len(flat), CHUNK_SIZE):
+        if enough is not None and found >= enough:
+            break
         chunk = flat[start:start + CHUNK_SIZE]
         texts, where = [c[2] for c in chunk], [(c[0], c[1]) for c in chunk]
         key = chunk_key(texts, natural)
@@ -345,9 +352,9 @@ def mine(documents: Sequence[Sequence[str]], tokenizer=None, use_cache: bool = T
             if log is not None:
                 log(f"agreement pairs: parsed {min(start + CHUNK_SIZE, len(flat)):,} of {len(flat):,} sentences")
         items += got
+        found += len(got) if vocab is None else sum(in_vocabulary(it, vocab) for it in got)
     stats.items = len(items)
-    if tokenizer is not None:
-        vocab = tokenizer.get_vocab()
+    if vocab is not None:
         items = [it for it in items if in_vocabulary(it, vocab)]
     stats.kept = len(items)
     stats.dropped_vocabulary = stats.items - stats.kept
