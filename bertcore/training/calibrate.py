@@ -22,8 +22,6 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import torch
-
 WARM_STEPS = 3  # untimed first steps
 MIN_TIMED_STEPS = 5
 MAX_SECONDS = 5.0  # the longest calibration (timed steps), whatever the budget
@@ -123,6 +121,8 @@ def calibrate(trainer) -> Calibration:
     weights, a fresh optimizer and the RNG state (CPU and CUDA), so the run starts as if this had not
     happened. Under DDP every rank takes the step count of rank 0. The clock is ``trainer.clock``.
     """
+    import torch  # here, so that the page reads a Calibration without importing torch
+
     length, cfg = trainer.length, trainer.cfg
     budget_s = float(length.budget_s)
     t_start = trainer.clock()

@@ -25,6 +25,10 @@ GROUPS = {"run": "run", "optim": "optimisation (AdamW, linear warmup then linear
           "mlm": "masked LM and NSP"}
 
 
+PROBE_AUTO = "auto"  # --probe auto: held-out sentences chosen from the run's own data (.probe_choice)
+PROBE_SEP = " | "  # separates the sentences of a --probe with several
+
+
 class ExitCode(enum.IntEnum):
     """Exit status of ``python -m bertcore.train`` (the UI and scripts read it)."""
 
@@ -177,7 +181,9 @@ class TrainConfig:
     short_seq_prob: float = opt(0.1, "data", "chance of a shorter target length (as BERT)", type=float, min=0.0,
                                 max=1.0, tasks=PRETRAIN)
     probe: str | None = opt("The government said it would [MASK] the new law next [MASK].", "data",
-                            "sentence whose [MASK] predictions are logged at each evaluation", type=str,
+                            "sentence whose [MASK] predictions are logged at each evaluation; several separated by "
+                            "' | '; 'auto': 4 held-out sentences of the corpus whose masked content word its two "
+                            "neighbours predict in the training text (bertcore/training/probe_choice.py)", type=str,
                             tasks=PRETRAIN)
     # fine-tuning data
     dataset: str = opt("tweets", "data", "'tweets' (packaged, positive vs negative), 'bbc-topics' (packaged, 5 "

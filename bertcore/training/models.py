@@ -12,7 +12,7 @@ from typing import Any
 
 from ..config import PRESETS, BertConfig, ConfigError
 from ..runs import last_checkpoint
-from .config import OptionError, TrainConfig
+from .config import PROBE_AUTO, OptionError, TrainConfig
 
 
 class TrainingError(RuntimeError):
@@ -187,8 +187,8 @@ def validate(task: str, opts: dict[str, Any]) -> list[str]:
     if steps is not None and opts.get("eval_every", 1) > steps:
         problems.append(f"Evaluate every {opts['eval_every']} steps is more than the {steps} steps of the run: "
                         "no validation point would be drawn; lower it.")
-    if task == "pretrain" and opts.get("probe") and "[MASK]" not in opts["probe"]:
-        problems.append("The probe sentence needs at least one [MASK].")
+    if task == "pretrain" and opts.get("probe") not in (None, "", PROBE_AUTO) and "[MASK]" not in opts["probe"]:
+        problems.append(f"The probe sentence needs at least one [MASK] (or write '{PROBE_AUTO}').")
     try:
         cfg = TrainConfig.create(task, **{k: v for k, v in opts.items() if k != "device"})
         cfg.check()

@@ -41,7 +41,7 @@ RECIPES: dict[str, Recipe] = {
         {"preset": "tiny", "tokenizer": "corpus", "vocab_size": 8000, "corpus": "wiki", "max_seq_len": 32,
          "batch_size": 64, "lr": 3e-3, "warmup": 0.05, "pre_layer_norm": True, "dropout": 0.0, "nsp": False,
          "mask_replace_prob": 1.0, "random_replace_prob": 0.0, "eval_every": 100, "eval_batches": 8,
-         "save_early": True, "keep_checkpoints": 5},
+         "save_early": True, "keep_checkpoints": 5, "probe": "auto"},
     ),
     "minilm-mlm": Recipe(
         "Teach the MiniLM to fill masks (continued MLM + NSP, 10 minutes)",
