@@ -22,6 +22,7 @@ timings, and so the step counts, depend on the machine being otherwise idle (exc
 
     python bench/bench_demo_runs.py --n 5 --threads 2                   # the issue's benchmark (about 70 min)
     python bench/bench_demo_runs.py --n 1 --minutes 1 --no-busy         # a quick check that it works
+    python bench/bench_demo_runs.py --n 5 --set lr=3e-3 --set unigram_init=false --set beta2=0.999  # the old recipe
 """
 
 from __future__ import annotations
@@ -52,13 +53,35 @@ def load_avg() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def run_one(recipe: str, seed: int, threads: int, minutes: float | None, root: Path, busy: bool) -> dict:
-    """One run of ``recipe`` and its last checkpoint scored fresh; a dict of what the table shows."""
+def parse_set(items: list[str]) -> dict:
+    """``["lr=2e-3", "unigram_init=true", "probe=auto"]`` -> option overrides (JSON values, else strings).
+
+    Raises:
+        ValueError: an item without ``=`` or an unknown option name.
+    """
+    out = {}
+    known = set(TrainConfig.__dataclass_fields__)
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in known:
+            raise ValueError(f"--set {item!r}: give option=value with a TrainConfig option name")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def run_one(recipe: str, seed: int, threads: int, minutes: float | None, root: Path, busy: bool,
+            overrides: dict | None = None) -> dict:
+    """One run of ``recipe`` (with ``overrides``) and its last checkpoint scored fresh; a dict of what the
+    table shows."""
     r = RECIPES[recipe]
     name = f"{recipe}-seed{seed}" + ("-busy" if busy else "")
     run_dir = root / name
-    cfg = TrainConfig.create("pretrain", **r.options, max_time=minutes or r.minutes, threads=threads, lock="none",
-                             seed=seed, run_dir=str(run_dir))
+    cfg = TrainConfig.create("pretrain", **{**r.options, **(overrides or {})}, max_time=minutes or r.minutes,
+                             threads=threads, lock="none", seed=seed, run_dir=str(run_dir))
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     row: dict = {"run": name, "seed": seed, "busy": busy, "load_before": load_avg()}
     hog = subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) if busy else None
@@ -130,16 +153,24 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2, help="torch threads per run (default 2)")
     p.add_argument("--recipe", default="scratch-fast", choices=sorted(RECIPES))
     p.add_argument("--no-busy", action="store_true", help="skip the extra run of seed 0 beside a busy process")
+    p.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
+                   help="change one of the recipe's options (repeatable), e.g. --set lr=3e-3")
     p.add_argument("--keep", type=Path, default=None, help="keep the run directories here (default: a temp folder)")
     a = p.parse_args()
     if a.n < 0 or a.threads < 1 or (a.minutes is not None and a.minutes <= 0):
         p.error("--n must be >= 0, --threads >= 1 and --minutes > 0")
+    try:
+        overrides = parse_set(a.set)
+        TrainConfig.create("pretrain", **{**RECIPES[a.recipe].options, **overrides}).check()
+    except (ValueError, TypeError) as exc:  # OptionError is a ValueError
+        p.error(str(exc))
     root = a.keep or Path(tempfile.mkdtemp(prefix="demo-runs-"))
-    print(f"load average (1 min) before: {load_avg()}; runs in {root}", flush=True)
+    print(f"load average (1 min) before: {load_avg()}; runs in {root}; recipe {a.recipe}"
+          + (f" with {overrides}" if overrides else ""), flush=True)
     plan = [(seed, False) for seed in range(a.n)] + ([] if a.no_busy else [(0, True)])
     rows = []
     for seed, busy in plan:
-        row = run_one(a.recipe, seed, a.threads, a.minutes, root, busy)
+        row = run_one(a.recipe, seed, a.threads, a.minutes, root, busy, overrides)
         print(json.dumps(row), flush=True)
         rows.append(row)
     print()
