@@ -139,7 +139,9 @@ def calibrate(trainer) -> Calibration:
         trainer.train_step(batches)
     sync()
     target, t0, n = calibration_seconds(budget_s), trainer.clock(), 0
-    while n < MIN_TIMED_STEPS or trainer.clock() - t0 < target:
+    # every DDP rank takes the same number of steps (each step all-reduces the gradients): the ranks go on
+    # while any of them has not timed enough
+    while trainer.dist.any_flag(n < MIN_TIMED_STEPS or trainer.clock() - t0 < target, trainer.device):
         trainer.train_step(batches)
         n += 1
         sync()
