@@ -11,7 +11,7 @@ Examples::
     # fine-tune the packaged MiniLM on the packaged tweets (positive vs negative)
     python -m bertcore.train finetune --init packaged --dataset tweets --max-seq-len 64 --max-steps 400
 
-    # ten minutes of CPU, the schedule spread over the time, MLM only, 100% [MASK], early checkpoints
+    # ten minutes of CPU (the first seconds measure steps/s and fix the step count), MLM only, 100% [MASK]
     python -m bertcore.train pretrain --preset nano --max-time 10 --no-nsp --mask-replace-prob 1 \
         --random-replace-prob 0 --save-early --run-dir runs/nano-10min
 

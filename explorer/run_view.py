@@ -17,8 +17,12 @@ from bertcore import hf_export, hf_format, runs
 from bertcore.checkpoint import CheckpointError
 from bertcore.config import ConfigError
 from bertcore.sources import ModelSource, SourceError
+from bertcore.training.calibrate import Calibration
 from explorer import widgets
-from explorer.figures import classification, training as figs
+from explorer.figures import classification
+from explorer.figures import probe as probe_figs
+from explorer.figures import training as figs
+from explorer.figures.training import format_duration
 
 POLL_S = 2.0  # seconds between two reads of a live run's files
 
@@ -82,13 +86,25 @@ def show_probe(run_dir: Path, key: str) -> None:
         st.caption("The probe sentence's predictions appear after the first evaluation.")
         return
     latest = max(probes, key=lambda r: r["step"])
-    probe_text = str(latest.get("text", "")).replace("`", "'")
-    st.markdown(f"**Probe sentence** (fixed, predicted at each evaluation): `{probe_text}`")
+    sentences = latest.get("sentences") if isinstance(latest.get("sentences"), list) else None
+    if sentences:
+        answers = latest.get("answers") if isinstance(latest.get("answers"), list) else []
+        st.markdown("**Probe sentences**, predicted at each evaluation" + (
+            " (held-out sentences whose hidden word the two neighbouring words predict in the training text: "
+            "a model that uses its context at all should find them first; the hidden word in brackets)"
+            if answers else "") + ":\n" + "\n".join(
+                f"{i + 1}. `{str(text).replace('`', chr(39))}`" + (f" ({widgets.escape_md(answers[i])})"
+                                                                  if i < len(answers) else "")
+                for i, text in enumerate(sentences)))
+    else:
+        probe_text = str(latest.get("text", "")).replace("`", "'")
+        st.markdown(f"**Probe sentence** (fixed, predicted at each evaluation): `{probe_text}`")
     try:
-        widgets.plotly_chart(figs.probe_figure(latest, top_k=5), key=f"train_probe_{key}")
+        top_k = 3 if len(latest.get("predictions") or []) > 2 else 5
+        widgets.plotly_chart(probe_figs.probe_figure(latest, top_k=top_k), key=f"train_probe_{key}")
         if len(probes) > 1:
             with st.expander("How the guesses changed"):
-                st.dataframe(figs.probe_rows(probes, last=12), hide_index=True)
+                st.dataframe(probe_figs.probe_rows(probes, last=12), hide_index=True)
     except ValueError as exc:
         widgets.show_error(exc, "Unreadable probe record")
 
@@ -152,9 +168,27 @@ def show_results(run_dir: Path) -> None:
         widgets.show_error(exc, "Unreadable results.json")
 
 
-def show_status_line(status: dict[str, Any]) -> figs.Progress:
+def budget_text(config: dict[str, Any] | None, status: dict[str, Any] | None) -> str | None:
+    """What a run's time budget became (run.json ``calibration``, :mod:`bertcore.training.calibrate`), e.g.
+    ``'Time budget: 10 min ≈ 11,500 steps on this machine (...)'``; None for a run without one."""
+    cal = Calibration.from_dict((config or {}).get("calibration"))
+    if cal is None:
+        return None
+    text = (f"Time budget: {cal.summary()} in its first {format_duration(cal.calibration_s)} (those steps are "
+            f"thrown away). The learning rate follows the steps, so the same seed gives the same run; it ends at "
+            f"step {cal.total_steps:,}, or at {format_duration(cal.time_limit_s)} if the machine slows down.")
+    early = (status or {}).get("stopped_early_at")
+    if isinstance(early, int):
+        text += f" This machine was slower than measured: the time limit stopped the run at step {early:,}."
+    return text
+
+
+def show_status_line(status: dict[str, Any], run_dir: Path | None = None) -> figs.Progress:
     progress = figs.progress_summary(status)
     st.progress(progress.fraction, text=progress.text)
+    text = budget_text(runs.read_config(run_dir), status) if run_dir is not None else None
+    if text:
+        st.caption(text)
     return progress
 
 
@@ -172,7 +206,7 @@ def live_view(run_dir_s: str) -> None:
         st.info("Starting ...")
         return
     task = view_task(run_dir)
-    show_status_line(status)
+    show_status_line(status, run_dir)
     if status["state"] == "queued":
         holder = runs.waiting_for(run_dir)
         if holder is not None:
@@ -205,7 +239,7 @@ def static_view(run_dir: Path, status: dict[str, Any] | None) -> None:
     if status is None:
         st.warning("This run has no status.json: it never started, or its folder is incomplete.")
         return
-    show_status_line(status)
+    show_status_line(status, run_dir)
     if status["state"] == "failed":
         st.error("The run failed: " + widgets.escape_md(status.get("error") or "no error message"),
                  icon=":material/error:")

@@ -247,9 +247,10 @@ def launch_form() -> None:
     with c2:
         scratch = start == "scratch"
         length = st.radio("Length in", ["steps", "minutes", "epochs"], key=f"train_{task}_length", horizontal=True,
-                          help="An optimizer step processes one batch; minutes is a time budget (the learning rate "
-                               "decays with the time spent, and the run ends with an evaluation and a checkpoint "
-                               "when it is up); an epoch is one pass over the training split.")
+                          help="An optimizer step processes one batch; minutes is a time budget (the run first "
+                               "measures this machine's steps per second for a few seconds, then fixes the number "
+                               "of steps and follows a step schedule, so the same seed gives the same run; the run "
+                               "view says what the budget became); an epoch is one pass over the training split.")
         if length == "steps":
             opts["max_steps"] = number("max_steps", task, "Steps", step=50)
         elif length == "minutes":
@@ -287,7 +288,9 @@ def launch_form() -> None:
             opts["max_docs"] = docs or None
             probe = st.text_input("Probe sentence (with [MASK])", key="train_probe",
                                   value=field_info("probe")["default"],
-                                  help="Its [MASK] predictions are logged at each evaluation.")
+                                  help="Its [MASK] predictions are logged at each evaluation. Several "
+                                       "sentences: separate them with ' | '. 'auto': 4 held-out sentences whose "
+                                       "hidden word its two neighbours predict in the training text.")
             opts["probe"] = probe.strip() or None
         else:
             n = int(a3.number_input("Training examples (0: all)", min_value=0, max_value=10_000_000, value=0,

@@ -52,12 +52,15 @@ def test_ddp_finetune_equals_single_process_and_pretrain_runs(tmp_path, monkeypa
     for x, y in zip(ddp_loss, one_loss):
         assert abs(x - y) < 1e-4
 
+    # a time budget: both ranks calibrate together (the same number of timed steps, rank 0's step count)
     pre = ["pretrain", "--run-dir", str(tmp_path / "pre"), "--corpus", str(TINY_CORPUS),
-           "--model-overrides", TINY, "--max-seq-len", "32", "--batch-size", "8", "--max-steps", "4",
-           "--log-every", "2", "--eval-every", "4", "--eval-batches", "1", "--save-every", "2", "--lock", "wait",
+           "--model-overrides", TINY, "--max-seq-len", "32", "--batch-size", "8", "--max-time", "0.02",
+           "--log-every", "2", "--eval-every", "4", "--eval-batches", "1", "--save-every", "1000", "--lock", "wait",
            "--device", "cpu", "--val-fraction", "0.2"]
     torchrun(pre, tmp_path)
-    assert R.read_status(tmp_path / "pre")["state"] == "done"
+    status, cal = R.read_status(tmp_path / "pre"), R.read_config(tmp_path / "pre")["calibration"]
+    assert status["state"] == "done" and status["total_steps"] == cal["total_steps"] >= 1
+    assert status["step"] == cal["total_steps"] or status["step"] == status["stopped_early_at"]
     assert [r["step"] for r in R.read_metrics(tmp_path / "pre", "train")] == [2, 4]
     assert R.lock_holder(tmp_path, "cpu") is None
     assert sources.load(sources.ModelSource("run", str(R.last_checkpoint(tmp_path / "pre")))).head == "pretraining"

@@ -13,13 +13,30 @@ def length(per_epoch: int = 50, **options) -> RunLength:
 
 
 def test_steps_win_then_the_time_budget_then_epochs():
-    assert length(max_steps=30, max_time=2.0, warmup=0.1) == RunLength(30, 120.0, 3, 0.1)
-    by_time = length(max_time=2.0, warmup=0.1)
-    assert (by_time.total_steps, by_time.bounded, by_time.status_total()) == (UNBOUNDED, False, None)
+    assert length(max_steps=30, max_time=2.0, warmup=0.1) == RunLength(30, 120.0, 3, 0.1, False, 120.0)
+    pending = length(max_time=2.0, warmup=0.1)  # the default step schedule: the step count is calibrated
+    assert (pending.total_steps, pending.bounded, pending.status_total()) == (UNBOUNDED, False, None)
+    assert pending.needs_calibration and not pending.by_time
+    by_time = length(max_time=2.0, warmup=0.1, budget_schedule="time")
+    assert by_time.by_time and not by_time.needs_calibration and by_time.limit_s == 120.0
     assert by_time.warmup == 0  # a fractional warmup of a time-bounded run is a fraction of the budget
     assert length(max_time=2.0, warmup=7).warmup == 7
     assert length(epochs=2.5, warmup=0.1).total_steps == 125 and length(warmup=0.1).total_steps == 50
     assert length(per_epoch=1, epochs=0.1).total_steps == 1
+    assert not length(max_steps=30).needs_calibration and length(max_steps=30).limit_s is None
+
+
+def test_a_calibrated_length_follows_its_steps_and_stops_at_its_time_limit():
+    cal = length(max_time=2.0, warmup=0.1).calibrated(200, 180.0)
+    assert (cal.total_steps, cal.warmup, cal.by_time, cal.limit_s, cal.budget_s) == (200, 20, False, 180.0, 120.0)
+    assert not cal.needs_calibration and cal.status_total() == 200
+    assert cal.lr(50, 999.0, 1e-3) == lr_at(50, 1e-3, 20, 200)  # by step, whatever the clock says
+    assert cal.progress(50, 119.0) == 0.25  # by step too (the sequence-length schedule)
+    assert not cal.time_up(179.9) and cal.time_up(180.0)
+    assert cal.eta(100, 10.0, [0.1]) == pytest.approx(10.0) and cal.eta(100, 175.0, [0.1]) == pytest.approx(5.0)
+    assert length(max_time=2.0).lr(0, 0.0, 1e-3) == pytest.approx(1e-5)  # calibration steps: 1% of the peak
+    with pytest.raises(ValueError, match="at least 1 step"):
+        length(max_time=2.0).calibrated(0, 1.0)
 
 
 def test_progress_lr_eta_and_time_up():
@@ -27,12 +44,15 @@ def test_progress_lr_eta_and_time_up():
     assert steps.progress(25, 999.0) == 0.25 and not steps.time_up(1e9)
     assert steps.lr(4, 0.0, 1e-3) == lr_at(4, 1e-3, 10, 100)
     assert steps.eta(60, 0.0, [0.5, 1.5]) == pytest.approx(40.0)
-    both = RunLength(100, 60.0, 10, 10)
+    both = RunLength(100, 60.0, 10, 10, True, 60.0)  # --budget-schedule time with --max-steps
     assert both.progress(10, 30.0) == 0.5 and both.progress(90, 30.0) == 0.9  # whichever is further
     assert both.lr(4, 30.0, 1e-3) == lr_at_time(30.0, 60.0, 1e-3, 10, 4)
     assert both.eta(10, 30.0, [1.0]) == pytest.approx(30.0)  # the sooner end
     assert both.time_up(60.0) and not both.time_up(59.9)
     assert both.progress(0, 600.0) == 1.0
+    by_steps = RunLength(100, 60.0, 10, 10, False, 60.0)  # --max-steps and --max-time: a step schedule
+    assert by_steps.lr(4, 30.0, 1e-3) == lr_at(4, 1e-3, 10, 100) and by_steps.progress(10, 30.0) == 0.1
+    assert by_steps.time_up(60.0)
 
 
 def test_short_sequences_first():

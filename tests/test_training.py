@@ -259,9 +259,12 @@ def test_knobs_no_nsp_corruption_split_length_schedule_early_checkpoints_tensorb
 
 
 def test_time_budget_ends_the_run_with_a_final_evaluation_and_checkpoint(tmp_path):
+    """--budget-schedule time (Cramming): the lr follows elapsed time and the budget ends the run (the default
+    step schedule, calibrated: tests/test_calibration.py)."""
     run = tmp_path / "timed"
     argv = [a for a in tiny_pretrain_argv(run) if a not in ("--max-steps", "6")]
-    trainer, state = run_trainer(argv + ["--max-time", "0.05", "--eval-every", "100000", "--save-every", "100000"])
+    trainer, state = run_trainer(argv + ["--max-time", "0.05", "--eval-every", "100000", "--save-every", "100000",
+                                         "--budget-schedule", "time"])
     assert state == "done"
     status = R.read_status(run)
     assert status["total_steps"] is None and status["time_budget_s"] == pytest.approx(3.0)

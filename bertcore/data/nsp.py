@@ -163,6 +163,8 @@ class PretrainData:
     train: Any
     val: Any
     stats: dict[str, Any] = field(default_factory=dict)
+    #: (training, held-out) documents, each a list of sentences of WordPiece ids (the split the pairs came from)
+    documents: tuple[list, list] = field(default_factory=lambda: ([], []))
 
 
 def build_pretraining_data(
@@ -253,7 +255,7 @@ def build_pretraining_data(
         stats["train_pairs_by_part"] = pairs_by_part
     if weights:
         stats["corpus_weights"] = weights
-    return PretrainData(to_ds(train), val_ds, stats)
+    return PretrainData(to_ds(train), val_ds, stats, (train_docs, val_docs))
 
 
 def split_documents(docs: list, seed: int, val_fraction: float) -> tuple[list, list]:

@@ -33,6 +33,11 @@ class RunWriter:
         if self.enabled:
             write_json(self.run.config_file, config)
 
+    def update_config(self, **fields: Any) -> None:
+        """Merge ``fields`` into ``run.json`` (e.g. a time budget's ``calibration``, known after setup)."""
+        if self.enabled:
+            write_json(self.run.config_file, {**(read_json(self.run.config_file) or {}), **fields})
+
     def set_status(self, **fields: Any) -> None:
         """Merge ``fields`` into ``status.json`` (adds ``updated``, ``pid`` and ``host``)."""
         if not self.enabled:

@@ -25,6 +25,10 @@ GROUPS = {"run": "run", "optim": "optimisation (AdamW, linear warmup then linear
           "mlm": "masked LM and NSP"}
 
 
+PROBE_AUTO = "auto"  # --probe auto: held-out sentences chosen from the run's own data (.probe_choice)
+PROBE_SEP = " | "  # separates the sentences of a --probe with several
+
+
 class ExitCode(enum.IntEnum):
     """Exit status of ``python -m bertcore.train`` (the UI and scripts read it)."""
 
@@ -88,10 +92,15 @@ class TrainConfig:
                                 max=10_000_000, suggested=300)
     epochs: float | None = opt(None, "length", "passes over the training split when neither --max-steps nor "
                                "--max-time is given (default 1)", type=float, min=0.01, max=1000.0, suggested=1.0)
-    max_time: float | None = opt(None, "length", "time budget in minutes: the run ends (final evaluation and "
-                                 "checkpoint) when it is spent, and the learning-rate schedule is spread over it by "
-                                 "elapsed time (Geiping & Goldstein 2023, Cramming); with --max-steps, whichever "
-                                 "comes first", type=float, min=0.01, max=100_000.0, suggested=10.0)
+    max_time: float | None = opt(None, "length", "time budget in minutes (see --budget-schedule): the run ends with "
+                                 "a final evaluation and checkpoint; with --max-steps, a plain time limit (whichever "
+                                 "comes first)", type=float, min=0.01, max=100_000.0, suggested=10.0)
+    budget_schedule: str = opt("steps", "length", "how --max-time without --max-steps is spent: 'steps' measures "
+                               "this machine's steps/s over the first seconds, fixes the step count (run.json "
+                               "'calibration') and follows a step schedule, so the same seed and settings give the "
+                               "same run (the budget x 1.5 stays a safety stop); 'time' spreads the learning rate "
+                               "over elapsed time (Geiping & Goldstein 2023, Cramming): no two runs alike",
+                               choices=("steps", "time"))
     # optimisation
     batch_size: int = opt(32, "optim", "sequences per step (over all DDP processes)", type=int, min=1, max=4096)
     lr: float | None = opt(None, "optim", "peak learning rate (default: 1e-3 pretrain from scratch, 1e-4 continued "
@@ -190,7 +199,9 @@ class TrainConfig:
     short_seq_prob: float = opt(0.1, "data", "chance of a shorter target length (as BERT)", type=float, min=0.0,
                                 max=1.0, tasks=PRETRAIN)
     probe: str | None = opt("The government said it would [MASK] the new law next [MASK].", "data",
-                            "sentence whose [MASK] predictions are logged at each evaluation", type=str,
+                            "sentence whose [MASK] predictions are logged at each evaluation; several separated by "
+                            "' | '; 'auto': 4 held-out sentences of the corpus whose masked content word its two "
+                            "neighbours predict in the training text (bertcore/training/probe_choice.py)", type=str,
                             tasks=PRETRAIN)
     # fine-tuning data
     dataset: str = opt("tweets", "data", "'tweets' (packaged, positive vs negative), 'bbc-topics' (packaged, 5 "

@@ -35,6 +35,22 @@ class Dist:
             torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.SUM)
         return t
 
+    def any_flag(self, flag: bool, device: torch.device) -> bool:
+        """True on every rank when ``flag`` is True on any (so DDP ranks stop at the same step)."""
+        if not self.enabled:
+            return flag
+        t = torch.tensor([1.0 if flag else 0.0], device=device if device.type == "cuda" else "cpu")
+        self.all_reduce_sum(t)
+        return bool(t.item() > 0)
+
+    def value_of_main(self, value: int, device: torch.device) -> int:
+        """Rank 0's ``value`` on every rank (e.g. a calibrated step count); ``value`` in a single process."""
+        if not self.enabled:
+            return value
+        t = torch.tensor([float(value) if self.main else 0.0], device=device if device.type == "cuda" else "cpu")
+        self.all_reduce_sum(t)
+        return int(t.item())
+
 
 def pick_device(name: str | None, dist: Dist | None = None) -> torch.device:
     """``auto`` -> CUDA if available else CPU; under DDP on CUDA, ``cuda:<local_rank>``.

@@ -2,17 +2,17 @@
 
     setup     device (auto: CUDA else CPU), DDP (torchrun), seeds, the per-device lock, data and
               model (the task object, :mod:`.tasks`), AdamW, resume from a checkpoint
-    loop      batch (short sequences first if scheduled) -> forward (bf16 autocast on CUDA) -> loss
-              -> backward -> clip -> lr (by step, or by elapsed time under ``--max-time``: :mod:`.schedule`)
-              -> optimizer step -> metrics every ``log_every`` -> eval every ``eval_every``
-              -> checkpoint every ``save_every`` and at the extra steps (and on SIGTERM, then exit
-              as ``cancelled``); the run ends at ``max_steps`` or when the time budget is spent
+    calibrate under ``--max-time`` alone: measure steps/s, fix the step count (:mod:`.calibrate`)
+    loop      batch (short sequences first if scheduled) -> forward (bf16 autocast on CUDA) -> loss -> backward
+              -> clip -> lr (:mod:`.schedule`) -> optimizer step -> metrics every ``log_every`` -> eval every
+              ``eval_every`` -> checkpoint every ``save_every`` and at the extra steps (and on SIGTERM, then
+              exit as ``cancelled``); the run ends at its step count or at its time limit
     end       a final evaluation and checkpoint; the task's finish (fine-tuning: test results, baseline)
 
 Every metric record goes to the subscribers (``on_event``) and to ``metrics.jsonl`` (the UI and a
 test see the same events). Reproducibility: the data order depends on (data seed, epoch), the masks
 on (data seed, step, rank) (data seed = ``--data-seed``, else ``--seed``), and the RNG state (dropout) is
-saved in each checkpoint, so a resumed run equals an uninterrupted one.
+saved in each checkpoint, so a resumed run equals an uninterrupted one (calibration steps are thrown away).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from .checkpoints import load_trainer_state, prune_checkpoints, save_checkpoint
 from .config import ExitCode, TrainConfig
 from .dist import StopFlag, autocast, init_distributed, pick_device
 from .evaluate import evaluate
+from .calibrate import Calibration, calibrate, resumed_length
 from .models import TrainingError, build_model, load_tokenizer_for
 from .optim import make_optimizer
 from .events import tensorboard_writer
@@ -74,7 +75,9 @@ class Trainer:
         self.writer = R.RunWriter(self.run_dir, enabled=self.dist.main)
         self.lock: R.DeviceLock | None = None
         self.task = make_task(self.cfg)
-        self.t0 = time.perf_counter()
+        self.clock = time.perf_counter  # the one clock of the loop (a test may replace it)
+        self.calibration: Calibration | None = None
+        self.t0 = self.clock()
         self.time_offset = 0.0  # seconds of earlier sessions of a resumed run
         self.step = 0
         self.exit_code = ExitCode.FAILED
@@ -142,9 +145,8 @@ class Trainer:
         if per_epoch == 0:
             raise TrainingError(f"{len(task.train_ds)} training examples: fewer than one batch of {c.batch_size}")
         self.length = RunLength.of(c, per_epoch)
-        self.extra_saves = c.extra_save_steps(self.total_steps)
         self.lr = c.peak_lr
-        self.optimizer = make_optimizer(self.model, self.lr, c.weight_decay, c.beta2)
+        self.reset_optimizer()
         if resume_from is not None:
             state = load_trainer_state(resume_from)
             self.optimizer.load_state_dict(state["optimizer"])
@@ -159,6 +161,10 @@ class Trainer:
                 if n:
                     self.log(f"removed {n} incomplete checkpoint folder(s) left by the interrupted session")
             self.log(f"resumed at step {self.step} from {resume_from}")
+            self.length, self.calibration, note = resumed_length(self.length, R.read_config(self.run_dir), self.step)
+            if note:
+                self.log(note)
+        self.extra_saves = c.extra_save_steps(self.total_steps)
         n_params = self.model.num_parameters()
         length = f"{self.total_steps} steps" if self.length.bounded else ""
         if self.length.budget_s:
@@ -180,6 +186,48 @@ class Trainer:
     def status_total(self) -> int | None:
         return self.length.status_total()
 
+    def reset_optimizer(self) -> None:
+        """A new AdamW on the model (no moments yet): at setup, and after a calibration."""
+        self.optimizer = make_optimizer(self.model, self.lr, self.cfg.weight_decay, self.cfg.beta2)
+
+    def _calibrate(self) -> None:
+        """Fix the step count of a time budget (:func:`.calibrate.calibrate`) and record it in run.json."""
+        self.calibration = cal = calibrate(self)
+        self.length = self.length.calibrated(cal.total_steps, cal.time_limit_s)
+        self.extra_saves = self.cfg.extra_save_steps(self.total_steps)
+        self.log(f"calibration: {cal.summary()}; the run ends there, or at {cal.time_limit_s:g} s (time limit)")
+        self.writer.update_config(calibration=cal.to_dict(), total_steps=self.status_total(),
+                                  warmup_steps=self.length.warmup, time_limit_s=self.length.limit_s)
+        self.writer.set_status(total_steps=self.status_total(), elapsed_s=round(self.elapsed(), 1))
+
+    def batch_iterator(self, start_step: int):
+        """The training batches from ``start_step`` (:func:`bertcore.data.iterate_batches`): ``(step, epoch,
+        rows)``; the order depends on (data seed, epoch) only."""
+        c, task = self.cfg, self.task
+        lengths = [len(x) for x in task.train_ds["input_ids"]] if c.group_by_length else None
+        return D.iterate_batches(task.train_ds, c.batch_size, seed=c.train_data_seed, start_step=start_step,
+                                 rank=self.dist.rank, world_size=self.dist.world_size, lengths=lengths)
+
+    def train_step(self, batches, max_len: int | None = None):
+        """One optimizer step on the next batch of ``batches`` (masks seeded by (data seed, step, rank)):
+        returns ``(out, batch, grad_norm, epoch, lr)``; ``grad_norm`` is None without clipping."""
+        c, opt = self.cfg, self.optimizer
+        step, epoch, rows = next(batches)
+        rows_batch = self.task.collate_train(rows, D.batch_generator(c.train_data_seed, step, self.dist.rank),
+                                             max_len)
+        batch = self.to_device(rows_batch)
+        lr = self.lr_now()
+        for group in opt.param_groups:
+            group["lr"] = lr
+        out = self.forward(self.ddp_model, batch)
+        opt.zero_grad(set_to_none=True)
+        out.loss.backward()
+        grad_norm = None
+        if c.grad_clip and c.grad_clip > 0:
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip))
+        opt.step()
+        return out, batch, grad_norm, epoch, lr
+
     def lr_now(self) -> float:
         """The learning rate of the next step: by elapsed time under a budget, else by step."""
         return self.length.lr(self.step, self.elapsed(), self.lr)
@@ -195,9 +243,12 @@ class Trainer:
             "world_size": self.dist.world_size, "origin": self.origin, "num_parameters": n_params,
             "data": self.task.data.stats, "labels": self.task.labels,
             "total_steps": self.status_total(), "warmup_steps": self.length.warmup,
-            "time_budget_s": self.length.budget_s,
+            "time_budget_s": self.length.budget_s, "time_limit_s": self.length.limit_s,
+            "budget_schedule": ("time" if self.length.by_time else "steps") if self.length.budget_s else None,
             "reference": self.task.reference or None,
         }
+        if self.calibration is not None:
+            record["calibration"] = self.calibration.to_dict()
         if existing is not None:
             record["resumes"] = (existing.get("resumes") or []) + ([{"at": R.now_iso(), "step": self.step}]
                                                                   if self.cfg.resume else [])
@@ -223,25 +274,24 @@ class Trainer:
                                    {"elapsed_s": self.elapsed(), "seed": self.cfg.seed})
             prune_checkpoints(self.run_dir, self.cfg.keep_checkpoints, protect=self.extra_saves)
             self.log(f"checkpoint {path.name}")
-        self.last_save_t = time.perf_counter()
+        self.last_save_t = self.clock()
         self.dist.barrier()
 
     def elapsed(self) -> float:
         """Seconds of training since the loop started (setup excluded), earlier sessions of a resumed
         run included."""
-        return self.time_offset + time.perf_counter() - self.t0
+        return self.time_offset + self.clock() - self.t0
 
     # -- the loop
     def fit(self) -> None:
         c, task = self.cfg, self.task
-        model, opt = self.ddp_model, self.optimizer
-        self.t0 = time.perf_counter()  # the clock (metrics "time", the time budget) counts training, not setup
-        lengths = [len(x) for x in task.train_ds["input_ids"]] if c.group_by_length else None
-        batches = D.iterate_batches(task.train_ds, c.batch_size, seed=c.train_data_seed, start_step=self.step,
-                                    rank=self.dist.rank, world_size=self.dist.world_size, lengths=lengths)
+        self.t0 = self.clock()  # the clock (metrics "time", the time budget) counts training, not setup
+        if self.length.needs_calibration:
+            self._calibrate()  # its seconds count: they are spent from the budget
+        batches = self.batch_iterator(self.step)
         window = None
-        win_t, win_steps = time.perf_counter(), 0
-        self.last_save_t = time.perf_counter()
+        win_t, win_steps = self.clock(), 0
+        self.last_save_t = self.clock()
         step_times: list[float] = []
         if self.step == 0:
             if self.dist.main:
@@ -252,32 +302,24 @@ class Trainer:
             if 0 in self.extra_saves:
                 self.checkpoint()
         while self.step < self.total_steps:
-            t_step = time.perf_counter()
-            step, epoch, rows = next(batches)
+            t_step = self.clock()
             max_len = short_seq_len(c, self.length.progress(self.step, self.elapsed()))  # short sequences first
-            rows_batch = task.collate_train(rows, D.batch_generator(c.train_data_seed, step, self.dist.rank), max_len)
-            batch = self.to_device(rows_batch)
-            lr = self.lr_now()
-            for group in opt.param_groups:
-                group["lr"] = lr
-            out = self.forward(model, batch)
-            opt.zero_grad(set_to_none=True)
-            out.loss.backward()
-            grad_norm = None
-            if c.grad_clip and c.grad_clip > 0:
-                grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip))
-            opt.step()
+            out, batch, grad_norm, epoch, lr = self.train_step(batches, max_len)
             self.step += 1
             st = task.batch_stats(out, batch)
             window = st if window is None else window + st
             win_steps += 1
-            step_times.append(time.perf_counter() - t_step)
+            step_times.append(self.clock() - t_step)
             step_times = step_times[-50:]
-            stop = self._sync_stop()
-            last = self.step >= self.total_steps or self._sync_flag(self.length.time_up(self.elapsed()))
+            stop = self.dist.any_flag(self.stop.set, self.device)
+            time_up = self.dist.any_flag(self.length.time_up(self.elapsed()), self.device)
+            last = self.step >= self.total_steps or time_up
+            if time_up and self.length.bounded and self.step < self.total_steps:
+                self.log(f"time limit reached at step {self.step:,} of {self.total_steps:,}: stopping early")
+                self.writer.set_status(stopped_early_at=self.step)
             if self.step % c.log_every == 0 or last or stop:
                 sums = self.dist.all_reduce_sum(window.clone())
-                dt = max(1e-9, time.perf_counter() - win_t)
+                dt = max(1e-9, self.clock() - win_t)
                 tps = float(sums[task.STATS.index("tokens")]) / dt
                 rec = {"step": self.step, "time": round(self.elapsed(), 3), "split": "train", "epoch": epoch,
                        "lr": lr, "tokens_per_s": round(tps, 1), "steps_per_s": round(win_steps / dt, 4),
@@ -290,7 +332,7 @@ class Trainer:
                                        eta_s=round(self.length.eta(self.step, self.elapsed(), step_times), 1),
                                        tokens_per_s=round(tps, 1), time_budget_s=self.length.budget_s,
                                        elapsed_s=round(self.elapsed(), 1))
-                window, win_t, win_steps = None, time.perf_counter(), 0
+                window, win_t, win_steps = None, self.clock(), 0
                 if not math.isfinite(rec["loss"]):
                     raise TrainingError(f"the loss became {rec['loss']} at step {self.step}: lower --lr")
             if stop:
@@ -301,26 +343,9 @@ class Trainer:
                 self.dist.barrier()
             if last:
                 break
-            due_time = c.save_every_s and time.perf_counter() - self.last_save_t >= c.save_every_s
+            due_time = c.save_every_s and self.clock() - self.last_save_t >= c.save_every_s
             if self.step % c.save_every == 0 or due_time or self.step in self.extra_saves:
                 self.checkpoint()
-
-    def _sync_flag(self, flag: bool) -> bool:
-        """True on every rank when it is True on any (so DDP ranks stop at the same step)."""
-        if not self.dist.enabled:
-            return flag
-        t = torch.tensor([1.0 if flag else 0.0], device=self.device if self.device.type == "cuda" else "cpu")
-        self.dist.all_reduce_sum(t)
-        return bool(t.item() > 0)
-
-    def _sync_stop(self) -> bool:
-        if not self.dist.enabled:
-            return self.stop.set
-        flag = torch.tensor([1.0 if self.stop.set else 0.0])
-        if self.device.type == "cuda":
-            flag = flag.to(self.device)
-        self.dist.all_reduce_sum(flag)
-        return bool(flag.item() > 0)
 
     def _eval_and_log(self) -> None:
         val = self.task.val_ds

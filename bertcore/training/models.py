@@ -13,7 +13,7 @@ from typing import Any
 from ..config import PRESETS, BertConfig, ConfigError
 from ..hf_format import read_config_file
 from ..runs import last_checkpoint
-from .config import OptionError, TrainConfig
+from .config import PROBE_AUTO, OptionError, TrainConfig
 
 
 class TrainingError(RuntimeError):
@@ -188,8 +188,8 @@ def validate(task: str, opts: dict[str, Any]) -> list[str]:
     if steps is not None and opts.get("eval_every", 1) > steps:
         problems.append(f"Evaluate every {opts['eval_every']} steps is more than the {steps} steps of the run: "
                         "no validation point would be drawn; lower it.")
-    if task == "pretrain" and opts.get("probe") and "[MASK]" not in opts["probe"]:
-        problems.append("The probe sentence needs at least one [MASK].")
+    if task == "pretrain" and opts.get("probe") not in (None, "", PROBE_AUTO) and "[MASK]" not in opts["probe"]:
+        problems.append(f"The probe sentence needs at least one [MASK] (or write '{PROBE_AUTO}').")
     parts = (CORPORA[data].parts or (data,)) if data in CORPORA else (data,)
     try:
         named = TrainConfig.create(task, corpus_weights=opts.get("corpus_weights")).part_weights() \

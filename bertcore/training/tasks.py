@@ -28,12 +28,13 @@ from .. import data as D
 from ..heads import BertForPreTraining, BertForSequenceClassification
 from ..masking import MASKED, RANDOM, UNCHANGED, special_ids
 from .baseline import macro_f1, tfidf_baseline
-from .config import TrainConfig
+from .config import PROBE_AUTO, PROBE_SEP, TrainConfig
 from ..data.agreement_training import add_agreement_rows
 from ..data.batching import AGREEMENT_COLUMNS
 from .dist import autocast
 from .losses import margin_loss, verb_logit_diff
 from .models import data_tokenizer
+from .probe_choice import choose_probes, mask_labels
 
 AGREE = AGREEMENT_COLUMNS[0]
 
@@ -86,6 +87,11 @@ class PretrainTask:
         ref["most_frequent_token"] = None if mf is None else tok.convert_ids_to_tokens(mf)
         self.reference = ref
         self.data.stats.update(ref)
+        self.probes = []
+        if c.probe == PROBE_AUTO:  # held-out sentences whose masked word the neighbours predict
+            train_docs, val_docs = self.data.documents
+            self.probes = choose_probes(train_docs, val_docs, tok, c.max_seq_len - 2)
+            self.data.stats["probe_sentences"] = self.probes
         log(f"data: {json.dumps(self.data.stats)}")
 
     def prepare(self, tokenizer, model) -> None:
@@ -191,27 +197,44 @@ class PretrainTask:
     def eval_extra(self, store: dict[str, list]) -> dict[str, Any]:
         return {}
 
+    def probe_sentences(self) -> tuple[list[str], list[str] | None]:
+        """The probe's sentences (``--probe``: one sentence, several separated by :data:`PROBE_SEP`, or
+        ``auto``: chosen by :func:`.probe_choice.choose_probes` in :meth:`load_data`) and, for ``auto``,
+        the word each [MASK] hides in the held-out text."""
+        text = self.cfg.probe
+        if text == PROBE_AUTO:
+            probes = getattr(self, "probes", [])
+            return [p["text"] for p in probes], [p["answer"] for p in probes]
+        return [t.strip() for t in (text or "").split(PROBE_SEP) if "[MASK]" in t], None
+
     @torch.no_grad()
     def probe(self, model, tok, device: torch.device, step: int) -> dict[str, Any] | None:
-        """Top-5 predictions at each [MASK] of the probe sentence: ``{"step", "text", "predictions":
-        [[[token, probability], ...] per [MASK]]}`` (probabilities rounded to 1e-4), or None without a probe."""
-        text = self.cfg.probe
-        if not text or "[MASK]" not in text:
+        """Top-5 predictions at each [MASK] of the probe sentences: ``{"step", "text" (the sentences joined by
+        " | "), "predictions": [[[token, probability], ...] per [MASK], sentence by sentence]}`` (probabilities
+        rounded to 1e-4), with several sentences also ``"sentences"`` and ``"labels"`` (each [MASK]'s two
+        words either side), and for ``--probe auto`` ``"answers"``; None without a probe."""
+        sentences, answers = self.probe_sentences()
+        if not sentences:
             return None
-        enc = tok(text.replace("[MASK]", tok.mask_token), return_tensors="pt", truncation=True,
-                  max_length=self.cfg.max_seq_len)
-        ids = enc["input_ids"].to(device)
+        enc = tok([s.replace("[MASK]", tok.mask_token) for s in sentences], return_tensors="pt", padding=True,
+                  truncation=True, max_length=self.cfg.max_seq_len)
+        ids = enc["input_ids"].to(device)  # (S, L)
         was = model.training
         model.eval()
         with autocast(device, self.cfg.precision):
             out = model(ids, enc["attention_mask"].to(device), enc["token_type_ids"].to(device))
         model.train(was)
-        pos = (ids[0] == tok.mask_token_id).nonzero().flatten()
-        probs = out.prediction_logits[0, pos].float().softmax(-1)  # (M, V)
+        pos = (ids == tok.mask_token_id).nonzero()  # (M, 2): sentence, position (row-major)
+        probs = out.prediction_logits[pos[:, 0], pos[:, 1]].float().softmax(-1)  # (M, V)
         top = probs.topk(5, dim=-1)
         preds = [[[tok.convert_ids_to_tokens(int(i)), round(float(p), 4)] for p, i in zip(tp, ti)]
                  for tp, ti in zip(top.values, top.indices)]
-        return {"step": step, "text": text, "predictions": preds}
+        rec: dict[str, Any] = {"step": step, "text": PROBE_SEP.join(sentences), "predictions": preds}
+        if len(sentences) > 1:
+            rec.update(sentences=sentences, labels=mask_labels(sentences, pos[:, 0].tolist()))
+        if answers:
+            rec["answers"] = answers
+        return rec
 
     def after_eval(self, trainer) -> None:
         """Log the probe sentence's top predictions (``probe.jsonl``)."""

@@ -1,13 +1,12 @@
-"""Figures of training runs: curves, progress, probe predictions (a fine-tuning run's test results are
-:mod:`explorer.figures.classification`).
+"""Figures of training runs: curves and progress (the probe's predictions: :mod:`explorer.figures.probe`; a
+fine-tuning run's test results: :mod:`explorer.figures.classification`).
 
 Pure functions: plain data (the records of a run directory, numpy arrays, labels) in,
 ``plotly.graph_objects.Figure`` (or a small dataclass / list of rows) out. No Streamlit here.
 Inputs are checked first; a ``ValueError`` says what is wrong and how to fix it.
 
 Record formats are those of ``docs/CONTRACTS.md``: ``metrics.jsonl`` lines
-(``{"step", "split": "train"|"val", "loss", ...}``), ``probe.jsonl`` lines
-(``{"step", "text", "predictions": [[[token, prob], ...] per [MASK]]}``), ``status.json``.
+(``{"step", "split": "train"|"val", "loss", ...}``), ``status.json``.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from bertcore.analysis.papers import emergence
 
@@ -236,63 +234,3 @@ def progress_summary(status: Mapping[str, Any]) -> Progress:
     return Progress(fraction, " · ".join(parts))
 
 
-# ----------------------------------------------------------------------------- probe predictions
-def _check_probe(record: Any) -> list[list[tuple[str, float]]]:
-    if not isinstance(record, Mapping) or "predictions" not in record:
-        raise ValueError("a probe record must be a dict with 'predictions' (a line of probe.jsonl)")
-    preds = record["predictions"]
-    if not isinstance(preds, Sequence) or isinstance(preds, str):
-        raise ValueError("probe 'predictions' must be a list (one list of [token, prob] per [MASK])")
-    out = []
-    for m, cands in enumerate(preds):
-        if not isinstance(cands, Sequence) or isinstance(cands, str):
-            raise ValueError(f"probe predictions[{m}] must be a list of [token, probability] pairs")
-        pairs = []
-        for c in cands:
-            if not isinstance(c, Sequence) or isinstance(c, str) or len(c) != 2 or finite_number(c[1]) is None:
-                raise ValueError(f"probe predictions[{m}] holds {c!r}; expected [token, probability]")
-            pairs.append((str(c[0]), float(c[1])))
-        out.append(pairs)
-    return out
-
-
-def probe_figure(record: Mapping[str, Any], top_k: int = 5) -> go.Figure:
-    """Top-k predictions for each [MASK] of the probe sentence at one step: one bar panel per [MASK].
-
-    Raises:
-        ValueError: malformed record, or ``top_k`` < 1.
-    """
-    if not isinstance(top_k, int) or top_k < 1:
-        raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
-    preds = _check_probe(record)
-    step = record.get("step", "?")
-    title = f"Probe predictions at step {step}"
-    if not preds:
-        return _empty(title, "the probe sentence has no [MASK]", 260)
-    fig = make_subplots(rows=1, cols=len(preds), subplot_titles=[f"[MASK] #{m + 1}" for m in range(len(preds))],
-                        horizontal_spacing=0.12)
-    for m, cands in enumerate(preds):
-        top = sorted(cands, key=lambda c: -c[1])[:top_k][::-1]  # best at the top of a horizontal bar chart
-        fig.add_trace(go.Bar(x=[p for _, p in top], y=[t for t, _ in top], orientation="h", marker_color=PALETTE[0],
-                             text=[f"{p:.1%}" for _, p in top], textposition="auto", showlegend=False,
-                             hovertemplate="%{y}: %{x:.4f}<extra></extra>"), row=1, col=m + 1)
-    # One x range for all panels: up to 1, or zoomed in while every guess is unlikely (early training).
-    best = max((p for cands in preds for _, p in cands), default=0.0)
-    fig.update_xaxes(range=[0, min(1.0, max(0.05, best * 1.25))], title_text="probability", tickformat=".0%")
-    fig.update_layout(title=title, height=110 + 34 * min(top_k, max(len(c) for c in preds) or 1),
-                      margin=dict(l=80, r=20, t=70, b=40))
-    return fig
-
-
-def probe_rows(records: Sequence[Mapping[str, Any]], last: int = 10) -> list[dict[str, Any]]:
-    """A table of the ``last`` probe records, newest first: the step and the top guess (with its
-    probability) for each [MASK], to read how the guesses sharpen during pretraining."""
-    records = _check_records(records, "probe records")
-    rows = []
-    for rec in sorted(records, key=lambda r: r["step"], reverse=True)[:max(0, last)]:
-        row: dict[str, Any] = {"step": int(rec["step"])}
-        for m, cands in enumerate(_check_probe(rec)):
-            best = max(cands, key=lambda c: c[1]) if cands else ("", 0.0)
-            row[f"[MASK] #{m + 1}"] = f"{best[0]} ({best[1]:.1%})"
-        rows.append(row)
-    return rows

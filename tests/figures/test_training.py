@@ -5,6 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import pytest
 
+from explorer.figures import probe as FP
 from explorer.figures import training as F
 
 
@@ -106,12 +107,12 @@ PROBE = {"step": 40, "text": "the [MASK] sat on the [MASK] .",
 
 
 def test_probe_figure_one_panel_per_mask_sorted():
-    fig = F.probe_figure(PROBE, top_k=2)
+    fig = FP.probe_figure(PROBE, top_k=2)
     assert len(fig.data) == 2
     assert list(fig.data[0].y) == ["dog", "cat"]  # best at the top of a horizontal bar chart
     assert "step 40" in fig.layout.title.text
     assert fig.layout.xaxis.range[1] == pytest.approx(0.75)  # zoomed to the best guess (60%) + 25%
-    early = F.probe_figure({"step": 0, "predictions": [[["the", 0.001]]]})
+    early = FP.probe_figure({"step": 0, "predictions": [[["the", 0.001]]]})
     assert early.layout.xaxis.range[1] == pytest.approx(0.05)
 
 
@@ -122,13 +123,21 @@ def test_probe_figure_one_panel_per_mask_sorted():
 ])
 def test_probe_figure_rejects_malformed(record, match):
     with pytest.raises(ValueError, match=match):
-        F.probe_figure(record)
+        FP.probe_figure(record)
 
 
 def test_probe_rows_newest_first():
-    rows = F.probe_rows([{**PROBE, "step": 10}, PROBE], last=5)
+    rows = FP.probe_rows([{**PROBE, "step": 10}, PROBE], last=5)
     assert [r["step"] for r in rows] == [40, 10]
     assert rows[0]["[MASK] #1"] == "cat (50.0%)" and rows[0]["[MASK] #2"] == "mat (60.0%)"
+
+
+def test_a_probe_of_several_sentences_names_each_mask_by_its_neighbours():
+    rec = {**PROBE, "sentences": ["the [MASK] sat", "on the [MASK] ."], "labels": ["the ___ sat", "on the ___ ."]}
+    fig = FP.probe_figure(rec, top_k=3)
+    assert [a.text for a in fig.layout.annotations] == ["#1 the ___ sat", "#2 on the ___ ."]
+    assert list(FP.probe_rows([rec])[0]) == ["step", "#1 the ___ sat", "#2 on the ___ ."]
+    assert FP.mask_titles({**rec, "labels": ["one"]}, 2) == ["[MASK] #1", "[MASK] #2"]  # not one per [MASK]
 
 
 def with_reference(records: list[dict]) -> list[dict]:

@@ -67,6 +67,30 @@ def test_finished_pretraining_run_shows_curves_and_probe(runs_root):
     assert at.session_state["model_kind"] == "run"
 
 
+def test_a_calibrated_run_says_what_its_budget_became_and_shows_each_probe_sentence(runs_root):
+    """run.json 'calibration' (bertcore.training.calibrate) -> '10 min ≈ 11,500 steps on this machine'; a probe
+    of several held-out sentences (--probe auto) -> each sentence with its hidden word, one panel per [MASK]."""
+    d = fake_run(runs_root, "20261122-100000-pretrain-aaaa")
+    config = runs.read_config(d)
+    runs.write_json(d / "run.json", {**config, "calibration": {
+        "steps_per_s": 18.91, "timed_steps": 95, "timed_s": 5.02, "eval_s": 0.3, "calibration_s": 5.6,
+        "budget_s": 600.0, "estimate": 11347.0, "total_steps": 11500, "time_limit_s": 900.0}})
+    status = runs.read_status(d)
+    runs.write_json(d / "status.json", {**status, "stopped_early_at": 9000})
+    runs.append_jsonl(d / "probe.jsonl", {
+        "step": 30, "text": "new [MASK] city . | 300 million [MASK] ago .",
+        "sentences": ["new [MASK] city .", "300 million [MASK] ago ."],
+        "labels": ["new ___ city …", "… million ___ ago ."],
+        "answers": ["york", "years"], "predictions": [[["york", 0.4], ["the", 0.2]], [["years", 0.5], [",", 0.1]]]})
+    at = page("train", train_recipe="custom")
+    assert not at.exception
+    caption = next(t for t in texts(at.caption) if t.startswith("Time budget"))
+    assert "10 min ≈ 11,500 steps on this machine (18.9 steps/s measured over 95 steps)" in caption
+    assert "15 min 00 s if the machine slows down" in caption and "stopped the run at step 9,000" in caption
+    probe = next(m.value for m in at.markdown if "Probe sentences" in m.value)
+    assert "1. `new [MASK] city .` (york)" in probe and "2. `300 million [MASK] ago .` (years)" in probe
+
+
 def test_finished_finetuning_run_shows_confusion_matrix_report_and_baseline(runs_root):
     fake_run(runs_root, "20261122-100100-finetune-bbbb", task="finetune", steps=())
     at = page("train", train_recipe="custom")

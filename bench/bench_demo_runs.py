@@ -1,0 +1,184 @@
+"""Does the Train page's default run leave the unigram plateau every time, on every seed and under load?
+
+Runs a recipe (``bertcore.training.recipes.RECIPES``, default ``scratch-fast``: the options the Train page
+launches) through the CLI for seeds 0..N-1, one run at a time, plus one more run of seed 0 while a second
+process keeps one core busy (a Python busy loop), then scores each run's last checkpoint loaded fresh in a
+new process (``python -m bertcore.train evaluate``: the project's loader, the run's own held-out split and
+fixed masks, and its probe). Prints one JSON line per run, then a table:
+
+- steps: done / planned (the calibration in run.json: what the time budget became on this machine);
+- held-out MLM loss against the run's unigram line (the loss of a model that knows only frequencies);
+- accuracy at [MASK] positions (``mlm_acc_mask``; the model's MLM head runs on masked rows only) against
+  the rate of the most frequent token;
+- left the plateau at: the first evaluation from which the logged held-out loss stays at least
+  :data:`PLATEAU_MARGIN` (0.3) nats below the unigram line
+  (:func:`bertcore.analysis.emergence.left_unigram_line`), in steps and seconds; "never" if it does not;
+- the probe's top 3 at each [MASK] (with ``--probe auto``, the held-out word in brackets);
+- whether the run meets issue 31's bar: loss at least :data:`BAR_MARGIN` (0.8) nats below the unigram line
+  and a content word (:func:`bertcore.analysis.emergence.is_content_word`) in the top 3 of some probe mask.
+
+The load average (1 minute) is printed before and after each run. Do not run this beside other work:
+timings, and so the step counts, depend on the machine being otherwise idle (except the loaded run).
+
+    python bench/bench_demo_runs.py --n 5 --threads 2                   # the issue's benchmark (about 70 min)
+    python bench/bench_demo_runs.py --n 1 --minutes 1 --no-busy         # a quick check that it works
+    python bench/bench_demo_runs.py --n 5 --set lr=3e-3 --set unigram_init=false --set beta2=0.999  # the old recipe
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bertcore import runs as R  # noqa: E402
+from bertcore.analysis.emergence import is_content_word, left_unigram_line  # noqa: E402
+from bertcore.training.config import TrainConfig  # noqa: E402
+from bertcore.training.recipes import RECIPES  # noqa: E402
+
+PLATEAU_MARGIN = 0.3  # nats below the unigram line: "left the plateau"
+BAR_MARGIN = 0.8  # nats below the unigram line: issue 31's bar for the final held-out loss
+BUSY_LOOP = "while True:\n    pass\n"
+
+
+def load_avg() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def parse_set(items: list[str]) -> dict:
+    """``["lr=2e-3", "unigram_init=true", "probe=auto"]`` -> option overrides (JSON values, else strings).
+
+    Raises:
+        ValueError: an item without ``=`` or an unknown option name.
+    """
+    out = {}
+    known = set(TrainConfig.__dataclass_fields__)
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in known:
+            raise ValueError(f"--set {item!r}: give option=value with a TrainConfig option name")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def run_one(recipe: str, seed: int, threads: int, minutes: float | None, root: Path, busy: bool,
+            overrides: dict | None = None) -> dict:
+    """One run of ``recipe`` (with ``overrides``) and its last checkpoint scored fresh; a dict of what the
+    table shows."""
+    r = RECIPES[recipe]
+    name = f"{recipe}-seed{seed}" + ("-busy" if busy else "")
+    run_dir = root / name
+    cfg = TrainConfig.create("pretrain", **{**r.options, **(overrides or {})}, max_time=minutes or r.minutes,
+                             threads=threads, lock="none", seed=seed, run_dir=str(run_dir))
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    row: dict = {"run": name, "seed": seed, "busy": busy, "load_before": load_avg()}
+    hog = subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) if busy else None
+    try:
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "bertcore.train", *cfg.to_argv()], cwd=ROOT, env=env,
+                              capture_output=True, text=True)
+        row["wall_s"] = round(time.perf_counter() - t0, 1)
+        row["load_after"] = load_avg()
+    finally:
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+    if proc.returncode:
+        return {**row, "error": (proc.stderr or proc.stdout)[-600:]}
+    config, records = R.read_config(run_dir) or {}, R.read_metrics(run_dir)
+    ref = next(x for x in records if x.get("split") == "reference")
+    unigram, rate = ref["unigram_loss"], ref["most_frequent_token_rate"]
+    val = [x for x in records if x.get("split") == "val"]
+    left = left_unigram_line([x["step"] for x in val], [x["mlm_loss"] for x in val], unigram, PLATEAU_MARGIN)
+    left_s = next((x["time"] for x in val if x["step"] == left), None)
+    fresh = subprocess.run([sys.executable, "-m", "bertcore.train", "evaluate", "--checkpoint",
+                            str(R.last_checkpoint(run_dir)), "--threads", str(threads)], cwd=ROOT, env=env,
+                           capture_output=True, text=True)
+    if fresh.returncode:
+        return {**row, "error": "evaluate: " + fresh.stderr[-600:]}
+    got = json.loads(fresh.stdout.strip().splitlines()[-1])
+    probe = got.get("probe") or {}
+    top3 = [[t for t, _ in preds[:3]] for preds in probe.get("predictions", [])]
+    cal = config.get("calibration") or {}
+    return {**row, "steps": got["step"], "planned_steps": cal.get("total_steps"),
+            "steps_per_s_measured": cal.get("steps_per_s"),
+            "stopped_early_at": (R.read_status(run_dir) or {}).get("stopped_early_at"),
+            "unigram_loss": round(unigram, 3), "top_rate": round(rate, 4), "top_token": ref.get("most_frequent_token"),
+            "loss": round(got["mlm_loss"], 3), "below_line": round(unigram - got["mlm_loss"], 3),
+            "acc_mask": round(got["mlm_acc_mask"], 4), "left_at_step": left, "left_at_s": left_s,
+            "probe_top3": top3, "probe_answers": probe.get("answers"), "probe_labels": probe.get("labels"),
+            "content_word_in_top3": any(is_content_word(t) for top in top3 for t in top),
+            "meets_bar": (unigram - got["mlm_loss"] >= BAR_MARGIN
+                          and any(is_content_word(t) for top in top3 for t in top))}
+
+
+def probe_cell(row: dict) -> str:
+    answers = row.get("probe_answers") or [None] * len(row["probe_top3"])
+    return " ; ".join((f"[{a}] " if a else "") + ", ".join(top) for a, top in zip(answers, row["probe_top3"]))
+
+
+def table(rows: list[dict]) -> str:
+    out = ["| run | load avg before -> after | steps (planned) | held-out loss (unigram) | below the line | "
+           "[MASK] acc (top-token rate) | left the plateau at | probe top-3 per [MASK] ([held-out word]) | "
+           "meets the bar |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            out.append(f"| {r['run']} | {r['load_before']} | failed: {r['error'][-150:]!r} |")
+            continue
+        at = "never" if r["left_at_step"] is None else f"step {r['left_at_step']:,} ({r['left_at_s']:.0f} s)"
+        early = f", time limit at {r['stopped_early_at']:,}" if r.get("stopped_early_at") else ""
+        out.append(f"| {r['run']} | {r['load_before']} -> {r['load_after']} | {r['steps']:,} "
+                   f"({r['planned_steps'] or '-'}{early}) | {r['loss']:.2f} ({r['unigram_loss']:.2f}) | "
+                   f"{r['below_line']:.2f} | {r['acc_mask']:.1%} ({r['top_rate']:.1%} '{r['top_token']}') | {at} | "
+                   f"{probe_cell(r)} | {'yes' if r['meets_bar'] else 'no'} |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, default=5, help="runs of seeds 0..N-1 (default 5)")
+    p.add_argument("--minutes", type=float, default=None, help="time budget per run (default: the recipe's)")
+    p.add_argument("--threads", type=int, default=2, help="torch threads per run (default 2)")
+    p.add_argument("--recipe", default="scratch-fast", choices=sorted(RECIPES))
+    p.add_argument("--no-busy", action="store_true", help="skip the extra run of seed 0 beside a busy process")
+    p.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
+                   help="change one of the recipe's options (repeatable), e.g. --set lr=3e-3")
+    p.add_argument("--keep", type=Path, default=None, help="keep the run directories here (default: a temp folder)")
+    a = p.parse_args()
+    if a.n < 0 or a.threads < 1 or (a.minutes is not None and a.minutes <= 0):
+        p.error("--n must be >= 0, --threads >= 1 and --minutes > 0")
+    try:
+        overrides = parse_set(a.set)
+        TrainConfig.create("pretrain", **{**RECIPES[a.recipe].options, **overrides}).check()
+    except (ValueError, TypeError) as exc:  # OptionError is a ValueError
+        p.error(str(exc))
+    root = a.keep or Path(tempfile.mkdtemp(prefix="demo-runs-"))
+    print(f"load average (1 min) before: {load_avg()}; runs in {root}; recipe {a.recipe}"
+          + (f" with {overrides}" if overrides else ""), flush=True)
+    plan = [(seed, False) for seed in range(a.n)] + ([] if a.no_busy else [(0, True)])
+    rows = []
+    for seed, busy in plan:
+        row = run_one(a.recipe, seed, a.threads, a.minutes, root, busy, overrides)
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    print()
+    print(table(rows))
+    ok = sum(bool(r.get("meets_bar")) for r in rows)
+    print(f"\n{ok} of {len(rows)} runs meet the bar (held-out loss >= {BAR_MARGIN} nats below the unigram line and a "
+          f"content word in the probe's top 3); load average (1 min) after: {load_avg()}")
+
+
+if __name__ == "__main__":
+    main()
