@@ -167,3 +167,15 @@ def test_natural_score_is_the_logit_difference_at_the_masked_verb(tok):
     by = res.by_type()
     assert sum(v["n"] for v in by.values()) == len(items) and set(by) <= set(CF.ATTRACTOR_TYPES)
     assert by["pp"]["n"] == 2 and by["rc"]["n"] == 1
+
+
+def test_cache_chunks_are_cut_by_content_so_a_corpus_in_a_mixture_hits_them(tok, monkeypatch):
+    monkeypatch.setattr(CF, "CHUNK_SIZE", 3)  # a boundary after about one sentence in three
+    docs = [SENTENCES, BLOCKED]
+    CF.mine(docs, tok)
+    mixed = [["The boxes in the hall were heavy.", "Her cousins near the lake were swimming."], *docs]
+    items, stats = CF.mine(mixed, tok)
+    assert stats.cached >= len(SENTENCES + BLOCKED) - 4 and stats.parsed < len(SENTENCES + BLOCKED)
+    fresh, _ = CF.mine(mixed, tok, use_cache=False)
+    assert items == fresh  # read from the cache with the right documents and sentence indices
+    assert [it.doc for it in items[:2]] == [0, 0] and all(it.doc >= 1 for it in items[2:])
