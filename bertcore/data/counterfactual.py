@@ -36,6 +36,8 @@ from .inflection import PLURAL, SINGULAR, other_noun, other_verb
 
 #: change it when the rules below change (the chunk cache follows it)
 MINER_VERSION = "cf-v2"
+#: mean sentences per cached chunk; a chunk ends after a sentence whose hash is 0 modulo this (content-defined
+#: boundaries: the same text gives the same chunks whatever comes before it, e.g. a corpus alone or in a mixture)
 CHUNK_SIZE = 2000
 ATTRACTOR_TYPES = ("pp", "rc", "other")
 ATTRACTOR_NAMES = {"pp": "prepositional phrase", "rc": "relative clause", "other": "other"}
@@ -293,6 +295,16 @@ def in_vocabulary(item: AgreementItem, vocab) -> bool:
     return all(w in vocab for w in words)
 
 
+def _chunks(flat: list[tuple[int, int, str]]) -> Iterable[list[tuple[int, int, str]]]:
+    """Cut the sentences into chunks at content-defined boundaries (see :data:`CHUNK_SIZE`; at most 4x its size)."""
+    start = 0
+    for i, (_, _, text) in enumerate(flat):
+        digest = int.from_bytes(hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=4).digest(), "little")
+        if digest % CHUNK_SIZE == 0 or i + 1 - start >= 4 * CHUNK_SIZE or i == len(flat) - 1:
+            yield flat[start:i + 1]
+            start = i + 1
+
+
 def mine(documents: Sequence[Sequence[str]], tokenizer=None, use_cache: bool = True, log=None,
          natural: bool = False, enough: int | None = None) -> tuple[list[AgreementItem], MiningStats]:
     """Counterfactual pairs of every sentence of ``documents`` (each a list of sentences).
@@ -302,7 +314,8 @@ def mine(documents: Sequence[Sequence[str]], tokenizer=None, use_cache: bool = T
             fewer than 4 or more than 60 words are skipped. Items record ``doc`` / ``sentence`` indices into it.
         tokenizer: keep only items whose four forms are in its vocabulary (None: no check; use it only to
             inspect the parse, since training needs single WordPieces).
-        use_cache: read and write ``cache_dir()/agreement/<chunk key>.json`` (written atomically).
+        use_cache: read and write ``cache_dir()/agreement/<chunk key>.json`` (written atomically; chunks of about
+            :data:`CHUNK_SIZE` sentences cut where the content says, so a change re-parses only its chunk).
         log: called with a progress line per parsed chunk.
         natural: items of the sentences as they are (see :func:`items_of`), for the held-out natural set.
         enough: stop parsing after the chunk at which this many items (in ``tokenizer``'s vocabulary) are found
@@ -322,10 +335,10 @@ def mine(documents: Sequence[Sequence[str]], tokenizer=None, use_cache: bool = T
     folder = cache_dir() / "agreement"
     vocab = tokenizer.get_vocab() if tokenizer is not None else None
     found = 0
-    for start in range(0, len(flat), CHUNK_SIZE):
+    done = 0
+    for chunk in _chunks(flat):
         if enough is not None and found >= enough:
             break
-        chunk = flat[start:start + CHUNK_SIZE]
         texts, where = [c[2] for c in chunk], [(c[0], c[1]) for c in chunk]
         key = chunk_key(texts, natural)
         stats.chunk_keys.append(key)
@@ -350,7 +363,8 @@ def mine(documents: Sequence[Sequence[str]], tokenizer=None, use_cache: bool = T
                                             "sentence": where[g.sentence][1]}) for g in got]
             stats.parsed += len(chunk)
             if log is not None:
-                log(f"agreement pairs: parsed {min(start + CHUNK_SIZE, len(flat)):,} of {len(flat):,} sentences")
+                log(f"agreement pairs: parsed {done + len(chunk):,} of {len(flat):,} sentences")
+        done += len(chunk)
         items += got
         found += len(got) if vocab is None else sum(in_vocabulary(it, vocab) for it in got)
     stats.items = len(items)
