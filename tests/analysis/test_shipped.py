@@ -5,6 +5,7 @@ the file stays small, and a changed model (one weight) or other parameters ignor
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 
 import numpy as np
@@ -71,9 +72,18 @@ def test_the_app_default_views_are_all_shipped_and_the_file_is_small(mlm):
     assert shipped.shipped(mlm, other) is None  # another evaluation set: computed, not shipped
 
 
+#: entries whose recomputation takes minutes on a 2-core machine (probing classifiers: 3 min; the grammar suite:
+#: 3 min): recomputed when BERT_EXPLORER_FULL_RECOMPUTE=1 (``python -m bertcore.analysis.shipped`` rewrites the file;
+#: run this check after changing probes.py or minimal_pairs.py), not in the default suite, which must stay under
+#: CI's 30 minutes. Their keys are still checked below (another model or parameters ignore them).
+SLOW = {"probes", "grammar_suite"}
+
+
 @pytest.mark.parametrize("name", shipped_names())
 def test_a_shipped_result_equals_its_computation_today(mlm, name):
-    """Recompute one shipped entry and compare (the probes and the suite take a minute or two on one core)."""
+    """Recompute one shipped entry and compare."""
+    if name in SLOW and os.environ.get("BERT_EXPLORER_FULL_RECOMPUTE") != "1":
+        pytest.skip(f"{name}: minutes to recompute; set BERT_EXPLORER_FULL_RECOMPUTE=1 to check it")
     (computation,) = [c for c in shipped.default_views(mlm) if c.name == name]
     assert_same(shipped.shipped(mlm, computation), computation.compute(None), name)
 
