@@ -22,7 +22,7 @@ from typing import Callable
 import torch
 from safetensors.torch import load_file, save_file
 
-from .config import BertConfig, ConfigError
+from .config import BertConfig, ConfigError, read_json_object
 
 # The models import this module (from_pretrained / save_pretrained), so it never imports them: a model
 # here is any ``torch.nn.Module`` with a ``config`` and ``tied_keys`` (``bertcore.model.BertPreTrainedModel``).
@@ -220,12 +220,9 @@ def read_config_json(folder: str | Path) -> dict:
     if not path.is_file():
         raise CheckpointError(f"no config.json in {Path(folder)}: is this an HF BERT checkpoint folder?")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"cannot read config {path}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise CheckpointError(f"config {path} is not a JSON object")
-    return data
+        return read_json_object(path)
+    except ConfigError as exc:
+        raise CheckpointError(str(exc)) from exc
 
 
 def read_folder_state(folder: str | Path, data: dict | None) -> dict[str, torch.Tensor]:

@@ -21,6 +21,22 @@ class ConfigError(ValueError):
     """A configuration that cannot describe a working BERT (the message says which field)."""
 
 
+def read_json_object(path: str | Path) -> dict[str, Any]:
+    """The JSON object in ``path`` (a ``config.json``): the one reader of config files.
+
+    Raises:
+        ConfigError: unreadable, not JSON, or not an object (the message names the file).
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"cannot read config {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"config {path} is not a JSON object")
+    return data
+
+
 @dataclass
 class BertConfig:
     """Hyper-parameters of a BERT encoder (HF ``BertConfig`` field names and defaults).
@@ -142,14 +158,7 @@ class BertConfig:
         Raises:
             ConfigError: unreadable JSON or invalid fields (message names the file).
         """
-        path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ConfigError(f"cannot read config {path}: {exc}") from exc
-        if not isinstance(data, dict):
-            raise ConfigError(f"config {path} is not a JSON object")
-        return cls.from_dict(data)
+        return cls.from_dict(read_json_object(path))
 
     def to_dict(self) -> dict[str, Any]:
         """All fields as a plain dict (our own field names, JSON-serialisable)."""

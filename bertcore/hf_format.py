@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from .config import BertConfig, ConfigError
+from .config import BertConfig, ConfigError, read_json_object
 
 BERT = "bert"
 PRELN = "roberta-prelayernorm"
@@ -294,13 +294,7 @@ def read_config_file(path: str | Path) -> BertConfig:
     Raises:
         ConfigError: unreadable JSON, not an object, or invalid fields (the message names the file).
     """
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"cannot read config {path}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"config {path} is not a JSON object")
+    data = read_json_object(path)
     try:
         return config_from_dict(data)
     except ConfigError as exc:

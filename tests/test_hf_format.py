@@ -220,7 +220,8 @@ def test_legacy_pre_ln_folder_loads_here_is_wrong_in_transformers_and_the_reexpo
     here = BertForPreTraining.from_pretrained(folder).double()
     torch.testing.assert_close(here(**x).prediction_logits, ours(**x).prediction_logits, atol=TOL, rtol=0)
     wrong = _hf("BertForPreTraining", folder)  # the bug of issue 29: no error, another model
-    assert (wrong(**x).prediction_logits - ours(**x).prediction_logits).abs().max() > 0.1
+    # another model: far beyond parity's 1e-9 (how far depends on the random weights: 0.08-0.3 seen)
+    assert (wrong(**x).prediction_logits - ours(**x).prediction_logits).abs().max() > 1e-3
     hf_export.reexport_checkpoint(folder, card=lambda tmp: "# card\n")
     assert hf_format.folder_format(folder) == hf_format.PRELN
     assert (folder / "trainer_state.pt").read_bytes() == b"state" and (folder / "README.md").read_text() == "# card\n"
