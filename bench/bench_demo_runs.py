@@ -12,10 +12,10 @@ fixed masks, and its probe). Prints one JSON line per run, then a table:
   the rate of the most frequent token;
 - left the plateau at: the first evaluation from which the logged held-out loss stays at least
   :data:`PLATEAU_MARGIN` (0.3) nats below the unigram line
-  (:func:`bertcore.analysis.emergence.left_unigram_line`), in steps and seconds; "never" if it does not;
+  (:func:`bertcore.analysis.papers.emergence.left_unigram_line`), in steps and seconds; "never" if it does not;
 - the probe's top 3 at each [MASK] (with ``--probe auto``, the held-out word in brackets);
 - whether the run meets issue 31's bar: loss at least :data:`BAR_MARGIN` (0.8) nats below the unigram line
-  and a content word (:func:`bertcore.analysis.emergence.is_content_word`) in the top 3 of some probe mask.
+  and a content word (:func:`bertcore.analysis.papers.emergence.is_content_word`) in the top 3 of some probe mask.
 
 The load average (1 minute) is printed before and after each run. Do not run this beside other work:
 timings, and so the step counts, depend on the machine being otherwise idle (except the loaded run).
@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bertcore import runs as R  # noqa: E402
-from bertcore.analysis.emergence import is_content_word, left_unigram_line  # noqa: E402
+from bertcore.analysis.papers.emergence import is_content_word, left_unigram_line  # noqa: E402
 from bertcore.training.config import TrainConfig  # noqa: E402
 from bertcore.training.recipes import RECIPES  # noqa: E402
 

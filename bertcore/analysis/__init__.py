@@ -9,6 +9,8 @@
     grammar/          which sentence the model prefers: pseudo-log-likelihood scoring, minimal pairs, agreement
     papers/           what the papers measured and how training changes it: findings, published numbers,
                       emergence across checkpoints, the held-out evaluation set
+    shipped.py        the app's heavy default views over all of the above, and their results shipped beside a
+                      model (``precomputed.npz``, keyed by the model's files)
 
 The subpackages import downwards only: ``attention`` < ``representations`` < ``grammar`` and ``causal`` <
 ``papers`` (``docs/LAYERING.md``; ``tests/test_layering.py`` checks it). Numeric helpers shared with model-level

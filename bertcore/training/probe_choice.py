@@ -10,7 +10,7 @@ where a model that uses only its two neighbours could already name the masked co
 1. count, over the *training* documents' sentences, each (left, word, right) token triple and each
    (left, right) neighbour pair (sentence boundaries count as neighbours);
 2. candidate positions are in *held-out* sentences that fit the model's sequence length: the word is a
-   whole-word content word (:func:`bertcore.analysis.emergence.is_content_word`: letters, not a stop word,
+   whole-word content word (:func:`bertcore.analysis.papers.emergence.is_content_word`: letters, not a stop word,
    not a ``##`` piece, not followed by one, at least :data:`MIN_LETTERS` letters) seen at least
    :data:`MIN_WORD_COUNT` times in training, and its neighbour pair at least :data:`MIN_CONTEXT_COUNT` times;
 3. the score is the share of that neighbour pair's training occurrences that hold this word,
@@ -65,7 +65,7 @@ def choose_probes(train_docs: Sequence[Sequence[Sequence[int]]], val_docs: Seque
         ``[{"text": sentence with "[MASK]", "answer": word, "score": P(word | neighbours), "context_count",
         "word_count"}, ...]``, best first; ``[]`` when no held-out sentence qualifies (tiny corpora).
     """
-    from ..analysis.emergence import is_content_word
+    from ..analysis.papers.emergence import is_content_word
 
     vocab = len(tokenizer)
     base = vocab + 1  # the boundary id is ``vocab``
