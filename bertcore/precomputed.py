@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .sources import MODEL_FILES
+from .sources import file_stats
 
 FILE_NAME = "precomputed.npz"
 FORMAT = 1
@@ -38,17 +38,6 @@ class PrecomputedError(ValueError):
 
 
 # ----------------------------------------------------------------------------- keys
-def _stamp(folder: Path) -> tuple:
-    out = []
-    for name in MODEL_FILES:
-        try:
-            st = (folder / name).stat()
-        except OSError:
-            continue
-        out.append((name, st.st_size, st.st_mtime_ns))
-    return tuple(out)
-
-
 @lru_cache(maxsize=16)
 def _hash(folder: str, stamp: tuple) -> str:
     digest = hashlib.sha256()
@@ -68,7 +57,7 @@ def model_hash(folder: str | Path) -> str:
         OSError: a file that cannot be read.
     """
     folder = Path(folder).resolve()
-    return _hash(str(folder), _stamp(folder))
+    return _hash(str(folder), file_stats(folder))
 
 
 def entry_id(name: str, params: dict) -> str:

@@ -121,6 +121,18 @@ MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", "nsp_hea
                "tokenizer_config.json")
 
 
+def file_stats(folder: Path) -> tuple[tuple[str, int, int], ...]:
+    """``(name, size in bytes, modification time in ns)`` of each of :data:`MODEL_FILES` present in ``folder``."""
+    out = []
+    for name in MODEL_FILES:
+        try:
+            st = (folder / name).stat()
+        except OSError:
+            continue
+        out.append((name, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
 def files_stamp(source: ModelSource) -> str:
     """What identifies the current version of a source's files: each model file's size and modification time
     (ns), joined. Part of every cache key of a model in the UI, so a folder rewritten in place (a model saved
@@ -135,14 +147,7 @@ def files_stamp(source: ModelSource) -> str:
         folder = resolve(source)
     except SourceError:
         return ""
-    parts = []
-    for name in MODEL_FILES:
-        try:
-            st = (folder / name).stat()
-        except OSError:
-            continue
-        parts.append(f"{name}:{st.st_size}:{st.st_mtime_ns}")
-    return "|".join(parts)
+    return "|".join(f"{name}:{size}:{mtime}" for name, size, mtime in file_stats(folder))
 
 
 def _download(repo_id: str) -> Path:
