@@ -5,6 +5,8 @@ machine's measured fp32 matmul peak, in one process.
     python bench/bench_train_step.py                 # nano, seq 64, batch 128, CPU
     python bench/bench_train_step.py --steps 10 --compile   # also bertcore under torch.compile
     python bench/bench_train_step.py --device cuda    # on a GPU (bf16 autocast)
+    python bench/bench_train_step.py --config models/minilm-mlm --batch-size 16 --seq 128 --threads 2
+                                                      # the shipped model's shape, as its training runs
 
 A benchmark, not a test. Prints tokens/s (batch x seq / median step time), the ratio to HF,
 the model FLOPs per token (counted, see ``flops_per_token``) and the fraction of the measured
@@ -21,6 +23,7 @@ import os
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -29,6 +32,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from bertcore.config import preset  # noqa: E402
+from bertcore.hf_format import read_config_file  # noqa: E402
 from bertcore.heads import BertForPreTraining  # noqa: E402
 from bertcore.masking import mask_tokens  # noqa: E402
 from bertcore.training import autocast, make_optimizer  # noqa: E402
@@ -154,6 +158,7 @@ def bench_hf(cfg, batch, device, precision, steps: int, warmup: int):
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", default="nano")
+    p.add_argument("--config", default=None, help="a model folder or config.json: its shape instead of --preset")
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--steps", type=int, default=5, help="timed steps per model (median reported)")
@@ -168,8 +173,15 @@ def main(argv=None) -> None:
     if a.threads:
         torch.set_num_threads(a.threads)
     device = torch.device(a.device)
-    cfg = preset(a.preset, hidden_dropout_prob=a.dropout, attention_probs_dropout_prob=a.dropout,
-                 max_position_embeddings=max(512, a.seq))
+    if a.config:
+        path = Path(a.config)
+        cfg = read_config_file(path / "config.json" if path.is_dir() else path)
+        cfg = replace(cfg, hidden_dropout_prob=a.dropout, attention_probs_dropout_prob=a.dropout,
+                      max_position_embeddings=max(cfg.max_position_embeddings, a.seq))
+        a.preset = str(path)
+    else:
+        cfg = preset(a.preset, hidden_dropout_prob=a.dropout, attention_probs_dropout_prob=a.dropout,
+                     max_position_embeddings=max(512, a.seq))
     gen = torch.Generator().manual_seed(0)
     batch = make_batch(a.batch_size, a.seq, cfg.vocab_size, gen, device)
     tokens = a.batch_size * a.seq

@@ -52,6 +52,8 @@ def recipe_options(opts: dict[str, Any]) -> None:
         if opts["nsp"]:
             with r1:
                 opts["nsp_weight"] = number("nsp_weight", "pretrain", "NSP loss weight", step=0.1)
+                opts["nsp_balance"] = st.checkbox("Balance IsNext / NotNext", value=field_info("nsp_balance")["default"],
+                                                  key="train_nsp_balance", help=option_help("nsp_balance"))
         split = r2.slider("Selected tokens: [MASK] | random | unchanged", 0.0, 1.0,
                           (field_info("mask_replace_prob")["default"],
                            field_info("mask_replace_prob")["default"] + field_info("random_replace_prob")["default"]),
@@ -68,9 +70,12 @@ def recipe_options(opts: dict[str, Any]) -> None:
         st.caption("Agreement supervision: counterfactual subject-verb number pairs mined from the training text "
                    "(spaCy + inflect; parsing takes minutes the first time, then it is cached), their verb always "
                    "[MASK]ed, and a margin loss at that verb. Corpus weights repeat parts of a mixture.")
-        g1, g2, g3, g4 = st.columns(4)
+        g1, g0, g2, g3, g4 = st.columns(5)
         with g1:
             opts["agreement_pairs"] = number("agreement_pairs", "pretrain", "Agreement pairs (0: off)", step=1000)
+        with g0:
+            opts["agreement_attractor_repeat"] = number("agreement_attractor_repeat", "pretrain",
+                                                        "Attractor pairs, times", step=1)
         with g2:
             opts["agreement_margin_weight"] = number("agreement_margin_weight", "pretrain", "Margin loss weight",
                                                      step=0.1)

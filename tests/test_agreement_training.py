@@ -181,6 +181,27 @@ def test_agreement_rows_join_the_training_split(tok):
     assert any("agreement pairs:" in line for line in logs)
 
 
+def test_attractor_pairs_repeat_with_new_contexts_and_the_first_rows_stay(tok):
+    base = D.build_pretraining_data(tok, str(TINY_CORPUS), 32, seed=0, val_fraction=0.2)
+    n = len(base.train)
+    kw = dict(seed=0, pair_seed=0, val_fraction=0.2, max_docs=None, nsp=True, log=lambda _: None)
+    once = D.add_agreement_rows(copy.deepcopy(base), tok, str(TINY_CORPUS), 100, 32, **kw)
+    thrice = D.add_agreement_rows(copy.deepcopy(base), tok, str(TINY_CORPUS), 100, 32, attractor_repeat=3, **kw)
+    a, b = once.stats["agreement"], thrice.stats["agreement"]
+    attractor_pairs = a["used"]["pairs_with_intervening_noun"]
+    assert attractor_pairs >= 1 and a["used"] == b["used"] and b["attractor_repeat"] == 3
+    assert b["rows"] == a["rows"] + 2 * 2 * attractor_pairs  # two more times, two rows (both numbers) each
+    first = once.train.select(range(n, len(once.train)))
+    again = thrice.train.select(range(n, len(thrice.train)))
+    assert again["input_ids"][:a["rows"]] == first["input_ids"]  # the rows of before, then the repeats
+    extra = again.select(range(a["rows"], b["rows"]))
+    originals = {tuple(r) for r in first["input_ids"]}
+    assert all(p >= 1 for p in extra["agreement_position"])
+    assert len({tuple(r) for r in extra["input_ids"]} - originals) >= 1  # new contexts, not copies
+    verbs = lambda d: sorted(zip(d["agreement_good"], d["agreement_bad"]))  # noqa: E731
+    assert set(verbs(extra)) <= set(verbs(first))
+
+
 def test_corpus_weights_repeat_parts_with_new_pairs(tok, monkeypatch):
     docs = TINY_CORPUS.read_text().split("\n\n")
     monkeypatch.setitem(CORPORA, "part-a", Corpus(lambda: (docs[:6], [f"a{i}" for i in range(6)]), lambda: "a"))
@@ -212,7 +233,8 @@ def test_options_are_checked_and_on_the_command_line(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["pretrain", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    for flag in ("--agreement-pairs", "--agreement-margin-weight", "--agreement-margin ", "--corpus-weights"):
+    for flag in ("--agreement-pairs", "--agreement-margin-weight", "--agreement-margin ", "--corpus-weights",
+                 "--agreement-attractor-repeat", "--nsp-balance"):
         assert flag in text
     assert "Noji & Takamura 2020" in text and "Lil-Bevo" in text
 

@@ -1,6 +1,7 @@
 """bertcore.data: sentences, NSP pairs, truncation, classification splits, per-batch masking."""
 
 
+import numpy as np
 import pytest
 import torch
 
@@ -70,6 +71,24 @@ def test_nsp_pairs_structure_labels_and_contiguity():
             assert b[0] == a[-1] + 1 or (b[0] - 1000) % 10 == 0 and (b[0] - 1000) // 10 == (a[-1] - 1000) // 10 + 1
         else:
             assert doc not in b_docs
+
+
+def test_nsp_balance_holds_the_notnext_share_of_one_sentence_documents_at_a_half():
+    # a mixture like `everyday`: many one-sentence documents (no true next sentence: always a random B) beside
+    # documents of several sentences
+    docs = _synthetic_docs(n_docs=60, n_sents=6) + [[[5000 + d * 10 + k for k in range(7)]] for d in range(40)]
+    plain = D.create_nsp_pairs(docs, 40, cls_id=101, sep_id=102, seed=3)
+    balanced = D.create_nsp_pairs(docs, 40, cls_id=101, sep_id=102, seed=3, balance=True)
+    assert np.mean(plain["next_sentence_label"]) > 0.58  # the lone sentences push NotNext up
+    assert abs(np.mean(balanced["next_sentence_label"]) - 0.5) < 0.02
+    for ids, label, doc in zip(balanced["input_ids"], balanced["next_sentence_label"], balanced["doc"]):
+        sep = ids.index(102)
+        a, b = ids[1:sep], ids[sep + 1:-1]
+        if label == 0:  # an IsNext pair is still the text right after A in A's own document
+            assert a and b and doc < 60 and {(t - 1000) // 100 for t in b} == {doc}
+            assert b[0] == a[-1] + 1 or (b[0] - 1000) // 10 == (a[-1] - 1000) // 10 + 1
+    # balance off: the pairs are the ones earlier runs trained on
+    assert D.create_nsp_pairs(docs, 40, cls_id=101, sep_id=102, seed=3, balance=False) == plain
 
 
 def test_truncation_keeps_the_boundary():

@@ -116,11 +116,13 @@ def build_rows(tokenizer, documents: list[list[str]], items: list[AgreementItem]
 
 def add_agreement_rows(data: PretrainData, tokenizer, corpus: str, max_pairs: int, max_seq_len: int, *, seed: int,
                        pair_seed: int, val_fraction: float, max_docs: int | None, nsp: bool,
-                       weights: dict[str, float] | None = None,
+                       weights: dict[str, float] | None = None, attractor_repeat: int = 1,
                        log: Callable[[str], None] = print) -> PretrainData:
     """``data`` with the rows of up to ``max_pairs`` counterfactual pairs added to its training split (and the
     agreement columns, -1, on its other rows); ``data.stats["agreement"]`` says what was mined. When no pair is
-    found the data is returned unchanged and :data:`NO_PAIRS` is logged.
+    found the data is returned unchanged and :data:`NO_PAIRS` is logged. A pair with a noun between subject and
+    verb enters ``attractor_repeat`` times (``--agreement-attractor-repeat``), each time with its own context
+    segment and NSP coin; the rows of the first time are the rows made without repeats.
 
     Raises:
         DataError: spaCy is missing (with the install line), or the corpus cannot be read.
@@ -136,10 +138,16 @@ def add_agreement_rows(data: PretrainData, tokenizer, corpus: str, max_pairs: in
     items, mined = mine(docs, tokenizer, log=log, enough=max_pairs * 3 // 2)
     chosen = select(items, max_pairs, pair_seed)
     cols, used = build_rows(tokenizer, docs, chosen, max_seq_len, seed=pair_seed, nsp=nsp)
+    for k in range(1, attractor_repeat):  # the attractor pairs again, each time with new contexts and NSP coins
+        more, _ = build_rows(tokenizer, docs, [it for it in used if it.any_attractor], max_seq_len,
+                             seed=pair_seed + 7919 * k, nsp=nsp)
+        for key in cols:
+            cols[key] += more[key]
     n_pairs = len(used)
     stats = {"sentences": mined.sentences, "parsed_now": mined.parsed, "from_cache": mined.cached,
              "mined": summary(items), "dropped_vocabulary": mined.dropped_vocabulary, "selected": len(chosen),
-             "dropped_unfit": len(chosen) - n_pairs, "used": summary(used), "rows": len(cols["input_ids"])}
+             "dropped_unfit": len(chosen) - n_pairs, "used": summary(used), "attractor_repeat": attractor_repeat,
+             "rows": len(cols["input_ids"])}
     data.stats["agreement"] = stats
     if not n_pairs:
         log(NO_PAIRS.format(corpus=corpus))
@@ -151,6 +159,7 @@ def add_agreement_rows(data: PretrainData, tokenizer, corpus: str, max_pairs: in
     data.train = datasets.concatenate_datasets([train, extra])
     data.stats["train_pairs"] = len(data.train)
     log(f"agreement pairs: {n_pairs:,} pairs used ({len(cols['input_ids']):,} sequences, verb always [MASK]ed; "
-        f"{stats['used']['attractor_sentences']:,} with an attractor {stats['used']['by_type']}) of {mined.kept:,} "
-        f"mined in {mined.sentences:,} training sentences")
+        f"{stats['used']['attractor_sentences']:,} with an attractor {stats['used']['by_type']}"
+        + (f", each of those {attractor_repeat} times" if attractor_repeat > 1 else "")
+        + f") of {mined.kept:,} mined in {mined.sentences:,} training sentences")
     return data

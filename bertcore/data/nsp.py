@@ -88,6 +88,7 @@ def create_nsp_pairs(
     seed: int = 0,
     short_seq_prob: float = 0.1,
     random_next_prob: float = 0.5,
+    balance: bool = False,
 ) -> dict[str, list]:
     """NSP examples from tokenized documents (each a list of sentences of token ids).
 
@@ -95,7 +96,11 @@ def create_nsp_pairs(
     1 for B [SEP]), ``next_sentence_label`` (0 IsNext, 1 NotNext: B from another document),
     ``doc`` (index of A's document) and ``truncated`` (tokens cut). The coin for NotNext has
     probability ``random_next_prob`` per pair (a chunk of a single sentence at the end of a
-    document has no true next part and becomes NotNext, so the NotNext share is a little higher).
+    document has no true next part and becomes NotNext, so the NotNext share is higher: a little for
+    news, 0.64 for a mixture of one-sentence quotations and glosses). ``balance=True`` pays that back: while the
+    NotNext share of the pairs made so far is above ``random_next_prob``, a chunk that has a true next part
+    becomes IsNext without a coin, so the share ends near ``random_next_prob`` (``--nsp-balance``; the documents
+    are then taken in a seeded random order).
     """
     if max_seq_len < 8:
         raise DataError(f"max_seq_len {max_seq_len} is too short for sentence pairs (at least 8)")
@@ -108,7 +113,10 @@ def create_nsp_pairs(
     max_tokens = max_seq_len - 3
     out: dict[str, list] = {"input_ids": [], "token_type_ids": [], "next_sentence_label": [], "doc": [],
                             "truncated": []}
-    for d_idx in usable:
+    n_notnext = 0
+    # balanced: documents in a seeded random order, so one-sentence documents (often a whole part of a mixture,
+    # e.g. fortunes last) are spread among the others and each forced NotNext is soon paid back
+    for d_idx in (random.Random(seed).sample(usable, len(usable)) if balance else usable):
         doc = docs[d_idx]
         target = rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
         chunk: list[list[int]] = []
@@ -120,12 +128,19 @@ def create_nsp_pairs(
             if i == len(doc) - 1 or length >= target:
                 a_end = 1 if len(chunk) < 2 else rng.randint(1, len(chunk) - 1)
                 a = [t for s in chunk[:a_end] for t in s]
-                is_random = len(chunk) == 1 or rng.random() < random_next_prob
-                if len(chunk) == 1 and i < len(doc) - 1 and rng.random() >= random_next_prob:
-                    # a single long sentence: its true next sentence is the next one in the document
-                    is_random = False
-                    chunk.append(doc[i + 1])
-                    i += 1
+                has_next = len(chunk) >= 2 or i < len(doc) - 1
+                if balance and has_next and n_notnext > random_next_prob * len(out["input_ids"]):
+                    is_random = False  # too many NotNext so far (lone last sentences): this one is IsNext
+                    if len(chunk) == 1:
+                        chunk.append(doc[i + 1])
+                        i += 1
+                else:
+                    is_random = len(chunk) == 1 or rng.random() < random_next_prob
+                    if len(chunk) == 1 and i < len(doc) - 1 and rng.random() >= random_next_prob:
+                        # a single long sentence: its true next sentence is the next one in the document
+                        is_random = False
+                        chunk.append(doc[i + 1])
+                        i += 1
                 if is_random and random_next_prob <= 0:
                     b = []  # no NSP: never a B from another document (a lone last sentence is dropped)
                 elif is_random:
@@ -146,6 +161,7 @@ def create_nsp_pairs(
                     out["input_ids"].append([cls_id, *a, sep_id, *b, sep_id])
                     out["token_type_ids"].append([0] * (len(a) + 2) + [1] * (len(b) + 1))
                     out["next_sentence_label"].append(int(is_random))
+                    n_notnext += int(is_random)
                     out["doc"].append(d_idx)
                     out["truncated"].append(cut)
                 chunk, length = [], 0
@@ -179,6 +195,7 @@ def build_pretraining_data(
     short_seq_prob: float = 0.1,
     random_next_prob: float = 0.5,
     weights: dict[str, float] | None = None,
+    balance_nsp: bool = False,
 ) -> PretrainData:
     """Corpus -> documents -> sentences -> NSP pairs, split by document (validation pairs come
     from documents never seen in training; their NotNext partners too).
@@ -186,7 +203,9 @@ def build_pretraining_data(
     ``seed`` fixes the split and the validation pairs; ``pair_seed`` (default ``seed``) the training
     pairs (segment lengths and random NotNext partners), so a continued stage can draw new pairs
     from the same training documents. ``weights`` (``--corpus-weights``) repeat the training documents of
-    parts of a mixture: see :func:`weighted_rounds`; validation is never weighted.
+    parts of a mixture: see :func:`weighted_rounds`; validation is never weighted. ``balance_nsp`` holds the
+    training pairs' NotNext share at ``random_next_prob`` (:func:`create_nsp_pairs`, ``balance``); the validation
+    pairs stay as they were, so held-out numbers compare across runs.
 
     Raises:
         DataError: see :func:`load_documents`; too few documents for a validation split; a weight for a part
@@ -226,7 +245,8 @@ def build_pretraining_data(
     for k, (docs_k, part_k) in enumerate(weighted_rounds(train_parts, weights, seed)):
         if len(docs_k) < 2:
             continue
-        pairs = create_nsp_pairs(docs_k, max_seq_len, seed=pair_seed + 7919 * k, **common)  # round 0: as unweighted
+        pairs = create_nsp_pairs(docs_k, max_seq_len, seed=pair_seed + 7919 * k, balance=balance_nsp,
+                                 **common)  # round 0: as unweighted
         for key in train:
             train[key] += pairs[key]
         for d in pairs["doc"]:

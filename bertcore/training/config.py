@@ -171,6 +171,10 @@ class TrainConfig:
                                "with a noun between subject and verb first; each enters training as two sequences "
                                "(the sentence and its other-number version) with the verb always [MASK]ed (Lil-Bevo, "
                                "BabyLM 2023); 0: off", type=int, min=0, max=10_000_000, tasks=PRETRAIN)
+    agreement_attractor_repeat: int = opt(1, "data", "times each counterfactual pair with a noun between subject "
+                                          "and verb (the attractor sentences, what small models get wrong) enters "
+                                          "training, each time with its own context and NSP partner", type=int, min=1,
+                                          max=16, tasks=PRETRAIN)
     agreement_margin_weight: float = opt(0.0, "mlm", "weight w of the margin loss at the [MASK]ed verb of each "
                                          "counterfactual sequence, w * max(0, m - (logit(correct) - logit(other "
                                          "number))) (Noji & Takamura 2020); 0: off; needs --agreement-pairs",
@@ -189,6 +193,9 @@ class TrainConfig:
                                      "0.1); the rest stays unchanged", type=float, min=0.0, max=1.0, tasks=PRETRAIN)
     nsp: bool = opt(True, "mlm", "next sentence prediction: with --no-nsp, B always continues A (contiguous text) "
                     "and the loss is MLM only (as RoBERTa)", type=bool, negatable=True, tasks=PRETRAIN)
+    nsp_balance: bool = opt(False, "mlm", "hold the training pairs' NotNext share at 50%: a one-sentence document "
+                            "has no true next sentence and always gets a random B (everyday mixtures: 64% NotNext "
+                            "without this); held-out pairs are unchanged", type=bool, tasks=PRETRAIN)
     nsp_weight: float = opt(1.0, "mlm", "weight of the NSP loss in the total loss", type=float, min=0.0, max=100.0,
                             tasks=PRETRAIN)
     short_seq_len: int | None = opt(None, "mlm", "sequence-length schedule: train on sequences of at most this many "

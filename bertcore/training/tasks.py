@@ -77,11 +77,12 @@ class PretrainTask:
         self.data = D.build_pretraining_data(tok, c.corpus, c.max_seq_len, seed=c.seed, pair_seed=c.train_data_seed,
                                              max_docs=c.max_docs, val_fraction=c.val_fraction,
                                              short_seq_prob=c.short_seq_prob, random_next_prob=0.5 if c.nsp else 0.0,
-                                             weights=weights)
+                                             weights=weights, balance_nsp=c.nsp_balance)
         if c.agreement_pairs:
             self.data = add_agreement_rows(self.data, tok, c.corpus, c.agreement_pairs, c.max_seq_len, seed=c.seed,
                                            pair_seed=c.train_data_seed, val_fraction=c.val_fraction,
-                                           max_docs=c.max_docs, nsp=c.nsp, weights=weights, log=log)
+                                           max_docs=c.max_docs, nsp=c.nsp, weights=weights,
+                                           attractor_repeat=c.agreement_attractor_repeat, log=log)
         ref = D.unigram_reference(self.data.train["input_ids"], special_ids(tok).tolist())
         mf = ref.pop("most_frequent_token_id")
         ref["most_frequent_token"] = None if mf is None else tok.convert_ids_to_tokens(mf)

@@ -114,6 +114,14 @@ m = st.columns(3)
 m[0].metric(f"Clean: logit({good}) - logit({bad})", f"{result.clean:+.3f}")
 m[1].metric(f"Corrupted: logit({good}) - logit({bad})", f"{result.corrupted:+.3f}")
 m[2].metric("Difference to explain", f"{result.clean - result.corrupted:+.3f}")
+clean_pick, corrupt_pick = (good if result.clean > 0 else bad), (good if result.corrupted > 0 else bad)
+if result.clean > 0 and result.corrupted < 0:
+    st.success(f"The model gets this pair right: it prefers **{good}** on the clean input and **{bad}** on the "
+               "corrupted one, so the grids below show how it reaches a right answer.", icon=":material/check:")
+else:
+    st.warning(f"The model prefers **{clean_pick}** on the clean input and **{corrupt_pick}** on the corrupted one, "
+               f"not {good} and {bad}: the grids below explain how it reaches a *wrong* answer. Try a pair it gets "
+               "right to see the mechanism of the right one.", icon=":material/warning:")
 labels = [a if a == b else f"{a} / {b}" for a, b in zip(e_clean.tokens, e_corr.tokens)]
 for kind in kinds:
     widgets.plotly_chart(figs.effect_heatmap(result.effects[kind], kind, None if kind == "head" else labels),

@@ -33,6 +33,23 @@ def test_defaults_draw_bertcores_effects():
     assert at.metric[0].value.startswith(("+", "-"))
 
 
+@pytest.mark.parametrize("clean_text, corrupt_text", [
+    ("The keys to the cabinet [MASK] on the table.", "The key to the cabinet [MASK] on the table."),
+    ("The keys [MASK] on the table.", "The key [MASK] on the table.")])
+def test_the_page_says_whether_the_model_gets_the_pair_right(clean_text, corrupt_text):
+    at = page("patching", pat_clean=clean_text, pat_corrupt=corrupt_text, pat_kinds=["resid"])
+    assert_clean(at)
+    lm = sources.load(sources.PACKAGED_MLM)
+    clean, corrupt = encode(lm.tokenizer, clean_text), encode(lm.tokenizer, corrupt_text)
+    pos = mask_token_positions(lm.tokenizer, clean.tensors()["input_ids"])[0]
+    ids = lm.tokenizer.convert_tokens_to_ids(["are", "is"])
+    res = P.scan(lm.model, clean.tensors(), corrupt.tensors(), P.logit_diff(pos, *ids), kinds=("resid",))
+    right = res.clean > 0 and res.corrupted < 0
+    msgs = messages(at)
+    assert any("gets this pair right" in m for m in msgs["success"]) == right
+    assert any("*wrong* answer" in m for m in msgs["warning"]) == (not right)
+
+
 def test_inputs_of_different_length_get_a_pad_button():
     at = page("patching", pat_corrupt="The key to the big old cabinet [MASK] on the table.")
     assert_clean(at)

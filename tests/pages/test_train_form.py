@@ -120,7 +120,7 @@ def test_page_offers_agreement_supervision_and_corpus_weights(runs_root, monkeyp
     monkeypatch.setattr(runs, "launch", lambda task, args, **kw: launched.append(args) or runs_root / "fake")
     at = page("train", train_recipe="custom")
     assert not at.exception, at.exception
-    for name in ("agreement_pairs", "agreement_margin_weight", "agreement_margin"):
+    for name in ("agreement_pairs", "agreement_attractor_repeat", "agreement_margin_weight", "agreement_margin"):
         w, info = at.number_input(key=f"train_pretrain_{name}"), field_info(name)
         assert w.value == info["default"] and (w.min, w.max) == (info["min"], info["max"])
         assert info["help"][1:40] in w.help
@@ -136,7 +136,11 @@ def test_page_offers_agreement_supervision_and_corpus_weights(runs_root, monkeyp
     at.button(key="train_start").click().run()
     assert not launched and "wiki, not a part of the corpus 'bbc'" in errors()
     at.text_input(key="train_corpus_weights").set_value("bbc=2").run()
+    at.number_input(key="train_pretrain_agreement_attractor_repeat").set_value(3).run()
+    assert field_info("nsp_balance")["help"][1:40] in at.checkbox(key="train_nsp_balance").help
+    at.checkbox(key="train_nsp_balance").check().run()
     at.button(key="train_start").click().run()
     assert not at.exception and len(launched) == 1, [e.value for e in at.error]
     args = launched[0]
     assert (args["agreement_pairs"], args["agreement_margin_weight"], args["corpus_weights"]) == (5000, 1.0, "bbc=2")
+    assert args["agreement_attractor_repeat"] == 3 and args["nsp_balance"] is True
