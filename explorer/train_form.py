@@ -52,7 +52,8 @@ def recipe_options(opts: dict[str, Any]) -> None:
         if opts["nsp"]:
             with r1:
                 opts["nsp_weight"] = number("nsp_weight", "pretrain", "NSP loss weight", step=0.1)
-                opts["nsp_balance"] = st.checkbox("Balance IsNext / NotNext", value=field_info("nsp_balance")["default"],
+                opts["nsp_balance"] = st.checkbox("Balance IsNext / NotNext",
+                                                  value=field_info("nsp_balance")["default"],
                                                   key="train_nsp_balance", help=option_help("nsp_balance"))
         split = r2.slider("Selected tokens: [MASK] | random | unchanged", 0.0, 1.0,
                           (field_info("mask_replace_prob")["default"],
