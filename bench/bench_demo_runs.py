@@ -20,7 +20,7 @@ fixed masks, and its probe). Prints one JSON line per run, then a table:
 The load average (1 minute) is printed before and after each run. Do not run this beside other work:
 timings, and so the step counts, depend on the machine being otherwise idle (except the loaded run).
 
-    python bench/bench_demo_runs.py --n 5 --threads 2                   # the issue's benchmark (about 70 min)
+    python bench/bench_demo_runs.py --n 5                               # the issue's benchmark (about 70 min)
     python bench/bench_demo_runs.py --n 1 --minutes 1 --no-busy         # a quick check that it works
     python bench/bench_demo_runs.py --n 5 --set lr=3e-3 --set unigram_init=false --set beta2=0.999  # the old recipe
 """
@@ -73,7 +73,7 @@ def parse_set(items: list[str]) -> dict:
     return out
 
 
-def run_one(recipe: str, seed: int, threads: int, minutes: float | None, root: Path, busy: bool,
+def run_one(recipe: str, seed: int, threads: int | None, minutes: float | None, root: Path, busy: bool,
             overrides: dict | None = None) -> dict:
     """One run of ``recipe`` (with ``overrides``) and its last checkpoint scored fresh; a dict of what the
     table shows."""
@@ -104,7 +104,8 @@ def run_one(recipe: str, seed: int, threads: int, minutes: float | None, root: P
     left = left_unigram_line([x["step"] for x in val], [x["mlm_loss"] for x in val], unigram, PLATEAU_MARGIN)
     left_s = next((x["time"] for x in val if x["step"] == left), None)
     fresh = subprocess.run([sys.executable, "-m", "bertcore.train", "evaluate", "--checkpoint",
-                            str(R.last_checkpoint(run_dir)), "--threads", str(threads)], cwd=ROOT, env=env,
+                            str(R.last_checkpoint(run_dir)), "--threads", str(threads or os.cpu_count() or 1)],
+                           cwd=ROOT, env=env,
                            capture_output=True, text=True)
     if fresh.returncode:
         return {**row, "error": "evaluate: " + fresh.stderr[-600:]}
@@ -113,7 +114,7 @@ def run_one(recipe: str, seed: int, threads: int, minutes: float | None, root: P
     top3 = [[t for t, _ in preds[:3]] for preds in probe.get("predictions", [])]
     cal = config.get("calibration") or {}
     return {**row, "steps": got["step"], "planned_steps": cal.get("total_steps"),
-            "steps_per_s_measured": cal.get("steps_per_s"),
+            "steps_per_s_measured": cal.get("steps_per_s"), "threads": cal.get("threads") or threads,
             "stopped_early_at": (R.read_status(run_dir) or {}).get("stopped_early_at"),
             "unigram_loss": round(unigram, 3), "top_rate": round(rate, 4), "top_token": ref.get("most_frequent_token"),
             "loss": round(got["mlm_loss"], 3), "below_line": round(unigram - got["mlm_loss"], 3),
@@ -139,8 +140,9 @@ def table(rows: list[dict]) -> str:
             continue
         at = "never" if r["left_at_step"] is None else f"step {r['left_at_step']:,} ({r['left_at_s']:.0f} s)"
         early = f", time limit at {r['stopped_early_at']:,}" if r.get("stopped_early_at") else ""
+        threads = f"; {r['threads']} thread(s)" if r.get("threads") else ""
         out.append(f"| {r['run']} | {r['load_before']} -> {r['load_after']} | {r['steps']:,} "
-                   f"({r['planned_steps'] or '-'}{early}) | {r['loss']:.2f} ({r['unigram_loss']:.2f}) | "
+                   f"({r['planned_steps'] or '-'}{early}{threads}) | {r['loss']:.2f} ({r['unigram_loss']:.2f}) | "
                    f"{r['below_line']:.2f} | {r['acc_mask']:.1%} ({r['top_rate']:.1%} '{r['top_token']}') | {at} | "
                    f"{probe_cell(r)} | {'yes' if r['meets_bar'] else 'no'} |")
     return "\n".join(out)
@@ -150,14 +152,16 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=5, help="runs of seeds 0..N-1 (default 5)")
     p.add_argument("--minutes", type=float, default=None, help="time budget per run (default: the recipe's)")
-    p.add_argument("--threads", type=int, default=2, help="torch threads per run (default 2)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads per run (default: not set, as the Train page launches it: the calibration "
+                        "chooses)")
     p.add_argument("--recipe", default="scratch-fast", choices=sorted(RECIPES))
     p.add_argument("--no-busy", action="store_true", help="skip the extra run of seed 0 beside a busy process")
     p.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
                    help="change one of the recipe's options (repeatable), e.g. --set lr=3e-3")
     p.add_argument("--keep", type=Path, default=None, help="keep the run directories here (default: a temp folder)")
     a = p.parse_args()
-    if a.n < 0 or a.threads < 1 or (a.minutes is not None and a.minutes <= 0):
+    if a.n < 0 or (a.threads is not None and a.threads < 1) or (a.minutes is not None and a.minutes <= 0):
         p.error("--n must be >= 0, --threads >= 1 and --minutes > 0")
     try:
         overrides = parse_set(a.set)

@@ -54,6 +54,12 @@ class StepClock:
         self.steps += 1
 
 
+@pytest.fixture(autouse=True)
+def _one_thread_count(monkeypatch):
+    """These runs time one thread count (the step counts above are exact); the choice of threads has its test."""
+    monkeypatch.setattr(C, "thread_candidates", lambda trainer: [])
+
+
 def run_on_clock(run_dir, clock: StepClock | None, *extra: str):
     """A tiny pretraining run; with ``clock``, a 3-second budget measured on that clock (no --max-steps)."""
     argv = tiny_pretrain_argv(run_dir, "--dropout", "0.1", "--eval-every", "20", "--log-every", "4", "--save-every",
@@ -148,3 +154,36 @@ def test_a_resumed_calibrated_run_keeps_its_step_count(tmp_path):
     assert resumed.total_steps == 52 and resumed.calibration.total_steps == 52
     assert not resumed.length.needs_calibration
 
+
+@pytest.mark.parametrize("fast", [1, 2])
+def test_the_calibration_keeps_the_faster_thread_count_and_a_resume_keeps_it(tmp_path, monkeypatch, fast):
+    """A clock on which steps at ``fast`` threads take 0.05 s and at the other count 0.15 s (as 2 threads beside a
+    busy core): the run goes on at ``fast`` threads, run.json says so, and a resumed run sets it again."""
+    import torch
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(C, "thread_candidates", lambda trainer: [2, 1])
+    seen = []
+
+    class ThreadClock(StepClock):
+        def tick(self):
+            seen.append(torch.get_num_threads())
+            self.t += 0.05 if torch.get_num_threads() == fast else 0.15
+
+    try:
+        trainer, state = run_on_clock(tmp_path / "t", ThreadClock())
+        assert state == "done"
+        cal = R.read_config(tmp_path / "t")["calibration"]
+        assert cal["threads"] == fast and set(cal["thread_steps_per_s"]) == {"2", "1"}
+        assert cal["thread_steps_per_s"][str(fast)] == pytest.approx(20.0)
+        assert cal["steps_per_s"] == pytest.approx(20.0)  # the plan is made at the chosen count
+        trial = 2 * (1 + C.TRIAL_STEPS)
+        assert seen[:trial] == [2] * (1 + C.TRIAL_STEPS) + [1] * (1 + C.TRIAL_STEPS)
+        assert set(seen[trial:]) == {fast}  # calibration and run at the chosen count
+        assert "the faster of 2: " in C.Calibration.from_dict(cal).summary()
+        torch.set_num_threads(3 - fast)
+        cfg = resume_config(parse_args(["resume", "--run-dir", str(tmp_path / "t"), "--lock", "none"]))
+        Trainer(cfg, tmp_path / "t", [], install_signals=False).setup()
+        assert torch.get_num_threads() == fast
+    finally:
+        torch.set_num_threads(before)

@@ -13,6 +13,13 @@ unless the machine slows down: the budget x :data:`SAFETY` stays a time limit.
 
 Throughput measured over a few seconds is not the whole run's (other processes, thermal limits): the
 run ends at its step count whatever the clock says, earlier or later than the budget.
+
+Threads: on a CPU, when ``--threads`` is not given and torch would use more than one, the calibration first
+times :data:`TRIAL_STEPS` steps with torch's thread count and with one thread fewer per busy core
+(:func:`thread_candidates`), and the run keeps the faster. On an idle machine that is torch's count; with another
+process busy on one of 2 cores, 2 threads wait for each other at every parallel section (measured: a third of
+the idle throughput, issue 31's benchmark), and 1 thread is faster. The choice is recorded (``threads``) and a
+resumed run keeps it.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ MAX_SECONDS = 5.0  # the longest calibration (timed steps), whatever the budget
 FRACTION = 0.02  # share of the budget spent on timed steps (below MAX_SECONDS)
 SAFETY = 1.5  # a calibrated run stops at budget x SAFETY seconds if its steps are not done by then
 GRID = 0.05  # the step count is rounded to a 1-2-5 grid of at most this share of it
+TRIAL_STEPS = 4  # timed steps per thread count tried (after one untimed step at that count)
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,8 @@ class Calibration:
         estimate: the steps that fill the budget left at that throughput (before rounding).
         total_steps: the step count the run follows (``estimate`` rounded by :func:`round_steps`).
         time_limit_s: the run stops at this many seconds even before ``total_steps`` (budget x SAFETY).
+        threads: torch CPU threads the run uses when the calibration chose them (None: not chosen here).
+        thread_steps_per_s: steps/s of each thread count tried (``{"2": 6.1, "1": 4.0}``), None when none was.
     """
 
     steps_per_s: float
@@ -54,6 +64,8 @@ class Calibration:
     estimate: float
     total_steps: int
     time_limit_s: float
+    threads: int | None = None
+    thread_steps_per_s: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, rounded (as run.json stores it)."""
@@ -67,16 +79,50 @@ class Calibration:
         """From run.json ``calibration``; None when missing or malformed (an older run)."""
         if not isinstance(data, dict):
             return None
+        optional = ("threads", "thread_steps_per_s")  # not in runs calibrated before threads were tried
         try:
-            return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+            return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k not in optional},
+                       **{k: data.get(k) for k in optional})
         except (KeyError, TypeError):
             return None
 
     def summary(self) -> str:
         """``'10 min ≈ 11,500 steps on this machine (18.9 steps/s measured over 95 steps)'``."""
         minutes = self.budget_s / 60
+        tried = ""
+        if self.thread_steps_per_s and len(self.thread_steps_per_s) > 1:
+            tried = f"; {self.threads} thread(s), the faster of " + ", ".join(
+                f"{k}: {v:.1f} steps/s" for k, v in self.thread_steps_per_s.items())
         return (f"{minutes:g} min ≈ {self.total_steps:,} steps on this machine ({self.steps_per_s:.1f} steps/s "
-                f"measured over {self.timed_steps} steps)")
+                f"measured over {self.timed_steps} steps{tried})")
+
+
+def thread_candidates(trainer) -> list[int]:
+    """Thread counts to try: ``[n, n - 1]`` with ``n`` torch's count, on a CPU run of one process whose
+    ``--threads`` was not given and ``n > 1``; ``[]`` otherwise (a GPU, DDP, or threads set by the user)."""
+    import torch
+
+    n = torch.get_num_threads()
+    if trainer.device.type != "cpu" or trainer.dist.enabled or trainer.cfg.threads or n < 2:
+        return []
+    return [n, n - 1]
+
+
+def choose_threads(trainer, batches, candidates: list[int]) -> dict[str, float]:
+    """Time :data:`TRIAL_STEPS` steps at each thread count of ``candidates`` (after one untimed step), leave torch
+    at the fastest, and return the steps/s of each (keys: the counts as strings, for run.json)."""
+    import torch
+
+    rates: dict[str, float] = {}
+    for n in candidates:
+        torch.set_num_threads(n)
+        trainer.train_step(batches)
+        t0 = trainer.clock()
+        for _ in range(TRIAL_STEPS):
+            trainer.train_step(batches)
+        rates[str(n)] = TRIAL_STEPS / max(trainer.clock() - t0, 1e-9)
+    torch.set_num_threads(int(max(rates, key=rates.get)))
+    return rates
 
 
 def calibration_seconds(budget_s: float) -> float:
@@ -135,6 +181,8 @@ def calibrate(trainer) -> Calibration:
         if trainer.device.type == "cuda":
             torch.cuda.synchronize(trainer.device)
 
+    candidates = thread_candidates(trainer)
+    rates = choose_threads(trainer, batches, candidates) if candidates else None
     for _ in range(WARM_STEPS):
         trainer.train_step(batches)
     sync()
@@ -163,7 +211,8 @@ def calibrate(trainer) -> Calibration:
     total = trainer.dist.value_of_main(total, trainer.device)
     return Calibration(steps_per_s=1.0 / step_s, timed_steps=n, timed_s=timed_s, eval_s=eval_s,
                        calibration_s=calibration_s, budget_s=budget_s, estimate=estimate, total_steps=total,
-                       time_limit_s=SAFETY * budget_s)
+                       time_limit_s=SAFETY * budget_s, threads=torch.get_num_threads() if rates else None,
+                       thread_steps_per_s={k: round(v, 4) for k, v in rates.items()} if rates else None)
 
 
 def resumed_length(length, run_config: dict | None, step: int):

@@ -164,6 +164,8 @@ class Trainer:
             self.length, self.calibration, note = resumed_length(self.length, R.read_config(self.run_dir), self.step)
             if note:
                 self.log(note)
+            if self.calibration is not None and self.calibration.threads and not c.threads:
+                torch.set_num_threads(self.calibration.threads)  # the count its calibration chose
         self.extra_saves = c.extra_save_steps(self.total_steps)
         n_params = self.model.num_parameters()
         length = f"{self.total_steps} steps" if self.length.bounded else ""
