@@ -181,6 +181,7 @@ def test_the_calibration_keeps_the_faster_thread_count_and_a_resume_keeps_it(tmp
         assert seen[:trial] == [2] * (1 + C.TRIAL_STEPS) + [1] * (1 + C.TRIAL_STEPS)
         assert set(seen[trial:]) == {fast}  # calibration and run at the chosen count
         assert "the faster of 2: " in C.Calibration.from_dict(cal).summary()
+        assert torch.get_num_threads() == before  # the choice held for the run only
         torch.set_num_threads(3 - fast)
         cfg = resume_config(parse_args(["resume", "--run-dir", str(tmp_path / "t"), "--lock", "none"]))
         Trainer(cfg, tmp_path / "t", [], install_signals=False).setup()

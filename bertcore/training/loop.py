@@ -370,6 +370,7 @@ class Trainer:
         """Set up, train, finish. Returns the final state (done / failed / cancelled) and sets
         :attr:`exit_code`; never raises for training errors (they go to status.json and the log)."""
         state, error = "done", None
+        threads = torch.get_num_threads()  # --threads and the calibration's choice hold for this run only
         try:
             self.setup()
             self.fit()
@@ -393,6 +394,7 @@ class Trainer:
         finally:
             if self.lock is not None:
                 self.lock.release()
+            torch.set_num_threads(threads)
         self.writer.set_status(state=state, error=error, step=self.step, eta_s=None if state != "done" else 0.0,
                                elapsed_s=round(self.elapsed(), 1))
         self.log(f"run {state}" + (f": {error}" if error else ""))
