@@ -73,11 +73,12 @@ def test_the_app_default_views_are_all_shipped_and_the_file_is_small(mlm):
 
 
 #: entries whose recomputation takes minutes on a 2-core machine (probing classifiers 3 min, the grammar suite 3 min,
-#: the syntax heads with the attention-only probe 1-2 min): recomputed when BERT_EXPLORER_FULL_RECOMPUTE=1
+#: the syntax heads with the attention-only probe 1-2 min, Findings over 150 segments 1-2 min): recomputed when
+#: BERT_EXPLORER_FULL_RECOMPUTE=1
 #: (``python -m bertcore.analysis.shipped`` rewrites the file; run this check after changing probes.py,
 #: minimal_pairs.py, syntax.py or syntax_probe.py), not in the default suite, which must stay under
 #: CI's 30 minutes. Their keys are still checked below (another model or parameters ignore them).
-SLOW = {"probes", "grammar_suite", "syntax"}
+SLOW = {"probes", "grammar_suite", "syntax", "findings"}
 
 
 @pytest.mark.parametrize("name", shipped_names())
