@@ -15,7 +15,7 @@ Throughput measured over a few seconds is not the whole run's (other processes, 
 run ends at its step count whatever the clock says, earlier or later than the budget.
 
 Threads: on a CPU, when ``--threads`` is not given and torch would use more than one, the calibration first
-times :data:`TRIAL_STEPS` steps with torch's thread count and with one thread fewer per busy core
+times :data:`TRIAL_STEPS` steps with torch's thread count and with one thread fewer
 (:func:`thread_candidates`), and the run keeps the faster. On an idle machine that is torch's count; with another
 process busy on one of 2 cores, 2 threads wait for each other at every parallel section (measured: a third of
 the idle throughput, issue 31's benchmark), and 1 thread is faster. The choice is recorded (``threads``) and a
