@@ -70,6 +70,14 @@ if len(scores) == 2:
                f"(about {min(diff, 700) / 2.302585:.1f} orders of magnitude in pseudo-likelihood). Per token: "
                f"{s1.mean:.2f} vs {s2.mean:.2f} nats; sentences of different lengths compare better per token.",
                icon=":material/balance:")
+    if (a, b) == (GOOD, BAD):  # the default pair: we know which one is grammatical
+        if better == 1:
+            st.info("Sentence 1 is the grammatical one (the verb agrees with its subject, not with the nearer noun "
+                    "between them): **the model gets this pair right**.", icon=":material/check:")
+        else:
+            st.warning("Sentence 1 is the grammatical one (the verb agrees with its subject, not with the nearer noun "
+                       "between them): **the model gets this pair wrong**; it agrees with the nearer noun, as small "
+                       "models often do (the suite below measures how often).", icon=":material/warning:")
 if scores:
     st.caption("Each bar is one WordPiece's log-probability when it alone (with the rest of its word, in the "
                "within-word scoring) is hidden. Where the two sentences differ, the bars show which word the "

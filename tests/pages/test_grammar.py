@@ -30,6 +30,13 @@ def test_defaults_show_the_preference_and_each_tokens_contribution():
     b = pseudo_log_likelihood(lm.model, lm.tokenizer, at.text_area(key="gram_b").value, "within_word_l2r")
     text = messages(at)["success"][0]
     assert f"by {abs(a.pll - b.pll):.2f} nats" in text
+    right = a.pll >= b.pll  # sentence 1 is the grammatical one of the default pair
+    verdicts = messages(at)["info"] + messages(at)["warning"]
+    assert any("gets this pair right" in m for m in verdicts) == right
+    assert any("gets this pair wrong" in m for m in verdicts) == (not right)
+    at.text_area(key="gram_b").input("Keys are here.").run()  # not the default pair: no verdict
+    assert not any("gets this pair" in m for m in messages(at)["info"] + messages(at)["warning"])
+    at.text_area(key="gram_b").input(at.text_area(key="gram_a").value.replace(" are ", " is ")).run()
     spec = chart_specs(at)[0]
     np.testing.assert_allclose(array(spec["data"][0]["y"]), a.log_probs, atol=1e-4)
 
