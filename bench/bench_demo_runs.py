@@ -104,7 +104,7 @@ def run_one(recipe: str, seed: int, threads: int | None, minutes: float | None, 
     left = left_unigram_line([x["step"] for x in val], [x["mlm_loss"] for x in val], unigram, PLATEAU_MARGIN)
     left_s = next((x["time"] for x in val if x["step"] == left), None)
     fresh = subprocess.run([sys.executable, "-m", "bertcore.train", "evaluate", "--checkpoint",
-                            str(R.last_checkpoint(run_dir)), "--threads", str(threads or os.cpu_count() or 1)],
+                            str(R.last_checkpoint(run_dir)), *(["--threads", str(threads)] if threads else [])],
                            cwd=ROOT, env=env,
                            capture_output=True, text=True)
     if fresh.returncode:
