@@ -119,9 +119,11 @@ if result.clean > 0 and result.corrupted < 0:
     st.success(f"The model gets this pair right: it prefers **{good}** on the clean input and **{bad}** on the "
                "corrupted one, so the grids below show how it reaches a right answer.", icon=":material/check:")
 else:
-    st.warning(f"The model prefers **{clean_pick}** on the clean input and **{corrupt_pick}** on the corrupted one, "
-               f"not {good} and {bad}: the grids below explain how it reaches a *wrong* answer. Try a pair it gets "
-               "right to see the mechanism of the right one.", icon=":material/warning:")
+    verdict = lambda pick, want: "right" if pick == want else f"wrong: {want} expected"  # noqa: E731
+    st.warning(f"The model prefers **{clean_pick}** on the clean input ({verdict(clean_pick, good)}) and "
+               f"**{corrupt_pick}** on the corrupted one ({verdict(corrupt_pick, bad)}): the grids below explain how "
+               "it reaches a *wrong* answer. Try a pair it gets right to see the mechanism of the right one.",
+               icon=":material/warning:")
 labels = [a if a == b else f"{a} / {b}" for a, b in zip(e_clean.tokens, e_corr.tokens)]
 for kind in kinds:
     widgets.plotly_chart(figs.effect_heatmap(result.effects[kind], kind, None if kind == "head" else labels),
