@@ -10,7 +10,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import streamlit as st  # noqa: E402
 
-from explorer import share, tour, widgets  # noqa: E402
+from explorer import share, tour, warmup, widgets  # noqa: E402
 
 st.set_page_config(page_title="BERT Explorer", page_icon=":material/hub:", layout="wide")
 
@@ -62,3 +62,4 @@ widgets.model_picker()
 widgets.export_picker()
 tour.banner(FILES[pg.title])  # the tour's panel above the page, when a tour is under way
 pg.run()
+warmup.start()  # once per server, after its first page: imports and loads the other pages need

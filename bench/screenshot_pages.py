@@ -7,7 +7,11 @@
 Each page is opened by its URL in a fresh tab of one browser (caches of the server stay warm across pages, as
 for a user who clicks through; the first page pays the model load). First paint = from navigation start to
 the page's last DOM change once Streamlit's run has ended and every chart has drawn (the clock and the
-"settled" rule of ``bench/bench_page_load.py``). ``--compare`` prints, per page, the share of pixels that
+"settled" rule of ``bench/bench_page_load.py``). ``--click``: the first page by its URL, every other page by a
+click on its sidebar link in the same tab, timed from the click (how a student moves through the app; the
+browser keeps Streamlit's scripts and connection). ``--read S`` (default 20): seconds between the first page and
+the next, as a student reads it (the server's warm-up, ``explorer/warmup.py``, runs then; 0 to time pages back
+to back). ``--compare`` prints, per page, the share of pixels that
 differ between two shot folders (same size required) and writes a diff image where they do.
 Needs ``/usr/bin/chromium`` (``bash .ci/install-browser.sh``). Prints the load average before and after.
 """
@@ -26,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_page_load import SETTLED, WATCH  # noqa: E402
+from bench_page_load import SETTLED, WATCH, switch  # noqa: E402
 
 
 def page_slugs(root: Path) -> list[str]:
@@ -52,7 +56,8 @@ def serve(root: Path, port: int) -> subprocess.Popen:
     raise RuntimeError("the app did not start in 4 minutes")
 
 
-def shoot(root: Path, out: Path, port: int, pages: list[str] | None, width: int, height: int) -> None:
+def shoot(root: Path, out: Path, port: int, pages: list[str] | None, width: int, height: int, click: bool = False,
+          read_s: float = 20.0) -> None:
     from playwright.sync_api import sync_playwright
 
     out.mkdir(parents=True, exist_ok=True)
@@ -64,26 +69,35 @@ def shoot(root: Path, out: Path, port: int, pages: list[str] | None, width: int,
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"),
                                         args=["--no-sandbox"])
-            for slug in slugs:
-                tab = browser.new_page(viewport={"width": width, "height": height})
-                tab.add_init_script(WATCH)
-                tab.goto(f"http://127.0.0.1:{port}/{slug}")
-                tab.wait_for_selector('[data-testid="stSidebarNavLink"]', timeout=600_000)
-                tab.wait_for_timeout(300)
-                tab.wait_for_function(SETTLED, arg=700, timeout=600_000, polling=100)
-                seconds = tab.evaluate("() => window.__lastMutation") / 1000  # from navigation start
+            tab = None
+            for i, slug in enumerate(slugs):
+                if i == 1 and read_s:
+                    time.sleep(read_s)  # the student reads the first page
+                if click and tab is not None:
+                    seconds, _ = switch(tab, slug)  # from the click
+                else:
+                    tab = browser.new_page(viewport={"width": width, "height": height})
+                    tab.add_init_script(WATCH)
+                    tab.goto(f"http://127.0.0.1:{port}/{slug}")
+                    tab.wait_for_selector('[data-testid="stSidebarNavLink"]', timeout=600_000)
+                    tab.wait_for_timeout(300)
+                    tab.wait_for_function(SETTLED, arg=700, timeout=600_000, polling=100)
+                    seconds = tab.evaluate("() => window.__lastMutation") / 1000  # from navigation start
                 errors = tab.locator('[data-testid="stException"]').count()
                 name = slug or "overview"
                 tab.screenshot(path=str(out / f"{name}.png"), full_page=True)
-                times[name] = {"first_paint_s": round(seconds, 2), "exceptions": errors}
-                print(f"{name:15s} {seconds:7.2f} s  exceptions: {errors}", flush=True)
-                tab.close()
+                how = "click" if click and i else "url"
+                times[name] = {"first_paint_s": round(seconds, 2), "exceptions": errors, "opened_by": how}
+                print(f"{name:15s} {seconds:7.2f} s  ({how})  exceptions: {errors}", flush=True)
+                if not click:
+                    tab.close()
+                    tab = None
             browser.close()
     finally:
         srv.terminate()
     load = os.getloadavg()[0]
     print(f"load average after: {load:.2f}")
-    (out / "times.json").write_text(json.dumps({"pages": times, "load_after": load}, indent=1))
+    (out / "times.json").write_text(json.dumps({"pages": times, "load_after": load, "read_s": read_s}, indent=1))
 
 
 def compare(a: Path, b: Path) -> int:
@@ -119,13 +133,15 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=8771)
     ap.add_argument("--width", type=int, default=1400)
     ap.add_argument("--height", type=int, default=1000)
+    ap.add_argument("--click", action="store_true", help="open pages after the first by their sidebar link")
+    ap.add_argument("--read", type=float, default=20.0, help="seconds spent on the first page before the next")
     ap.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
     args = ap.parse_args()
     if args.compare:
         sys.exit(1 if compare(*args.compare) else 0)
     if not args.out:
         ap.error("--out is required (or --compare BEFORE AFTER)")
-    shoot(args.root.resolve(), args.out, args.port, args.pages, args.width, args.height)
+    shoot(args.root.resolve(), args.out, args.port, args.pages, args.width, args.height, args.click, args.read)
 
 
 if __name__ == "__main__":

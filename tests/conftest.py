@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 SCRATCH = Path(tempfile.mkdtemp(prefix="bert-explorer-tests-"))
 os.environ["BERT_EXPLORER_CACHE"] = str(SCRATCH / "cache")
 os.environ["BERT_EXPLORER_RUNS"] = str(SCRATCH / "runs")
+os.environ["BERT_EXPLORER_WARMUP"] = "0"  # explorer/warmup.py: no import thread beside the tests
 atexit.register(shutil.rmtree, SCRATCH, ignore_errors=True)
 
 import pytest  # noqa: E402
