@@ -1,6 +1,6 @@
 """Benchmark one pretraining step (MLM + NSP: masking, forward, backward, optimizer) of the nano
 preset in bertcore and in ``transformers.BertForPreTraining`` with the same config, plus the
-machine's measured fp32 matmul peak, in one process.
+machine's measured matmul peak (in bf16 where the step runs under bf16 autocast), in one process.
 
     python bench/bench_train_step.py                 # nano, seq 64, batch 128, CPU
     python bench/bench_train_step.py --steps 10 --compile   # also bertcore under torch.compile
@@ -54,11 +54,12 @@ def flops_per_token(cfg, seq: int, mlm_fraction: float) -> dict[str, float]:
     return {"masked_only": 6.0 * (encoder + mlm_fraction * head), "all_positions": 6.0 * (encoder + head)}
 
 
-def matmul_peak(device: torch.device, n: int = 2048, seconds: float = 3.0) -> float:
-    """Measured fp32 matmul FLOP/s (n x n @ n x n, best of repeated runs) on ``device``."""
-    a = torch.randn(n, n, device=device)
-    b = torch.randn(n, n, device=device)
-    c = torch.empty(n, n, device=device)
+def matmul_peak(device: torch.device, n: int = 2048, seconds: float = 3.0,
+                dtype: torch.dtype = torch.float32) -> float:
+    """Measured matmul FLOP/s in ``dtype`` (n x n @ n x n, best of repeated runs) on ``device``."""
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    c = torch.empty(n, n, device=device, dtype=dtype)
     for _ in range(2):
         torch.mm(a, b, out=c)
     sync(device)
@@ -196,8 +197,12 @@ def main(argv=None) -> None:
     print(f"preset {a.preset}: L={cfg.num_hidden_layers} H={cfg.hidden_size} heads={cfg.num_attention_heads} "
           f"I={cfg.intermediate_size} V={cfg.vocab_size}; batch {a.batch_size} x seq {a.seq} = {tokens} tokens/step; "
           f"dropout {a.dropout}")
-    peak = matmul_peak(device)
-    print(f"measured fp32 matmul peak (2048^3): {peak / 1e9:.1f} GFLOP/s")
+    # the peak in the dtype the step's matmuls run in (bf16 under autocast: an fp32 peak on a GPU made MFU read
+    # 235% on an H200); large matrices on a GPU, whose small ones do not reach its peak
+    bf16 = a.precision == "bf16" or (device.type == "cuda" and a.precision == "auto")
+    n = 8192 if device.type == "cuda" else 2048
+    peak = matmul_peak(device, n, dtype=torch.bfloat16 if bf16 else torch.float32)
+    print(f"measured {'bf16' if bf16 else 'fp32'} matmul peak ({n}^3): {peak / 1e9:.1f} GFLOP/s")
     print(f"model training FLOPs per token: {fpt['masked_only'] / 1e6:.2f} M (MLM head on the ~{mlm_fraction:.1%} "
           f"selected positions), {fpt['all_positions'] / 1e6:.2f} M (MLM head on every position, as HF)")
 

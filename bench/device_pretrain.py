@@ -1,0 +1,144 @@
+"""Pretraining on a lent GPU machine whose image has no corpora, NLTK or spaCy: the data is built here, replayed there.
+
+    python bench/device_pretrain.py pack DIR -- pretrain --init models/minilm-mlm --corpus everyday ...   # here
+    python bench/device_pretrain.py train DIR -- pretrain --init models/minilm-mlm --corpus everyday ...  # there
+
+``pack`` runs the real data pipeline of ``python -m bertcore.train`` for those options
+(:meth:`bertcore.training.tasks.PretrainTask.load_data`) and records what it read from the machine: each part's
+WordPiece ids (:func:`bertcore.data.corpora.tokenized_corpus`), the training documents' sentences and the mined
+counterfactual pairs (:mod:`bertcore.data.agreement_training`, which needs spaCy). It writes them to ``DIR``
+(compressed, a few MB) with a digest of the NSP pairs and agreement rows they give. ``train`` serves those
+recordings in place of the three readers (any other read raises) and runs ``bertcore.train``'s own ``main`` with the
+same options, so the run's training pairs, masks and schedule are the ones a machine with the corpora would use
+(the digest is checked before the first step). Everything else is the product's code path: device, bf16
+autocast, checkpoints, metrics.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import pickle
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bertcore import train as T  # noqa: E402
+from bertcore.data import agreement_training as AT  # noqa: E402
+from bertcore.data import nsp  # noqa: E402
+from bertcore.training import tasks  # noqa: E402
+
+
+def _digest(data) -> str:
+    """A hash of the training and validation rows (ids, segments, NSP labels, agreement columns)."""
+    h = hashlib.sha256()
+    for ds in (data.train, data.val):
+        for col in sorted(ds.column_names):
+            h.update(col.encode())
+            h.update(json.dumps(list(ds[col])).encode())
+    return h.hexdigest()[:16]
+
+
+def _save_tokens(path: Path, docs: list) -> None:
+    sent_lens = [len(s) for d in docs for s in d]
+    np.savez_compressed(path, tokens=np.asarray([t for d in docs for s in d for t in s], dtype=np.uint16),
+                        sent_offsets=np.concatenate([[0], np.cumsum(sent_lens, dtype=np.int64)]),
+                        doc_offsets=np.concatenate([[0], np.cumsum([len(d) for d in docs], dtype=np.int64)]))
+
+
+def _load_tokens(path: Path) -> list:
+    with np.load(path) as z:
+        tokens, so, do = z["tokens"].astype(np.int64).tolist(), z["sent_offsets"].tolist(), z["doc_offsets"].tolist()
+    sents = [tokens[a:b] for a, b in zip(so[:-1], so[1:])]
+    return [sents[a:b] for a, b in zip(do[:-1], do[1:])]
+
+
+def _key(*args) -> str:
+    return hashlib.sha256(repr(args).encode()).hexdigest()[:12]
+
+
+def pack(out: Path, argv: list[str]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = T.to_config(T.parse_args(argv))
+    index: dict = {"tokens": {}, "documents": {}, "mine": {}}
+    real_tok, real_docs, real_mine = nsp.tokenized_corpus, AT.training_documents, AT.mine
+
+    def tokenized_corpus(name, tokenizer, max_docs=None, seed=0):
+        docs = real_tok(name, tokenizer, max_docs, seed)
+        k = _key(name, max_docs, seed)
+        _save_tokens(out / f"tokens-{k}.npz", docs)
+        index["tokens"][k] = name
+        return docs
+
+    def training_documents(corpus, **kw):
+        docs = real_docs(corpus, **kw)
+        k = _key(corpus, sorted(kw.items()))
+        with gzip.open(out / f"documents-{k}.json.gz", "wt", encoding="utf-8") as fh:
+            json.dump(docs, fh)
+        index["documents"][k] = corpus
+        return docs
+
+    def mine(docs, tokenizer=None, **kw):
+        got = real_mine(docs, tokenizer, **kw)
+        k = _key(len(docs), kw.get("enough"), kw.get("natural", False))
+        with gzip.open(out / f"mine-{k}.pkl.gz", "wb") as fh:
+            pickle.dump(got, fh)
+        index["mine"][k] = len(got[0])
+        return got
+
+    nsp.tokenized_corpus, AT.training_documents, AT.mine = tokenized_corpus, training_documents, mine
+    task = tasks.make_task(cfg)
+    task.load_data(print)
+    index["digest"] = _digest(task.data)
+    index["argv"] = argv
+    (out / "index.json").write_text(json.dumps(index, indent=1))
+    print(f"packed {out}: {sum(f.stat().st_size for f in out.iterdir()) / 2**20:.1f} MiB, digest {index['digest']}")
+
+
+def replay(src: Path, argv: list[str]) -> int:
+    index = json.loads((src / "index.json").read_text())
+
+    def tokenized_corpus(name, tokenizer, max_docs=None, seed=0):
+        return _load_tokens(src / f"tokens-{_key(name, max_docs, seed)}.npz")
+
+    def training_documents(corpus, **kw):
+        with gzip.open(src / f"documents-{_key(corpus, sorted(kw.items()))}.json.gz", "rt", encoding="utf-8") as fh:
+            return json.load(fh)
+
+    def mine(docs, tokenizer=None, **kw):
+        with gzip.open(src / f"mine-{_key(len(docs), kw.get('enough'), kw.get('natural', False))}.pkl.gz",
+                       "rb") as fh:
+            return pickle.load(fh)
+
+    nsp.tokenized_corpus, AT.training_documents, AT.mine = tokenized_corpus, training_documents, mine
+    real_load = tasks.PretrainTask.load_data
+
+    def load_data(self, log, tokenizer=None):
+        real_load(self, log, tokenizer)
+        got = _digest(self.data)
+        if got != index["digest"]:
+            raise SystemExit(f"replayed data digest {got} != packed {index['digest']}: other options or code")
+        log(f"replayed data from {src} (digest {got})")
+
+    tasks.PretrainTask.load_data = load_data
+    return T.main(argv)
+
+
+def main() -> None:
+    mode, folder, *rest = sys.argv[1:]
+    argv = rest[1:] if rest[:1] == ["--"] else rest
+    if mode == "pack":
+        pack(Path(folder), argv)
+    elif mode == "train":
+        sys.exit(replay(Path(folder), argv))
+    else:
+        raise SystemExit("usage: device_pretrain.py pack|train DIR -- <python -m bertcore.train options>")
+
+
+if __name__ == "__main__":
+    main()
