@@ -227,6 +227,7 @@ def stages(run_dir: Path | None) -> list[dict]:
         if run.get("resumes") and steps:  # continued with a longer schedule: `resume --max-steps N`
             argv += f"`, then `python -m bertcore.train resume --run-dir {args.get('run_dir')} --max-steps {steps}"
         runs.insert(0, {"argv": argv, "steps": steps, "args": args, "data": run.get("data", {}),
+                        "device": str(run.get("device") or "cpu"),
                         "tokens": steps * args.get("batch_size", 0) * args.get("max_seq_len", 0),
                         "updated": status.get("updated", ""), "state": status.get("state", "")})
         init = Path(str(args.get("init") or ""))
@@ -257,7 +258,33 @@ def _stage_line(i: int, st: dict) -> str:
             f"positions; {st['data'].get('train_pairs', '?')} NSP pairs a pass, from "
             f"{st['data'].get('train_documents', '?')} documents), {a.get('mlm_probability', 0.15):.0%} of tokens "
             f"masked, peak lr {a.get('lr')}, warmup {a.get('warmup')}{dropout}{seed}{budget}, "
-            f"{a.get('threads') or 'all'} CPU thread(s), ended {st['updated']}")
+            f"{_where(st.get('device', 'cpu'), a)}, ended {st['updated']}")
+
+
+def _where(device: str, a: dict) -> str:
+    """Where a stage ran: CPU threads, or a CUDA GPU and its precision (``--precision auto`` is bf16 there)."""
+    if device.startswith("cuda"):
+        precision = "bf16 autocast" if a.get("precision", "auto") in ("auto", "bf16") else "fp32"
+        return f"on one CUDA GPU ({precision})"
+    return f"{a.get('threads') or 'all'} CPU thread(s)"
+
+
+def supervised(chain: list[dict]) -> bool:
+    """Whether a stage behind the model was given explicit number supervision (``--agreement-pairs``)."""
+    return any("--agreement-pairs" in st["argv"] for st in chain)
+
+
+SUPERVISION = """## Explicit number supervision
+A stage of this model's training was given **explicit supervision of subject-verb number**, beside plain masked LM:
+counterfactual pairs mined from its training text (spaCy finds a noun subject and its present-tense verb or
+was/were; `inflect` writes both in the other number: "the rise in oil prices *has*" / "the rises in oil prices
+*have*"), both versions trained on, the agreeing verb always [MASK]ed (Lil-Bevo, BabyLM 2023), and a margin loss
+at that verb, max(0, m - (logit(correct) - logit(other number))) (Noji & Takamura 2020); the stage's command above
+gives the weight, margin and pair counts. What that means for the views: the heads, neurons and directions the
+app shows for agreement (Attention, syntax heads, logit lens, patching, Grammar) are this model's own mechanism,
+but one learned with help. A model trained on plain text alone (as bert-base-uncased) may solve agreement
+differently, or less well: this model's agreement numbers above say what help can teach a small model, not what
+pretraining alone does. The natural `sotu` set above was never trained on, in any stage."""
 
 
 def _grammar_rows(g: dict, before: dict | None = None) -> str:
@@ -305,6 +332,8 @@ def card(out: Path, chain: list[dict], ev: dict, par: float, before: dict | None
         for name, c in ev["cloze"].items())
     ex = "\n".join(f"| {s} | {a} | {', '.join(g)} |" for name in ("everyday", "news")
                     for s, a, g in ev["cloze"][name]["examples"][:6])
+    extra = (SUPERVISION + "\n\n" if supervised(chain) else "") + (
+        f"## How this checkpoint was chosen\n{note.strip()}\n\n" if note.strip() else "")
     return f"""# MiniLM-MLM (BERT Explorer's packaged fill-mask model)
 
 A 6-layer BERT (hidden 384, 12 heads, 512 positions, bert-base-uncased WordPiece vocabulary, 30,522
@@ -372,11 +401,11 @@ subject and its present-tense verb or was/were, `inflect` writes the other numbe
 number stands between subject and verb; the verb is masked and the correct form must out-score the other number.
 {_natural_rows(ev.get('natural'), (before or {}).get('natural'))}
 
-{("## How this checkpoint was chosen" + chr(10) + note.strip() + chr(10) + chr(10)) if note.strip() else ""}## Limits
+{extra}## Limits
 Small (22M parameters) and trained on a few million words (news, encyclopedic summaries, dictionary glosses
 and examples, quotations): it knows news better than everyday English (the everyday cloze set above: top-1
 {ev['cloze']['everyday']['top1']:.0%}, top-5 {ev['cloze']['everyday']['top5']:.0%}), guesses frequent words when
-unsure, does not get subject-verb agreement across an attractor noun (the grammar table), and is not a
+unsure, {_agreement_limit(ev)}, and is not a
 replacement for bert-base-uncased (online users can pick that in the sidebar). NSP is learned only partly.
 
 ## Licences
@@ -387,6 +416,16 @@ Princeton University. All rights reserved.", use, copy, modify and distribute wi
 `fortune` quotations (Debian `fortunes`, `fortunes-min`: BSD licence, Copyright (c) 1991 The Regents of the
 University of California). This derived model is shared for teaching and research under the same terms.
 """
+
+
+def _agreement_limit(ev: dict) -> str:
+    """The Limits section's sentence on agreement, from the grammar suite's attractor paradigms (PLL)."""
+    attr = [v["pll"] for k, v in ev["grammar"].items() if "across" in k]
+    if attr and min(attr) >= 0.9:
+        return ("gets subject-verb agreement across an attractor noun right in the suite and in natural text after it "
+                "was taught it (see *Explicit number supervision*; NPI licensing and other paradigms it "
+                "was not taught are in the grammar table)")
+    return "does not get subject-verb agreement across an attractor noun (the grammar table)"
 
 
 def _natural_rows(nat: dict | None, before: dict | None) -> str:
