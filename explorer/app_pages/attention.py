@@ -9,14 +9,18 @@ from bertcore.analysis.attention import activations
 from bertcore.analysis.attention import rollout
 from bertcore.analysis.representations import syntax
 from bertcore.analysis.attention.words import merge_attention
+from bertcore.analysis.grammar.agreement import check_verb
 from bertcore.embeddings import InputError
+from bertcore.fill_mask import FillMaskError
 from bertcore.tokenizer import TextError
 from explorer import resources, share, widgets
 from explorer.figures import attention as att_figures
 from explorer.figures import rollout as rollout_figures
 
-DEFAULT = "The animal didn't cross the street because it was too tired."
-DEFAULT_B = "It lay down on the pavement and slept."
+DEFAULT = "The keys to the cabinet are on the table."
+DEFAULT_B = "Someone had left them there the night before."
+#: the default sentence's agreement (verb, its other number, subject, the attractor noun between them)
+DEFAULT_AGREEMENT = ("are", "is", "keys", "cabinet")
 
 st.title("Attention")
 st.markdown(
@@ -90,6 +94,18 @@ if groups is not None:
                  "its pieces' rows, a column the sum of its pieces' columns, so rows still sum to 1.")
 if notes:
     st.caption(" ".join(notes))
+if (text, text_pair) == (DEFAULT, None):  # the default example: does this model get it right, and which head?
+    try:
+        chk = check_verb(lm.model, lm.tokenizer, DEFAULT, *DEFAULT_AGREEMENT)
+    except FillMaskError:
+        chk = None  # an encoder without an MLM head cannot say which verb it prefers
+    if chk is not None:
+        verdict = "gets it right" if chk.right else "gets it wrong (it agrees with the nearer noun)"
+        (st.info if chk.right else st.warning)(
+            f"With *are* masked, this model gives *are* {chk.p_correct:.1%} and *is* {chk.p_other:.1%}: it "
+            f"{verdict}. Which head links the verb to its subject? In **layer {chk.head[0]}, head {chk.head[1]}**, "
+            f"*are* puts {chk.to_subject:.0%} of its attention on *keys* and {chk.to_attractor:.0%} on *cabinet*, "
+            "the noun in between: set the sliders to it.", icon=":material/check:" if chk.right else None)
 
 
 def matrix_frame(m: np.ndarray, rows: list[str], cols: list[str]) -> pd.DataFrame:

@@ -41,6 +41,22 @@ def test_attention_default(att_app):
     at.run()
 
 
+def test_the_default_sentence_says_whether_the_model_agrees_and_names_the_head(att_app):
+    from bertcore import sources
+    from bertcore.analysis.grammar.agreement import check_verb
+
+    at = att_app
+    lm = sources.load(sources.DEFAULT)
+    want = check_verb(lm.model, lm.tokenizer, "The keys to the cabinet are on the table.", "are", "is", "keys",
+                      "cabinet")
+    said = " ".join(m.value for m in list(at.info) + list(at.warning))
+    assert ("gets it right" in said) == want.right and f"layer {want.head[0]}, head {want.head[1]}" in said
+    assert f"{want.p_correct:.1%}" in said
+    at.text_area(key="att_text").set_value("The man went to the store.").run()  # another text: no verdict
+    assert "gets it" not in " ".join(m.value for m in list(at.info) + list(at.warning))
+    at.text_area(key="att_text").set_value("The keys to the cabinet are on the table.").run()
+
+
 def test_attention_controls(att_app):
     at = att_app
     at.slider(key="att_layer").set_value(6)

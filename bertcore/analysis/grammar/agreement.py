@@ -79,3 +79,63 @@ def agreement_heads(model, tokenizer, sentences: list[synthetic.Sentence] | None
         to_subject.append(attn[:, :, first[verb], first[subject]])
         to_attractor.append(attn[:, :, first[verb], first[attractor]])
     return AgreementHeads(np.mean(to_subject, axis=0), np.mean(to_attractor, axis=0), len(sentences))
+
+
+@dataclass(frozen=True)
+class VerbCheck:
+    """One sentence's agreement, as the Attention page states it beside its default example.
+
+    ``p_correct`` / ``p_other``: MLM probabilities of the correct verb and its other-number form at the verb
+    masked; ``right``: ``p_correct > p_other``; ``head``: 1-based ``(layer, head)`` whose attention from the
+    (unmasked) verb to the subject is largest; ``to_subject`` / ``to_attractor``: that head's weights from the
+    verb to the subject and to the attractor noun."""
+
+    p_correct: float
+    p_other: float
+    right: bool
+    head: tuple[int, int]
+    to_subject: float
+    to_attractor: float
+
+
+def check_verb(model, tokenizer, text: str, verb: str, other_verb: str, subject: str, attractor: str) -> VerbCheck:
+    """Does the model agree ``verb`` with ``subject`` across ``attractor`` in ``text``, and which head links them?
+
+    Args:
+        model: a model with an MLM head (:func:`bertcore.fill_mask.mlm_head_of`), eval mode.
+        tokenizer: its tokenizer. ``verb``, ``other_verb``, ``subject``, ``attractor``: whole words of ``text``
+            (each its first occurrence, measured at its first WordPiece); the two verbs single WordPieces.
+    Returns:
+        :class:`VerbCheck`.
+    Raises:
+        bertcore.fill_mask.FillMaskError: the model has no MLM head.
+        ValueError: a word is not in ``text``, or a verb is not one WordPiece.
+    """
+    import torch
+
+    from ...fill_mask import mlm_logits_at
+
+    enc = encode(tokenizer, text)
+    words = [w.lower() for w, _ in tokenizer.backend_tokenizer.pre_tokenizer.pre_tokenize_str(text)]  # = word_ids
+    first: dict[int, int] = {}
+    for t, w in enumerate(enc.word_ids):
+        if w is not None and w not in first:
+            first[w] = t
+
+    def at(word: str) -> int:
+        if word.lower() not in words:
+            raise ValueError(f"{word!r} is not a word of {text!r}")
+        return first[words.index(word.lower())]
+
+    ids = [tokenizer.convert_tokens_to_ids(v) for v in (verb, other_verb)]
+    if tokenizer.unk_token_id in ids:
+        raise ValueError(f"{verb!r} and {other_verb!r} must each be one WordPiece")
+    v, s, a = at(verb), at(subject), at(attractor)
+    masked = torch.tensor([enc.input_ids])
+    masked[0, v] = tokenizer.mask_token_id
+    probs = torch.softmax(mlm_logits_at(model, masked, [v])[0], -1)
+    attn = run_encoding(model.base_model, enc).attentions  # (L, heads, T, T)
+    layer, head = np.unravel_index(int(np.argmax(attn[:, :, v, s])), attn.shape[:2])
+    p_correct, p_other = float(probs[ids[0]]), float(probs[ids[1]])
+    return VerbCheck(p_correct, p_other, p_correct > p_other, (int(layer) + 1, int(head) + 1),
+                     float(attn[layer, head, v, s]), float(attn[layer, head, v, a]))
