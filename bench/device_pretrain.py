@@ -16,6 +16,7 @@ autocast, checkpoints, metrics.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -62,7 +63,20 @@ def _key(*args) -> str:
     return hashlib.sha256(repr(args).encode()).hexdigest()[:12]
 
 
-def pack(out: Path, argv: list[str]) -> None:
+@contextlib.contextmanager
+def readers(tokenized_corpus, training_documents, mine):
+    """The three readers replaced for the duration (and put back after, also on an error)."""
+    saved = nsp.tokenized_corpus, AT.training_documents, AT.mine
+    nsp.tokenized_corpus, AT.training_documents, AT.mine = tokenized_corpus, training_documents, mine
+    try:
+        yield
+    finally:
+        nsp.tokenized_corpus, AT.training_documents, AT.mine = saved
+
+
+def pack(out: Path, argv: list[str]) -> str:
+    """Build the data of ``argv`` (``python -m bertcore.train`` options) and record it in ``out``; returns the
+    digest of its rows."""
     out.mkdir(parents=True, exist_ok=True)
     cfg = T.to_config(T.parse_args(argv))
     index: dict = {"tokens": {}, "documents": {}, "mine": {}}
@@ -91,16 +105,23 @@ def pack(out: Path, argv: list[str]) -> None:
         index["mine"][k] = len(got[0])
         return got
 
-    nsp.tokenized_corpus, AT.training_documents, AT.mine = tokenized_corpus, training_documents, mine
     task = tasks.make_task(cfg)
-    task.load_data(print)
+    with readers(tokenized_corpus, training_documents, mine):
+        task.load_data(print)
     index["digest"] = _digest(task.data)
     index["argv"] = argv
     (out / "index.json").write_text(json.dumps(index, indent=1))
     print(f"packed {out}: {sum(f.stat().st_size for f in out.iterdir()) / 2**20:.1f} MiB, digest {index['digest']}")
+    return index["digest"]
 
 
 def replay(src: Path, argv: list[str]) -> int:
+    """Run ``python -m bertcore.train`` with ``argv``, its data read from ``src`` (see the module docstring); returns
+    its exit status.
+
+    Raises:
+        SystemExit: the data built from ``src`` differs from what ``pack`` recorded (other options or code).
+        FileNotFoundError: ``argv`` asks for data that ``src`` does not hold."""
     index = json.loads((src / "index.json").read_text())
 
     def tokenized_corpus(name, tokenizer, max_docs=None, seed=0):
@@ -115,7 +136,6 @@ def replay(src: Path, argv: list[str]) -> int:
                        "rb") as fh:
             return pickle.load(fh)
 
-    nsp.tokenized_corpus, AT.training_documents, AT.mine = tokenized_corpus, training_documents, mine
     real_load = tasks.PretrainTask.load_data
 
     def load_data(self, log, tokenizer=None):
@@ -126,7 +146,11 @@ def replay(src: Path, argv: list[str]) -> int:
         log(f"replayed data from {src} (digest {got})")
 
     tasks.PretrainTask.load_data = load_data
-    return T.main(argv)
+    try:
+        with readers(tokenized_corpus, training_documents, mine):
+            return T.main(argv)
+    finally:
+        tasks.PretrainTask.load_data = real_load
 
 
 def main() -> None:
