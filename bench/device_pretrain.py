@@ -20,7 +20,7 @@ import contextlib
 import gzip
 import hashlib
 import json
-import pickle
+from dataclasses import asdict
 import sys
 from pathlib import Path
 
@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from bertcore import train as T  # noqa: E402
 from bertcore.data import agreement_training as AT  # noqa: E402
+from bertcore.data.counterfactual import AgreementItem, MiningStats  # noqa: E402
 from bertcore.data import nsp  # noqa: E402
 from bertcore.training import tasks  # noqa: E402
 
@@ -100,8 +101,8 @@ def pack(out: Path, argv: list[str]) -> str:
     def mine(docs, tokenizer=None, **kw):
         got = real_mine(docs, tokenizer, **kw)
         k = _key(len(docs), kw.get("enough"), kw.get("natural", False))
-        with gzip.open(out / f"mine-{k}.pkl.gz", "wb") as fh:
-            pickle.dump(got, fh)
+        with gzip.open(out / f"mine-{k}.json.gz", "wt", encoding="utf-8") as fh:
+            json.dump({"items": [it.to_json() for it in got[0]], "stats": asdict(got[1])}, fh)
         index["mine"][k] = len(got[0])
         return got
 
@@ -132,9 +133,10 @@ def replay(src: Path, argv: list[str]) -> int:
             return json.load(fh)
 
     def mine(docs, tokenizer=None, **kw):
-        with gzip.open(src / f"mine-{_key(len(docs), kw.get('enough'), kw.get('natural', False))}.pkl.gz",
-                       "rb") as fh:
-            return pickle.load(fh)
+        with gzip.open(src / f"mine-{_key(len(docs), kw.get('enough'), kw.get('natural', False))}.json.gz",
+                       "rt", encoding="utf-8") as fh:
+            got = json.load(fh)
+        return [AgreementItem.from_json(d) for d in got["items"]], MiningStats(**got["stats"])
 
     real_load = tasks.PretrainTask.load_data
 
