@@ -8,7 +8,7 @@
 WordPiece ids (:func:`bertcore.data.corpora.tokenized_corpus`), the training documents' sentences and the mined
 counterfactual pairs (:mod:`bertcore.data.agreement_training`, which needs spaCy). It writes them to ``DIR``
 (compressed, a few MB) with a digest of the NSP pairs and agreement rows they give. ``train`` serves those
-recordings in place of the three readers (any other read raises) and runs ``bertcore.train``'s own ``main`` with the
+recordings in place of the three readers and runs ``bertcore.train``'s own ``main`` with the
 same options, so the run's training pairs, masks and schedule are the ones a machine with the corpora would use
 (the digest is checked before the first step). Everything else is the product's code path: device, bf16
 autocast, checkpoints, metrics.
@@ -20,8 +20,8 @@ import contextlib
 import gzip
 import hashlib
 import json
-from dataclasses import asdict
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from bertcore import train as T  # noqa: E402
 from bertcore.data import agreement_training as AT  # noqa: E402
+from bertcore.data import corpora  # noqa: E402
 from bertcore.data.counterfactual import AgreementItem, MiningStats  # noqa: E402
 from bertcore.data import nsp  # noqa: E402
 from bertcore.training import tasks  # noqa: E402
@@ -47,17 +48,13 @@ def _digest(data) -> str:
 
 
 def _save_tokens(path: Path, docs: list) -> None:
-    sent_lens = [len(s) for d in docs for s in d]
-    np.savez_compressed(path, tokens=np.asarray([t for d in docs for s in d for t in s], dtype=np.uint16),
-                        sent_offsets=np.concatenate([[0], np.cumsum(sent_lens, dtype=np.int64)]),
-                        doc_offsets=np.concatenate([[0], np.cumsum([len(d) for d in docs], dtype=np.int64)]))
+    top = max((t for d in docs for s in d for t in s), default=0)
+    np.savez_compressed(path, **corpora.documents_to_arrays(docs, dtype=np.uint16 if top < 2**16 else np.int32))
 
 
 def _load_tokens(path: Path) -> list:
-    with np.load(path) as z:
-        tokens, so, do = z["tokens"].astype(np.int64).tolist(), z["sent_offsets"].tolist(), z["doc_offsets"].tolist()
-    sents = [tokens[a:b] for a, b in zip(so[:-1], so[1:])]
-    return [sents[a:b] for a, b in zip(do[:-1], do[1:])]
+    with np.load(path, allow_pickle=False) as z:
+        return corpora.documents_from_arrays(z)
 
 
 def _key(*args) -> str:

@@ -267,6 +267,23 @@ def _corpus_fingerprint(corpus: str) -> str | None:
     return _files_fingerprint(sorted(root.rglob("*.txt")) if root.is_dir() else [root])
 
 
+def documents_to_arrays(docs: list[list[list[int]]], dtype=np.int32) -> dict[str, np.ndarray]:
+    """Documents of sentences of WordPiece ids -> flat arrays for ``np.savez``: ``tokens`` (``dtype``),
+    ``sent_offsets`` and ``doc_offsets`` (int64, each with a leading 0)."""
+    sent_lens = [len(s) for d in docs for s in d]
+    return {"tokens": np.asarray([t for d in docs for s in d for t in s], dtype=dtype),
+            "sent_offsets": np.concatenate([[0], np.cumsum(sent_lens, dtype=np.int64)]),
+            "doc_offsets": np.concatenate([[0], np.cumsum([len(d) for d in docs], dtype=np.int64)])}
+
+
+def documents_from_arrays(z) -> list[list[list[int]]]:
+    """The inverse of :func:`documents_to_arrays` (``z``: a mapping such as an open ``np.load``)."""
+    tokens, sent_off, doc_off = (z["tokens"].astype(np.int64).tolist(), z["sent_offsets"].tolist(),
+                                 z["doc_offsets"].tolist())
+    sents = [tokens[a:b] for a, b in zip(sent_off[:-1], sent_off[1:])]
+    return [sents[a:b] for a, b in zip(doc_off[:-1], doc_off[1:])]
+
+
 def tokenized_corpus(corpus: str, tokenizer, max_docs: int | None = None, seed: int = 0) -> list[list[list[int]]]:
     """Documents -> sentences -> WordPiece ids (see :func:`tokenize_documents`), cached on disk
     (``cache_dir()/corpus-<hash>.npz``, written atomically) because Punkt + WordPiece over the BBC
@@ -284,22 +301,14 @@ def tokenized_corpus(corpus: str, tokenizer, max_docs: int | None = None, seed: 
         if path.is_file():
             try:
                 with np.load(path, allow_pickle=False) as z:
-                    tokens, sent_off, doc_off = (z["tokens"].tolist(), z["sent_offsets"].tolist(),
-                                                 z["doc_offsets"].tolist())
-                sents = [tokens[a:b] for a, b in zip(sent_off[:-1], sent_off[1:])]
-                return [sents[a:b] for a, b in zip(doc_off[:-1], doc_off[1:])]
+                    return documents_from_arrays(z)
             except (OSError, ValueError, KeyError):
                 pass  # a damaged cache is rebuilt
     docs = tokenize_documents(load_documents(corpus, max_docs, seed), tokenizer)["sentence_ids"]
     if path is not None:
         from ..checkpoint import atomic_write
 
-        sent_lens = [len(s) for d in docs for s in d]
-        arrays = {
-            "tokens": np.asarray([t for d in docs for s in d for t in s], dtype=np.int32),
-            "sent_offsets": np.concatenate([[0], np.cumsum(sent_lens, dtype=np.int64)]),
-            "doc_offsets": np.concatenate([[0], np.cumsum([len(d) for d in docs], dtype=np.int64)]),
-        }
+        arrays = documents_to_arrays(docs)
         def write(p: Path) -> None:
             with open(p, "wb") as fh:
                 np.savez(fh, **arrays)
