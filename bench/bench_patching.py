@@ -42,8 +42,7 @@ def one_site_at_a_time(model, clean, corrupt, metric) -> int:
     sites += [(kind, k, {"positions": [p]}) for kind in ("attn", "mlp") for k in range(1, layers + 1) for p in range(t)]
     sites += [("head", k, {"head": h}) for k in range(1, layers + 1) for h in range(heads)]
     for kind, k, kw in sites:
-        with patching.patch(model, kind, k, cache[(kind, k)], **kw):
-            patching.measure(model, corrupt, metric)
+        patching.measure(model, corrupt, metric, patching.patch(model, kind, k, cache[(kind, k)], **kw))
     return len(sites)
 
 

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import BertConfig
+from .interventions import Tap
 
 HeadAblation = Literal["zero", "uniform"]
 HEAD_ABLATIONS: tuple[str, ...] = ("zero", "uniform")
@@ -174,12 +175,15 @@ class BertSelfAttention(nn.Module):
 
     def forward(
         self, hidden_states: torch.Tensor, mask: torch.Tensor | None = None, need_probs: bool = False,
-        head_mask: torch.Tensor | None = None, head_ablation: HeadAblation = "zero",
+        head_mask: torch.Tensor | None = None, head_ablation: HeadAblation = "zero", tap: Tap | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``hidden_states (B, T, H)`` -> ``(context (B, T, H), probs (B, heads, T, T) | None)``;
-        ``head_mask (heads,)`` / ``head_ablation`` as :func:`attention`."""
+        ``head_mask (heads,)`` / ``head_ablation`` as :func:`attention`; ``tap``: this layer's
+        :class:`bertcore.interventions.Interventions` sites (``query``, ``key``, ``value``), or None."""
         b, t, h = hidden_states.shape
         q, k, v = self._project(hidden_states)  # each (B, heads, T, d)
+        if tap is not None:
+            q, k, v = tap("query", q), tap("key", k), tap("value", v)
         p = self.dropout_p if self.training else 0.0
         context, probs = attention(q, k, v, mask, p, need_probs, head_mask, head_ablation)  # (B, heads, T, d)
         return context.transpose(1, 2).reshape(b, t, h), probs  # (B, T, H)
@@ -195,10 +199,14 @@ class BertSelfOutput(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.pre_layer_norm = config.pre_layer_norm
 
-    def forward(self, context: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+    def forward(self, context: torch.Tensor, residual: torch.Tensor, tap: Tap | None = None) -> torch.Tensor:
         """``(B, T, H), (B, T, H) -> (B, T, H)``. In pre-LN mode the LayerNorm is applied
-        before attention by :class:`BertAttention`, so here it is only the residual add."""
-        out = self.dropout(self.dense(context)) + residual  # (B, T, H)
+        before attention by :class:`BertAttention`, so here it is only the residual add. ``tap``: the
+        ``head`` (context) and ``attn`` (projected) sites of :mod:`bertcore.interventions`, or None."""
+        if tap is None:
+            out = self.dropout(self.dense(context)) + residual  # (B, T, H)
+        else:
+            out = self.dropout(tap("attn", self.dense(tap("head", context)))) + residual  # (B, T, H)
         return out if self.pre_layer_norm else self.LayerNorm(out)
 
 
@@ -212,9 +220,9 @@ class BertAttention(nn.Module):
 
     def forward(
         self, hidden_states: torch.Tensor, mask: torch.Tensor | None = None, need_probs: bool = False,
-        head_mask: torch.Tensor | None = None, head_ablation: HeadAblation = "zero",
+        head_mask: torch.Tensor | None = None, head_ablation: HeadAblation = "zero", tap: Tap | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``(B, T, H) -> ((B, T, H), probs (B, heads, T, T) | None)``."""
+        """``(B, T, H) -> ((B, T, H), probs (B, heads, T, T) | None)``; ``tap`` as :class:`BertSelfAttention`."""
         x = self.output.LayerNorm(hidden_states) if self.output.pre_layer_norm else hidden_states
-        context, probs = self.self(x, mask, need_probs, head_mask, head_ablation)  # (B, T, H)
-        return self.output(context, hidden_states), probs
+        context, probs = self.self(x, mask, need_probs, head_mask, head_ablation, tap)  # (B, T, H)
+        return self.output(context, hidden_states, tap), probs

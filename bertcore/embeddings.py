@@ -48,13 +48,22 @@ class BertEmbeddings(nn.Module):
         # Not persistent, as HF: checkpoints may carry it, it is never needed from them.
         self.register_buffer("position_ids", torch.arange(config.max_position_embeddings)[None, :], persistent=False)
 
-    def check_inputs(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> None:
+    def check_inputs(self, input_ids: torch.Tensor | None, token_type_ids: torch.Tensor | None,
+                     inputs_embeds: torch.Tensor | None = None) -> None:
         """Raise :class:`InputError` for ids this model cannot embed.
 
-        Checks: ``input_ids`` is 2-D ``(B, T)`` with T >= 1 and T <= max_position_embeddings,
-        ids lie in ``[0, vocab_size)``, segment ids lie in ``[0, type_vocab_size)``.
+        Checks: exactly one of ``input_ids`` and ``inputs_embeds`` (``(B, T, H)``) is given; ``input_ids`` is 2-D
+        ``(B, T)`` with T >= 1 and T <= max_position_embeddings, ids lie in ``[0, vocab_size)``, segment ids lie
+        in ``[0, type_vocab_size)``.
         """
         cfg = self.config
+        if (input_ids is None) == (inputs_embeds is None):
+            raise InputError("give exactly one of input_ids and inputs_embeds")
+        if inputs_embeds is not None:
+            if inputs_embeds.dim() != 3 or inputs_embeds.size(-1) != cfg.hidden_size:
+                raise InputError(f"inputs_embeds must have shape (batch, seq_len, {cfg.hidden_size}), "
+                                 f"got {tuple(inputs_embeds.shape)}")
+            input_ids = torch.zeros(inputs_embeds.shape[:2], dtype=torch.long)  # only its shape is checked
         if input_ids.dim() != 2 or input_ids.size(1) == 0:
             raise InputError("input_ids must have shape (batch, seq_len) with seq_len >= 1, "
                              f"got {tuple(input_ids.shape)}")
@@ -96,12 +105,14 @@ class BertEmbeddings(nn.Module):
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """``input_ids (B, T)`` long -> embeddings ``(B, T, H)``."""
-        t = input_ids.size(1)
+        """``input_ids (B, T)`` long (or ``inputs_embeds (B, T, H)``, the word embeddings, as HF) -> embeddings
+        ``(B, T, H)``."""
+        x = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds  # (B, T, H)
+        t = x.size(1)
         if position_ids is None:
             position_ids = self.position_ids[:, :t]  # (1, T)
-        x = self.word_embeddings(input_ids)  # (B, T, H)
         if token_type_ids is None:
             x = x + self.token_type_embeddings.weight[0]  # segment 0 everywhere
         else:

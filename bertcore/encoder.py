@@ -15,6 +15,7 @@ from torch import nn
 
 from .attention import BertAttention, HeadAblation
 from .config import BertConfig
+from .interventions import Interventions, Tap
 
 
 def activation(name: str):
@@ -50,8 +51,12 @@ class BertOutput(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.pre_layer_norm = config.pre_layer_norm
 
-    def forward(self, intermediate: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        out = self.dropout(self.dense(intermediate)) + residual  # (B, T, H)
+    def forward(self, intermediate: torch.Tensor, residual: torch.Tensor, tap: Tap | None = None) -> torch.Tensor:
+        """``(B, T, I), (B, T, H) -> (B, T, H)``; ``tap``: the ``mlp`` site of :mod:`bertcore.interventions`."""
+        down = self.dense(intermediate)  # (B, T, H)
+        if tap is not None:
+            down = tap("mlp", down)
+        out = self.dropout(down) + residual  # (B, T, H)
         return out if self.pre_layer_norm else self.LayerNorm(out)
 
 
@@ -66,13 +71,13 @@ class BertLayer(nn.Module):
 
     def forward(
         self, hidden_states: torch.Tensor, mask: torch.Tensor | None = None, need_probs: bool = False,
-        head_mask: torch.Tensor | None = None, head_ablation: HeadAblation = "zero",
+        head_mask: torch.Tensor | None = None, head_ablation: HeadAblation = "zero", tap: Tap | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``(B, T, H) -> ((B, T, H), probs (B, heads, T, T) | None)``; ``head_mask (heads,)`` as
-        :func:`bertcore.attention.attention`."""
-        x, probs = self.attention(hidden_states, mask, need_probs, head_mask, head_ablation)  # (B, T, H)
+        :func:`bertcore.attention.attention`; ``tap``: this layer's intervention sites, or None."""
+        x, probs = self.attention(hidden_states, mask, need_probs, head_mask, head_ablation, tap)  # (B, T, H)
         ffn_in = self.output.LayerNorm(x) if self.output.pre_layer_norm else x
-        return self.output(self.intermediate(ffn_in), x), probs  # (B, T, H)
+        return self.output(self.intermediate(ffn_in), x, tap), probs  # (B, T, H)
 
 
 class BertEncoder(nn.Module):
@@ -93,6 +98,7 @@ class BertEncoder(nn.Module):
         head_mask: list[torch.Tensor | None] | None = None,
         head_ablation: HeadAblation = "zero",
         start_layer: int = 0,
+        interventions: Interventions | None = None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, tuple[torch.Tensor, ...] | None]:
         """Returns ``(last (B, T, H), hidden_states (L+1 x (B, T, H)) | None,
         attentions (L x (B, heads, T, T)) | None)``.
@@ -104,6 +110,10 @@ class BertEncoder(nn.Module):
         ``start_layer`` (0-based, not in HF): ``hidden_states`` is the input of layer ``start_layer`` and
         only layers ``start_layer..L-1`` run (the returned lists then start at that input). Activation
         patching uses it to resume a run from a recorded residual stream instead of from the embeddings.
+
+        ``interventions`` (not in HF): edits and recordings for this call only
+        (:class:`bertcore.interventions.Interventions`); ``("resid", l)`` is called on layer l's output before
+        the final LayerNorm of a pre-LN stack. None: the plain path.
         """
         if not 0 <= start_layer < len(self.layer):
             raise ValueError(f"start_layer must be in 0..{len(self.layer) - 1}; got {start_layer}")
@@ -112,7 +122,11 @@ class BertEncoder(nn.Module):
         for i in range(start_layer, len(self.layer)):
             layer = self.layer[i]
             layer_mask = head_mask[i] if head_mask is not None else None
-            hidden_states, probs = layer(hidden_states, mask, output_attentions, layer_mask, head_ablation)  # (B, T, H)
+            tap = interventions.tap(i + 1) if interventions is not None else None
+            hidden_states, probs = layer(hidden_states, mask, output_attentions, layer_mask, head_ablation,
+                                         tap)  # (B, T, H)
+            if interventions is not None:
+                hidden_states = interventions("resid", i + 1, hidden_states)
             if i == len(self.layer) - 1 and hasattr(self, "LayerNorm"):
                 hidden_states = self.LayerNorm(hidden_states)
             if all_hidden is not None:

@@ -17,6 +17,7 @@ from torch import nn
 
 from .config import BertConfig
 from .encoder import activation
+from .interventions import Interventions
 from .masking import IGNORE_INDEX
 from .model import BertModel, BertPreTrainedModel
 
@@ -156,7 +157,7 @@ class BertForPreTraining(_TiedMLM, BertPreTrainedModel):
 
     def forward(
         self,
-        input_ids: torch.Tensor,
+        input_ids: torch.Tensor | None,
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
@@ -167,11 +168,15 @@ class BertForPreTraining(_TiedMLM, BertPreTrainedModel):
         masked_only: bool = False,
         head_mask: torch.Tensor | None = None,
         head_ablation: str = "zero",
+        inputs_embeds: torch.Tensor | None = None,
+        interventions: Interventions | None = None,
     ) -> BertForPreTrainingOutput:
         """MLM + NSP. ``labels (B, T)``: original ids at selected positions, -100 elsewhere;
-        ``next_sentence_label (B,)``: 0 IsNext, 1 NotNext. See :class:`BertForPreTrainingOutput`."""
+        ``next_sentence_label (B,)``: 0 IsNext, 1 NotNext. See :class:`BertForPreTrainingOutput`; the other
+        arguments as :meth:`BertModel.forward`."""
         out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
-                        output_hidden_states, head_mask=head_mask, head_ablation=head_ablation)
+                        output_hidden_states, head_mask=head_mask, head_ablation=head_ablation,
+                        inputs_embeds=inputs_embeds, interventions=interventions)
         logits, mlm_labels = _mlm_logits(self.cls.predictions, out.last_hidden_state, labels, masked_only)
         nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
         mlm_loss = nsp_loss = None
@@ -196,7 +201,7 @@ class BertForMaskedLM(_TiedMLM, BertPreTrainedModel):
 
     def forward(
         self,
-        input_ids: torch.Tensor,
+        input_ids: torch.Tensor | None,
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
@@ -206,11 +211,14 @@ class BertForMaskedLM(_TiedMLM, BertPreTrainedModel):
         masked_only: bool = False,
         head_mask: torch.Tensor | None = None,
         head_ablation: str = "zero",
+        inputs_embeds: torch.Tensor | None = None,
+        interventions: Interventions | None = None,
     ) -> MaskedLMOutput:
         """Masked-token logits; cross-entropy over positions whose label is not -100; ``head_mask`` /
-        ``head_ablation`` as :meth:`BertModel.forward`."""
+        ``head_ablation`` / ``inputs_embeds`` / ``interventions`` as :meth:`BertModel.forward`."""
         out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
-                        output_hidden_states, head_mask=head_mask, head_ablation=head_ablation)
+                        output_hidden_states, head_mask=head_mask, head_ablation=head_ablation,
+                        inputs_embeds=inputs_embeds, interventions=interventions)
         logits, mlm_labels = _mlm_logits(self.cls.predictions, out.last_hidden_state, labels, masked_only)
         loss = None
         if labels is not None:
@@ -232,7 +240,7 @@ class BertForSequenceClassification(BertPreTrainedModel):
 
     def forward(
         self,
-        input_ids: torch.Tensor,
+        input_ids: torch.Tensor | None,
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
@@ -241,11 +249,14 @@ class BertForSequenceClassification(BertPreTrainedModel):
         output_hidden_states: bool = False,
         head_mask: torch.Tensor | None = None,
         head_ablation: str = "zero",
+        inputs_embeds: torch.Tensor | None = None,
+        interventions: Interventions | None = None,
     ) -> SequenceClassifierOutput:
         """Class logits ``(B, num_labels)``; cross-entropy against ``labels (B,)`` long when given;
-        ``head_mask`` / ``head_ablation`` as :meth:`BertModel.forward`."""
+        ``head_mask`` / ``head_ablation`` / ``inputs_embeds`` / ``interventions`` as :meth:`BertModel.forward`."""
         out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
-                        output_hidden_states, head_mask=head_mask, head_ablation=head_ablation)
+                        output_hidden_states, head_mask=head_mask, head_ablation=head_ablation,
+                        inputs_embeds=inputs_embeds, interventions=interventions)
         logits = self.classifier(self.dropout(out.pooler_output))  # (B, C)
         loss = F.cross_entropy(logits, labels.reshape(-1)) if labels is not None else None
         return SequenceClassifierOutput(loss, logits, out.hidden_states, out.attentions)

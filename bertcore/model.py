@@ -19,6 +19,7 @@ from .checkpoint import load_pretrained as _load_checkpoint, save_pretrained as 
 from .config import BertConfig
 from .embeddings import BertEmbeddings
 from .encoder import BertEncoder
+from .interventions import Interventions
 
 M = TypeVar("M", bound="BertPreTrainedModel")
 
@@ -144,7 +145,7 @@ class BertModel(BertPreTrainedModel):
 
     def forward(
         self,
-        input_ids: torch.Tensor,
+        input_ids: torch.Tensor | None,
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
@@ -152,6 +153,8 @@ class BertModel(BertPreTrainedModel):
         output_hidden_states: bool = False,
         head_mask: torch.Tensor | None = None,
         head_ablation: HeadAblation = "zero",
+        inputs_embeds: torch.Tensor | None = None,
+        interventions: Interventions | None = None,
     ) -> BertModelOutput:
         """Encode a batch.
 
@@ -168,20 +171,30 @@ class BertModel(BertPreTrainedModel):
                 None: no ablation and the unchanged fast path.
             head_ablation: ``"zero"`` (as HF) or ``"uniform"``: switched-off heads attend uniformly
                 to every unpadded token instead (Kovaleva et al. 2019).
+            inputs_embeds: ``(B, T, H)`` float word embeddings used in place of ``word_embeddings(input_ids)``
+                (HF's ``inputs_embeds``; pass ``input_ids=None``). Integrated gradients differentiates through it.
+            interventions: activation edits and recordings for this call only
+                (:class:`bertcore.interventions.Interventions`; not in HF): how analyses patch or read a shared
+                model without hooks. None: the plain path.
         Returns:
             :class:`BertModelOutput` (with a head mask, ``attentions`` are the masked / uniform probabilities).
         Raises:
-            bertcore.embeddings.InputError: ids out of range or sequence too long.
-            ValueError: a head mask of another shape, an unknown ``head_ablation``.
+            bertcore.embeddings.InputError: ids out of range, sequence too long, both or neither of
+                ``input_ids`` and ``inputs_embeds``.
+            ValueError: a head mask of another shape, an unknown ``head_ablation``, an intervention site beyond
+                the model's layers.
         """
-        self.embeddings.check_inputs(input_ids, token_type_ids)
-        x = self.embeddings(input_ids, token_type_ids, position_ids)  # (B, T, H)
+        self.embeddings.check_inputs(input_ids, token_type_ids, inputs_embeds)
+        x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, T, H)
+        if interventions is not None:
+            interventions.check(self.config.num_hidden_layers)
+            x = interventions("resid", 0, x)
         mask = additive_mask(attention_mask, x.dtype)  # (B, 1, 1, T) or None
         layer_masks = None if head_mask is None else get_head_mask(
             head_mask, self.config.num_hidden_layers, self.config.num_attention_heads, x.dtype)
         if layer_masks is not None:
             layer_masks = [m.to(x.device) for m in layer_masks]
         last, hidden_states, attentions = self.encoder(x, mask, output_attentions, output_hidden_states,
-                                                       layer_masks, head_ablation)
+                                                       layer_masks, head_ablation, interventions=interventions)
         pooled = self.pooler(last) if self.pooler is not None else None  # (B, H)
         return BertModelOutput(last, pooled, hidden_states, attentions)

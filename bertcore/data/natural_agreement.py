@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..interventions import eval_mode
 from .corpora import DataError, cache_dir, split_sentences, tokenizer_fingerprint
 from .counterfactual import ATTRACTOR_TYPES, AgreementItem, versions_key, mine, verb_token_index
 
@@ -122,8 +123,8 @@ def score_natural(model, tokenizer, items: list[AgreementItem]) -> NaturalResult
     """Logit of the correct verb minus the other-number verb at the masked verb of each item's original sentence.
 
     Args:
-        model: a bertcore model with an MLM head (:func:`bertcore.fill_mask.mlm_logits_at`); put in eval mode
-            for the scoring, then restored.
+        model: a bertcore model with an MLM head (:func:`bertcore.fill_mask.mlm_logits_at`); scored in eval mode
+            (:func:`bertcore.interventions.eval_mode`: a model in eval is left untouched).
         tokenizer: its tokenizer.
         items: from :func:`build_natural_set`.
     Raises:
@@ -132,11 +133,9 @@ def score_natural(model, tokenizer, items: list[AgreementItem]) -> NaturalResult
     """
     from ..fill_mask import mlm_logits_at
 
-    was = model.training
-    model.eval()
     device = next(model.parameters()).device
     diffs = []
-    try:
+    with eval_mode(model):
         for it in items:
             v = it.original()
             got = verb_token_index(tokenizer, v)
@@ -149,7 +148,5 @@ def score_natural(model, tokenizer, items: list[AgreementItem]) -> NaturalResult
             logits = mlm_logits_at(model, torch.tensor([ids], device=device), [t + 1])[0].float()  # (V,)
             good, bad = tokenizer.convert_tokens_to_ids([v.good, v.bad])
             diffs.append(float(logits[good] - logits[bad]))
-    finally:
-        model.train(was)
     return NaturalResult(tuple(items), np.asarray(diffs, dtype=np.float64),
                          tuple(it.original().attractor for it in items), tuple(it.number for it in items))

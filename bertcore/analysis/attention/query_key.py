@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ...interventions import Interventions
+
 
 @dataclass
 class QueryKeys:
@@ -51,27 +53,18 @@ def query_keys(encoder, tokenizer, sentences: list[str], layer: int, head: int, 
         raise ValueError("give at least one sentence")
     if not 1 <= layer <= cfg.num_hidden_layers or not 0 <= head < cfg.num_attention_heads:
         raise ValueError(f"layer must be 1..{cfg.num_hidden_layers} and head 0..{cfg.num_attention_heads - 1}")
-    attn = encoder.encoder.layer[layer - 1].attention.self
-    d = cfg.hidden_size // cfg.num_attention_heads
-    cols = slice(head * d, (head + 1) * d)
-    got: dict[str, torch.Tensor] = {}
-    hooks = [attn.query.register_forward_hook(lambda m, a, out: got.__setitem__("q", out[0, :, cols])),
-             attn.key.register_forward_hook(lambda m, a, out: got.__setitem__("k", out[0, :, cols]))]
     qs, ks, sent, pos, toks, lengths = [], [], [], [], [], []
-    try:
-        for i, s in enumerate(sentences):
-            enc = tokenizer(s, return_tensors="pt", truncation=True, max_length=max_length)
-            encoder(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
-            t = enc["input_ids"].shape[1]
-            qs.append(got["q"].float().numpy())
-            ks.append(got["k"].float().numpy())
-            sent += [i] * t
-            pos += list(range(t))
-            toks += tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
-            lengths.append(t)
-    finally:
-        for h in hooks:
-            h.remove()
+    for i, s in enumerate(sentences):
+        enc = tokenizer(s, return_tensors="pt", truncation=True, max_length=max_length)
+        iv = Interventions(record=[("query", layer), ("key", layer)])  # this call's own, never a hook
+        encoder(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"], interventions=iv)
+        t = enc["input_ids"].shape[1]
+        qs.append(iv.recorded[("query", layer)][0, head].float().numpy())  # (T, d)
+        ks.append(iv.recorded[("key", layer)][0, head].float().numpy())
+        sent += [i] * t
+        pos += list(range(t))
+        toks += tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
+        lengths.append(t)
     return QueryKeys(np.concatenate(qs), np.concatenate(ks), np.array(sent), np.array(pos), toks, lengths)
 
 

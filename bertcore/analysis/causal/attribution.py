@@ -1,9 +1,9 @@
 """Integrated gradients (Sundararajan et al. 2017, "Axiomatic Attribution for Deep Networks",
 section 3) of one model output with respect to the input word embeddings, one score per token.
 
-Computed with Captum's ``LayerIntegratedGradients`` on ``embeddings.word_embeddings`` (the
-encoder's input embedding table, HF ``BertEmbeddings.word_embeddings``): the path goes from the
-embeddings of a baseline input to those of the real input, with position and segment embeddings
+Computed with Captum's ``IntegratedGradients`` on the word embeddings, passed as ``inputs_embeds`` (the rows
+of the encoder's input embedding table, HF ``BertEmbeddings.word_embeddings``; no hook on the model): the path
+goes from the embeddings of a baseline input to those of the real input, with position and segment embeddings
 unchanged. The baseline is the input with every token replaced by ``[PAD]``, except ``[CLS]``,
 ``[SEP]`` (and, for fill-mask, the ``[MASK]`` being predicted), which are kept.
 
@@ -98,11 +98,17 @@ def baseline_ids(input_ids: torch.Tensor, pad_id: int, keep: torch.Tensor) -> to
 
 def integrated_gradients(forward, encoder: BertModel, inputs: dict[str, torch.Tensor], keep: torch.Tensor,
                          pad_id: int, n_steps: int = DEFAULT_STEPS) -> tuple[np.ndarray, float, float, float]:
-    """Captum ``LayerIntegratedGradients`` of ``forward`` w.r.t. ``encoder.embeddings.word_embeddings``.
+    """Captum ``IntegratedGradients`` of ``forward`` w.r.t. the word embeddings (``inputs_embeds``).
+
+    The same attribution as Captum's ``LayerIntegratedGradients`` on ``encoder.embeddings.word_embeddings``, but
+    the word embeddings are computed here and passed in, so no hook is put on the model (it is shared by every
+    session of the app: a hook would act on their forward passes too); the gradients come from
+    ``torch.autograd.grad`` on the interpolated embeddings and are written into no parameter.
 
     Args:
-        forward: ``f(input_ids, token_type_ids, attention_mask) -> (B,)`` float (batched by Captum).
-        encoder: the :class:`BertModel` whose word embeddings are the attributed layer.
+        forward: ``f(inputs_embeds, token_type_ids, attention_mask) -> (B,)`` float (batched by Captum), where
+            ``inputs_embeds`` is ``(B, T, H)``, as :meth:`bertcore.model.BertModel.forward` takes it.
+        encoder: the :class:`BertModel` whose word embeddings are attributed.
         inputs: ``input_ids``, ``token_type_ids``, ``attention_mask``, each ``(1, T)`` long.
         keep: ``(1, T)`` bool, positions the baseline keeps (the rest become ``pad_id``).
         n_steps: integration steps (Gauss-Legendre).
@@ -110,19 +116,22 @@ def integrated_gradients(forward, encoder: BertModel, inputs: dict[str, torch.Te
         ``(scores (T,) float64, f_input, f_baseline, delta)``.
     Raises:
         AttributionError: ``n_steps < 2``.
+    Source: Sundararajan et al. 2017, "Axiomatic Attribution for Deep Networks"; Captum ``IntegratedGradients``.
     """
-    from captum.attr import LayerIntegratedGradients
+    from captum.attr import IntegratedGradients
 
     if n_steps < 2:
         raise AttributionError(f"integrated gradients needs at least 2 steps, got {n_steps}")
     ids, tt, am = inputs["input_ids"], inputs["token_type_ids"], inputs["attention_mask"]
-    base = baseline_ids(ids, pad_id, keep)
     t = ids.size(1)
-    lig = LayerIntegratedGradients(forward, encoder.embeddings.word_embeddings)
-    attr, delta = lig.attribute(ids, baselines=base, additional_forward_args=(tt, am), n_steps=n_steps,
-                                internal_batch_size=max(1, TOKENS_PER_BATCH // t), return_convergence_delta=True)
     with torch.no_grad():
-        f = forward(torch.cat([ids, base]), tt.expand(2, -1), am.expand(2, -1))  # (2,)
+        word = encoder.embeddings.word_embeddings(ids)  # (1, T, H)
+        base = encoder.embeddings.word_embeddings(baseline_ids(ids, pad_id, keep))  # (1, T, H)
+    ig = IntegratedGradients(forward)
+    attr, delta = ig.attribute(word, baselines=base, additional_forward_args=(tt, am), n_steps=n_steps,
+                               internal_batch_size=max(1, TOKENS_PER_BATCH // t), return_convergence_delta=True)
+    with torch.no_grad():
+        f = forward(torch.cat([word, base]), tt.expand(2, -1), am.expand(2, -1))  # (2,)
     scores = attr[0].sum(-1).detach().double().cpu().numpy()  # (T, H) -> (T,)
     return scores, float(f[0]), float(f[1]), float(delta.reshape(-1)[0])
 
@@ -161,8 +170,8 @@ def explain_class(model: torch.nn.Module, tokenizer: BertTokenizerFast, text: st
         raise AttributionError(f"class {target} does not exist: this classifier has {n} classes")
     names = getattr(_encoder(model).config, "id2label", None) or {}
 
-    def forward(ids, tt, am):
-        return model(ids, am, tt).logits.softmax(-1)[:, target]  # (B,)
+    def forward(embeds, tt, am):
+        return model(None, am, tt, inputs_embeds=embeds).logits.softmax(-1)[:, target]  # (B,)
 
     scores, fx, fb, delta = integrated_gradients(forward, _encoder(model), inputs, _special(enc),
                                                  tokenizer.pad_token_id, n_steps)
@@ -200,8 +209,8 @@ def explain_fill_mask(model: torch.nn.Module, tokenizer: BertTokenizerFast, text
         raise AttributionError(f"position {position} is outside the {len(enc)} tokens")
     inputs = enc.tensors()
 
-    def forward(ids, tt, am):
-        hidden = encoder(ids, am, tt).last_hidden_state[:, position]  # (B, H)
+    def forward(embeds, tt, am):
+        hidden = encoder(None, am, tt, inputs_embeds=embeds).last_hidden_state[:, position]  # (B, H)
         return head(hidden).softmax(-1)[:, token_id]  # (B,)
 
     if token_id is None:
@@ -240,8 +249,8 @@ def explain_similarity(model: torch.nn.Module, tokenizer: BertTokenizerFast, tex
         pooled_b = mean_pool(encoder(b["input_ids"], b["attention_mask"], b["token_type_ids"]).last_hidden_state,
                              b["attention_mask"])  # (1, H)
 
-    def forward(ids, tt, am):
-        pooled = mean_pool(encoder(ids, am, tt).last_hidden_state, am)  # (B, H)
+    def forward(embeds, tt, am):
+        pooled = mean_pool(encoder(None, am, tt, inputs_embeds=embeds).last_hidden_state, am)  # (B, H)
         return torch.nn.functional.cosine_similarity(pooled, pooled_b, dim=-1)  # (B,)
 
     scores, fx, fb, delta = integrated_gradients(forward, encoder, enc.tensors(), _special(enc),

@@ -16,20 +16,21 @@ so 0 = the corrupted run, 1 = the clean run. Sites (layers numbered from 1; 0 = 
 - ``head`` (layer 1..L, head): one head's context vectors (its slice of the input of ``attention.output.dense``)
   at every position.
 
-Implemented with forward hooks on the modules of :class:`bertcore.model.BertModel` (removed afterwards, so the
-model is left exactly as it was), not with a copy of the model.
+Every activation is read and replaced through the forward pass's ``interventions`` argument
+(:class:`bertcore.interventions.Interventions`), never with hooks on the model: the model object is shared by
+every session of the app, and a hook would act on every other session's forward pass while it was registered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from ...attention import additive_mask
+from ...interventions import Interventions
 
 KINDS = ("resid", "attn", "mlp", "head")
 
@@ -45,100 +46,67 @@ def _encoder(model: torch.nn.Module):
     return base
 
 
-def _module(base, kind: str, layer: int) -> torch.nn.Module:
+def _check_site(base, kind: str, layer: int) -> None:
     n = len(base.encoder.layer)
-    if kind == "resid":
-        if not 0 <= layer <= n:
-            raise PatchingError(f"resid layers are 0..{n}; got {layer}")
-        return base.embeddings if layer == 0 else base.encoder.layer[layer - 1]
-    if not 1 <= layer <= n:
-        raise PatchingError(f"{kind} layers are 1..{n}; got {layer}")
-    lay = base.encoder.layer[layer - 1]
-    return {"attn": lay.attention.output.dense, "mlp": lay.output.dense, "head": lay.attention.output.dense}[kind]
+    if kind not in KINDS:
+        raise PatchingError(f"kind must be one of {KINDS}; got {kind!r}")
+    low = 0 if kind == "resid" else 1
+    if not low <= layer <= n:
+        raise PatchingError(f"{kind} layers are {low}..{n}; got {layer}")
 
 
-def _out(x):
-    return x[0] if isinstance(x, tuple) else x
+def sites(model: torch.nn.Module) -> list[tuple[str, int]]:
+    """Every patchable site of ``model``: ``("resid", 0..L)``, then ``("attn" | "mlp" | "head", 1..L)``."""
+    n = len(_encoder(model).encoder.layer)
+    return [("resid", k) for k in range(n + 1)] + [(kind, k) for k in range(1, n + 1) for kind in KINDS[1:]]
 
 
 @torch.no_grad()
 def record(model: torch.nn.Module,
            inputs: dict[str, torch.Tensor]) -> tuple[object, dict[tuple[str, int], torch.Tensor]]:
-    """Run ``model(**inputs)`` and keep every patchable activation.
+    """Run the encoder of ``model`` on ``inputs`` and keep every patchable activation.
 
     Returns:
-        ``(output, cache)`` with ``cache[(kind, layer)]`` of shape ``(1, T, H)`` (``head``: the context vectors
-        ``(1, T, heads * head_size)``).
+        ``(output, cache)``: the encoder's :class:`~bertcore.model.BertModelOutput` and ``cache[(kind, layer)]``
+        of shape ``(1, T, H)`` (``head``: the context vectors ``(1, T, heads * head_size)``).
     """
     base = _encoder(model)
-    cache: dict[tuple[str, int], torch.Tensor] = {}
-    hooks = []
-    n = len(base.encoder.layer)
-
-    def keep(key):
-        return lambda mod, args, out: cache.__setitem__(key, _out(out).detach().clone())
-
-    def keep_input(key):
-        return lambda mod, args: cache.__setitem__(key, args[0].detach().clone())
-
-    try:
-        for layer in range(n + 1):
-            hooks.append(_module(base, "resid", layer).register_forward_hook(keep(("resid", layer))))
-        for layer in range(1, n + 1):
-            hooks.append(_module(base, "attn", layer).register_forward_hook(keep(("attn", layer))))
-            hooks.append(_module(base, "mlp", layer).register_forward_hook(keep(("mlp", layer))))
-            hooks.append(_module(base, "head", layer).register_forward_pre_hook(keep_input(("head", layer))))
-        output = model(**inputs)
-    finally:
-        for h in hooks:
-            h.remove()
-    return output, cache
+    iv = Interventions(record=sites(base))
+    output = base(**inputs, interventions=iv)
+    return output, iv.recorded
 
 
-@contextmanager
 def patch(model: torch.nn.Module, kind: str, layer: int, clean: torch.Tensor, positions=None,
-          head: int | None = None) -> Iterator[None]:
-    """Within the ``with`` block, the activation ``(kind, layer)`` takes the values of ``clean`` (its recorded
+          head: int | None = None) -> Interventions:
+    """The intervention that gives activation ``(kind, layer)`` the values of ``clean`` (its recorded
     ``(1, T, H)``) at ``positions`` (None: all; an empty list: none), or, for ``kind="head"``, head ``head``'s
-    slice at every position.
+    slice at every position. Pass it to one forward pass (``interventions=``, or :func:`measure`).
 
     Raises:
-        PatchingError: an unknown kind, a layer or head out of range, or a shape that does not match.
+        PatchingError: an unknown kind, a layer or head out of range; during the forward pass, a shape that does
+        not match the recorded one.
     """
-    if kind not in KINDS:
-        raise PatchingError(f"kind must be one of {KINDS}; got {kind!r}")
     base = _encoder(model)
-    module = _module(base, kind, layer)
+    _check_site(base, kind, layer)
     cfg = base.config
     if kind == "head":
         if head is None or not 0 <= head < cfg.num_attention_heads:
             raise PatchingError(f"head must be in 0..{cfg.num_attention_heads - 1}; got {head}")
         size = cfg.hidden_size // cfg.num_attention_heads
         cols = slice(head * size, (head + 1) * size)
+    idx = slice(None) if positions is None else torch.as_tensor(list(positions), dtype=torch.long)
 
-        def pre(mod, args):
-            x = args[0].clone()
-            if x.shape != clean.shape:
-                raise PatchingError(f"the clean run has shape {tuple(clean.shape)}, this one {tuple(x.shape)}")
+    def edit(x: torch.Tensor) -> torch.Tensor:
+        if x.shape != clean.shape:
+            raise PatchingError(f"the clean run has shape {tuple(clean.shape)}, this one {tuple(x.shape)}")
+        x = x.clone()
+        if kind == "head":
             x[..., cols] = clean[..., cols]
-            return (x, *args[1:])
-
-        handle = module.register_forward_pre_hook(pre)
-    else:
-        def post(mod, args, out):
-            x = _out(out)
-            if x.shape != clean.shape:
-                raise PatchingError(f"the clean run has shape {tuple(clean.shape)}, this one {tuple(x.shape)}")
-            x = x.clone()
-            idx = slice(None) if positions is None else torch.as_tensor(list(positions), dtype=torch.long)
+        else:
             x[:, idx] = clean[:, idx]
-            return (x, *out[1:]) if isinstance(out, tuple) else x
+        return x
 
-        handle = module.register_forward_hook(post)
-    try:
-        yield
-    finally:
-        handle.remove()
+    return Interventions({(kind, layer): edit})
 
 
 # ----------------------------------------------------------------------------- metrics
@@ -172,9 +140,11 @@ def class_logit(label: int) -> Metric:
 
 
 @torch.no_grad()
-def measure(model: torch.nn.Module, inputs: dict[str, torch.Tensor], metric: Metric) -> torch.Tensor:
-    """``metric`` on ``model``'s encoder run on ``inputs`` (hooks of :func:`patch` apply): ``(B,)`` float."""
-    return metric(model, _encoder(model)(**inputs).last_hidden_state).float()
+def measure(model: torch.nn.Module, inputs: dict[str, torch.Tensor], metric: Metric,
+            interventions: Interventions | None = None) -> torch.Tensor:
+    """``metric`` on ``model``'s encoder run on ``inputs`` with ``interventions`` (e.g. :func:`patch`'s):
+    ``(B,)`` float."""
+    return metric(model, _encoder(model)(**inputs, interventions=interventions).last_hidden_state).float()
 
 
 @dataclass
@@ -187,29 +157,28 @@ class PatchingResult:
     corrupted: float
 
 
-def _row_patch(base, kind: str, layer: int, clean: torch.Tensor, first: int, n: int):
-    """A hook that patches, in rows ``first .. first + n - 1`` of a batch, site ``b`` of ``(kind, layer)`` in row
-    ``first + b``: position b (attn / mlp) or head b (head); other rows pass unchanged. Returns the hook handle."""
-    module = _module(base, kind, layer)
-    rows, sites = torch.arange(first, first + n), torch.arange(n)
+def _row_patch(base, kind: str, clean: torch.Tensor, first: int, n: int):
+    """The edit that patches, in rows ``first .. first + n - 1`` of a batch, site ``b`` of ``kind`` in row
+    ``first + b``: position b (attn / mlp) or head b (head); other rows pass unchanged."""
+    rows, sites_ = torch.arange(first, first + n), torch.arange(n)
     if kind == "head":
         cfg = base.config
         size = cfg.hidden_size // cfg.num_attention_heads
-        cols = torch.arange(cfg.hidden_size)[None, :] // size == sites[:, None]  # (n, H): row b holds head b
+        cols = torch.arange(cfg.hidden_size)[None, :] // size == sites_[:, None]  # (n, H): row b holds head b
 
-        def pre(mod, args):
-            x = args[0].clone()
+        def edit_head(x):
+            x = x.clone()
             x[rows] = torch.where(cols[:, None, :], clean.expand(n, -1, -1), x[rows])
-            return (x, *args[1:])
+            return x
 
-        return module.register_forward_pre_hook(pre)
+        return edit_head
 
-    def post(mod, args, out):
-        x = _out(out).clone()
-        x[rows, sites] = clean[0, sites]  # row first + b, position b
-        return (x, *out[1:]) if isinstance(out, tuple) else x
+    def edit(x):
+        x = x.clone()
+        x[rows, sites_] = clean[0, sites_]  # row first + b, position b
+        return x
 
-    return module.register_forward_hook(post)
+    return edit
 
 
 def _patched_resid(corrupted: torch.Tensor, clean: torch.Tensor) -> torch.Tensor:
@@ -265,21 +234,18 @@ def scan(model: torch.nn.Module, clean_inputs: dict[str, torch.Tensor], corrupte
 
     effects = {k: np.zeros((n + 1 if k == "resid" else n, heads if k == "head" else t)) for k in kinds}
     for layer in range(1, n + 1):  # the sites of layer `layer` and the residual stream entering it
-        parts, hooks = [], []
+        parts, edits = [], {}
         if "resid" in kinds:
             parts.append(("resid", _patched_resid(corr[("resid", layer - 1)], clean[("resid", layer - 1)])))
         for kind in ("attn", "mlp", "head"):
             if kind in kinds:
                 width = heads if kind == "head" else t
                 first = sum(len(x) for _, x in parts)
-                hooks.append(_row_patch(base, kind, layer, clean[(kind, layer)], first, width))
+                edits[(kind, layer)] = _row_patch(base, kind, clean[(kind, layer)], first, width)
                 parts.append((kind, corr[("resid", layer - 1)].expand(width, -1, -1)))
-        try:
-            last = base.encoder(torch.cat([x for _, x in parts]), mask, start_layer=layer - 1)[0]
-            values = normalise(metric(model, last))
-        finally:
-            for h in hooks:
-                h.remove()
+        last = base.encoder(torch.cat([x for _, x in parts]), mask, start_layer=layer - 1,
+                            interventions=Interventions(edits))[0]
+        values = normalise(metric(model, last))
         first = 0
         for kind, x in parts:  # row layer - 1: resid's is the stream entering layer `layer`, the others' layer itself
             effects[kind][layer - 1] = values[first:first + len(x)]

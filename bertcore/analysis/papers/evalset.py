@@ -26,6 +26,7 @@ from transformers import BertTokenizerFast
 
 from ... import data
 from ...model import BertModel
+from ...interventions import eval_mode
 from ...tokenizer import Encoding, encode
 from ..attention.activations import run_encoding
 from ..representations.similarity import pool
@@ -229,9 +230,7 @@ def run_findings(model: BertModel, tokenizer: BertTokenizerFast, segments: list[
     patterns = None
     self_vecs, self_words, aniso_vecs, aniso_words = [], [], [], []
     intra_sum, intra_n = None, 0
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
+    with eval_mode(model), torch.no_grad():
         for si, (seg, enc) in enumerate(zip(segments, encodings)):
             act = run_encoding(model, enc)
             attn = act.attentions  # (L, heads, T, T)
@@ -278,7 +277,6 @@ def run_findings(model: BertModel, tokenizer: BertTokenizerFast, segments: list[
                 intra_n += 1
             if progress is not None:
                 progress(si + 1, len(segments))
-    model.train(was_training)
     n_layers = int(model.config.num_hidden_layers) + 1
     hidden_size = int(model.config.hidden_size)
 

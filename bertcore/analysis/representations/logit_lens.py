@@ -179,37 +179,33 @@ def train_tuned_lens(model: torch.nn.Module, encodings: list[dict[str, torch.Ten
     held, train = order[:n_held], order[n_held:]
     lens = TunedLens(cfg.num_hidden_layers, cfg.hidden_size)
     opt = torch.optim.Adam(lens.parameters(), lr=lr)
-    flags = [p.requires_grad for p in head.parameters()]
-    for p in head.parameters():
-        p.requires_grad_(False)
-    try:
-        for step in range(steps):
-            idx = train[torch.randint(len(train), (min(positions_per_step, len(train)),), generator=gen)]
-            with torch.no_grad():
-                target = torch.log_softmax(head(hidden[-1, idx]).float(), -1)
-            loss = sum(_kl(target, torch.log_softmax(head(lens.translate(k, hidden[k, idx])).float(), -1))
-                       for k in range(cfg.num_hidden_layers))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            if progress is not None:
-                progress(step + 1, steps, float(loss.detach()) / cfg.num_hidden_layers)
+    # The head is shared with every other session: its flags stay as they are and no gradient is written into it;
+    # torch.autograd.grad computes the lens's gradients only (loss.backward() would fill the head's .grad too).
+    params = list(lens.parameters())
+    for step in range(steps):
+        idx = train[torch.randint(len(train), (min(positions_per_step, len(train)),), generator=gen)]
         with torch.no_grad():
-            kl_logit, kl_tuned = [], []
-            for k in range(cfg.num_hidden_layers + 1):
-                a, b = [], []
-                for chunk in held.split(256):
-                    target = torch.log_softmax(head(hidden[-1, chunk]).float(), -1)
-                    a.append(_kl(target, torch.log_softmax(head(hidden[k, chunk]).float(), -1)) * len(chunk))
-                    b.append(_kl(target, torch.log_softmax(head(lens.translate(k, hidden[k, chunk])).float(), -1))
-                             * len(chunk))
-                kl_logit.append(float(sum(a)) / len(held))
-                kl_tuned.append(float(sum(b)) / len(held))
-            lens.kl_logit = torch.tensor(kl_logit)
-            lens.kl_tuned = torch.tensor(kl_tuned)
-    finally:
-        for p, f in zip(head.parameters(), flags):
-            p.requires_grad_(f)
+            target = torch.log_softmax(head(hidden[-1, idx]).float(), -1)
+        loss = sum(_kl(target, torch.log_softmax(head(lens.translate(k, hidden[k, idx])).float(), -1))
+                   for k in range(cfg.num_hidden_layers))
+        for p, g in zip(params, torch.autograd.grad(loss, params)):
+            p.grad = g
+        opt.step()
+        if progress is not None:
+            progress(step + 1, steps, float(loss.detach()) / cfg.num_hidden_layers)
+    with torch.no_grad():
+        kl_logit, kl_tuned = [], []
+        for k in range(cfg.num_hidden_layers + 1):
+            a, b = [], []
+            for chunk in held.split(256):
+                target = torch.log_softmax(head(hidden[-1, chunk]).float(), -1)
+                a.append(_kl(target, torch.log_softmax(head(hidden[k, chunk]).float(), -1)) * len(chunk))
+                b.append(_kl(target, torch.log_softmax(head(lens.translate(k, hidden[k, chunk])).float(), -1))
+                         * len(chunk))
+            kl_logit.append(float(sum(a)) / len(held))
+            kl_tuned.append(float(sum(b)) / len(held))
+        lens.kl_logit = torch.tensor(kl_logit)
+        lens.kl_tuned = torch.tensor(kl_tuned)
     return lens.eval()
 
 

@@ -25,24 +25,24 @@ CORRUPT = _inputs([2, 20, 11, 12, 4, 13, 3])  # one token differs (position 1)
 LOGIT_DIFF = P.logit_diff(4, 30, 31)
 
 
-def METRIC(model, inputs, metric=LOGIT_DIFF) -> float:  # noqa: N802 - the metric of a batch of one
-    return float(P.measure(model, inputs, metric)[0])
+def METRIC(model, inputs, metric=LOGIT_DIFF, interventions=None) -> float:  # noqa: N802 - a batch of one
+    return float(P.measure(model, inputs, metric, interventions)[0])
 
 
 def test_patching_a_whole_layer_restores_the_clean_run(model):
     out, cache = P.record(model.bert, CLEAN)
     clean = float(LOGIT_DIFF(model, out.last_hidden_state)[0])
     for layer in range(len(model.bert.encoder.layer) + 1):
-        with P.patch(model, "resid", layer, cache[("resid", layer)]):
-            assert METRIC(model, CORRUPT) == pytest.approx(clean, abs=1e-5), layer
+        iv = P.patch(model, "resid", layer, cache[("resid", layer)])
+        assert METRIC(model, CORRUPT, interventions=iv) == pytest.approx(clean, abs=1e-5), layer
 
 
 def test_an_empty_patch_is_the_corrupted_run(model):
     corrupted = METRIC(model, CORRUPT)
     _, cache = P.record(model, CLEAN)
     for kind, layer in (("resid", 1), ("attn", 2), ("mlp", 3)):
-        with P.patch(model, kind, layer, cache[(kind, layer)], positions=[]):
-            assert METRIC(model, CORRUPT) == corrupted
+        iv = P.patch(model, kind, layer, cache[(kind, layer)], positions=[])
+        assert METRIC(model, CORRUPT, interventions=iv) == corrupted
 
 
 def test_a_head_with_the_same_output_in_both_runs_changes_nothing(model):
@@ -54,13 +54,12 @@ def test_a_head_with_the_same_output_in_both_runs_changes_nothing(model):
         v.bias[2 * size:3 * size] = 0
     corrupted = METRIC(model, CORRUPT)
     _, cache = P.record(model, CLEAN)
-    with P.patch(model, "head", 1, cache[("head", 1)], head=2):
-        assert METRIC(model, CORRUPT) == corrupted
-    with P.patch(model, "head", 1, cache[("head", 1)], head=1):  # a working head does change it
-        assert METRIC(model, CORRUPT) != corrupted
+    assert METRIC(model, CORRUPT, interventions=P.patch(model, "head", 1, cache[("head", 1)], head=2)) == corrupted
+    # a working head does change it
+    assert METRIC(model, CORRUPT, interventions=P.patch(model, "head", 1, cache[("head", 1)], head=1)) != corrupted
 
 
-def test_hooks_leave_the_model_unchanged(model):
+def test_patching_leaves_the_model_unchanged(model):
     before = model(**CORRUPT).prediction_logits.clone()
     result = P.scan(model, CLEAN, CORRUPT, LOGIT_DIFF)
     after = model(**CORRUPT).prediction_logits
@@ -86,11 +85,11 @@ def test_errors(model):
         P.scan(model, CLEAN, CORRUPT, LOGIT_DIFF, kinds=("resid", "ffn"))
     _, cache = P.record(model, CLEAN)
     with pytest.raises(P.PatchingError, match="layers are 1..3"):
-        with P.patch(model, "mlp", 0, cache[("mlp", 1)]):
-            pass
+        P.patch(model, "mlp", 0, cache[("mlp", 1)])
     with pytest.raises(P.PatchingError, match="kind must be"):
-        with P.patch(model, "ffn", 1, cache[("mlp", 1)]):
-            pass
+        P.patch(model, "ffn", 1, cache[("mlp", 1)])
+    with pytest.raises(P.PatchingError, match="shape"):
+        P.measure(model, _inputs([2, 10, 3]), LOGIT_DIFF, P.patch(model, "mlp", 1, cache[("mlp", 1)]))
 
 
 @pytest.mark.parametrize("model_cls, metric, config", [
@@ -110,8 +109,8 @@ def test_the_batched_scan_equals_one_patch_at_a_time(model_cls, metric, config):
     for kind, layer, j in (("resid", 0, 1), ("resid", 2, 4), ("resid", 3, 0), ("resid", 3, 4), ("attn", 1, 1),
                            ("attn", 3, 4), ("mlp", 2, 1), ("mlp", 3, 4), ("head", 1, 0), ("head", 3, 3)):
         kw = {"head": j} if kind == "head" else {"positions": [j]}
-        with P.patch(model, kind, layer, cache[(kind, layer)], **kw):
-            alone = (METRIC(model, CORRUPT, metric) - corrupted) / (clean - corrupted)
+        iv = P.patch(model, kind, layer, cache[(kind, layer)], **kw)
+        alone = (METRIC(model, CORRUPT, metric, iv) - corrupted) / (clean - corrupted)
         row = layer if kind == "resid" else layer - 1
         # compared in metric units: batching rounds fp32 matmuls differently (~1e-7 of a logit), which the
         # normalisation divides by the clean - corrupted gap

@@ -27,7 +27,8 @@ def test_pll_is_the_sum_of_each_position_masked_directly(shipped):
         logits = mlm_logits_at(shipped.model, masked, [i])[0]
         direct.append(float(logits.log_softmax(-1)[ids[i]]))
     np.testing.assert_allclose(got.log_probs, direct, atol=1e-5)
-    assert got.pll == pytest.approx(sum(direct), abs=1e-5)
+    # each term within 1e-5 (batched and single fp32 forwards round differently); the sum within that per term
+    assert got.pll == pytest.approx(sum(direct), abs=1e-5 * len(direct))
     assert got.tokens == shipped.tokenizer.convert_ids_to_tokens(ids[1:-1].tolist())
 
 
