@@ -14,7 +14,7 @@ from bertcore.analysis import shipped
 from bertcore.analysis.grammar import minimal_pairs as M
 from bertcore.analysis.grammar.scoring import PLL_METRICS, ScoringError
 from bertcore.sources import PACKAGED_MLM
-from explorer import resources, share, widgets
+from explorer import heavy, resources, share, widgets
 from explorer.figures import grammar as figs
 
 GOOD = "The keys to the cabinet are on the table."
@@ -99,9 +99,9 @@ run = c2.button("Run the suite", key="gram_run", type="primary", icon=":material
 stored = st.session_state.get("gram_results")
 suite = shipped.grammar_suite(lm, n_pairs, metric)
 if run:
-    bar = st.progress(0.0, text="Scoring the pairs ...")
-    results = suite.compute(lambda i, n: bar.progress(i / n, text=f"Pair {i} / {n}") if i % 5 == 0 or i == n else None)
-    bar.empty()
+    # queued beside other heavy jobs; a class that runs the same suite on the same model scores it once
+    results = heavy.run_with_status(("grammar-suite", key, metric, n_pairs), lambda progress: suite.compute(
+        lambda i, n: progress(i / n) if i % 5 == 0 or i == n else None), "the suite")
     stored = {"key": key, "metric": metric, "n": n_pairs, "results": results}
     st.session_state["gram_results"] = stored
 elif not stored or (stored["key"], stored["metric"], stored["n"]) != (key, metric, n_pairs):

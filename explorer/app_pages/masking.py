@@ -10,7 +10,7 @@ from bertcore.embeddings import InputError
 from bertcore.fill_mask import FillMaskError
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError, encode
-from explorer import heldout, resources, share, widgets
+from explorer import heavy, heldout, resources, share, widgets
 from explorer.figures import lens as lens_figures
 from explorer.figures import masking as mask_figures
 
@@ -297,13 +297,15 @@ def _lens_section() -> None:
                 st.warning(f"{widgets.escape_md(exc)}: fit it again.", icon=":material/warning:")
         if tuned is None and st.button("Fit the tuned lens for this model (a few minutes)", key="msk_fit_lens",
                                        type="primary", icon=":material/tune:"):
-            bar = st.progress(0.0, text="Reading held-out text ...")
-            segments = heldout.findings_segments(resources.source_key(lm.source), 40, 128, lm)
-            encodings = [tok(s.text_a, s.text_b, return_tensors="pt") for s in segments]
-            tuned = logit_lens.train_tuned_lens(lm.model, encodings, progress=lambda i, n, loss: bar.progress(
-                i / n, text=f"Step {i} / {n}: KL {loss:.2f}"))
-            logit_lens.save_tuned_lens(tuned, lens_path)
-            bar.empty()
+            def fit(progress):
+                segments = heldout.findings_segments(resources.source_key(lm.source), 40, 128, lm)
+                encodings = [tok(s.text_a, s.text_b, return_tensors="pt") for s in segments]
+                lens = logit_lens.train_tuned_lens(lm.model, encodings, progress=lambda i, n, loss: progress(i / n))
+                logit_lens.save_tuned_lens(lens, lens_path)
+                return lens
+
+            # queued beside other heavy jobs; two sessions asking for the same model's lens fit it once
+            tuned = heavy.run_with_status(("tuned-lens", str(lens_path)), fit, "the tuned lens", keep=False)
         if tuned is None:
             st.caption("Not fitted yet for this model: the charts below show the plain logit lens.")
     stamp = None if tuned is None else f"{lens_path.stat().st_size}-{lens_path.stat().st_mtime_ns}"

@@ -12,7 +12,7 @@ from bertcore.analysis.causal import patching as P
 from bertcore.fill_mask import mask_token_positions
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError, encode
-from explorer import resources, share, widgets
+from explorer import heavy, resources, share, widgets
 from explorer.figures import patching as figs
 
 CLEAN = "The keys to the cabinet [MASK] on the table."
@@ -97,15 +97,13 @@ metric = P.logit_diff(masks[0], ids[0], ids[1])
 run_key = (resources.source_key(lm.source), clean_text, corrupt_text, good, bad, tuple(kinds))
 stored = st.session_state.get("pat_result")
 if stored is None or stored[0] != run_key:
-    bar = st.progress(0.0, text="Patching ...")
-    try:
-        result = P.scan(lm.model, e_clean.tensors(), e_corr.tensors(), metric, kinds=kinds,
-                        progress=lambda i, n: bar.progress(i / n, text=f"Patching the sites of layer {i} / {n}"))
+    try:  # one scan per inputs for the whole server, queued beside other heavy jobs (explorer/heavy.py)
+        result = heavy.run_with_status(("patching", *run_key), lambda progress: P.scan(
+            lm.model, e_clean.tensors(), e_corr.tensors(), metric, kinds=kinds,
+            progress=lambda i, n: progress(i / n)), "the patching scan")
     except P.PatchingError as exc:
-        bar.empty()
         st.warning(widgets.escape_md(str(exc)), icon=":material/warning:")
         st.stop()
-    bar.empty()
     st.session_state["pat_result"] = (run_key, result)
 else:
     result = stored[1]

@@ -1,0 +1,167 @@
+"""Heavy work on a shared server: a server-wide queue that caps how many run at once, and one computation for
+students who ask for the same thing.
+
+A classroom opens the same pages with the same defaults at the same time. Without this, 20 students opening
+Activation patching start 20 identical scans on 2 cores, and every light page (a fill-mask, an attention map)
+waits behind them. :class:`HeavyJobs` (one per server, :func:`jobs`) gives each heavy job a place in a FIFO
+queue, lets at most ``slots`` run at once (``BERT_EXPLORER_HEAVY_SLOTS``, default half the CPU cores, at least
+1), and runs a job whose key is already running or done only once: the other sessions wait for it and share its
+result (kept ``RESULT_TTL_S`` seconds, at most ``RESULT_ENTRIES`` of them: a patching grid is a few kB).
+
+While a job waits or runs, ``report(state, value)`` is called in the caller's thread: ``("queued", position)``
+(1 = next), ``("progress", fraction)`` for the caller's own job, ``("shared", fraction)`` while another session
+computes the same key. The page turns these into a message and a progress bar (:func:`run_with_status`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+import cachetools
+import streamlit as st
+
+RESULT_ENTRIES = 64
+RESULT_TTL_S = 3600.0
+POLL_S = 0.25
+
+Report = Callable[[str, float], None]
+
+
+def default_slots() -> int:
+    """``BERT_EXPLORER_HEAVY_SLOTS`` if set (>= 1), else half the CPU cores, at least 1."""
+    env = os.environ.get("BERT_EXPLORER_HEAVY_SLOTS", "").strip()
+    if env.isdigit() and int(env) >= 1:
+        return int(env)
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+@dataclass(eq=False)
+class _Job:
+    done: threading.Event = field(default_factory=threading.Event)
+    progress: float = 0.0
+    result: Any = None
+    error: BaseException | None = None
+    abandoned: bool = False  # its owner's script was stopped before it finished: a waiter takes it over
+
+
+class HeavyJobs:
+    """A FIFO queue of heavy jobs, ``slots`` running at once, identical keys computed once (see the module)."""
+
+    def __init__(self, slots: int | None = None, entries: int = RESULT_ENTRIES, ttl_s: float = RESULT_TTL_S) -> None:
+        self.slots = slots or default_slots()
+        self._cond = threading.Condition()
+        self._queue: list[_Job] = []
+        self._running = 0
+        self._inflight: dict[Hashable, _Job] = {}
+        self._results: cachetools.TTLCache = cachetools.TTLCache(entries, ttl_s)
+
+    def status(self) -> tuple[int, int]:
+        """``(running, queued)`` now."""
+        with self._cond:
+            return self._running, len(self._queue)
+
+    def run(self, key: Hashable, compute: Callable[[Callable[[float], None]], Any], report: Report | None = None,
+            keep: bool = True) -> Any:
+        """The result of ``compute(progress)`` for ``key``: computed here once a slot is free, or taken from the
+        session that computes or computed the same key. ``progress(fraction)`` reports the caller's own job.
+        ``keep=False``: the result is shared with the sessions waiting for it, not kept for later ones (for a
+        job that writes a file the caller reads back, such as the tuned lens).
+
+        Raises whatever ``compute`` raised (to every session that waited for that key), and whatever ``report``
+        raises (Streamlit stops a script that way; the job then leaves the queue, and a session waiting for its
+        result takes it over).
+        """
+        report = report or (lambda state, value: None)
+        while True:
+            with self._cond:
+                if key in self._results:
+                    return self._results[key]
+                job = self._inflight.get(key)
+                owner = job is None
+                if owner:
+                    job = self._inflight[key] = _Job()
+                    self._queue.append(job)
+            if owner:
+                return self._own(key, job, compute, report, keep)
+            while not job.done.wait(POLL_S):
+                report("shared", job.progress)
+            if not job.abandoned:
+                if job.error is not None:
+                    raise job.error
+                return job.result
+
+    def _own(self, key, job: _Job, compute, report: Report, keep: bool) -> Any:
+        started = False
+        try:
+            while True:
+                with self._cond:
+                    if self._running < self.slots and self._queue[0] is job:
+                        self._queue.pop(0)
+                        self._running += 1
+                        started = True
+                        break
+                    position = self._queue.index(job) + 1
+                report("queued", position)
+                with self._cond:
+                    self._cond.wait(POLL_S)
+
+            def progress(fraction: float) -> None:
+                job.progress = float(fraction)
+                report("progress", job.progress)
+
+            job.result = compute(progress)
+            if keep:
+                with self._cond:
+                    self._results[key] = job.result
+            return job.result
+        except Exception as exc:
+            job.error = exc
+            raise
+        except BaseException:  # Streamlit's StopException / RerunException: this session left
+            job.abandoned = True
+            raise
+        finally:
+            with self._cond:
+                if not started and job in self._queue:
+                    self._queue.remove(job)
+                if started:
+                    self._running -= 1
+                self._inflight.pop(key, None)
+                self._cond.notify_all()
+            job.done.set()
+
+
+@st.cache_resource(show_spinner=False)
+def jobs() -> HeavyJobs:
+    """The server's one :class:`HeavyJobs` (``st.cache_resource``: shared by every session)."""
+    return HeavyJobs()
+
+
+def run_with_status(key: Hashable, compute: Callable[[Callable[[float], None]], Any], what: str,
+                    keep: bool = True) -> Any:
+    """:meth:`HeavyJobs.run` on the server's queue, with a message and a progress bar on the page: the queue
+    position while waiting ("N heavy jobs of other students run first"), the job's progress, or the progress of
+    another student's identical job. ``what`` names the job ("the patching scan"); ``keep`` as
+    :meth:`HeavyJobs.run`. Cleared when done."""
+    slot = st.empty()
+
+    def report(state: str, value: float) -> None:
+        if state == "queued":
+            ahead = int(value) - 1
+            slot.info(f"Waiting for a free slot for {what}: {'you are next' if ahead == 0 else f'{ahead} ahead of you'}"
+                      f" (heavy jobs run {jobs().slots} at a time on this server, so that light pages stay fast).",
+                      icon=":material/hourglass_top:")
+        elif state == "shared":
+            slot.progress(min(1.0, value), text=f"Another session is computing {what} with the same inputs: "
+                                                f"sharing its result ({value:.0%})")
+        else:
+            slot.progress(min(1.0, value), text=f"Computing {what} ({value:.0%})")
+
+    try:
+        return jobs().run(key, compute, report, keep)
+    finally:
+        slot.empty()
