@@ -18,7 +18,7 @@ from bertcore.checkpoint import CheckpointError
 from bertcore.config import ConfigError
 from bertcore.sources import ModelSource, SourceError
 from bertcore.training.calibrate import Calibration
-from explorer import widgets
+from explorer import shared_mode, widgets
 from explorer.figures import classification
 from explorer.figures import probe as probe_figs
 from explorer.figures import training as figs
@@ -39,6 +39,32 @@ def use_checkpoint(ref: str, label: str) -> None:
     ``widgets.use_source``)."""
     if widgets.use_source(ModelSource("run", ref, label)):
         st.session_state["train_used"] = label
+
+
+def can_control(run_dir: Path) -> bool:
+    """May this session cancel, resume or rewrite the run? Always for a single user; on a shared server only the
+    session that started it (``run.json`` ``owner``, :func:`explorer.shared_mode.can_control`)."""
+    if not shared_mode.enabled():
+        return True
+    return shared_mode.can_control((runs.read_config(run_dir) or {}).get("owner"))
+
+
+WATCH_ONLY = ("This run was started by another session: you can watch it, and only that session can cancel or "
+              "resume it (this is a shared server).")
+
+
+def queue_text(run_dir: Path, holder: dict[str, Any] | None) -> str:
+    """A queued run's notice: what the device is busy with, and on a shared server its place in the device's
+    queue (:func:`bertcore.runs.queue_position`)."""
+    device = (runs.read_config(run_dir) or {}).get("device") or (holder or {}).get("device") or "cpu"
+    text = (f"Queued: {holder['device']} is busy with run {holder.get('run_id')}; this run starts by itself when "
+            "that one ends." if holder is not None else "")
+    if shared_mode.enabled():
+        place = runs.queue_position(run_dir.parent, device, run_dir.name)
+        if place is not None:
+            text = (text + " " if text else "Queued. ") + (f"It is number {place[0]} of {place[1]} in the {device} "
+                                                          "queue (first come, first served).")
+    return text
 
 
 def _tail_metrics(run_dir: Path) -> list[dict[str, Any]]:
@@ -208,10 +234,9 @@ def live_view(run_dir_s: str) -> None:
     task = view_task(run_dir)
     show_status_line(status, run_dir)
     if status["state"] == "queued":
-        holder = runs.waiting_for(run_dir)
-        if holder is not None:
-            st.info(f"Queued: {holder['device']} is busy with run {holder.get('run_id')}; this run starts by itself "
-                    "when that one ends.", icon=":material/hourglass_top:")
+        text = queue_text(run_dir, runs.waiting_for(run_dir))
+        if text:
+            st.info(text, icon=":material/hourglass_top:")
         else:
             st.info("Starting: loading the libraries, the data and the model (10-30 s on a CPU) ...",
                     icon=":material/hourglass_top:")
@@ -221,8 +246,10 @@ def live_view(run_dir_s: str) -> None:
         st.caption("Last step done: saving the final checkpoint" + (
             ", evaluating on the test split and fitting the TF-IDF baseline ..." if task == "finetune" else " ..."))
     c1, c2 = st.columns([1, 4])
-    if c1.button("Cancel run", key="train_cancel", type="secondary", icon=":material/stop:",
-                 help="Stops the run cleanly: it saves a checkpoint and ends as 'cancelled'."):
+    if not can_control(run_dir):
+        c2.info(WATCH_ONLY, icon=":material/visibility:")
+    elif c1.button("Cancel run", key="train_cancel", type="secondary", icon=":material/stop:",
+                   help="Stops the run cleanly: it saves a checkpoint and ends as 'cancelled'."):
         if runs.cancel(run_dir):
             c2.info("Cancelling: the run saves a checkpoint and stops ...")
         else:
@@ -255,7 +282,10 @@ def static_view(run_dir: Path, status: dict[str, Any] | None) -> None:
     else:
         show_results(run_dir)
     ckpts = runs.checkpoints(run_dir)
-    if ckpts and status["state"] in ("cancelled", "failed"):
+    control = can_control(run_dir)
+    if ckpts and status["state"] in ("cancelled", "failed") and not control:
+        st.caption("Only the session that started this run can resume it (this is a shared server).")
+    elif ckpts and status["state"] in ("cancelled", "failed"):
         if st.button(f"Resume from step {runs.checkpoint_step(ckpts[-1])}", key="train_resume",
                      icon=":material/resume:", help="Continue this run from its last checkpoint (same options, same "
                                                    "run directory); refused while its device is busy."):
@@ -310,8 +340,9 @@ def _reexport(folder_s: str, key: str) -> None:
 def checkpoint_in_python(ckpt: Path, key: str, text: str | None = None, can_rewrite: bool = True) -> None:
     """The "Use this checkpoint in Python" box: the code that loads ``ckpt`` (transformers where it computes the
     model exactly, bertcore otherwise; :func:`bertcore.hf_export.usage_code`), copyable; for an older pre-LN folder
-    a notice and a one-click re-export (``can_rewrite`` False while its run writes checkpoints). A folder that cannot
-    be read gets a message, not a traceback."""
+    a notice and a one-click re-export (``can_rewrite`` False while its run writes checkpoints, and on a shared server
+    for another session's run). A folder that cannot be read gets a message, not a traceback."""
+    can_rewrite = can_rewrite and can_control(ckpt.parent.parent)
     with st.container(border=True):
         st.markdown(f"**Use this checkpoint in Python** · `{ckpt.parent.parent.name}/{ckpt.name}`")
         kind, msg = st.session_state.pop(f"{key}_msg", (None, None))
@@ -330,7 +361,8 @@ def checkpoint_in_python(ckpt: Path, key: str, text: str | None = None, can_rewr
                       icon=":material/sync:", on_click=_reexport, args=(str(ckpt), key), disabled=not can_rewrite,
                       help="Rewrites this checkpoint folder (weights, config.json, README.md model card) as "
                            "RobertaPreLayerNorm; the old folder stays until the new one is complete."
-                           + ("" if can_rewrite else " Not while the run is writing checkpoints."))
+                           + ("" if can_rewrite else " Not while the run is writing checkpoints, nor on a shared "
+                                                     "server for another session's run."))
         try:
             code = hf_export.usage_code(ckpt, text)
             head = hf_format_head(ckpt)
@@ -359,8 +391,10 @@ def checkpoint_picker(ckpts: list[Path], key: str) -> Path:
 
 # ----------------------------------------------------------------------------- the list of runs
 def runs_table(infos: list[runs.RunInfo]) -> None:
-    """The runs: state, task, step / total, start time, checkpoints, and why failed runs failed."""
+    """The runs: state, task, step / total, start time, checkpoints, and why failed runs failed (on a shared
+    server also who started each: this session or another)."""
     rows = []
+    mine = shared_mode.session_owner() if shared_mode.enabled() else None
     for i in infos:
         total = i.total_steps or (i.args or {}).get("max_steps")
         started = i.created or (runs.read_status(i.path) or {}).get("started") or ""
@@ -369,6 +403,8 @@ def runs_table(infos: list[runs.RunInfo]) -> None:
                      "started": started.replace("T", " ").removesuffix("Z"),
                      "checkpoints": i.n_checkpoints, "run": i.run_id,
                      "error": (i.error or "")[:120]})
+        if mine is not None:  # shared server: whose run it is (never the owner's id)
+            rows[-1]["started by"] = "you" if i.owner == mine else "another session"
     st.dataframe(rows, hide_index=True)
     failed = [i for i in infos if i.state == "failed"][:5]
     for i in failed:

@@ -7,6 +7,9 @@ from ``bertcore.training.models.validate`` and ``bertcore.data.check_upload``.
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
@@ -17,7 +20,7 @@ from bertcore.sources import list_run_sources
 from bertcore.training.config import default_lr, field_info
 from bertcore.training.models import validate
 from bertcore.training.recipes import DEFAULT_RECIPE, RECIPES
-from explorer import widgets
+from explorer import shared_mode, widgets
 
 TASKS = {"pretrain": "Pretraining (masked LM + next sentence prediction)",
          "finetune": "Fine-tuning (sentence classification, e.g. sentiment)"}
@@ -117,32 +120,78 @@ def number(name: str, task: str, label: str, *, value: Any = None, step: Any = N
 
 
 def upload_input(task: str) -> tuple[str | None, str | None, str | None]:
-    """The uploader; returns (saved path, text_pair column, problem). A file is checked once per content."""
+    """The uploader; returns (saved path, text_pair column, problem). A file is checked once per content.
+
+    On a shared server (``explorer.shared_mode``) a file over the size limit or past the session's quota is
+    refused, and an accepted one is saved in the session's own folder (removed when the session ends)."""
     suffix = D.UPLOAD_TYPES[task]
-    up = st.file_uploader(f"Your {suffix} file (at most {D.UPLOAD_MAX_MB} MB)", type=[suffix.lstrip(".")],
+    s = shared_mode.settings()
+    limit_mb = min(D.UPLOAD_MAX_MB, s.max_upload_mb) if s.enabled else D.UPLOAD_MAX_MB
+    limit = shared_mode.size_text(limit_mb * 2**20) if s.enabled else f"{D.UPLOAD_MAX_MB} MB"
+    up = st.file_uploader(f"Your {suffix} file (at most {limit})", type=[suffix.lstrip(".")],
                           key=f"train_{task}_upload",
                           help="Pretraining: plain UTF-8 text, documents separated by blank lines. Fine-tuning: a "
                                "UTF-8 CSV with a header row and columns 'text' and 'label' (optional 'text_pair'). "
-                               "Accepted files are kept in the runs folder, under uploads/.")
+                               + ("On this shared server accepted files are kept in a folder of your session, "
+                                  "removed when you leave; a run you start gets its own copy." if s.enabled else
+                                  "Accepted files are kept in the runs folder, under uploads/."),
+                          **({"max_upload_size": max(1, int(limit_mb + 0.999))} if s.enabled else {}))
     if up is None:
         return None, None, "Upload a file first (or choose another data source)."
     raw = up.getvalue()
-    cache_key = (task, up.name, hashlib.sha256(raw).hexdigest())
+    digest = hashlib.sha256(raw).hexdigest()
+    cache_key = (task, up.name, digest)
     cached = st.session_state.get("train_upload_checked")
     if cached and cached[0] == cache_key and (cached[1].path is None or cached[1].path.is_file()):
         check = cached[1]
     else:
-        with st.spinner("Checking the file ..."):
-            check = D.check_upload(task, up.name, raw)
+        refusal = None
+        root = None
+        if s.enabled:
+            root = shared_mode.session_folder(s)
+            held = list((root / "uploads").glob(f"{digest[:16]}-*"))  # the same content again costs nothing
+            refusal = None if held else shared_mode.upload_refusal(up.name, len(raw), shared_mode.folder_bytes(root),
+                                                                   s)
+        if refusal is not None:
+            check = D.UploadCheck(None, refusal)
+        else:
+            with st.spinner("Checking the file ..."):
+                check = D.check_upload(task, up.name, raw, root=root)
         st.session_state["train_upload_checked"] = (cache_key, check)
     path, message, pair = (None if check.path is None else str(check.path)), check.message, check.text_pair_column
     if path is None:
         st.error(widgets.escape_md(message), icon=":material/error:")
         return None, None, ("The uploaded file was refused (see the message under the uploader): fix it or upload "
                             "another.")
-    st.success(f"Accepted: {widgets.escape_md(message)}. Saved as {widgets.escape_md(path)}.",
+    shown = Path(path).name if s.enabled else path  # a shared server does not show its folders
+    st.success(f"Accepted: {widgets.escape_md(message)}. Saved as {widgets.escape_md(shown)}.",
                icon=":material/check_circle:")
     return path, pair, None
+
+
+def run_copy(path: str) -> str:
+    """Shared mode: the run's own copy of a session upload, under ``<runs root>/uploads/`` (the same
+    content-addressed name), so that the run keeps its data after the session's folder is removed. Other paths
+    are returned unchanged.
+
+    Raises:
+        OSError: the copy cannot be written.
+    """
+    s = shared_mode.settings()
+    if not s.enabled or not path:
+        return path
+    src = Path(path)
+    try:
+        src.relative_to(s.session_root)
+    except ValueError:
+        return path
+    dest = runs.runs_root() / "uploads" / src.name
+    if not dest.is_file() or dest.stat().st_size != src.stat().st_size:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dest)
+    return str(dest)
 
 
 # ----------------------------------------------------------------------------- the launch form
@@ -171,11 +220,11 @@ def recipe_form() -> dict[str, Any] | None:
 def launch_form() -> None:
     st.subheader("Start a run")
     task = st.radio("Task", list(TASKS), format_func=TASKS.__getitem__, key="train_task", horizontal=True)
+    shared = shared_mode.settings()
     if task == "pretrain":
         opts = recipe_form()
         if opts is not None:
-            queue = st.checkbox("Queue if the device is busy", value=False, key="train_queue",
-                                help="Otherwise a launch while another run uses the device is refused.")
+            queue = queue_input(shared)
             launch_controls(task, opts, validate(task, opts), None, queue)
             return
     opts: dict[str, Any] = {}
@@ -191,18 +240,24 @@ def launch_form() -> None:
                                  format_func={"scratch": "From scratch (a preset)",
                                               "checkpoint": "Continue a run's checkpoint",
                                               "packaged": "Packaged MiniLM (fresh MLM/NSP heads)"}.__getitem__)
-            data = st.selectbox("Corpus", list(PRETRAIN_DATA), format_func=PRETRAIN_DATA.__getitem__,
+            data_options = allowed(PRETRAIN_DATA, shared)
+            data = st.selectbox("Corpus", list(data_options), format_func=data_options.__getitem__,
                                 key="train_pt_data")
         else:
             st.caption("Fine-tuning adds a classifier on the [CLS] vector and trains everything on labelled "
                        "sentences. Default: the packaged MiniLM on tweets (positive / negative).")
-            start = st.selectbox("Starting model", ["packaged", "checkpoint", "local", "scratch"], key="train_ft_start",
-                                 format_func={"packaged": "Packaged MiniLM (offline)",
-                                              "checkpoint": "A run's checkpoint (e.g. your pretrained model)",
-                                              "local": "Local Hugging Face folder",
-                                              "scratch": "From scratch (a preset; shows what pretraining adds)",
-                                              }.__getitem__)
-            data = st.selectbox("Data set", list(FINETUNE_DATA), format_func=FINETUNE_DATA.__getitem__,
+            starts = {"packaged": "Packaged MiniLM (offline)",
+                      "checkpoint": "A run's checkpoint (e.g. your pretrained model)",
+                      "local": "Local Hugging Face folder",
+                      "scratch": "From scratch (a preset; shows what pretraining adds)"}
+            if shared.enabled:  # no typed folder on a shared server; the operator's models instead
+                starts = {k: v for k, v in starts.items() if k != "local"}
+                if shared.models:
+                    starts = {**dict(list(starts.items())[:2]), "server": widgets.SERVER_LABEL,
+                              **dict(list(starts.items())[2:])}
+            start = st.selectbox("Starting model", list(starts), key="train_ft_start", format_func=starts.__getitem__)
+            data_options = allowed(FINETUNE_DATA, shared)
+            data = st.selectbox("Data set", list(data_options), format_func=data_options.__getitem__,
                                 key="train_ft_data")
         preset = "nano"
         if start == "scratch":
@@ -230,6 +285,9 @@ def launch_form() -> None:
             else:
                 opts["init"] = st.selectbox("Checkpoint", list(ckpt_labels), format_func=ckpt_labels.__getitem__,
                                             key=f"train_{task}_ckpt")
+        elif start == "server":
+            folders = shared.folders
+            opts["init"] = folders[st.selectbox("Model", list(folders), key="train_ft_server")]
         elif start == "local":
             opts["init"] = st.text_input("Model folder", key="train_ft_local", placeholder="/path/to/bert-folder",
                                          help="A Hugging Face BERT folder: config.json, weights, vocab.txt.").strip()
@@ -271,8 +329,7 @@ def launch_form() -> None:
         devices = runs.devices()
         opts["device"] = st.selectbox("Device", devices, key="train_device",
                                       help="One run at a time per device; a second one is refused or queued.")
-        queue = st.checkbox("Queue if the device is busy", value=False, key="train_queue",
-                            help="Otherwise a launch while another run uses the device is refused.")
+        queue = queue_input(shared)
 
     with st.expander("Advanced options"):
         a1, a2, a3 = st.columns(3)
@@ -309,15 +366,47 @@ def launch_form() -> None:
     launch_controls(task, opts, validate(task, opts), upload_problem, queue)
 
 
+def allowed(options: dict[str, str], shared: shared_mode.Settings) -> dict[str, str]:
+    """The data sources a visitor may pick: all for a single user; on a shared server no typed path (``local``)
+    and no Hub data set unless the operator allows the hub."""
+    if not shared.enabled:
+        return options
+    return {k: v for k, v in options.items() if k != "local" and (shared.allow_hub or not k.startswith("hub:"))}
+
+
+def queue_input(shared: shared_mode.Settings) -> bool:
+    """'Queue if the device is busy' (a single user chooses); a shared server always queues, first come first
+    served."""
+    if shared.enabled:
+        st.caption("On this shared server a run waits in the device's queue while the device is busy (first come, "
+                   "first served); the run view shows its place.")
+        return True
+    return st.checkbox("Queue if the device is busy", value=False, key="train_queue",
+                       help="Otherwise a launch while another run uses the device is refused.")
+
+
+def session_runs() -> list[runs.RunInfo]:
+    """Shared mode: this session's runs that are queued or running."""
+    mine = shared_mode.session_owner()
+    return [i for i in runs.list_runs() if i.state in ("queued", "running") and mine and i.owner == mine]
+
+
 def launch_controls(task: str, opts: dict[str, Any], problems: list[str], upload_problem: str | None,
                     queue: bool) -> None:
-    """The busy notice, the Start button, the checks and the launch (``opts`` holds ``device``)."""
+    """The busy notice, the Start button, the checks and the launch (``opts`` holds ``device``). On a shared
+    server the run is owned by this session, queued when the device is busy, and refused past the session's
+    limit of concurrent runs."""
     if upload_problem:
         problems.insert(0, upload_problem)
+    shared = shared_mode.settings()
     busy_with = runs.device_user(opts["device"])
     if busy_with and not queue:
         st.info(f"{opts['device']} is busy with run {busy_with}. Cancel it, wait, or tick "
                 "'Queue if the device is busy'.")
+    elif busy_with and shared.enabled:
+        waiting = len(runs.lock_queue(runs.runs_root(), opts["device"]))
+        st.info(f"{opts['device']} is busy with run {busy_with}: a new run joins its queue"
+                + (f" behind {waiting} waiting run(s)." if waiting else "."), icon=":material/hourglass_top:")
     if st.button("Start training", key="train_start", type="primary", icon=":material/play_arrow:"):
         if problems:
             for p in problems:
@@ -328,9 +417,23 @@ def launch_controls(task: str, opts: dict[str, Any], problems: list[str], upload
                        f"{busy_with}. Cancel it, wait for it to end, or tick 'Queue if the device is busy'.",
                        icon=":material/block:")
             return
+        owner = None
+        if shared.enabled:
+            owner = shared_mode.session_owner()
+            mine = session_runs()
+            if len(mine) >= shared.max_runs_per_session:
+                st.warning(f"Not started: on this shared server a session may have {shared.max_runs_per_session} "
+                           f"run(s) queued or running at a time, and yours has {len(mine)} "
+                           f"({', '.join(i.run_id for i in mine)}). Wait for it to end or cancel it.",
+                           icon=":material/block:")
+                return
         args = {k: v for k, v in opts.items() if k != "device"}
         try:
-            run_dir = runs.launch(task, args, device=opts["device"], queue=queue)
+            for key in ("corpus", "dataset"):
+                if isinstance(args.get(key), str):
+                    args[key] = run_copy(args[key])
+            run_dir = runs.launch(task, args, device=opts["device"], queue=queue,
+                                  **({"owner": owner} if shared.enabled else {}))
         except runs.RunBusyError as exc:
             st.warning(f"Not started: {widgets.escape_md(exc)}", icon=":material/block:")
             return
@@ -344,5 +447,3 @@ def launch_controls(task: str, opts: dict[str, Any], problems: list[str], upload
     elif problems:
         for p in problems:
             st.warning(widgets.escape_md(p), icon=":material/edit_note:")
-
-

@@ -17,7 +17,7 @@ from bertcore.embeddings import InputError
 from bertcore.sources import DEFAULT, PACKAGED_SOURCES, LoadedModel, ModelSource, SourceError, list_run_sources
 from bertcore.tokenizer import TextError
 
-from . import resources, share
+from . import resources, share, shared_mode
 
 SOURCE_KEY = "model_source"  # the ModelSource every page uses
 ERROR_KEY = "model_error"  # message of the last failed load (shown in the sidebar)
@@ -28,6 +28,40 @@ KINDS = {
     "hub": "Hugging Face Hub id",
     "run": "Checkpoint of a training run",
 }
+SERVER_KIND = "server"  # shared mode: the folders the operator lists (explorer.shared_mode), by label
+SERVER_LABEL = "Listed by this server's operator"
+
+
+def picker_kinds(settings: shared_mode.Settings | None = None) -> dict[str, str]:
+    """The model picker's sources: :data:`KINDS` for a single user; on a shared server (``explorer.shared_mode``)
+    the packaged models, the operator's folders (if any), run checkpoints, and the hub only if the operator
+    allows it (no typed folder path)."""
+    s = shared_mode.settings() if settings is None else settings
+    if not s.enabled:
+        return KINDS
+    kinds = {"packaged": KINDS["packaged"]}
+    if s.models:
+        kinds[SERVER_KIND] = SERVER_LABEL
+    kinds["run"] = KINDS["run"]
+    if s.allow_hub:
+        kinds["hub"] = KINDS["hub"]
+    return kinds
+
+
+def source_refusal(source: ModelSource) -> str | None:
+    """Why this session may not load ``source`` (shared mode: a typed path, a hub id without the operator's
+    leave), or None. :func:`explorer.shared_mode.source_refusal` with this server's run checkpoints."""
+    s = shared_mode.settings()
+    if not s.enabled or source.kind in ("packaged", "hub", "local"):
+        return shared_mode.source_refusal(source.kind, source.ref, s=s)
+    return shared_mode.source_refusal(source.kind, source.ref, {r.ref for r in list_run_sources()}, s)
+
+
+def _listed(source: ModelSource) -> ModelSource:
+    """Shared mode: an operator's folder under its label (a link gives only the path)."""
+    s = shared_mode.settings()
+    label = s.label_of(source.ref) if s.enabled and source.kind == "local" else None
+    return ModelSource("local", s.folders[label], label) if label is not None else source
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^])")
 
@@ -66,6 +100,10 @@ def current_source() -> ModelSource:
 def current_model() -> LoadedModel:
     """The loaded model of the sidebar's choice; on failure shows ``st.error`` and ``st.stop()``s."""
     source = current_source()
+    refusal = source_refusal(source)
+    if refusal is not None:  # never reached through the picker; a session state set some other way
+        st.error(escape_md(refusal), icon=":material/block:")
+        st.stop()
     try:
         return resources.load_model(source)
     except (SourceError, CheckpointError, ConfigError) as exc:
@@ -77,7 +115,13 @@ def current_model() -> LoadedModel:
 
 def _use(source: ModelSource, source_key: str = SOURCE_KEY, error_key: str = ERROR_KEY) -> None:
     """Try to load ``source``; store it in ``st.session_state[source_key]`` only if that works
-    (else the reason goes to ``st.session_state[error_key]``)."""
+    (else the reason goes to ``st.session_state[error_key]``). On a shared server a source the visitor may not
+    open (:func:`source_refusal`) is refused before anything is read."""
+    source = _listed(source)
+    refusal = source_refusal(source)
+    if refusal is not None:
+        st.session_state[error_key] = f"Cannot load {source.name}: {refusal}"
+        return
     try:
         resources.load_model(source)
     except (SourceError, CheckpointError, ConfigError) as exc:
@@ -96,9 +140,10 @@ def source_picker(where, prefix: str, source_key: str, error_key: str, default: 
 
     The choice, kept in ``st.session_state[source_key]``, changes only when the new model loads;
     a failure keeps the previous one and shows why. Returns the current choice (``default`` until one is made;
-    it must be one of the packaged sources).
+    it must be one of the packaged sources). On a shared server the sources are :func:`picker_kinds`'s.
     """
-    kind = where.radio("Where from", list(KINDS), format_func=KINDS.__getitem__, key=f"{prefix}_kind",
+    kinds = picker_kinds()
+    kind = where.radio("Where from", list(kinds), format_func=kinds.__getitem__, key=f"{prefix}_kind",
                        on_change=lambda: st.session_state.pop(error_key, None))
 
     def use(source):
@@ -114,6 +159,11 @@ def source_picker(where, prefix: str, source_key: str, error_key: str, default: 
                                    "for sentence embeddings (no MLM head).")
         if st.session_state.get(source_key, default) != packaged[ref]:
             use(packaged[ref])
+    elif kind == SERVER_KIND:
+        folders = shared_mode.settings().folders
+        label = where.selectbox("Model", list(folders), key=f"{prefix}_server")
+        if where.button("Use this model", key=f"{prefix}_server_use"):
+            use(ModelSource("local", folders[label], label))
     elif kind == "local":
         path = where.text_input("Folder (config.json, model.safetensors, vocab.txt)", key=f"{prefix}_local_path",
                                 placeholder="/path/to/bert-folder")
@@ -148,9 +198,13 @@ def use_source(source: ModelSource) -> bool:
     lets a callback set widget keys before the widgets are drawn). Returns True when the model
     changed; on failure the previous model stays and the sidebar says why.
     """
+    source = _listed(source)
     _use(source)
     if st.session_state.get(SOURCE_KEY) != source:
         return False
+    if source.kind == "local" and shared_mode.settings().enabled:  # an operator's folder, by its label
+        st.session_state["model_kind"], st.session_state["model_server"] = SERVER_KIND, source.label
+        return True
     st.session_state["model_kind"] = source.kind
     key = {"packaged": PACKAGED_KEY, "run": "model_run_ref", "local": "model_local_path",
            "hub": "model_hub_id"}[source.kind]

@@ -69,6 +69,55 @@ def test_device_lock_refuses_then_takes_over_stale(tmp_path):
     lock.release()
 
 
+
+def test_waiting_runs_take_the_lock_first_come_first_served(tmp_path):
+    """Runs that wait for a device hold tickets in its queue; only the first tries the lock (so a later one never
+    overtakes it), a process that waits no more leaves it, and a dead process's ticket is dropped."""
+    import threading
+
+    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]) for _ in range(4)]
+    threads = []
+    try:
+        holder = R.DeviceLock(tmp_path, "cpu", "hold", pid=procs[0].pid)
+        assert holder.try_acquire() is None
+        got: list[str] = []
+
+        def wait(lock):
+            lock.acquire(wait=True, poll_s=0.02)
+            got.append(lock.run_id)
+
+        b, c = (R.DeviceLock(tmp_path, "cpu", name, pid=p.pid) for name, p in (("b", procs[1]), ("c", procs[2])))
+        for lock, place in ((b, (1, 1)), (c, (2, 2))):
+            threads.append(threading.Thread(target=wait, args=(lock,), daemon=True))
+            threads[-1].start()
+            wait_for(lambda lock=lock, place=place: R.queue_position(tmp_path, "cpu", lock.run_id) == place, 30,
+                     what=f"{lock.run_id} to queue")
+        assert [q["run_id"] for q in R.lock_queue(tmp_path, "cpu")] == ["b", "c"]
+        # a launch that does not wait is refused while others wait, even at an instant the lock is free
+        holder.release()
+        with pytest.raises(R.RunBusyError):
+            R.DeviceLock(tmp_path, "cpu", "d", pid=procs[3].pid).acquire()
+        wait_for(lambda: got, 30, what="the first waiter to take the lock")
+        assert got == ["b"] and R.lock_holder(tmp_path, "cpu")["run_id"] == "b"
+        assert R.queue_position(tmp_path, "cpu", "c") == (1, 1) and R.queue_position(tmp_path, "cpu", "b") is None
+        b.release()
+        wait_for(lambda: len(got) == 2, 30, what="the second waiter to take the lock")
+        assert got == ["b", "c"] and R.lock_queue(tmp_path, "cpu") == []
+        c.release()
+        # the ticket of a process that died while waiting does not block the queue
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        ticket = R.DeviceLock(tmp_path, "cpu", "ghost", pid=dead.pid)._enqueue()
+        assert R.lock_queue(tmp_path, "cpu") == [] and not ticket.exists()
+        assert R.DeviceLock(tmp_path, "cpu", "e", pid=procs[3].pid).acquire(wait=True, poll_s=0.02)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        for t in threads:
+            t.join(timeout=5)
+
+
 def _all_files_readable(run: Path, litter_allowed: bool) -> None:
     """Every file of a run directory parses: JSON, JSONL (complete lines), safetensors, trainer state.
 
@@ -113,7 +162,8 @@ def test_launch_sigkill_resume_then_sigterm(tmp_path):
     args = {"corpus": str(TINY_CORPUS), "model_overrides": json.dumps(TINY_RUN), "max_seq_len": 32,
             "batch_size": 4, "max_steps": 400, "log_every": 1, "eval_every": 1000, "eval_batches": 1,
             "save_every": 2, "dropout": 0.0, "val_fraction": 0.2, "threads": 1, "keep_checkpoints": 3}
-    run = R.launch("pretrain", args, root=tmp_path / "runs", run_id="killme", device="cpu", env=env)
+    run = R.launch("pretrain", args, root=tmp_path / "runs", run_id="killme", device="cpu", env=env,
+                   owner="session-0123")  # who may control it (the app's shared mode): kept through every rewrite
     assert run == tmp_path / "runs" / "killme"
     pid = R.read_json(run / "status.json")["pid"]
     wait_for(lambda: len(R.checkpoints(run)) >= 2, alive=lambda: R.pid_alive(pid))
@@ -148,3 +198,4 @@ def test_launch_sigkill_resume_then_sigterm(tmp_path):
     assert "resumed at step" in R.read_log(run)
     [info] = R.list_runs(tmp_path / "runs")
     assert info.state == "cancelled" and info.run_id == "killme"
+    assert info.owner == "session-0123" and R.read_config(run)["model_config"] is not None

@@ -330,6 +330,7 @@ class RunInfo:
     error: str | None
     args: dict[str, Any] = field(default_factory=dict)
     n_checkpoints: int = 0
+    owner: str | None = None  # run.json "owner": who may control the run (None: whoever runs the code)
 
     @property
     def finished(self) -> bool:
@@ -359,7 +360,8 @@ def run_info(run_dir: str | Path) -> RunInfo | None:
         run_id=config.get("run_id", rd.name), path=rd.path, task=config.get("task"),
         state=status.get("state", "queued"), step=int(status.get("step") or 0),
         total_steps=status.get("total_steps"), created=config.get("created"), updated=status.get("updated"),
-        error=status.get("error"), args=config.get("args") or {}, n_checkpoints=len(rd.checkpoints()))
+        error=status.get("error"), args=config.get("args") or {}, n_checkpoints=len(rd.checkpoints()),
+        owner=config.get("owner"))
 
 
 def list_runs(root: str | Path | None = None, task: str | None = None) -> list[RunInfo]:

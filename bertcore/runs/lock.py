@@ -1,8 +1,12 @@
-"""One run at a time per device: the lock file, the devices of this machine, who uses which.
+"""One run at a time per device: the lock file, the queue of runs waiting for it, the devices of this
+machine, who uses which.
 
 The lock is ``<runs root>/.locks/<device>.lock`` (created with ``O_EXCL``; a lock whose process is
-dead is stale and taken over). The Train page asks :func:`device_user` before a launch and
-:func:`waiting_for` to explain a queued run.
+dead is stale and taken over). A run that waits for it (``--lock wait``) takes a ticket in
+``<runs root>/.locks/<device>.queue/`` (one JSON file a waiting process, named by the time it joined) and
+only the first ticket tries the lock: first come, first served, for every process of the runs root (the
+tickets of dead processes are dropped). The Train page asks :func:`device_user` before a launch,
+:func:`waiting_for` to explain a queued run and :func:`queue_position` for its place in the queue.
 """
 
 from __future__ import annotations
@@ -68,6 +72,43 @@ def lock_holder(root: str | Path, device: str) -> dict[str, Any] | None:
     return info
 
 
+def queue_dir(root: str | Path, device: str) -> Path:
+    """The folder of a device's queue: ``<root>/.locks/<device>.queue``."""
+    return Path(root) / LOCK_DIR / f"{device_key(device)}.queue"
+
+
+def _alive(info: dict[str, Any]) -> bool:
+    return not (info.get("host") == socket.gethostname() and not pid_alive(info.get("pid")))
+
+
+def lock_queue(root: str | Path, device: str) -> list[dict[str, Any]]:
+    """The runs waiting for a device's lock, first first: ``{"pid", "run_id", "host", "since", "ticket"}`` each.
+    Tickets of processes that died (on this host) are removed, not listed."""
+    folder = queue_dir(root, device)
+    try:
+        names = sorted(p.name for p in folder.iterdir() if p.suffix == ".json" and not p.name.startswith("."))
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        info = read_json(folder / name)
+        if info is None:
+            continue
+        if not _alive(info):
+            (folder / name).unlink(missing_ok=True)
+            continue
+        out.append({**info, "ticket": name})
+    return out
+
+
+def queue_position(root: str | Path, device: str, run_id: str) -> tuple[int, int] | None:
+    """``(place, length)`` of run ``run_id`` in the device's queue (place 1 takes the lock next), or None when
+    it is not waiting there."""
+    queue = lock_queue(root, device)
+    ids = [q.get("run_id") for q in queue]
+    return (ids.index(run_id) + 1, len(ids)) if run_id in ids else None
+
+
 def busy_message(device: str, holder: dict[str, Any]) -> str:
     return (f"the {device} device is busy with run {holder.get('run_id')} (pid {holder.get('pid')}, since "
             f"{holder.get('since')}); wait for it, cancel it, queue this run, or pick another device")
@@ -76,11 +117,13 @@ def busy_message(device: str, holder: dict[str, Any]) -> str:
 class DeviceLock:
     """One run at a time per device: a lock file ``<runs root>/.locks/<device>.lock``.
 
-    Created with ``O_EXCL``; a lock whose process is dead is taken over. Released on exit
+    Created with ``O_EXCL``; a lock whose process is dead is taken over. Waiting for it goes through the
+    device's queue (:func:`lock_queue`): first come, first served. Released on exit
     (``with DeviceLock(...)``) or :meth:`release`.
     """
 
     def __init__(self, root: str | Path, device: str, run_id: str, pid: int | None = None) -> None:
+        self.root = Path(root)
         self.path = lock_path(root, device)
         self.device = device
         self.run_id = run_id
@@ -116,22 +159,49 @@ class DeviceLock:
     def acquire(self, wait: bool = False, poll_s: float = 1.0, on_wait=None, should_stop=None) -> bool:
         """Take the lock, or raise :class:`RunBusyError` (``wait=False``) / wait until it is free.
 
-        ``on_wait(holder)`` is called once when waiting starts (e.g. to write status ``queued``);
-        ``should_stop()`` is polled while waiting: when it returns True, give up and return False.
+        Without ``wait``, a device whose queue holds another process's ticket is busy too. With ``wait``, the
+        process takes a ticket in the device's queue and tries the lock only while its ticket is the first
+        (first come, first served); the ticket is removed when it returns. ``on_wait(holder)`` is called once
+        when waiting starts (e.g. to write status ``queued``); ``should_stop()`` is polled while waiting: when it
+        returns True, give up and return False.
         """
-        holder = self.try_acquire()
-        if holder is None:
-            return True
         if not wait:
+            ahead = [q for q in lock_queue(self.root, self.device) if q.get("pid") != self.pid]
+            holder = self.try_acquire() if not ahead else (lock_holder(self.root, self.device) or ahead[0])
+            if holder is None:
+                return True
             raise RunBusyError(busy_message(self.device, holder))
-        if on_wait is not None:
-            on_wait(holder)
-        while holder is not None:
-            if should_stop is not None and should_stop():
-                return False
-            time.sleep(poll_s)
-            holder = self.try_acquire()
-        return True
+        ticket = self._enqueue()
+        try:
+            waiting = False
+            while True:
+                queue = lock_queue(self.root, self.device)
+                if not queue or queue[0]["ticket"] == ticket.name:
+                    holder = self.try_acquire()
+                    if holder is None:
+                        return True
+                else:
+                    holder = lock_holder(self.root, self.device) or queue[0]
+                if not waiting:
+                    waiting = True
+                    if on_wait is not None:
+                        on_wait(holder)
+                if should_stop is not None and should_stop():
+                    return False
+                time.sleep(poll_s)
+        finally:
+            ticket.unlink(missing_ok=True)
+
+    def _enqueue(self) -> Path:
+        """Join the device's queue: a ticket named by the time (ns) and pid, written atomically."""
+        folder = queue_dir(self.root, self.device)
+        folder.mkdir(parents=True, exist_ok=True)
+        ticket = folder / f"{time.time_ns():020d}-{self.pid}.json"
+        tmp = folder / f".{ticket.name}.tmp"
+        tmp.write_text(json.dumps({"pid": self.pid, "run_id": self.run_id, "host": socket.gethostname(),
+                                   "since": now_iso(), "device": self.device}) + "\n", encoding="utf-8")
+        os.replace(tmp, ticket)
+        return ticket
 
     def release(self) -> None:
         if self.held:

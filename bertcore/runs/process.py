@@ -81,6 +81,7 @@ def launch(
     queue: bool = False,
     nproc: int = 1,
     env: dict[str, str] | None = None,
+    owner: str | None = None,
 ) -> Path:
     """Start a training run as a detached process; returns its run directory at once.
 
@@ -94,6 +95,8 @@ def launch(
         queue: if the device is busy, start anyway and wait for it (status ``queued``);
             otherwise raise :class:`RunBusyError`.
         nproc: >1 runs under ``torchrun --nproc_per_node nproc`` (DDP).
+        owner: who may control the run, recorded as ``run.json`` ``owner`` (the app's shared mode writes a token
+            of the browser session; None writes no ``owner``: anyone who can run this code controls it).
     Raises:
         RunBusyError: the device is busy and ``queue`` is False.
         RunError: unknown task or option, or the run directory exists already.
@@ -116,8 +119,11 @@ def launch(
     writer = RunWriter(run_dir)
     # a first run.json at once (the UI lists the run with its task and options); the run completes
     # it (model_config, data statistics) once its model is built
-    writer.write_config({"run_id": run_id, "task": task, "created": now_iso(), "argv": cmd[1:], "args": recorded,
-                         "model_config": None, "device": device})
+    config = {"run_id": run_id, "task": task, "created": now_iso(), "argv": cmd[1:], "args": recorded,
+              "model_config": None, "device": device}
+    if owner is not None:
+        config["owner"] = str(owner)
+    writer.write_config(config)
     writer.set_status(state="queued", step=0, total_steps=None, error=None, started=None)
     proc = _spawn(cmd, run_dir, env)
     _fix_pid(run_dir, proc.pid)  # the child overwrites status.json as soon as it starts

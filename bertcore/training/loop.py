@@ -251,6 +251,8 @@ class Trainer:
         }
         if self.calibration is not None:
             record["calibration"] = self.calibration.to_dict()
+        if (existing or {}).get("owner") is not None:
+            record["owner"] = existing["owner"]  # who may control the run (bertcore.runs.launch); kept
         if existing is not None:
             record["resumes"] = (existing.get("resumes") or []) + ([{"at": R.now_iso(), "step": self.step}]
                                                                   if self.cfg.resume else [])

@@ -6,6 +6,7 @@ with ``cs_``.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pandas as pd
@@ -17,7 +18,7 @@ from bertcore.analysis.representations import corpus_search as CS
 from bertcore.analysis.representations import syntax
 from bertcore.data import DataError, cache_dir
 from bertcore.tokenizer import TextError, encode
-from explorer import heldout, resources, share, widgets
+from explorer import heldout, resources, share, shared_mode, widgets
 
 MAX_UPLOAD_CHARS = 2_000_000
 
@@ -79,11 +80,24 @@ else:
             st.error("Cannot read the held-out BBC documents: " + widgets.escape_md(str(exc)), icon=":material/error:")
             st.stop()
     else:
-        up = st.file_uploader("A .txt file (paragraphs separated by blank lines)", type=["txt"], key="cs_upload")
+        shared = shared_mode.settings()  # a shared server: size limit, session quota, index in the session's folder
+        limit = f", at most {shared_mode.size_text(shared.max_upload_bytes)}" if shared.enabled else ""
+        up = st.file_uploader("A .txt file (paragraphs separated by blank lines)" + limit, type=["txt"],
+                              key="cs_upload", **({"max_upload_size": max(1, int(shared.max_upload_mb + 0.999))}
+                                                  if shared.enabled else {}))
         if up is None:
             st.info("Upload a .txt file to index it.", icon=":material/upload_file:")
             st.stop()
         raw = up.getvalue()
+        accepted = st.session_state.setdefault("cs_upload_accepted", set()) if shared.enabled else set()
+        digest = hashlib.sha256(raw).hexdigest() if shared.enabled else ""
+        if shared.enabled and digest not in accepted:  # checked once per content: its index then counts
+            session = shared_mode.session_folder(shared)
+            refusal = shared_mode.upload_refusal(up.name, len(raw), shared_mode.folder_bytes(session), shared)
+            if refusal is not None:
+                st.error(widgets.escape_md(refusal), icon=":material/error:")
+                st.stop()
+            accepted.add(digest)
         if raw[:4] in (b"\x89PNG", b"%PDF", b"PK\x03\x04"):
             st.warning("That is not a text file.", icon=":material/warning:")
             st.stop()
@@ -92,7 +106,8 @@ else:
         if not texts:
             st.warning("The file holds no text.", icon=":material/warning:")
             st.stop()
-    path = CS.index_path(cache_dir(), repr(resources.source_key(lm.source)), texts, layer)
+    index_root = shared_mode.session_folder() if corpus == "upload" and shared_mode.enabled() else cache_dir()
+    path = CS.index_path(index_root, repr(resources.source_key(lm.source)), texts, layer)
     index = _index(str(path), f"{path.stat().st_size}-{path.stat().st_mtime_ns}") if path.is_file() else None
     if index is None:
         bar = st.progress(0.0, text="Indexing the corpus ...")

@@ -1,11 +1,15 @@
-"""Overview: what BERT is, and the card of the model every page uses (picked in the sidebar)."""
+"""Overview: what BERT is, the card of the model every page uses (picked in the sidebar), and on a shared server
+what the shared mode changes (``explorer.shared_mode``)."""
 
 import streamlit as st
 
 from bertcore.sources import PACKAGED_MLM
-from explorer import tour, widgets
+from explorer import shared_mode, tour, widgets
 
 st.title("BERT Explorer")
+shared_note = shared_mode.describe()  # None for a single user
+if shared_note:
+    st.info(shared_note, icon=":material/groups:")
 with st.container(border=True, key="ov_tour"):
     st.markdown(f"**New to BERT? Start with the guided tour.** {len(tour.STEPS)} steps follow one sentence from "
                 "text to prediction on the app's real pages, with numbers measured on the model in the sidebar, "
