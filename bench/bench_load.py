@@ -3,8 +3,9 @@
     python bench/bench_load.py --students 1 5 10 20                       # needs /usr/bin/chromium
     python bench/bench_load.py --students 10 --server-cpus 0 --client-cpus 1   # the server's share alone
 
-One server (``streamlit run app.py``, every default), opened once by the teacher ``--warm`` seconds before the
-class (as a teacher checks the server; 0 = the students meet a cold server); one Chromium (Playwright's async API),
+One server (``streamlit run app.py``, every default), opened once by the teacher before the class
+(as a teacher checks the server), the students arriving once the server's warm-up has finished (``--warm 0``: they
+meet a cold server); one Chromium (Playwright's async API),
 one browser context per student (its own Streamlit session). Every student follows the path below, all starting
 together; a step's time runs from the action (navigation, a click on the sidebar link, Ctrl+Enter in a text box) to
 the end of the script run it started (Streamlit's ``notRunning`` state, every chart drawn, then the last DOM
@@ -96,6 +97,10 @@ class PeakMemory:
         return self.peak
 
 
+def server_log(port: int) -> Path:
+    return Path(tempfile.gettempdir()) / f"bench_load_server_{port}.log"
+
+
 def serve(port: int, cpus: str | None, env_extra: dict[str, str]) -> subprocess.Popen:
     import socket
 
@@ -104,7 +109,7 @@ def serve(port: int, cpus: str | None, env_extra: dict[str, str]) -> subprocess.
            str(port), "--server.address", "127.0.0.1"]
     if cpus:
         cmd = ["taskset", "-c", cpus, *cmd]
-    log = open(Path(tempfile.gettempdir()) / f"bench_load_server_{port}.log", "w")
+    log = open(server_log(port), "w")
     srv = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     for _ in range(480):
         try:
@@ -156,7 +161,11 @@ async def student(browser, port: int, timeout_s: float, results: list[dict], sta
     await context.close()
 
 
-async def classroom(n: int, port: int, timeout_s: float, client_cpus: str | None, warm_s: float) -> list[dict]:
+WARMED = "BERT Explorer: warm-up done"  # what explorer/warmup.py prints when it has finished
+
+
+async def classroom(n: int, port: int, timeout_s: float, client_cpus: str | None, warm_s: float,
+                    log: Path) -> list[dict]:
     from playwright.async_api import async_playwright
 
     results: list[dict] = []
@@ -170,7 +179,10 @@ async def classroom(n: int, port: int, timeout_s: float, client_cpus: str | None
             await tab.goto(f"http://127.0.0.1:{port}/", timeout=timeout_s * 1000)
             await settle(tab, 0.0, timeout_s)
             await teacher.close()
-            await asyncio.sleep(warm_s)  # the server's warm-up thread (explorer/warmup.py) imports the rest
+            for _ in range(int(warm_s * 4)):  # the server's warm-up thread (explorer/warmup.py) imports the rest
+                if WARMED in log.read_text(errors="replace"):
+                    break
+                await asyncio.sleep(0.25)
         if client_cpus:  # pin Chromium's processes (the browser and its renderers, started per context)
             pid_pin = asyncio.create_task(pin_chromium(client_cpus))
         start = asyncio.Event()
@@ -220,8 +232,9 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=8799)
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds a step may take before it counts as a "
                     "timeout (default 180)")
-    ap.add_argument("--warm", type=float, default=30.0, help="seconds between the teacher's first visit and the "
-                    "students' (0: the students meet a cold server; default 30)")
+    ap.add_argument("--warm", type=float, default=120.0, help="at most this many seconds between the teacher's "
+                    "first visit and the students': until the server's warm-up has finished (0: the students meet a "
+                    "cold server; default 120)")
     ap.add_argument("--server-cpus", help="taskset CPU list for the server, e.g. 0")
     ap.add_argument("--client-cpus", help="CPU list for Chromium, e.g. 1")
     ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server (repeatable)")
@@ -244,7 +257,7 @@ def main() -> None:
                                     "--gil", "--output", str(a.py_spy / f"server-{n}.txt")],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            results = asyncio.run(classroom(n, a.port, a.timeout, a.client_cpus, a.warm))
+            results = asyncio.run(classroom(n, a.port, a.timeout, a.client_cpus, a.warm, server_log(a.port)))
         finally:
             if spy is not None:
                 spy.send_signal(2)  # SIGINT: py-spy writes its file

@@ -24,6 +24,7 @@ import gc
 import importlib
 import os
 import threading
+import time
 from pathlib import Path
 
 PAGES_DIR = Path(__file__).resolve().parent / "app_pages"
@@ -84,10 +85,13 @@ def _lower_priority() -> None:
 
 def _warm() -> None:
     _lower_priority()
-    run()
+    t0 = time.perf_counter()
+    skipped = run()
     # Everything imported and loaded so far lives as long as the server: move it out of the garbage collector's
     # reach, so that a full collection (Python's own, between any session's runs) walks only what pages create.
     gc.freeze()
+    print(f"BERT Explorer: warm-up done in {time.perf_counter() - t0:.1f} s"
+          + (f" (not warmed: {', '.join(skipped)})" if skipped else ""), flush=True)
 
 
 def start() -> bool:
