@@ -13,7 +13,7 @@ from bertcore.analysis.grammar.agreement import check_verb
 from bertcore.embeddings import InputError
 from bertcore.fill_mask import FillMaskError
 from bertcore.tokenizer import TextError
-from explorer import resources, share, widgets
+from explorer import resources, share, whatif, widgets
 from explorer.figures import attention as att_figures
 from explorer.figures import rollout as rollout_figures
 
@@ -39,6 +39,7 @@ lm = widgets.current_model()
 share.shareable({"att_layer": share.integer(1, 48), "att_head": share.integer(1, 64), "att_hide": share.boolean,
                  "att_words": share.boolean, "att_pos": share.boolean})
 text, text_pair = widgets.text_or_pair("att", DEFAULT, DEFAULT_B)
+text_b = whatif.edited_input("att", text, lm, text_pair)  # None while "what if" is off
 try:
     act = resources.forward(resources.source_key(lm.source), text, text_pair, _loaded=lm)
 except (TextError, InputError) as exc:
@@ -94,6 +95,9 @@ if groups is not None:
                  "its pieces' rows, a column the sum of its pieces' columns, so rows still sum to 1.")
 if notes:
     st.caption(" ".join(notes))
+if text_b is not None:
+    with st.container(border=True):
+        whatif.views(lm, "att", text, text_b, text_pair, fill_mask=False, head=(layer, head))
 if (text, text_pair) == (DEFAULT, None):  # the default example: does this model get it right, and which head?
     try:
         chk = check_verb(lm.model, lm.tokenizer, DEFAULT, *DEFAULT_AGREEMENT)

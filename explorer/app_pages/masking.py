@@ -10,7 +10,7 @@ from bertcore.embeddings import InputError
 from bertcore.fill_mask import FillMaskError
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError, encode
-from explorer import heavy, heldout, resources, share, widgets
+from explorer import heavy, heldout, resources, share, whatif, widgets
 from explorer.figures import lens as lens_figures
 from explorer.figures import masking as mask_figures
 
@@ -41,6 +41,7 @@ DECODING = {"msk_k": share.integer(1, 10), "msk_temp": share.number(0.1, 3.0), "
 share.shareable({"msk_rate": share.number(0.0, 1.0), "msk_wwm": share.boolean, "msk_seed": share.integer(0, MAX_SEED),
                  **DECODING})  # msk_tuned: in the lens section below
 text, text_pair = widgets.text_or_pair("msk", DEFAULT, DEFAULT_B)
+whatif.section(lm, "msk", text, text_pair, prepare=lambda s: fill_mask.normalise_mask_markers(s, tok))
 
 # ----------------------------------------------------------------------------- parameters
 if "msk_seed" not in st.session_state:
