@@ -14,14 +14,18 @@ from collections.abc import Callable
 import pandas as pd
 import streamlit as st
 
+from bertcore import fill_mask as fill_mask_mod
+from bertcore.analysis.attention.ablation import readout
+from bertcore.analysis.causal.attribution import AttributionError, mask_positions
 from bertcore.analysis.representations import edits as edits_mod
 from bertcore.analysis.representations import whatif as whatif_mod
 from bertcore.embeddings import InputError
 from bertcore.fill_mask import FillMaskError
 from bertcore.sources import LoadedModel
-from bertcore.tokenizer import TextError, check_text
+from bertcore.tokenizer import TextError, check_text, encode
 from explorer import resources, share, widgets
 from explorer.figures import attention as att_figures
+from explorer.figures import attribution as attr_figures
 from explorer.figures import masking as mask_figures
 from explorer.figures import whatif as wi_figures
 
@@ -48,7 +52,8 @@ def _model_edits(key: tuple, text: str, word: int, text_pair: str | None, _loade
     return edits_mod.model_edits(_loaded.model, _loaded.tokenizer, text, word, text_pair=text_pair)
 
 
-def edited_input(prefix: str, text: str, lm: LoadedModel, text_pair: str | None = None) -> str | None:
+def edited_input(prefix: str, text: str, lm: LoadedModel, text_pair: str | None = None,
+                 label: str = "Input B: the edited text (A is the text above)") -> str | None:
     """The what-if toggle and, when it is on, box B (prefilled with ``text``) and its one-click edits.
 
     Returns B's text (raw, possibly empty: :func:`views` says so), or None while the toggle is off.
@@ -61,7 +66,7 @@ def edited_input(prefix: str, text: str, lm: LoadedModel, text_pair: str | None 
         return None
     if st.session_state.get(b_key) is None:
         st.session_state[b_key] = text
-    b = st.text_area("Input B: the edited text (A is the text above)", key=b_key, height=80,
+    b = st.text_area(label, key=b_key, height=80,
                      persist_state="session") or ""
     _edit_buttons(prefix, b, text, lm, text_pair)
     return b
@@ -110,10 +115,11 @@ def _edit_buttons(prefix: str, b: str, a: str, lm: LoadedModel, text_pair: str |
 
 # ----------------------------------------------------------------------------- views
 @st.cache_resource(show_spinner="Running the model on B ...", max_entries=4, ttl="1h")
-def _compare(key: tuple, text_a: str, pair: str | None, text_b: str, _loaded: LoadedModel) -> whatif_mod.WhatIf:
+def _compare(key: tuple, text_a: str, pair_a: str | None, text_b: str, pair_b: str | None,
+             _loaded: LoadedModel) -> whatif_mod.WhatIf:
     """:func:`bertcore.analysis.representations.whatif.compare`, A's forward from :func:`resources.forward`."""
-    act_a = resources.forward(key, text_a, pair, _loaded=_loaded)
-    result = whatif_mod.compare(_loaded.model, _loaded.tokenizer, text_a, text_b, pair, pair, act_a=act_a)
+    act_a = resources.forward(key, text_a, pair_a, _loaded=_loaded)
+    result = whatif_mod.compare(_loaded.model, _loaded.tokenizer, text_a, text_b, pair_a, pair_b, act_a=act_a)
     for array in (result.act_b.attentions, result.act_b.hidden_states, result.cosine, result.js):
         array.flags.writeable = False  # shared by every session that asks for the same A and B
     return result
@@ -137,12 +143,13 @@ def diff_markdown(result: whatif_mod.WhatIf) -> tuple[str, str]:
 
 def views(lm: LoadedModel, prefix: str, text_a: str, text_b: str, text_pair: str | None = None,
           fill_mask: bool = True, head: tuple[int, int] | None = None,
-          prepare: Callable[[str], str] | None = None) -> whatif_mod.WhatIf | None:
+          prepare: Callable[[str], str] | None = None, first: str | None = None) -> whatif_mod.WhatIf | None:
     """The what-if views of A and B: the token diff, fill-mask top-k and Δ probability (``fill_mask``), each aligned
     token's hidden-state cosine per layer, each head's Jensen-Shannon distance, and, with ``head = (layer, head)``
     (1-based), that head's attention on A and on B. ``prepare`` rewrites both texts (and the pair) first (the
-    Masking page spells ``[mask]`` as ``[MASK]``). Bad input gives a message (never a traceback) and None; a bad A
-    gives none here (the page says what is wrong with A)."""
+    Masking page spells ``[mask]`` as ``[MASK]``). ``first``: the edited texts are the second sentences of two
+    pairs that both start with ``first`` (the Next sentence page edits sentence B). Bad input gives a message
+    (never a traceback) and None; a bad A gives none here (the page says what is wrong with A)."""
     st.subheader("What if: A and B side by side")
     try:
         check_text(text_a)
@@ -157,7 +164,10 @@ def views(lm: LoadedModel, prefix: str, text_a: str, text_b: str, text_pair: str
         text_a, text_b = prepare(text_a), prepare(text_b)
         text_pair = None if text_pair is None else prepare(text_pair)
     try:
-        result = _compare(resources.source_key(lm.source), text_a, text_pair, text_b, _loaded=lm)
+        if first is None:
+            result = _compare(resources.source_key(lm.source), text_a, text_pair, text_b, text_pair, _loaded=lm)
+        else:
+            result = _compare(resources.source_key(lm.source), first, text_a, first, text_b, _loaded=lm)
     except (TextError, InputError) as exc:
         widgets.show_error(exc, "What if")
         return None
@@ -246,3 +256,64 @@ def section(lm: LoadedModel, prefix: str, text_a: str, text_pair: str | None = N
     with st.container(border=True):
         return views(lm, prefix, text_a, text_b, text_pair, fill_mask=fill_mask, head=head, prepare=prepare)
 
+
+
+# ----------------------------------------------------------------------------- the Attribution page
+def _class_probs(lm: LoadedModel, text: str, other: str | None):
+    """The classifier's class probabilities ``(C,)`` for one input (one forward), or None without a classifier."""
+    enc = encode(lm.tokenizer, text, other, max_length=lm.max_length)
+    return readout(lm.model, lm.head, lm.tokenizer, enc, None).class_probs
+
+
+def attribution_views(lm: LoadedModel, kind: str, res_a, text_a: str, text_b: str, other: str | None,
+                      target: int | None, n_steps: int, per_word: bool) -> None:
+    """The Attribution page's what-if: input B's prediction and integrated-gradients scores beside A's (``res_a``),
+    for the same output (A's class, or A's guessed word at B's first [MASK]), and the change per aligned token."""
+    st.subheader("What if: A and B side by side")
+    try:
+        check_text(text_b, "edited text B")
+        position = None
+        if kind == "fill_mask":
+            text_b = fill_mask_mod.normalise_mask_markers(text_b, lm.tokenizer)
+            masks = mask_positions(encode(lm.tokenizer, text_b, max_length=lm.max_length), lm.tokenizer)
+            if not masks:
+                st.info("Type [MASK] in B too: the same word's probability is explained there.", icon=":material/info:")
+                return
+            position = masks[0]
+        else:
+            probs_a, probs_b = _class_probs(lm, text_a, other), _class_probs(lm, text_b, other)
+            names = lm.config.id2label or {}
+            st.dataframe(pd.DataFrame({"class": [str(names.get(c, c)) for c in range(len(probs_a))],
+                                       "P in A": probs_a, "P in B": probs_b, "Δ": probs_b - probs_a}),
+                         hide_index=True, key="attr_wi_classes",
+                         column_config={c: st.column_config.NumberColumn(format="%.4f") for c in ("P in A", "P in B",
+                                                                                                 "Δ")})
+            target = int(probs_a.argmax()) if target is None else target
+        res_b = resources.attribution(resources.source_key(lm.source), kind, text_b, other, position, target,
+                                      int(n_steps), _loaded=lm)
+    except (TextError, InputError) as exc:
+        widgets.show_error(exc)
+        return
+    except AttributionError as exc:
+        st.warning(widgets.escape_md(exc), icon=":material/info:")
+        return
+    if res_b.encoding.num_truncated:
+        widgets.truncation_notice(len(res_b.encoding) + res_b.encoding.num_truncated, lm.max_length, "That is input B.")
+    m1, m2 = st.columns(2)
+    m1.metric(f"A: {res_a.target}", f"{res_a.f_input:.4f}")
+    m2.metric(f"B: {res_b.target}", f"{res_b.f_input:.4f}", f"{res_b.f_input - res_a.f_input:+.4f}",
+              delta_color="off", delta_arrow="off")
+    labels, scores = res_b.word_scores() if per_word else (res_b.tokens, res_b.scores)
+    if len(scores):
+        widgets.plotly_chart(attr_figures.attribution_bars(labels, scores, f"B: what moves {res_b.target}",
+                                                           "cosine" if kind == "similarity" else "probability"),
+                             key="attr_wi_bars")
+    al = whatif_mod.align(res_a.tokens, res_b.tokens)
+    if len(al):
+        st.caption("The change of each paired token's attribution, B − A (per WordPiece; paired as in the other "
+                   "what-if views): which tokens the edit made matter more or less.")
+        names = [res_a.tokens[i] if same else f"{res_a.tokens[i]}→{res_b.tokens[j]}"
+                 for i, j, same in zip(al.a, al.b, al.same)]
+        widgets.plotly_chart(attr_figures.attribution_bars(names, res_b.scores[al.b] - res_a.scores[al.a],
+                                                           "Δ attribution, B − A", "probability"),
+                             key="attr_wi_delta")

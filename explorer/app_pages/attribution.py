@@ -9,7 +9,7 @@ from bertcore.analysis.causal.attribution import DEFAULT_STEPS, AttributionError
 from bertcore.embeddings import InputError
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError, encode
-from explorer import resources, widgets
+from explorer import resources, whatif, widgets
 from explorer.figures import attribution as attr_figures
 
 DEFAULT_CLS = "The striker scored twice as the home side won the cup final."
@@ -55,10 +55,11 @@ with c2:
     per_word = st.toggle("Per word", key="attr_words", persist_state="session",
                          help="Sum the scores of each word's WordPieces (special tokens dropped).")
 
-other = position = target = None
+other = position = target = text_b = None  # text_b: the what-if's input B
 with c1:
     if kind == "classification":
         text, other = widgets.text_or_pair("attr_cls", DEFAULT_CLS, "", label="Text to classify")
+        text_b = whatif.edited_input("attr_cls", text, lm, other)
         names = lm.config.id2label or {i: f"class {i}" for i in range(lm.config.num_labels)}
         choice = st.selectbox("Class to explain", [-1] + list(range(lm.config.num_labels)), key="attr_class",
                               format_func=lambda c: "the predicted class" if c < 0 else str(names.get(c, c)))
@@ -66,6 +67,7 @@ with c1:
     elif kind == "fill_mask":
         text = st.text_area("Text with [MASK]", value=DEFAULT_MLM, key="attr_mlm_text", height=90,
                             persist_state="session")
+        text_b = whatif.edited_input("attr_mlm", text or "", lm)
         try:
             enc = encode(lm.tokenizer, fill_mask.normalise_mask_markers(text or "", lm.tokenizer),
                          max_length=lm.max_length)
@@ -130,3 +132,6 @@ widgets.plotly_chart(attr_figures.attribution_bars(labels, scores, f"What moves 
 table = pd.DataFrame({"word" if per_word else "token": labels, "attribution": scores})
 st.dataframe(table, hide_index=True, key="attr_table")
 widgets.download_csv(table, "attribution", key="attr_csv", index=False)
+if text_b is not None:
+    with st.container(border=True):
+        whatif.attribution_views(lm, kind, res, text, text_b, other, target, int(n_steps), per_word)

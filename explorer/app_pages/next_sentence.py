@@ -8,7 +8,7 @@ from bertcore import next_sentence
 from bertcore.analysis.attention.words import merge_vector, word_groups
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError
-from explorer import resources, share, widgets
+from explorer import resources, share, whatif, widgets
 from explorer.figures import next_sentence as nsp_figures
 
 EXAMPLES = {
@@ -65,6 +65,7 @@ c[3].button("Draw a random pair from BBC", key="nsp_draw_random", on_click=_draw
             icon=":material/casino:")
 a = st.text_area("Sentence A", key="nsp_a", height=80)
 b = st.text_area("Sentence B", key="nsp_b", height=80)
+b_edited = whatif.edited_input("nsp", b or "", lm, label="Sentence B, edited (input B of the what-if)")
 
 try:
     pred = next_sentence.predict(lm.model, lm.tokenizer, a or "", b or "", max_length=lm.max_length)
@@ -81,6 +82,18 @@ left.metric("P(IsNext)", f"{pred.p_is_next:.1%}", verdict, delta_color="off", de
             help="Softmax of the NSP head's two logits "
                  + f"(IsNext {pred.logits[0]:.2f}, NotNext {pred.logits[1]:.2f}).")
 widgets.plotly_chart(where=right, fig=nsp_figures.is_next_bar(pred.p_is_next), key="nsp_bar")
+if b_edited is not None:
+    with st.container(border=True):
+        try:
+            pred_b = next_sentence.predict(lm.model, lm.tokenizer, a or "", b_edited, max_length=lm.max_length)
+        except TextError:
+            pred_b = None  # the views below say what is wrong with the edited sentence
+        if pred_b is not None:
+            st.metric("P(IsNext) with the edited sentence B", f"{pred_b.p_is_next:.1%}",
+                      f"{pred_b.p_is_next - pred.p_is_next:+.1%} against the pair above", delta_color="off",
+                      delta_arrow="off",
+                      help="The NSP head's answer for sentence A followed by your edited sentence B.")
+        whatif.views(lm, "nsp", b or "", b_edited, first=a or "", fill_mask=False)
 
 st.subheader("Where [CLS] looks")
 st.caption("Row = layer, column = token (sentence B's tokens are marked B:). Each row is [CLS]'s attention "

@@ -104,3 +104,46 @@ def test_the_url_carries_both_inputs():
     params = {k: (v[0] if isinstance(v, list) else v) for k, v in dict(at.query_params).items()}
     assert params["msk_text"] == A and params["msk_whatif"] == "1"
     assert params["msk_whatif_b"] == "The keys [MASK] there."
+
+
+def test_next_sentence_whatif_edits_sentence_b():
+    at = page("next_sentence", nsp_whatif=True)
+    check(at, "info")
+    b = at.text_area(key="nsp_b").value
+    assert at.text_area(key="nsp_whatif_b").value == b and any("exactly zero" in i for i in messages(at)["info"])
+    first, edited = (m for m in at.metric if "P(IsNext)" in m.label)
+    assert first.value == edited.value
+    at.text_area(key="nsp_whatif_b").input("The striker scored twice in the second half.").run()
+    check(at, None)
+    first, edited = (m for m in at.metric if "P(IsNext)" in m.label)
+    assert first.value != edited.value
+    assert any("A:" in m.value and "B:" in m.value for m in at.markdown)
+    at.text_area(key="nsp_whatif_b").input("  ").run()
+    assert_clean(at)
+    assert any("edited text B is empty" in w for w in messages(at)["warning"])
+
+
+def test_attribution_whatif_fill_mask():
+    at = page("attribution", attr_kind="fill_mask", attr_mlm_whatif=True, attr_steps=8)
+    check(at, None)
+    a, b = (m for m in at.metric if m.label.startswith(("A: ", "B: ")))
+    assert a.value == b.value  # B starts as A
+    at.text_area(key="attr_mlm_whatif_b").input("The capital of Germany is [MASK].").run()
+    check(at, None)
+    a, b = (m for m in at.metric if m.label.startswith(("A: ", "B: ")))
+    assert a.label[3:] == b.label[3:] and a.value != b.value  # the same word explained, another probability
+    at.text_area(key="attr_mlm_whatif_b").input("No mask in this one.").run()
+    check(at, "info")
+    at.text_area(key="attr_mlm_whatif_b").input("").run()
+    assert any("edited text B is empty" in w for w in messages(at)["warning"])
+
+
+def test_attribution_whatif_classifier_shows_both_predictions(run_source):
+    at = page("attribution", run_source, attr_cls_whatif=True, attr_steps=8)
+    check(at, None)
+    at.text_area(key="attr_cls_whatif_b").input("The striker missed twice as the home side lost the final.").run()
+    check(at, None)
+    classes = next(d.value for d in at.dataframe if "P in B" in d.value.columns)
+    assert list(classes["class"]) == ["business", "sport"]
+    assert abs(classes["P in A"].sum() - 1) < 1e-5 and abs(classes["P in B"].sum() - 1) < 1e-5
+    assert any(s["layout"].get("title", {}).get("text") == "Δ attribution, B − A" for s in chart_specs(at))
