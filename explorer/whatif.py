@@ -68,27 +68,32 @@ def edited_input(prefix: str, text: str, lm: LoadedModel, text_pair: str | None 
         st.session_state[b_key] = text
     b = st.text_area(label, key=b_key, height=80,
                      persist_state="session") or ""
-    _edit_buttons(prefix, b, text, lm, text_pair)
+    edit_buttons(prefix, b_key, b, lm, text_pair, reset_to=text)
     return b
 
 
-def _edit_buttons(prefix: str, b: str, a: str, lm: LoadedModel, text_pair: str | None) -> None:
-    """One-click edits of B: other number, other tense, not, and the model's own guesses for a word."""
-    b_key = keys(prefix)[1]
+def edit_buttons(prefix: str, b_key: str, b: str, lm: LoadedModel, text_pair: str | None = None,
+                 reset_to: str | None = None, where: str = "box B") -> None:
+    """One-click edits of the text ``b`` held in the session key ``b_key``: other number, other tense, not, and the
+    model's own guesses for a word (a model with an MLM head); ``reset_to``: a "Reset B to A" button."""
+    def reset() -> None:
+        if reset_to is not None:
+            st.button("Reset B to A", key=f"{prefix}_wi_reset", on_click=_set, args=(b_key, reset_to),
+                      icon=":material/undo:", type="tertiary")
+
     try:
         spans = edits_mod.words(lm.tokenizer, b)
     except TextError:
-        st.button("Reset B to A", key=f"{prefix}_wi_reset", on_click=_set, args=(b_key, a), icon=":material/undo:")
+        reset()
         return
     found = _grammatical(b)
-    st.caption("**One-click edits of B** (each click edits the text in box B, so edits add up): another number "
+    st.caption(f"**One-click edits** (each click edits the text in {where}, so edits add up): another number "
                "(inflect), another tense (present ↔ past), *not*, or a word the model itself proposes.")
     with st.container(horizontal=True):
         for i, edit in enumerate(found or []):
             st.button(edit.label, key=f"{prefix}_wi_e{i}", on_click=_set, args=(b_key, edit.text),
                       help=f"{edits_mod.KINDS[edit.kind]}: {edit.text}")
-        st.button("Reset B to A", key=f"{prefix}_wi_reset", on_click=_set, args=(b_key, a), icon=":material/undo:",
-                  type="tertiary")
+        reset()
     if found is None:
         st.caption("spaCy is not installed, so only the model's own guesses are offered.")
     if not lm.has_mlm_head:
@@ -99,7 +104,7 @@ def _edit_buttons(prefix: str, b: str, a: str, lm: LoadedModel, text_pair: str |
     index = int(chosen) - 1 if chosen.isdigit() and 0 < int(chosen) <= len(names) else 0
     st.session_state[word_key] = names[index]  # the same position in a new B (its word may have changed)
     c1, c2 = st.columns([1, 3], vertical_alignment="bottom")
-    word = names.index(c1.selectbox("Replace a word of B with the model's guess", names, key=word_key,
+    word = names.index(c1.selectbox("Replace a word with the model's guess", names, key=word_key,
                                     help="The word becomes [MASK]; the buttons are the model's most probable "
                                          "whole words there."))
     try:

@@ -14,7 +14,7 @@ from bertcore.analysis import shipped
 from bertcore.analysis.grammar import minimal_pairs as M
 from bertcore.analysis.grammar.scoring import PLL_METRICS, ScoringError
 from bertcore.sources import PACKAGED_MLM
-from explorer import heavy, resources, share, widgets
+from explorer import heavy, resources, share, whatif, widgets
 from explorer.figures import grammar as figs
 
 GOOD = "The keys to the cabinet are on the table."
@@ -43,7 +43,7 @@ if not lm.has_mlm_head:
               args=(PACKAGED_MLM,), icon=":material/swap_horiz:")
     st.stop()
 
-share.shareable({"gram_a": share.text, "gram_b": share.text})
+share.shareable({"gram_a": share.text, "gram_b": share.text, "gram_whatif": share.boolean})
 key = resources.source_key(lm.source)
 metric = st.radio("Scoring", PLL_METRICS, index=PLL_METRICS.index(shipped.GRAMMAR_METRIC), key="gram_metric",
                   format_func=METRIC_LABELS.__getitem__,
@@ -84,6 +84,12 @@ if scores:
                "model finds surprising; small bars elsewhere show the difference spreading to the neighbours.")
     widgets.plotly_chart(figs.contributions_figure([(lab, s.tokens, s.log_probs) for lab, s in scores]),
                          key="gram_contrib")
+if st.toggle("Compare the two sentences token by token (what if?)", key="gram_whatif", persist_state="session",
+             help="Sentence 1 as input A, sentence 2 as input B: each token's vector and each head's attention, "
+                  "side by side, and one-click edits of sentence 2."):
+    whatif.edit_buttons("gram", "gram_b", b or "", lm, where="sentence 2")
+    with st.container(border=True):
+        whatif.views(lm, "gram", a or "", b or "", fill_mask=False)
 
 # ----------------------------------------------------------------------------- the suite
 st.subheader("A minimal-pair suite")

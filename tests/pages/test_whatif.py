@@ -147,3 +147,17 @@ def test_attribution_whatif_classifier_shows_both_predictions(run_source):
     assert list(classes["class"]) == ["business", "sport"]
     assert abs(classes["P in A"].sum() - 1) < 1e-5 and abs(classes["P in B"].sum() - 1) < 1e-5
     assert any(s["layout"].get("title", {}).get("text") == "Δ attribution, B − A" for s in chart_specs(at))
+
+
+def test_grammar_compares_its_two_sentences_and_edits_sentence_2():
+    at = page("grammar", gram_whatif=True)
+    check(at, None)
+    js = array(heatmap(at, "JS distance A vs B")["data"][0]["z"])
+    assert js.max() > 0  # "are" / "is": the two sentences differ
+    next(b for b in at.button if b.label == "is → are").click().run()  # sentence 2 becomes sentence 1
+    check(at, "info")
+    assert at.text_area(key="gram_b").value == at.text_area(key="gram_a").value
+    assert any("exactly zero" in i for i in messages(at)["info"])
+    assert np.all(array(heatmap(at, "JS distance A vs B")["data"][0]["z"]) == 0)
+    at.text_area(key="gram_b").input("").run()
+    assert_clean(at)
