@@ -22,7 +22,7 @@ from bertcore import encode
 from bertcore.analysis.attention import ablation, query_key
 from bertcore.analysis.causal import attribution, patching
 from bertcore.analysis.grammar import scoring
-from bertcore.analysis.representations import corpus_search, logit_lens
+from bertcore.analysis.representations import corpus_search, edits, logit_lens, whatif
 from bertcore.forward_pass import trace
 
 CLEAN = "The keys to the cabinet [MASK] on the table."
@@ -160,11 +160,14 @@ def _analyses(mlm):
         "forward_pass": lambda: trace(model, clean.tensors()["input_ids"], mask, 2, 1),
         "grammar_scoring": lambda: scoring.pseudo_log_likelihood(model, tok, "The keys are on the table."),
         "corpus_search": lambda: corpus_search.build_index(model.base_model, tok, index_texts, 3),
+        "whatif": lambda: whatif.compare(model, tok, CLEAN, CORRUPT),
+        "edits.model": lambda: np.frombuffer("|".join(e.label for e in edits.model_edits(model, tok, CLEAN, 1))
+                                             .encode(), dtype=np.uint8),  # the words and their rounded shares
     }
 
 
 ANALYSES = ["patching.record", "patching.patch", "patching.scan", "query_key", "ablation", "logit_lens",
-            "tuned_lens", "attribution", "forward_pass", "grammar_scoring", "corpus_search"]
+            "tuned_lens", "attribution", "forward_pass", "grammar_scoring", "corpus_search", "whatif", "edits.model"]
 
 
 @pytest.mark.parametrize("other", [SAME_LENGTH, OTHER_LENGTH], ids=["same_length", "other_length"])
