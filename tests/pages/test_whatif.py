@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from bertcore.analysis.representations import whatif
-from bertcore.sources import PACKAGED_MLM, load
+from bertcore.sources import PACKAGED, PACKAGED_MLM, load
 
 from .conftest import BAD_TEXTS, PAGES, TIMEOUT, array, assert_clean, chart_specs, check, messages, page
 
@@ -59,6 +59,14 @@ def test_masking_whatif_the_models_guess_and_reset():
     assert at.text_area(key="msk_whatif_b").value == A.replace("keys", word)
     at.button(key="msk_wi_reset").click().run()
     assert at.text_area(key="msk_whatif_b").value == A
+
+
+def test_masking_whatif_without_an_mlm_head():
+    at = page("masking", PACKAGED, **MSK)  # all-MiniLM-L6-v2: no MLM head
+    check(at, None)
+    assert any("no MLM head, so it makes no guesses" in c.value for c in at.caption)
+    assert not any(b.label.startswith("The → ") for b in at.button)  # no model guesses offered
+    assert any(b.label == "keys → key" for b in at.button)
 
 
 @pytest.mark.parametrize("prefix,name", [("msk", "masking"), ("att", "attention")])
