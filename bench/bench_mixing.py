@@ -1,0 +1,85 @@
+"""Context mixing (issue 37, section 1): what each method of ``bertcore.analysis.attention.mixing`` costs next to
+one plain forward pass of the same model on the same input, measured in the same run.
+
+    python bench/bench_mixing.py [--reps 5] [--threads N] [--tokens 32 128]
+
+On the shipped MiniLM-MLM (6 layers, 12 heads, H 384) and inputs of 32 and 128 tokens of BBC News text, prints the
+median milliseconds of each method and of the reference (``model.base_model(**inputs)``: the encoder, no attentions
+kept, the fused attention kernel), timed in pairs one after the other, the median of the pairs' ratios, the issue's
+goal (3x for the norm family and ALTI, T/4 for value zeroing) and the 1-minute load average after the row (the
+machine may be shared). DecompX (one fill-mask position, two candidates) is timed too; it has no goal.
+"""
+# ruff: noqa: B023, E402  (each lambda runs inside its own loop iteration)
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch
+
+from bertcore import data, sources
+from bertcore.analysis.attention import decompx, mixing
+from bertcore.tokenizer import encode
+from timing import median_ms
+
+
+def long_text() -> str:
+    files = sorted(data.bbc_dir().glob("*/*.txt"))
+    return " ".join(data.read_text(f) for f in files[:3])
+
+
+def paired(fn, ref, reps: int) -> tuple[float, float, float]:
+    """``fn`` and the reference forward timed back to back ``reps`` times (one warm-up each): median ms of each and
+    the median of the per-pair ratios (robust to a load that changes during the run)."""
+    fn(), ref()
+    fn_ms, ref_ms = [], []
+    for _ in range(reps):
+        ref_ms.append(median_ms(ref, 1))
+        fn_ms.append(median_ms(fn, 1))
+    ratios = [a / b for a, b in zip(fn_ms, ref_ms)]
+    return statistics.median(fn_ms), statistics.median(ref_ms), statistics.median(ratios)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--tokens", type=int, nargs="+", default=[32, 128])
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    lm = sources.load(sources.PACKAGED_MLM)
+    model = lm.model
+    text = long_text()
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {os.cpu_count()} CPUs, reps {args.reps} "
+          f"(medians; each method timed in pairs with the forward), model {lm.source.label}")
+    print(f"{'tokens':>6} {'method':<32} {'ms':>9} {'fwd ms':>7} {'x forward':>10} {'goal':>6} {'load':>5}")
+    for t in args.tokens:
+        enc = encode(lm.tokenizer, text, max_length=t)
+        inputs = enc.tensors()
+
+        def forward():
+            with torch.no_grad():
+                return model.base_model(**inputs)
+
+        rows = [(m, lambda m=m: mixing.mixing(model, inputs, m)) for m in mixing.METHODS]
+        rows.append(("alti + rollout", lambda: mixing.mixing(model, inputs, "alti", rollout=True)))
+        rows.append(("DecompX fill-mask, 1 position", lambda: decompx.fill_mask(model, inputs, t // 2, [2024, 2003])))
+        for name, fn in rows:
+            ms, ref, ratio = paired(fn, forward, args.reps)
+            goal = f"{t / 4:g}" if name == "value_zeroing" else "3" if name in GOAL_3X else ""
+            print(f"{len(enc.tokens):>6} {name:<32} {ms:>9.1f} {ref:>7.1f} {ratio:>10.2f} {goal:>6} "
+                  f"{os.getloadavg()[0]:>5.2f}")
+
+
+GOAL_3X = ("norm", "norm_res_ln", "globenc", "alti")
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""Value zeroing (Mohebbi et al. 2023, "Quantifying Context Mixing in Transformers", EACL, section 2), batched:
+one of the methods of :func:`.mixing.mixing`.
+
+For each layer and token j, j's value vectors are set to zero in every head (value bias included, as the authors'
+``value_layer[:, :, j] = 0``), the original attention weights are kept and the whole layer runs again from its
+real input: attention output, residual, LayerNorm 1, feed-forward, LayerNorm 2. Token i's score is the cosine
+distance between its real and its altered layer output.
+
+Batched without T reruns of the layer: zeroing j takes ``w_ij = sum_h a_hij f_h(x_j)`` (:mod:`.decompose`) out of
+token i's attention output and nothing else, so every rerun is the real layer plus a difference. The differences
+are carried, not the states: LayerNorm 1's new std comes from float64 statistics of ``w_ij`` (no T^2 vectors), the
+change of LayerNorm 1's output, of the feed-forward's activations and of LayerNorm 2's output are computed as
+differences (``act(pre + d) - act(pre)``), and ``1 - cos`` from the part of the output's change orthogonal to the
+output, ``(v - u^2) / (q (q + 1 + u))`` with ``u = o.do / |o|^2``, ``v = |do|^2 / |o|^2``, ``q = sqrt(1 + 2u + v)``,
+never as 1 minus a number close to 1. The T^2-row tensors are float32 for a float32 model (float64 for a float64
+one): carried as differences they keep float32's relative precision (the tests compare with a float64 copy and
+with T plain reruns of the layer's own modules).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .decompose import F64, LayerMath, activation_, base_model, require_post_ln, row_blocks, run, work_dtype
+
+#: elements of one block of the (zeroed token, T, I) activation changes (4 MB of float32; bench/bench_mixing.py)
+VZ_BLOCK = 1 << 20
+
+
+def value_zeroing(model, inputs: dict) -> np.ndarray:
+    """Value zeroing, Mohebbi et al. 2023, section 2 (the module docstring gives the computation).
+
+    ``VZ_l[i, j] = 1 - cos(o_i, o_i^(-j))``: o_i token i's real output of layer l, ``o_i^(-j)`` the output when
+    layer l runs again with token j's value vectors zeroed in every head (attention weights kept). Rows divided by
+    their sum, as the authors' code. Special tokens kept.
+
+    Args:
+        model: a post-LN bertcore BERT in eval mode (only read).
+        inputs: an encoding's ``tensors()`` (``input_ids (1, T)``, ...).
+    Returns:
+        ``(L, T, T)`` float64, rows >= 0 summing to 1.
+    Raises:
+        ValueError: a pre-LN model, not one encoding, a model in training mode.
+    Cost: one forward pass plus, per layer, two matmuls of ``T^2`` rows (the feed-forward's two projections of
+    the activations' change) and elementwise work on ``T^2 x I`` arrays (bench/bench_mixing.py).
+    """
+    require_post_ln(model, "value_zeroing")
+    base = base_model(model)
+    state = run(model, inputs)
+    work = work_dtype(model)
+    t = state.tokens
+    out = torch.empty(len(state.probs), t, t, dtype=F64)
+    with torch.no_grad():
+        for layer, module in enumerate(base.encoder.layer):
+            m, mw = LayerMath(module, base.config), LayerMath(module, base.config, work)
+            out[layer] = distances(m, mw, state.hidden[layer].to(F64), state.probs[layer].to(F64)).T.cpu()
+    total = out.sum(-1, keepdim=True)
+    return torch.where(total > 0, out / total, torch.zeros_like(out)).numpy()
+
+
+def distances(m: LayerMath, mw: LayerMath, x: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+    """Raw ``1 - cos`` of one layer, ``(T_j, T_i)`` float64 (zeroed token first). ``m``: the layer's float64
+    weights; ``mw``: its weights in the dtype of the T^2-row arrays and of the feed-forward (the model's own when
+    float32: no copy). ``x (T, H)`` and ``probs (heads, T, T)`` float64."""
+    work = mw.dtype
+    hid = x.shape[1]
+    f = m.head_vectors(x)  # (heads, T, H) f_hj, float64
+    y = torch.bmm(probs, f).sum(0) + m.bo + x  # (T, H) pre-LN1
+    cy = y - y.mean(-1, keepdim=True)
+    var1 = (cy * cy).mean(-1)  # (T,)
+    inv1 = torch.rsqrt(var1 + m.eps1)
+    x1 = m.g1 * cy * inv1[:, None] + m.beta1
+    pre_w = x1.to(work) @ mw.w1.T + mw.b1  # (T, I)
+    act_w = mw.act(pre_w)
+    z = (act_w @ mw.w2.T + mw.b2).to(F64) + x1  # (T, H) pre-LN2: the changes below are taken from these
+    cz = z - z.mean(-1, keepdim=True)
+    var2 = (cz * cz).mean(-1)
+    inv2 = torch.rsqrt(var2 + m.eps2)
+    o = m.g2 * cz * inv2[:, None] + m.beta2  # (T, H) the layer's real output
+    # LayerNorm 1 of y_i - w_ij: var = var(y_i) - 2 cov(y_i, w_ij) + var(w_ij), from f without building w
+    cf = f - f.mean(-1, keepdim=True)  # (heads, T, H)
+    a = probs.permute(2, 1, 0).contiguous()  # (j, i, heads)
+    cov = (cy @ cf.reshape(-1, hid).T).view(-1, *cf.shape[:2])  # (i, heads, j): Cy_i . f_hj
+    cov = (a * cov.permute(2, 0, 1)).sum(-1) / hid  # (j, i)
+    cfj = cf.transpose(0, 1).contiguous()  # (j, heads, H)
+    var_w = ((a @ (cfj @ cfj.transpose(1, 2))) * a).sum(-1) / hid  # (j, i): a^T Gram_j a / H
+    inv1z = torch.rsqrt(var1 - 2 * cov + var_w + m.eps1)  # (j, i)
+    d_inv1 = (inv1z - inv1).to(work)[..., None]  # (j, i, 1)
+    a_w = (a * -inv1z[..., None]).to(work)  # (j, i, heads): -a_hij / std(y_i - w_ij)
+    kf = (m.g1 * cfj).to(work)  # (j, heads, H): gamma1 * C f_hj
+    qf = (kf.reshape(-1, hid) @ mw.w1.T).view(*kf.shape[:2], -1)  # (j, heads, I): W1 (gamma1 * C f_hj)
+    gy = (m.g1 * cy).to(work)  # (i, H)
+    qy = gy @ mw.w1.T  # (i, I)
+    w2t = mw.w2.T
+    cz_w, o_w, g2 = cz.to(work), o.to(work), m.g2.to(work)
+    o_sq = (o * o).sum(-1)  # (i,)
+    out = torch.empty(a.shape[:2], dtype=F64, device=x.device)
+    blocks = row_blocks(a.shape[0], a.shape[1] * qf.shape[2], VZ_BLOCK)
+    size = blocks[0].stop - blocks[0].start
+    h_buf = torch.empty(size, *pre_w.shape, dtype=work, device=x.device)  # reused: no new large arrays per block
+    z_buf = torch.empty(size, *x.shape, dtype=work, device=x.device)
+    for js in blocks:
+        n = js.stop - js.start
+        # LayerNorm 1's output change: d_inv * gamma1 * C y_i - inv' * gamma1 * C w_ij; W1 of it from qf, qy
+        dx1 = torch.bmm(a_w[js], kf[js]).addcmul_(d_inv1[js], gy)  # (J, i, H)
+        h = torch.bmm(a_w[js], qf[js], out=h_buf[:n])  # (J, i, I)
+        h.addcmul_(d_inv1[js], qy).add_(pre_w)  # W1 (x1 + dx1) + b1
+        activation_(mw.act_name, h).sub_(act_w)  # the activations' change
+        dz = torch.matmul(h.view(-1, h.shape[-1]), w2t, out=z_buf[:n].view(-1, hid)).view(n, -1, hid)
+        dz += dx1  # (J, i, H): the pre-LN2 change
+        dz -= dz.mean(-1, keepdim=True)  # centred
+        delta2 = (2 * (dz * cz_w).sum(-1) + torch.linalg.vector_norm(dz, dim=-1) ** 2).to(F64) / hid
+        inv2z = torch.rsqrt(var2 + delta2 + m.eps2)  # (J, i): LayerNorm 2's new 1 / std
+        do = dz.mul_(inv2z[..., None].to(work)).addcmul_((inv2z - inv2)[..., None].to(work), cz_w).mul_(g2)
+        u = (do * o_w).sum(-1).to(F64) / o_sq  # (J, i): o . do / |o|^2
+        perp = do.addcmul_(u[..., None].to(work), o_w, value=-1)  # the part of the change orthogonal to o_i
+        excess = torch.linalg.vector_norm(perp, dim=-1).to(F64) ** 2 / o_sq  # v - u^2 >= 0
+        q = torch.sqrt(1 + 2 * u + excess + u * u)
+        out[js] = excess / (q * (q + 1 + u))
+    return out
