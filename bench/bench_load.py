@@ -15,8 +15,9 @@ timeouts (a step not settled within ``--timeout`` seconds), and the server's pea
 server process and its children, sampled every 0.2 s).
 
 The clients' own CPU (Chromium renders N pages) is part of the machine's load on a 2-core machine: the script
-prints the load average beside the numbers. ``--server-cpus`` / ``--client-cpus`` pin the server and Chromium to
-separate cores (``taskset``), so that the server's share is visible on its own.
+prints the load average beside the numbers, and the CPU seconds the server and the browsers used during the class
+(so the server's share of the machine is measured, not guessed). ``--server-cpus`` / ``--client-cpus`` pin the
+server and Chromium to separate cores (``taskset``).
 """
 
 from __future__ import annotations
@@ -121,11 +122,15 @@ def serve(port: int, cpus: str | None, env_extra: dict[str, str]) -> subprocess.
     raise RuntimeError("the app did not start in 4 minutes")
 
 
-async def settle(tab, t0: float, timeout_s: float) -> float:
+STARTED = """([t0, path]) => window.__lastRunStart >= t0
+    || (path !== null && window.__lastMutation > t0 && location.pathname.endsWith(path))"""
+
+
+async def settle(tab, t0: float, timeout_s: float, path: str | None = None) -> float:
     """Seconds from ``t0`` (the page's performance.now(), ms) to the last DOM change of the run the action
-    started."""
-    await tab.wait_for_function("(t0) => window.__lastRunStart >= t0", arg=t0, timeout=timeout_s * 1000,
-                                polling=50)
+    started: a run seen to start after ``t0``, or, for a page switch (Streamlit may swap the app's element then, and
+    the attribute change is not seen), the DOM changed after ``t0`` with the browser on ``path``."""
+    await tab.wait_for_function(STARTED, arg=[t0, path], timeout=timeout_s * 1000, polling=50)
     await tab.wait_for_function(SETTLED, arg=300, timeout=timeout_s * 1000, polling=100)
     return (await tab.evaluate("() => window.__lastMutation") - t0) / 1000
 
@@ -140,6 +145,7 @@ async def student(browser, port: int, timeout_s: float, results: list[dict], sta
     for name, slug, text in PATH:
         row = {"step": name, "seconds": None, "exceptions": 0, "timeout": False}
         try:
+            path = None
             if slug == "":
                 t0 = 0.0  # navigation start
                 await tab.goto(f"http://127.0.0.1:{port}/", timeout=timeout_s * 1000)
@@ -148,24 +154,39 @@ async def student(browser, port: int, timeout_s: float, results: list[dict], sta
                 link = tab.locator(f'[data-testid="stSidebarNavLink"][href$="/{slug}"]').first
                 t0 = await tab.evaluate("() => performance.now()")
                 await link.click(timeout=timeout_s * 1000)
+                path = f"/{slug}"
             else:
                 box = tab.locator('[data-testid="stTextArea"] textarea').first
                 await box.fill(text, timeout=timeout_s * 1000)
                 t0 = await tab.evaluate("() => performance.now()")
                 await box.press("Control+Enter")
-            row["seconds"] = await settle(tab, t0, timeout_s)
+            row["seconds"] = await settle(tab, t0, timeout_s, path)
         except PlaywrightTimeout:
             row["timeout"] = True
+            row["state"] = await tab.evaluate(DIAGNOSE, t0)
+            if SHOTS is not None:
+                SHOTS.mkdir(parents=True, exist_ok=True)
+                await tab.screenshot(path=str(SHOTS / f"timeout-{id(tab)}-{name.replace(' ', '_')}.png"))
         row["exceptions"] = await tab.locator('[data-testid="stException"]').count()
         results.append(row)
     await context.close()
 
 
+SHOTS: Path | None = None  # --shots: a screenshot of each timed-out step
+DIAGNOSE = """(t0) => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].filter(el => el.offsetParent);
+    return {script_state: app && app.getAttribute('data-test-script-state'), run_started: window.__lastRunStart >= t0,
+            status_widget: !!document.querySelector('[data-testid="stStatusWidget"]'),
+            stale: document.querySelectorAll('[data-stale="true"]').length,
+            skeleton: document.querySelectorAll('[data-testid="stSkeleton"]').length,
+            charts_undrawn: charts.filter(el => !el.querySelector('.main-svg')).length, url: location.pathname};
+}"""
 WARMED = "BERT Explorer: warm-up done"  # what explorer/warmup.py prints when it has finished
 
 
 async def classroom(n: int, port: int, timeout_s: float, client_cpus: str | None, warm_s: float,
-                    log: Path) -> list[dict]:
+                    log: Path, server_pid: int) -> list[dict]:
     from playwright.async_api import async_playwright
 
     results: list[dict] = []
@@ -188,12 +209,42 @@ async def classroom(n: int, port: int, timeout_s: float, client_cpus: str | None
         start = asyncio.Event()
         tasks = [asyncio.create_task(student(browser, port, timeout_s, results, start)) for _ in range(n)]
         await asyncio.sleep(1.0)
+        chromium_before, server_before, t0 = chromium_cpu(), process_cpu(server_pid), time.perf_counter()
         start.set()
         await asyncio.gather(*tasks)
+        CPU["clients"] = chromium_cpu() - chromium_before
+        CPU["server"] = process_cpu(server_pid) - server_before
+        CPU["wall"] = time.perf_counter() - t0
         if client_cpus:
             pid_pin.cancel()
         await browser.close()
     return results
+
+
+CPU: dict[str, float] = {}  # CPU seconds of the class ("server", "clients") and its wall time ("wall")
+
+
+def chromium_cpu() -> float:
+    """CPU seconds (user + system) used so far by every Chromium process of this machine."""
+    import psutil
+
+    total = 0.0
+    for proc in psutil.process_iter(["name"]):
+        if "chrom" in (proc.info["name"] or ""):
+            try:
+                t = proc.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                pass
+    return total
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a process and its children so far."""
+    import psutil
+
+    proc = psutil.Process(pid)
+    return sum(t.user + t.system for t in [proc.cpu_times(), *(c.cpu_times() for c in proc.children(True))])
 
 
 async def pin_chromium(cpus: str) -> None:
@@ -220,7 +271,7 @@ def summarise(n: int, results: list[dict], peak: int, load: tuple[float, float])
                        "exceptions": sum(r["exceptions"] > 0 for r in rows),
                        "timeouts": sum(r["timeout"] for r in rows)}
     secs = [r["seconds"] for r in results if r["seconds"] is not None]
-    return {"students": n, "steps": steps, "median_s": statistics.median(secs) if secs else None,
+    return {"students": n, "steps": steps, "cpu_s": dict(CPU), "median_s": statistics.median(secs) if secs else None,
             "p95_s": percentile(secs, 95), "exceptions": sum(r["exceptions"] > 0 for r in results),
             "timeouts": sum(r["timeout"] for r in results), "server_peak_gb": peak / 2**30,
             "load_before": load[0], "load_after": load[1]}
@@ -239,10 +290,13 @@ def main() -> None:
     ap.add_argument("--client-cpus", help="CPU list for Chromium, e.g. 1")
     ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server (repeatable)")
     ap.add_argument("--out", type=Path, help="write every result as JSON here")
+    ap.add_argument("--shots", type=Path, help="save a screenshot of every step that timed out here")
     ap.add_argument("--py-spy", type=Path, help="profile the server with py-spy (pip install py-spy) into this "
                     "folder: one collapsed-stack file per N (flamegraph.pl / speedscope read it)")
     a = ap.parse_args()
     env_extra = dict(kv.split("=", 1) for kv in a.env)
+    global SHOTS
+    SHOTS = a.shots
     print(f"{os.cpu_count()} CPUs; server on {a.server_cpus or 'all'}, clients on {a.client_cpus or 'all'}; "
           f"server env {env_extra or '{}'}", flush=True)
     summaries = []
@@ -257,7 +311,9 @@ def main() -> None:
                                     "--gil", "--output", str(a.py_spy / f"server-{n}.txt")],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            results = asyncio.run(classroom(n, a.port, a.timeout, a.client_cpus, a.warm, server_log(a.port)))
+            CPU.clear()
+            results = asyncio.run(classroom(n, a.port, a.timeout, a.client_cpus, a.warm, server_log(a.port),
+                                            srv.pid))
         finally:
             if spy is not None:
                 spy.send_signal(2)  # SIGINT: py-spy writes its file
@@ -270,6 +326,13 @@ def main() -> None:
         print(f"\nN = {n}: median {s['median_s']:.2f} s, p95 {s['p95_s']:.2f} s, exception boxes {s['exceptions']}, "
               f"timeouts {s['timeouts']}, server peak {s['server_peak_gb']:.2f} GB, load {s['load_before']:.2f} -> "
               f"{s['load_after']:.2f}", flush=True)
+        cpu = s["cpu_s"]
+        print(f"  CPU during the class: server {cpu['server']:.1f} s ({cpu['server'] / (n * len(PATH)):.2f} s a step), "
+              f"browsers {cpu['clients']:.1f} s, over {cpu['wall']:.1f} s of wall time on {os.cpu_count()} cores",
+              flush=True)
+        for r in results:
+            if r["timeout"]:
+                print(f"  timeout in {r['step']}: {r.get('state')}", flush=True)
         for name, st in s["steps"].items():
             med = "-" if st["median_s"] is None else f"{st['median_s']:.2f}"
             print(f"  {name:24s} median {med:>6s} s  p95 {st['p95_s']:6.2f} s  exceptions {st['exceptions']}  "
