@@ -342,3 +342,71 @@ def preset_table() -> pd.DataFrame:
                      "equal to transformers": c.base == hf_base and c.pretraining == hf_pre
                      and c.named_tensors == hf_tensors})
     return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- what flows (issue 37)
+@st.cache_resource(show_spinner="Measuring what flows between the tokens ...", max_entries=16, ttl="1h")
+def mixing_maps(key: tuple[str, ...], text: str, text_pair: str | None, method: str,
+                _loaded: LoadedModel) -> np.ndarray:
+    """:func:`bertcore.analysis.attention.mixing.mixing` ``(L, T, T)`` of :func:`forward`'s encoding by one method,
+    cached per ``(key, text, text_pair, method)`` (read-only). Raises ValueError as ``mixing`` (a post-LN-only
+    method on a pre-LN model)."""
+    from bertcore.analysis.attention import mixing
+
+    enc = forward(key, text, text_pair, _loaded).encoding
+    out = mixing.mixing(_loaded.model, enc.tensors(), method)
+    out.flags.writeable = False
+    return out
+
+
+def mlm_encoding(text: str, text_pair: str | None, _loaded: LoadedModel):
+    """The encoding the fill-mask views explain: ``[MASK]`` markers normalised, cut to what the model reads."""
+    from bertcore.fill_mask import normalise_mask_markers
+    from bertcore.tokenizer import encode
+
+    tok = _loaded.tokenizer
+    return encode(tok, normalise_mask_markers(text, tok),
+                  None if text_pair is None else normalise_mask_markers(text_pair, tok), max_length=_loaded.max_length)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def which_words(key: tuple[str, ...], text: str, text_pair: str | None, position: int, token_id: int,
+                bad_id: int | None, _loaded: LoadedModel) -> dict:
+    """The Masking page's "which words made this prediction" for the logit of ``token_id`` at ``position`` (minus
+    that of ``bad_id`` when given), cached per its arguments: ``{"decompx": TokenDecomposition | None,
+    "decompx_error": str | None, "ig": (T,), "occlusion": (T,)}`` (occlusion 0 at special tokens and the position
+    itself). Raises ValueError (no MLM head, a position out of range)."""
+    from bertcore.analysis.attention import decompx
+    from bertcore.analysis.causal import faithfulness
+
+    enc = mlm_encoding(text, text_pair, _loaded)
+    inputs = enc.tensors()
+    tok = _loaded.tokenizer
+    special = np.array(enc.special_tokens_mask, dtype=bool)
+    out: dict = {"decompx": None, "decompx_error": None}
+    try:
+        out["decompx"] = (decompx.fill_mask(_loaded.model, inputs, position, [token_id]) if bad_id is None
+                          else decompx.logit_difference(_loaded.model, inputs, position, token_id, bad_id))
+    except ValueError as exc:
+        out["decompx_error"] = str(exc)
+    out["ig"] = faithfulness.ig_scores(_loaded.model, inputs, position, token_id, tok.pad_token_id, special,
+                                       bad_id=bad_id)
+    ranked = [j for j in range(len(enc)) if not special[j] and j != position]
+    occ = np.zeros(len(enc))
+    occ[ranked] = faithfulness.occlusion(_loaded.model, inputs, position, token_id, tok.mask_token_id, ranked,
+                                         bad_id=bad_id)
+    out["occlusion"] = occ
+    return out
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def faithfulness(key: tuple[str, ...], text: str, text_pair: str | None, position: int, token_id: int,
+                 _loaded: LoadedModel):
+    """:func:`bertcore.analysis.causal.faithfulness.measure` of the prediction ``token_id`` at ``position``, cached
+    per its arguments."""
+    from bertcore.analysis.causal import faithfulness as faith
+
+    enc = mlm_encoding(text, text_pair, _loaded)
+    tok = _loaded.tokenizer
+    return faith.measure(_loaded.model, enc.tensors(), position, token_id, tok.mask_token_id, tok.pad_token_id,
+                         np.array(enc.special_tokens_mask, dtype=bool))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bertcore import anatomy, positional
-from bertcore.analysis.attention import activations, neurons
+from bertcore.analysis.attention import activations, flows, neurons
 from bertcore.analysis.papers import findings as F
 from bertcore.sources import LoadedModel
 from bertcore.tokenizer import encode
@@ -134,9 +134,21 @@ def one_head(lm: LoadedModel, values: dict) -> Fact:
     if t < 2:
         return Fact("One token only: there is no previous token to look at.", ok=False)
     argmax_prev = float(np.mean(a[1:].argmax(-1) == np.arange(t - 1)))
+    toks = act.tokens
+    query = next((i for i, tk in enumerate(toks) if tk == "it"), t // 2)
+    norms = flows.value_norms(lm.model, act.hidden_states[layer - 1], layer)[head - 1]  # (T,) ||f_h(x_j)||
+    arrives = a[query] * norms
+    most, sent = int(a[query].argmax()), int(arrives.argmax())
+    weighted_sum = (f" What arrives is α × the size of the value vector ([Kobayashi et al. 2020]"
+                    f"(https://arxiv.org/abs/2004.10102)): here {code(toks[query])} gives α = {a[query, most]:.2f} to "
+                    f"{code(toks[most])}, whose vector has size {norms[most]:.1f}, so {arrives[most]:.2f} arrives; "
+                    + ("that is the most of any token." if sent == most else
+                       f"more arrives from {code(toks[sent])} (α = {a[query, sent]:.2f} × {norms[sent]:.1f} = "
+                       f"{arrives[sent]:.2f}). The *What flows* tab measures this for every token.")
+                    if t >= 2 else "")
     return Fact(f"Head **{head_name(layer, head)}** attends most to the previous token in **{pct(argmax_prev)} of "
                 f"positions**, with {pct(share[layer - 1, head - 1])} of its attention there on average (Clark et al. "
-                "2019 call a head positional above 50%).", {"att_layer": layer, "att_head": head})
+                "2019 call a head positional above 50%)." + weighted_sum, {"att_layer": layer, "att_head": head})
 
 
 def layer_heads(lm: LoadedModel, values: dict) -> Fact:

@@ -101,7 +101,9 @@ STEPS: tuple[Step, ...] = (
          _attention("Neuron view"), _ATT_SHARED, _text_keys("att")),
     Step("one_head", "One head's pattern: the weighted sum", "attention",
          "The head's output for a token is the **weighted sum** of every token's value vector v, with those "
-         "weights. One row of the heatmap is one token's weights: where it gathers information from.",
+         "weights. One row of the heatmap is one token's weights: where it gathers information from. A weight is not "
+         "what arrives, though: what arrives is the weight × the size of the value vector ([Kobayashi et al. 2020]"
+         "(https://arxiv.org/abs/2004.10102); the *What flows* tab).",
          "the *One head* heatmap of layer {layer}, head {head}: the bright line just below the diagonal.",
          _attention("One head"), _ATT_SHARED, _text_keys("att")),
     Step("layer_heads", "All heads of a layer", "attention",

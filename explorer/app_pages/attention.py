@@ -1,5 +1,6 @@
 """Attention: what each head of each layer looks at, as heatmaps, grids, a head view, statistics,
-rollout and flow across layers, and the neuron view; every view can merge WordPieces into words."""
+rollout and flow across layers, what actually flows (context mixing, issue 37: explorer.what_flows) and the
+neuron view; every view can merge WordPieces into words."""
 
 import numpy as np
 import pandas as pd
@@ -13,7 +14,7 @@ from bertcore.analysis.grammar.agreement import check_verb
 from bertcore.embeddings import InputError
 from bertcore.fill_mask import FillMaskError
 from bertcore.tokenizer import TextError
-from explorer import resources, share, whatif, widgets
+from explorer import resources, share, what_flows, whatif, widgets
 from explorer.figures import attention as att_figures
 from explorer.figures import rollout as rollout_figures
 
@@ -130,9 +131,9 @@ def query_picker(key_: str, names: list[str], default: int) -> int:
 
 default_query = next((u for u, m in enumerate(members) if enc.word_ids[m[0]] is not None), 0)
 TABS = ["One head", "All heads of a layer", "All layers × heads", "Head view", "Head statistics",
-        "Rollout and flow", "Neuron view"]
+        "Rollout and flow", "What flows", "Neuron view"]
 # lazy: only the open tab runs
-one, grid, thumbs, view, stats, roll, neuron = st.tabs(TABS, key="att_tab", on_change="rerun")
+one, grid, thumbs, view, stats, roll, flows_tab, neuron = st.tabs(TABS, key="att_tab", on_change="rerun")
 if one.open:
     with one:
         st.caption(f"Layer {layer}, head {head}: row = the token that looks, column = the token looked at. "
@@ -225,6 +226,10 @@ if roll.open:
         d1, d2, _ = st.columns([1, 1, 4])
         widgets.download_html(fig, f"rollout_{query}", key="att_roll_html", where=d1)
         widgets.download_csv(table, f"rollout_{query}", key="att_roll_csv", where=d2)
+if flows_tab.open:
+    with flows_tab:
+        what_flows.section(lm, key, text, text_pair, layer, labels, groups,
+                           query_picker("att_query", labels, default_query))
 if neuron.open:
     with neuron:
         st.caption(

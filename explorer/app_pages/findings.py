@@ -317,10 +317,57 @@ def probing() -> None:
                "model, text and parser differ.")
 
 
+def faithful_explanations() -> None:
+    """Issue 37, section 4 over a whole set: which explanation ranks the tokens that matter first."""
+    from bertcore.analysis import shipped
+    from bertcore.analysis.causal import faithfulness as faith
+    from explorer import heavy
+    from explorer.figures import mixing as mixing_figs
+
+    st.markdown(
+        "Explanations of a prediction disagree, so which one to believe? Here each method ranks the words of a "
+        "sentence for the model's guess at a `[MASK]`, and the ranking is compared (Spearman's rank correlation, "
+        "magnitudes) with what really happens when a word is removed: replaced by `[MASK]` (**occlusion**), or "
+        "its value vectors zeroed in every layer at once (**value zeroing**). The Masking page shows the same "
+        "table for your own sentence.")
+    if not lm.has_mlm_head:
+        st.info("This model has no MLM head: there is no [MASK] prediction to explain. Pick MiniLM-MLM in the "
+                "sidebar.", icon=":material/info:")
+        return
+    n = int(st.select_slider("Sentences", [10, 25, 50, 100, 200], value=200, key="find_faith_n",
+                             help="Held-out State of the Union sentences (the shipped model never trained on "
+                                  "them), one random word masked in each."))
+    comp = shipped.faithfulness(lm, n)
+    result = shipped.shipped(lm, comp) or st.session_state.get(f"find_faith:{key}:{n}")
+    if result is None:
+        st.caption(f"Not shipped beside this model: computed on request, about 1-2 seconds a sentence on a 2-core "
+                   f"CPU ({n} sentences: {n // 60 + 1}-{n // 30 + 1} minutes), six explanations and two removals "
+                   "per sentence.")
+        if not st.button(f"Compute it on {n} sentences", key="find_faith_go", type="primary",
+                         icon=":material/play_arrow:"):
+            return
+        result = heavy.run_with_status(("faithfulness-set", key, n),
+                                       lambda progress: comp.compute(lambda i, total: progress(i / max(total, 1))),
+                                       f"the faithfulness of six explanations on {n} sentences")
+        st.session_state[f"find_faith:{key}:{n}"] = result
+    corr = np.asarray(result["correlations"])
+    with np.errstate(all="ignore"):
+        means = np.nanmean(corr, axis=0) if len(corr) else np.full((len(faith.METHODS), len(faith.EFFECTS)), np.nan)
+    widgets.plotly_chart(mixing_figs.faithfulness_figure(list(faith.METHODS.values()), means,
+                                                         list(faith.EFFECTS.values()), faith.PUBLISHED, len(corr)),
+                         key="find_faith_fig")
+    st.dataframe(pd.DataFrame(means, index=pd.Index(list(faith.METHODS.values()), name="method"),
+                              columns=list(faith.EFFECTS.values())), key="find_faith_table",
+                 column_config={c: st.column_config.NumberColumn(format="%.2f") for c in faith.EFFECTS.values()})
+    st.caption("Published (grey): " + ", ".join(f"{k} {v:+.2f}" for k, v in faith.PUBLISHED.items())
+               + " (Ferrando et al. 2022, section 5). Where the settings differ: " + faith.PUBLISHED_SETTING)
+
+
 # lazy tabs: only the open one runs and draws (one or two charts per rerun instead of seven)
 SECTIONS = {"Special tokens": special_tokens, "Previous / next token": offsets, "Entropy": entropy,
             "Pattern types": patterns, "Contextuality": contextuality, "Positions": positions,
-            "Syntax heads": syntax_heads, "Probing classifiers": probing}
+            "Syntax heads": syntax_heads, "Probing classifiers": probing,
+            "Faithful explanations": faithful_explanations}
 for tab, draw in zip(st.tabs(list(SECTIONS), key="find_tab", on_change="rerun"), SECTIONS.values()):
     if tab.open:
         with tab:

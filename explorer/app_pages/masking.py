@@ -10,7 +10,7 @@ from bertcore.embeddings import InputError
 from bertcore.fill_mask import FillMaskError
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError, encode
-from explorer import heavy, heldout, resources, share, whatif, widgets
+from explorer import heavy, heldout, resources, share, what_flows, whatif, widgets
 from explorer.figures import lens as lens_figures
 from explorer.figures import masking as mask_figures
 
@@ -151,7 +151,8 @@ if not lm.has_mlm_head:
             "published). The packaged **MiniLM-MLM** is the same encoder trained further here with masked-LM + "
             "NSP, so it fills [MASK]. Other choices in the sidebar: a checkpoint of a pretraining run (Train page), "
             "or a Hugging Face folder saved from `BertForMaskedLM` / `BertForPreTraining` such as "
-            "`bert-base-uncased`.", icon=":material/block:")
+            "`bert-base-uncased`. Without an MLM head, **Which words made this prediction** (DecompX, integrated "
+            "gradients, occlusion) has no prediction to explain either.", icon=":material/block:")
     st.button("Use the packaged MiniLM-MLM to see predictions", key="msk_switch", type="primary",
               on_click=widgets.use_source, args=(PACKAGED_MLM,), icon=":material/swap_horiz:")
     st.stop()
@@ -255,6 +256,7 @@ def _predictions() -> None:
 
 
 _predictions()
+what_flows.masking_panel(lm, text, text_pair)  # which words made this prediction (issue 37)
 
 # ----------------------------------------------------------------------------- logit lens
 LENS_ALL_POSITIONS = 32  # longer inputs: the lens grid shows the predicted positions unless asked for all

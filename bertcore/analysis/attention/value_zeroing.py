@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .decompose import F64, LayerMath, activation_, base_model, require_post_ln, row_blocks, run, work_dtype
+from .decompose import (F64, LayerMath, activation_, base_model, check_inputs, require_post_ln, row_blocks, run,
+                        work_dtype)
 
 #: elements of one block of the (zeroed token, T, I) activation changes (4 MB of float32; bench/bench_mixing.py)
 VZ_BLOCK = 1 << 20
@@ -118,4 +119,62 @@ def distances(m: LayerMath, mw: LayerMath, x: torch.Tensor, probs: torch.Tensor)
         excess = torch.linalg.vector_norm(perp, dim=-1).to(F64) ** 2 / o_sq  # v - u^2 >= 0
         q = torch.sqrt(1 + 2 * u + excess + u * u)
         out[js] = excess / (q * (q + 1 + u))
+    return out
+
+
+def every_layer(model, inputs: dict, position: int, token_id: int, tokens: list[int] | None = None,
+                batch: int = 16) -> np.ndarray:
+    """The effect of removing each token from the mixing of every layer at once (issue 37, section 4): the logit of
+    ``token_id`` at ``position`` in the real forward pass minus the logit when token j's value vectors are zeroed
+    in every head of every layer (value bias included, as :func:`value_zeroing`; queries and keys unchanged, so
+    token j still receives and is still attended to, but sends nothing). Positive: the token helped the
+    prediction.
+
+    The zeroing is an argument of the forward pass (:class:`bertcore.interventions.Interventions` at the
+    ``("value", l)`` sites), never a hook: the shared model is only read. Copies of the input run ``batch`` at a
+    time, copy b zeroing its own token. Works on post-LN and pre-LN models.
+
+    Args:
+        model: a bertcore model with an MLM head (``BertForPreTraining`` / ``BertForMaskedLM``), eval mode.
+        inputs: an encoding's ``tensors()`` (``input_ids (1, T)``, ...).
+        position: the predicted position; ``token_id`` the vocabulary id whose logit is read.
+        tokens: the positions to zero (default: every position).
+    Returns:
+        ``(len(tokens),)`` float64: real logit minus the logit with that token's values zeroed.
+    Raises:
+        ValueError: no MLM head, a position or id out of range, not one encoding, a model in training mode.
+    """
+    from bertcore.fill_mask import FillMaskError, mlm_head_of
+    from bertcore.interventions import Interventions
+
+    try:
+        encoder, head = mlm_head_of(model)
+    except FillMaskError as exc:
+        raise ValueError(str(exc)) from exc
+    ids = check_inputs(inputs)
+    base = base_model(model)
+    t = ids.shape[1]
+    if not 0 <= position < t:
+        raise ValueError(f"position must lie in [0, {t}); got {position}")
+    if not 0 <= token_id < head.decoder.weight.shape[0]:
+        raise ValueError(f"token id {token_id} is outside the vocabulary")
+    tokens = list(range(t)) if tokens is None else [int(j) for j in tokens]
+    device = next(base.parameters()).device
+    kw = {k: v.to(device) for k, v in inputs.items() if k in ("input_ids", "token_type_ids", "attention_mask")}
+    layers = base.config.num_hidden_layers
+    out = np.empty(len(tokens), dtype=np.float64)
+    with torch.no_grad():
+        real = float(head(encoder(**kw).last_hidden_state[:, position])[0, token_id])
+        for start in range(0, len(tokens), batch):
+            js = tokens[start:start + batch]
+            keep = torch.ones(len(js), 1, t, 1, dtype=base.dtype, device=device)  # (B, heads, T, d) broadcast
+            keep[torch.arange(len(js)), 0, torch.tensor(js), 0] = 0
+
+            def zero(v: torch.Tensor, keep: torch.Tensor = keep) -> torch.Tensor:
+                return v * keep.to(v.dtype)
+
+            iv = Interventions({("value", layer): zero for layer in range(1, layers + 1)})
+            copies = {k: v.expand(len(js), -1) for k, v in kw.items()}
+            hidden = encoder(**copies, interventions=iv).last_hidden_state[:, position]  # (B, H)
+            out[start:start + len(js)] = real - head(hidden)[:, token_id].double().cpu().numpy()
     return out
