@@ -58,3 +58,20 @@ def test_second_example_runs(monkeypatch):
     monkeypatch.setattr(go.Figure, "show", lambda self, *a, **k: shown.append(self))
     exec(compile(code, "README.md", "exec"), {})  # noqa: S102 - the README's own example
     assert len(shown) == 2 and "Logit lens" in shown[0].layout.title.text
+
+
+def test_the_context_mixing_example_runs_after_the_patching_one(monkeypatch, capsys):
+    """The README's mixing / DecompX block (issue 37) runs on the names the block before it defines."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Use in Jupyter", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    mixing_block = next(b for b in blocks if "mixing.mixing(" in b)
+    setup = next(b for b in blocks if "clean = encode(" in b)
+    skip = ("patching.scan", "effect_heatmap", "lens_figures", "logit_lens.logit_lens", "top = ")
+    setup = "\n".join(line for line in setup.splitlines() if not any(s in line for s in skip))
+    namespace: dict = {}
+    exec(compile(setup + "\n" + mixing_block, "README.md (context mixing)", "exec"), namespace)  # noqa: S102
+    terms, clean = namespace["terms"], namespace["clean"]
+    assert namespace["alti"].shape == (6, len(clean.tokens), len(clean.tokens))
+    assert terms.contributions.shape == (len(clean.tokens) + 1, 1)
+    assert abs(terms.contributions.sum() - terms.value[0]) < 1e-6

@@ -84,3 +84,28 @@ def test_evolution_maps_follow_a_rewritten_checkpoint(tmp_path):
     maps2, _ = resources.attention_per_checkpoint((str(ckpt),), new_stamps, "the cat sat", 1, 1)
     sims2 = resources.position_similarity_per_checkpoint((str(ckpt),), new_stamps, 8)
     assert not np.allclose(maps[0], maps2[0]) and not np.allclose(sims[0], sims2[0])
+
+
+def test_what_flows_caches_follow_the_text_the_method_the_position_and_the_model(tmp_path):
+    """Issue 37's caches (mixing maps, which words, faithfulness) answer anew when any part of their key changes."""
+    folder = save_tiny_bert(tmp_path / "m", BertForMaskedLM, seed=0, tokenizer="full", max_position_embeddings=512)
+    source = ModelSource("local", str(folder), "tiny")
+    lm = resources.load_model(source)
+    key = resources.source_key(source)
+    a = resources.mixing_maps(key, "the cat sat on the mat", None, "alti", _loaded=lm)
+    assert resources.mixing_maps(key, "the cat sat on the mat", None, "alti", _loaded=lm) is a
+    assert not np.allclose(a, resources.mixing_maps(key, "the cat sat on the mat", None, "norm_res_ln", _loaded=lm))
+    assert a.shape != resources.mixing_maps(key, "the dog sat", None, "alti", _loaded=lm).shape
+    text = "the cat sat on the [MASK] today"
+    w1 = resources.which_words(key, text, None, 6, 2024, None, _loaded=lm)
+    w2 = resources.which_words(key, text, None, 6, 2003, None, _loaded=lm)
+    assert not np.allclose(w1["occlusion"], w2["occlusion"])
+    w3 = resources.which_words(key, "a dog ran to the [MASK] today", None, 6, 2024, None, _loaded=lm)
+    assert not np.allclose(w1["ig"], w3["ig"])
+    save_tiny_bert(folder, BertForMaskedLM, seed=1, tokenizer="full", max_position_embeddings=512)
+    key2 = resources.source_key(source)
+    lm2 = resources.load_model(source)
+    assert not np.allclose(a, resources.mixing_maps(key2, "the cat sat on the mat", None, "alti", _loaded=lm2))
+    f1 = resources.faithfulness(key, text, None, 6, 2024, _loaded=lm)
+    f2 = resources.faithfulness(key2, text, None, 6, 2024, _loaded=lm2)
+    assert not np.allclose(f1.effects["occlusion"], f2.effects["occlusion"])

@@ -107,6 +107,24 @@ def test_steps_point_at_the_measured_head():
     assert at.session_state["att_tab"] == "One head"
 
 
+def test_the_weighted_sum_step_measures_alpha_times_the_value_vector_on_its_own_token():
+    """Step 5 says what arrives is α × the size of the value vector, with both measured on the step's token."""
+    from bertcore.analysis.attention import flows
+
+    at = app("tour")
+    at.button(key="tour_open_5").click().run()
+    lm = load(DEFAULT)
+    act = activations.run(lm.encoder, lm.tokenizer, ATT_A)
+    layer, head = at.session_state["att_layer"], at.session_state["att_head"]
+    query = act.tokens.index("it") if "it" in act.tokens else len(act.tokens) // 2
+    a = act.attentions[layer - 1, head - 1, query]
+    norms = flows.value_norms(lm.model, act.hidden_states[layer - 1], layer)[head - 1]
+    most = int(a.argmax())
+    text = measured(at)
+    assert "α × the size of the value vector" in text and "arxiv.org/abs/2004.10102" in text
+    assert f"α = {a[most]:.2f}" in text and f"size {norms[most]:.1f}, so {a[most] * norms[most]:.2f} arrives" in text
+
+
 def test_back_leave_and_resume():
     at = app("tour")
     at.button(key="tour_open_3").click().run()
