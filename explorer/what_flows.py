@@ -28,12 +28,14 @@ SHOWN = {"attention": "Raw attention", "norm": "Norm ‖αf(x)‖", "norm_res_ln
 """The methods side by side, in order, with short titles."""
 FLOW_MAX_TOKENS = 128
 EXPLAIN = {
-    "attention": "the attention weights, averaged over heads: where a token *looks*.",
-    "norm": "the size of the vector each token actually sends, weight × ‖value‖ (Kobayashi et al. 2020).",
-    "norm_res_ln": "the same with the token's own residual and LayerNorm 1 counted (Kobayashi et al. 2021).",
-    "value_zeroing": "how much a token's output changes when one token's value vectors are set to zero and the "
-                     "whole layer is rerun (Mohebbi et al. 2023).",
-    "alti": "how close each token's vector comes to the token's output after LayerNorm 1 (Ferrando et al. 2022).",
+    "attention": "It measures the attention weights, averaged over heads: where a token *looks*.",
+    "norm": "It measures the size of the vector each token actually sends, weight × ‖value‖ (Kobayashi et al. "
+            "2020).",
+    "norm_res_ln": "The same, with the token's own residual and LayerNorm 1 counted (Kobayashi et al. 2021).",
+    "value_zeroing": "It measures how much a token's output changes when one token's value vectors are set to zero "
+                     "and the whole layer is rerun (Mohebbi et al. 2023).",
+    "alti": "It measures how close each token's vector comes to the token's output after LayerNorm 1 (Ferrando et "
+            "al. 2022).",
 }
 
 

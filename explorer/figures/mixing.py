@@ -64,11 +64,10 @@ def side_by_side(maps: Mapping[str, np.ndarray], tokens: Sequence[str], query: i
                           line={"color": NEGATIVE, "width": 2}, row=1, col=col)
     left = token_axis(fig, labels, max_labels, "y", title=False, row=1, col=1)
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(side="top")
     size = min(520, 160 + 12 * min(t, max_labels))
-    fig.update_layout(height=size + top + 40, title={"text": title} if title else None,
-                      margin={"l": left, "r": 10, "t": top + 50, "b": 10})
-    fig.update_annotations(yshift=top, font={"size": 12})
+    fig.update_layout(height=size + top + 80, title={"text": title, "y": 0.98, "yanchor": "top"} if title else None,
+                      margin={"l": left, "r": 10, "t": 80 if title else 40, "b": top})
+    fig.update_annotations(font={"size": 12})
     return fig
 
 

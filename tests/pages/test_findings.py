@@ -189,3 +189,31 @@ def test_a_changed_model_computes_its_findings_again(monkeypatch, tmp_path):
     at = page("findings", ModelSource("local", str(copy), "changed copy"), find_segments=SEGMENTS)
     assert_clean(at)
     assert calls == [SEGMENTS] and any("First computation" in t for t in texts(at.caption))
+
+
+def test_faithful_explanations_tab_computes_on_request_and_shows_the_published_figures(mlm_source):
+    """Issue 37, section 4: a model without a shipped result gets a button; pressed, the mean correlation by method
+    beside Ferrando et al.'s published figures (and where the settings differ)."""
+    from bertcore.analysis.causal import faithfulness as faith
+
+    at = page("findings", mlm_source, find_segments=SEGMENTS, find_tab="Faithful explanations", find_faith_n=10)
+    assert_clean(at)
+    assert not chart_specs(at) and at.button(key="find_faith_go").label.startswith("Compute it on 10")
+    at.button(key="find_faith_go").click().run()
+    assert_clean(at)
+    (spec,) = chart_specs(at)
+    names = [tr["name"] for tr in spec["data"]]
+    assert "Ferrando et al. 2022 (published)" in names
+    published = next(tr for tr in spec["data"] if tr["name"].startswith("Ferrando"))
+    assert array(published["y"]).tolist() == list(faith.PUBLISHED.values())
+    table = next(d.value for d in at.dataframe if "Occlusion ([MASK] in its place)" in d.value.columns)
+    assert list(table.index) == list(faith.METHODS.values())
+    assert any("Where the settings differ" in c.value for c in at.caption)
+    at.run()  # a rerun keeps the result (no second press)
+    assert len(chart_specs(at)) == 1
+
+
+def test_faithful_explanations_tab_without_mlm_head_says_why():
+    at = page("findings", PACKAGED, find_segments=SEGMENTS, find_tab="Faithful explanations")
+    assert_clean(at)
+    assert any("no MLM head" in i.value for i in at.info)
