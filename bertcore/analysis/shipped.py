@@ -231,15 +231,44 @@ def write(loaded, computations: list[Computation] | None = None, log=print) -> P
                                                           "version": VERSION})
 
 
+EXTRA = {"faithfulness": faithfulness}
+"""Computations not among :func:`default_views` that ``--add NAME`` ships beside them."""
+
+
+def add(loaded, computations: list[Computation], log=print) -> Path:
+    """Compute ``computations`` and write them into ``loaded``'s file beside the entries it already holds for the
+    same model files (those are kept as they are; an entry of the same name is replaced).
+
+    Raises:
+        bertcore.precomputed.PrecomputedError, OSError: as :func:`write`.
+    """
+    head = precomputed.manifest(loaded.path)
+    names = {c.name for c in computations}
+    entries = []
+    if head is not None and head.get("model_hash") == precomputed.model_hash(loaded.path):
+        for entry in head["entries"].values():
+            value = precomputed.read(loaded.path, entry["name"], entry["params"])
+            if value is not None and entry["name"] not in names:
+                entries.append((entry["name"], entry["params"], value))
+    for comp in computations:
+        t0 = time.perf_counter()
+        entries.append((comp.name, comp.params, comp.compute(None)))
+        log(f"{comp.name}: {time.perf_counter() - t0:.1f} s")
+    notes = dict((head or {}).get("notes") or {}, written_by="python -m bertcore.analysis.shipped", version=VERSION)
+    return precomputed.write(loaded.path, entries, notes=notes)
+
+
 def main(argv: list[str] | None = None) -> None:
     from ..sources import PACKAGED_MLM, ModelSource, load
 
     ap = argparse.ArgumentParser(description="Compute the app's default views for a model and ship them in its "
                                              f"folder ({precomputed.FILE_NAME}).")
     ap.add_argument("--model", help="an HF model folder (default: the shipped MiniLM-MLM, models/minilm-mlm)")
+    ap.add_argument("--add", choices=sorted(EXTRA), action="append", default=[],
+                    help="compute only this view (not among the defaults) and add it to the file's entries")
     args = ap.parse_args(argv)
     loaded = load(ModelSource("local", args.model) if args.model else PACKAGED_MLM)
-    path = write(loaded)
+    path = add(loaded, [EXTRA[name](loaded) for name in args.add]) if args.add else write(loaded)
     print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
 

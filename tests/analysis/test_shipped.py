@@ -64,9 +64,11 @@ def test_the_app_default_views_are_all_shipped_and_the_file_is_small(mlm):
     path = sources.SHIPPED_MLM_DIR / precomputed.FILE_NAME
     assert path.stat().st_size < MAX_BYTES
     views = shipped.default_views(mlm)
-    assert {c.name for c in views} == set(shipped_names()) == {
+    assert {c.name for c in views} == {
         "findings", "position_regression", "syntax", "probes", "corpus_search", "grammar_suite"}
-    for c in views:  # the parameters the pages ask for find their entry
+    extra = [shipped.EXTRA[name](mlm) for name in sorted(shipped.EXTRA)]  # shipped with --add (issue 37)
+    assert {c.name for c in views + extra} == set(shipped_names())
+    for c in views + extra:  # the parameters the pages ask for find their entry
         assert shipped.shipped(mlm, c) is not None, c.name
     other = shipped.findings(mlm, evalset.DEFAULT_SEGMENTS + 10)
     assert shipped.shipped(mlm, other) is None  # another evaluation set: computed, not shipped
@@ -78,7 +80,7 @@ def test_the_app_default_views_are_all_shipped_and_the_file_is_small(mlm):
 #: (``python -m bertcore.analysis.shipped`` rewrites the file; run this check after changing probes.py,
 #: minimal_pairs.py, syntax.py or syntax_probe.py), not in the default suite, which must stay under
 #: CI's 30 minutes. Their keys are still checked below (another model or parameters ignore them).
-SLOW = {"probes", "grammar_suite", "syntax", "findings"}
+SLOW = {"probes", "grammar_suite", "syntax", "findings", "faithfulness"}  # faithfulness: 200 sentences, 4 min
 
 
 @pytest.mark.parametrize("name", shipped_names())
@@ -86,7 +88,8 @@ def test_a_shipped_result_equals_its_computation_today(mlm, name):
     """Recompute one shipped entry and compare."""
     if name in SLOW and os.environ.get("BERT_EXPLORER_FULL_RECOMPUTE") != "1":
         pytest.skip(f"{name}: minutes to recompute; set BERT_EXPLORER_FULL_RECOMPUTE=1 to check it")
-    (computation,) = [c for c in shipped.default_views(mlm) if c.name == name]
+    every = shipped.default_views(mlm) + [shipped.EXTRA[n](mlm) for n in sorted(shipped.EXTRA)]
+    (computation,) = [c for c in every if c.name == name]
     assert_same(shipped.shipped(mlm, computation), computation.compute(None), name)
 
 
@@ -102,3 +105,22 @@ def test_a_copy_with_one_weight_changed_ignores_the_shipped_file(mlm, tmp_path):
     c = shipped.position_regression(changed)
     got = shipped.get(changed, shipped.Computation(c.name, c.params, lambda p: calls.append(p) or "computed"))
     assert got == "computed" and calls == [None]
+
+
+def test_add_computes_only_the_new_entry_and_keeps_the_others(tmp_path):
+    """``python -m bertcore.analysis.shipped --add NAME``: the file's other entries stay, an entry of the same
+    name is replaced."""
+    from bertcore.heads import BertForMaskedLM
+
+    from ..conftest import save_tiny_bert
+
+    folder = save_tiny_bert(tmp_path / "m", BertForMaskedLM)
+    precomputed.write(folder, [("kept", {"a": 1}, np.arange(3)), ("new", {"v": 0}, "old")])
+    loaded = sources.load(sources.ModelSource("local", str(folder)))
+    calls = []
+    shipped.add(loaded, [shipped.Computation("new", {"v": 1}, lambda p: calls.append(p) or np.ones(2))],
+                log=lambda *a: None)
+    assert calls == [None]
+    np.testing.assert_array_equal(precomputed.read(folder, "kept", {"a": 1}), np.arange(3))
+    np.testing.assert_array_equal(precomputed.read(folder, "new", {"v": 1}), np.ones(2))
+    assert precomputed.read(folder, "new", {"v": 0}) is None

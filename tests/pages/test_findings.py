@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bertcore.heads import BertForPreTraining
+from bertcore import sources
 from bertcore.sources import PACKAGED, ModelSource
 
 from ..conftest import mark_complete
@@ -217,3 +218,20 @@ def test_faithful_explanations_tab_without_mlm_head_says_why():
     at = page("findings", PACKAGED, find_segments=SEGMENTS, find_tab="Faithful explanations")
     assert_clean(at)
     assert any("no MLM head" in i.value for i in at.info)
+
+
+def test_faithful_explanations_of_the_shipped_model_are_shown_at_once():
+    """MiniLM-MLM ships the 200-sentence result (``python -m bertcore.analysis.shipped --add faithfulness``): the
+    tab draws it with no button, and the table is its mean."""
+    import numpy as np
+
+    from bertcore.analysis import shipped
+
+    at = page("findings", sources.PACKAGED_MLM, find_segments=SEGMENTS, find_tab="Faithful explanations")
+    assert_clean(at)
+    assert not at.get("button") or all(b.key != "find_faith_go" for b in at.button)
+    assert len(chart_specs(at)) == 1 and "200 sentences" in chart_specs(at)[0]["layout"]["title"]["text"]
+    lm = sources.load(sources.PACKAGED_MLM)
+    want = np.nanmean(np.asarray(shipped.shipped(lm, shipped.faithfulness(lm))["correlations"]), axis=0)
+    table = next(d.value for d in at.dataframe if "Occlusion ([MASK] in its place)" in d.value.columns)
+    np.testing.assert_allclose(table.to_numpy(dtype=float), want, atol=1e-9)
