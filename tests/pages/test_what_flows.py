@@ -141,6 +141,18 @@ def test_masking_panel_explains_a_pair_and_the_typed_mask(mask_app):
     at.text_input(key="msk_dx_pair").input("are/notaword").run()
     assert any("two words" in w for w in messages(at)["warning"])
     at.text_input(key="msk_dx_pair").input("").run()
+    # a sentence pair whose [MASK] is in sentence B: the bars cover both sentences, their sum is B's [MASK] logit
+    at.text_area(key="msk_text").input("The film won the award.").run()
+    at.toggle(key="msk_pair_on").set_value(True).run()
+    check(at, None)
+    lm = sources.load(sources.PACKAGED_MLM)
+    enc = encode(lm.tokenizer, "The film won the award.", at.text_area(key="msk_text_b").value)
+    bars = _bars(at)
+    assert len(bars["data"][0]["y"]) == len(enc.tokens) + 1
+    with torch.no_grad():
+        top = float(lm.model(**enc.tensors()).prediction_logits[0, enc.tokens.index("[MASK]")].max())
+    assert array(bars["data"][0]["x"]).sum() == pytest.approx(top, abs=2e-3)
+    at.toggle(key="msk_pair_on").set_value(False).run()
 
 
 @pytest.mark.parametrize("text,expect", [
