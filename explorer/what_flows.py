@@ -109,7 +109,8 @@ def _route_graph(maps: dict[str, np.ndarray], labels: list[str], query: int) -> 
     """The route graph of the selected token, and the row of a clicked node."""
     st.markdown("**Route graph.** From the selected token at the top layer down to the input tokens: each line "
                 "is a contribution above the threshold, as thick as its share (LM Transparency Tool's view, for "
-                "an encoder). Click a node to see that token's whole row at that layer.")
+                "an encoder). Pick a node in the box below the graph (or click it) to see that token's whole row at "
+                "that layer.")
     c1, c2 = st.columns(2)
     names = list(maps)
     method = c1.selectbox("Contributions by", names, index=names.index("alti") if "alti" in names else 0,
@@ -133,8 +134,10 @@ def _route_graph(maps: dict[str, np.ndarray], labels: list[str], query: int) -> 
     if picked is None or picked[0] < 1:
         if not node_names:
             return
-        picked = st.selectbox("Or pick a node", node_names, key=f"att_route_node_{method}_{threshold:.2f}_{query}",
-                              format_func=lambda n: f"layer {n[0]}: {labels[n[1]]}")
+        if not 0 <= st.session_state.get("att_route_node", 0) < len(node_names):
+            st.session_state["att_route_node"] = 0  # another token or threshold: fewer nodes
+        picked = node_names[st.selectbox("Node whose row is shown", range(len(node_names)), key="att_route_node",
+                                         format_func=lambda n: f"layer {node_names[n][0]}: {labels[node_names[n][1]]}")]
     level, token = picked
     row = maps[method][level - 1, token]
     st.caption(f"Layer {level}, row of “{widgets.escape_md(labels[token])}”: the share each token contributes "

@@ -76,7 +76,7 @@ def route_graph(nodes: Sequence[tuple[int, int]], edges: Sequence[tuple[int, int
     """The route graph of one token (:func:`bertcore.analysis.attention.flows.routes`): a node per
     ``(level, token)``, level L at the top (the chosen token's output), 0 at the bottom (the inputs); each edge
     from ``(level, i)`` down to ``(level - 1, j)``, its width the contribution. Clicking a node selects it (its
-    ``customdata`` is ``[level, token]``).
+    ``customdata`` is ``[level, token]``, and so is that of the edge ends drawn over it).
 
     Raises:
         ValueError: a node or edge outside the tokens or levels.
@@ -92,6 +92,7 @@ def route_graph(nodes: Sequence[tuple[int, int]], edges: Sequence[tuple[int, int
         if not (1 <= level <= num_layers and 0 <= i < t and 0 <= j < t):
             raise ValueError(f"edge ({level}, {i}, {j}) is outside {num_layers} layers and {t} tokens")
         fig.add_trace(go.Scatter(x=[i, j], y=[level, level - 1], mode="lines", hoverinfo="text",
+                                 customdata=[[level, i], [level - 1, j]],  # a click on an end selects that node
                                  text=f"layer {level}: {labels[j]} → {labels[i]}: {w:.0%}",
                                  line={"width": 1 + 9 * w / widest, "color": POSITIVE},
                                  opacity=0.35 + 0.6 * w / widest, showlegend=False))
@@ -106,8 +107,7 @@ def route_graph(nodes: Sequence[tuple[int, int]], edges: Sequence[tuple[int, int
                      range=[-0.5, num_layers + 0.5])
     fig.update_xaxes(visible=False, range=[-0.5, t + 1.5])
     fig.update_layout(height=120 + 70 * num_layers, title={"text": title} if title else None,
-                      margin={"l": 70, "r": 10, "t": 50 if title else 10, "b": 10}, clickmode="event+select",
-                      dragmode=False)
+                      margin={"l": 70, "r": 10, "t": 50 if title else 10, "b": 10}, clickmode="event+select")
     return fig
 
 

@@ -63,6 +63,12 @@ def test_what_flows_follows_the_layer_the_token_and_the_words_switch(flows_app):
     at.selectbox(key="att_query").set_value(4).run()
     at.toggle(key="att_words").set_value(True).run()
     check(at, None)
+    first = chart_specs(at)[-1]["layout"]["annotations"][0]["text"]
+    assert first.startswith("layer 6: into ")  # the top node: the selected token's last layer
+    at.selectbox(key="att_route_node").set_value(1).run()  # another node: its row is drawn
+    check(at, None)
+    row_title = chart_specs(at)[-1]["layout"]["annotations"][0]["text"]
+    assert row_title.startswith("layer 5: into ")  # node 1: the first token reached one layer down
     at.slider(key="att_route_threshold").set_value(0.5).run()
     check(at, None)
     at.selectbox(key="att_route_method").set_value("attention").run()
