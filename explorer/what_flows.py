@@ -142,7 +142,7 @@ def _route_graph(maps: dict[str, np.ndarray], labels: list[str], query: int) -> 
     row = maps[method][level - 1, token]
     st.caption(f"Layer {level}, row of “{widgets.escape_md(labels[token])}”: the share each token contributes "
                f"({SHOWN[method]}).")
-    widgets.plotly_chart(mixing_figures.rankings(labels, {f"layer {level}: into {labels[token]}": row}),
+    widgets.plotly_chart(mixing_figures.rankings(labels, {f"layer {level}: into {labels[token]}": row}, scaled=False),
                          key="att_route_row")
 
 

@@ -136,9 +136,9 @@ def contribution_bars(tokens: Sequence[str], contributions, rest: float, value: 
     return fig
 
 
-def rankings(tokens: Sequence[str], columns: Mapping[str, np.ndarray]) -> go.Figure:
+def rankings(tokens: Sequence[str], columns: Mapping[str, np.ndarray], scaled: bool = True) -> go.Figure:
     """The same tokens ranked by several methods, one bar panel per method (each scaled to its own largest
-    magnitude, sign kept), sharing the token axis.
+    magnitude, sign kept; ``scaled=False``: the values themselves, e.g. shares), sharing the token axis.
 
     Raises:
         ValueError: no column, or a column whose length is not the number of tokens.
@@ -153,13 +153,14 @@ def rankings(tokens: Sequence[str], columns: Mapping[str, np.ndarray]) -> go.Fig
         v = np.asarray(v, dtype=np.float64).reshape(-1)
         if v.size != len(labels):
             raise ValueError(f"{name}: got {v.size} values for {len(labels)} tokens")
-        scale = float(np.abs(v).max()) or 1.0
+        scale = (float(np.abs(v).max()) or 1.0) if scaled else 1.0
         fig.add_trace(go.Bar(x=v / scale, y=names, orientation="h", customdata=v, showlegend=False,
                              marker_color=[POSITIVE if x >= 0 else NEGATIVE for x in v],
                              hovertemplate="%{y}: %{customdata:+.3f}<extra>" + _plain(name) + "</extra>"),
                       row=1, col=col)
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(range=[-1.05, 1.05])
+    if scaled:
+        fig.update_xaxes(range=[-1.05, 1.05])
     fig.update_layout(height=120 + 20 * len(names), margin={"l": 10, "r": 10, "t": 50, "b": 30})
     return fig
 

@@ -56,6 +56,8 @@ def test_rankings_and_the_faithfulness_figure():
     fig = M.rankings(TOKENS, {"IG": [0, 2, -4, 1], "Occlusion": [0, 1, 1, 0]})
     np.testing.assert_allclose(fig.data[0].x, [0, 0.5, -1, 0.25])
     np.testing.assert_allclose(fig.data[0].customdata, [0, 2, -4, 1])
+    np.testing.assert_allclose(M.rankings(TOKENS, {"share": [0.1, 0.6, 0.2, 0.1]}, scaled=False).data[0].x,
+                               [0.1, 0.6, 0.2, 0.1])  # shares as they are
     with pytest.raises(ValueError, match="tokens"):
         M.rankings(TOKENS, {"IG": [1, 2]})
     means = np.array([[0.1, 0.2], [0.3, 0.4], [0.5, np.nan]])
