@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import BROWSER_ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, StreamlitServer, _skip_reason, free_port, new_context
+from .conftest import BROWSER_ARTIFACTS, StreamlitServer, _skip_reason, free_port, new_context
 from .test_browser import MAIN, wait_idle
 
 
@@ -50,15 +50,10 @@ def shared_server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def shared_browser(shared_server):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        try:
-            yield b
-        finally:
-            b.close()
+def shared_browser(shared_server, browser):
+    """The suite's one Chromium (``conftest.browser``): a second ``sync_playwright()`` in the same thread fails with
+    "using Playwright Sync API inside the asyncio loop" once another browser test has started the first."""
+    return browser
 
 
 def main_text(page) -> str:
