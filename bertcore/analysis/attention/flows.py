@@ -144,7 +144,7 @@ def value_norms(model, hidden: np.ndarray, layer: int) -> np.ndarray:
     layers = base.encoder.layer
     if not 1 <= layer <= len(layers):
         raise ValueError(f"layer must lie in 1..{len(layers)}; got {layer}")
-    x = torch.as_tensor(np.asarray(hidden), dtype=F64)
+    x = torch.tensor(np.asarray(hidden), dtype=F64)  # a copy: the cached hidden states are read-only arrays
     if x.ndim != 2 or x.shape[1] != base.config.hidden_size:
         raise ValueError(f"hidden must have shape (T, {base.config.hidden_size}); got {tuple(x.shape)}")
     with torch.no_grad():
