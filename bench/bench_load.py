@@ -37,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 from bench_page_load import SETTLED, WATCH  # noqa: E402
+from screenshot_pages import serve  # noqa: E402
 
 # Also note when a script run starts (the app's script-state attribute is or was "running"), so that a step waits
 # for the run its action started, not for the quiet page before it.
@@ -100,26 +101,6 @@ class PeakMemory:
 
 def server_log(port: int) -> Path:
     return Path(tempfile.gettempdir()) / f"bench_load_server_{port}.log"
-
-
-def serve(port: int, cpus: str | None, env_extra: dict[str, str]) -> subprocess.Popen:
-    import socket
-
-    env = {**os.environ, "BERT_EXPLORER_RUNS": tempfile.mkdtemp(), "HF_HUB_OFFLINE": "1", **env_extra}
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port",
-           str(port), "--server.address", "127.0.0.1"]
-    if cpus:
-        cmd = ["taskset", "-c", cpus, *cmd]
-    log = open(server_log(port), "w")
-    srv = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    for _ in range(480):
-        try:
-            socket.create_connection(("127.0.0.1", port), 1).close()
-            return srv
-        except OSError:
-            time.sleep(0.5)
-    srv.terminate()
-    raise RuntimeError("the app did not start in 4 minutes")
 
 
 STARTED = """([t0, path]) => window.__lastRunStart >= t0
@@ -301,7 +282,8 @@ def main() -> None:
           f"server env {env_extra or '{}'}", flush=True)
     summaries = []
     for n in a.students:
-        srv = serve(a.port, a.server_cpus, env_extra)  # a fresh server for each N: its first page pays the load
+        # a fresh server for each N: its first page pays the load
+        srv = serve(ROOT, a.port, a.server_cpus, env_extra, server_log(a.port))
         mem = PeakMemory(srv.pid)
         before = os.getloadavg()[0]
         spy = None

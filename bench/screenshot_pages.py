@@ -41,11 +41,18 @@ def page_slugs(root: Path) -> list[str]:
     return ["" if f == "overview" else f for f in files]
 
 
-def serve(root: Path, port: int) -> subprocess.Popen:
-    env = {**os.environ, "BERT_EXPLORER_RUNS": tempfile.mkdtemp(), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(root)}
-    srv = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-                            "--server.port", str(port), "--server.address", "127.0.0.1"], cwd=root, env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def serve(root: Path, port: int, cpus: str | None = None, env_extra: dict[str, str] | None = None,
+          log: Path | None = None) -> subprocess.Popen:
+    """``streamlit run app.py`` of ``root`` on ``port`` (pinned to ``cpus`` with taskset when given, its output to
+    ``log`` or nowhere), once it accepts connections. Raises RuntimeError when it has not started in 4 minutes."""
+    env = {**os.environ, "BERT_EXPLORER_RUNS": tempfile.mkdtemp(), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(root),
+           **(env_extra or {})}
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+           "--server.address", "127.0.0.1"]
+    if cpus:
+        cmd = ["taskset", "-c", cpus, *cmd]
+    out = open(log, "w") if log is not None else subprocess.DEVNULL
+    srv = subprocess.Popen(cmd, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT if log else subprocess.DEVNULL)
     for _ in range(480):
         try:
             socket.create_connection(("127.0.0.1", port), 1).close()
