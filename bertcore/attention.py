@@ -30,9 +30,10 @@ def additive_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> to
     Returns:
         ``(B, 1, 1, T)`` tensor of ``dtype`` holding 0 where attended and the most negative
         finite value of ``dtype`` where padded (as HF, so padded keys get probability exactly 0);
-        None when there is no mask or nothing is padded (the fast path).
+        None when there is no mask, or nothing is padded and the mask is on the CPU (the fast path; on an
+        accelerator, asking would make the call wait for the device, so the mask is always built there).
     """
-    if attention_mask is None or bool(attention_mask.all()):
+    if attention_mask is None or attention_mask.device.type == "cpu" and bool(attention_mask.all()):
         return None
     keep = attention_mask[:, None, None, :].to(torch.bool)  # (B, 1, 1, T)
     zero = torch.zeros((), dtype=dtype, device=attention_mask.device)

@@ -54,7 +54,7 @@ class BertEmbeddings(nn.Module):
 
         Checks: exactly one of ``input_ids`` and ``inputs_embeds`` (``(B, T, H)``) is given; ``input_ids`` is 2-D
         ``(B, T)`` with T >= 1 and T <= max_position_embeddings, ids lie in ``[0, vocab_size)``, segment ids lie
-        in ``[0, type_vocab_size)``.
+        in ``[0, type_vocab_size)`` (these two for CPU tensors only: elsewhere a host read waits for the device).
         """
         cfg = self.config
         if (input_ids is None) == (inputs_embeds is None):
@@ -71,6 +71,8 @@ class BertEmbeddings(nn.Module):
             raise InputError(
                 f"sequence of {input_ids.size(1)} tokens is longer than this model's "
                 f"{cfg.max_position_embeddings} positions; truncate the input")
+        if input_ids.device.type != "cpu":  # the value checks below read on the host: on an accelerator they would
+            return  # make every call wait for the device (the training loop checks its batches on the host)
         if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= cfg.vocab_size):
             raise InputError(f"input_ids must lie in [0, {cfg.vocab_size}); is the tokenizer this model's?")
         if token_type_ids is not None:

@@ -159,6 +159,32 @@ def plan(step_s: float, eval_s: float, eval_every: int, remaining_s: float) -> t
     return estimate, round_steps(estimate)
 
 
+def _sync(trainer) -> None:
+    """Wait for the device (CUDA runs asynchronously: a clock read alone would time the launches)."""
+    import torch
+
+    if trainer.device.type == "cuda":
+        torch.cuda.synchronize(trainer.device)
+
+
+def _time_steps(trainer, batches, budget_s: float) -> tuple[float, int, dict[str, float] | None]:
+    """Choose the thread count, warm up, then time steps for :func:`calibration_seconds`: ``(seconds, steps,
+    steps/s per thread count or None)``."""
+    candidates = thread_candidates(trainer)
+    rates = choose_threads(trainer, batches, candidates) if candidates else None
+    for _ in range(WARM_STEPS):
+        trainer.train_step(batches)
+    _sync(trainer)
+    target, t0, n = calibration_seconds(budget_s), trainer.clock(), 0
+    # every DDP rank takes the same number of steps (each step all-reduces the gradients): the ranks go on
+    # while any of them has not timed enough
+    while trainer.dist.any_flag(n < MIN_TIMED_STEPS or trainer.clock() - t0 < target, trainer.device):
+        trainer.train_step(batches)
+        n += 1
+        _sync(trainer)
+    return trainer.clock() - t0, n, rates
+
+
 def calibrate(trainer) -> Calibration:
     """Measure ``trainer``'s steps/s and one evaluation, restore its state, and plan its step count.
 
@@ -175,30 +201,13 @@ def calibrate(trainer) -> Calibration:
     weights = copy.deepcopy(trainer.model.state_dict())
     rng = torch.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
-    batches = trainer.batch_iterator(start_step=0)
-
-    def sync():
-        if trainer.device.type == "cuda":
-            torch.cuda.synchronize(trainer.device)
-
-    candidates = thread_candidates(trainer)
-    rates = choose_threads(trainer, batches, candidates) if candidates else None
-    for _ in range(WARM_STEPS):
-        trainer.train_step(batches)
-    sync()
-    target, t0, n = calibration_seconds(budget_s), trainer.clock(), 0
-    # every DDP rank takes the same number of steps (each step all-reduces the gradients): the ranks go on
-    # while any of them has not timed enough
-    while trainer.dist.any_flag(n < MIN_TIMED_STEPS or trainer.clock() - t0 < target, trainer.device):
-        trainer.train_step(batches)
-        n += 1
-        sync()
-    timed_s = trainer.clock() - t0
+    with trainer.training_batches(0, schedule=False) as batches:  # prepared ahead, as the run's will be
+        timed_s, n, rates = _time_steps(trainer, batches, budget_s)
     eval_s = 0.0
     if trainer.dist.main and trainer.task.val_ds is not None and len(trainer.task.val_ds):
         t_eval = trainer.clock()
         trainer.evaluate(trainer.task.val_ds, cfg.eval_batches)
-        sync()
+        _sync(trainer)
         eval_s = trainer.clock() - t_eval
     trainer.model.load_state_dict(weights)
     trainer.reset_optimizer()
@@ -213,6 +222,19 @@ def calibrate(trainer) -> Calibration:
                        calibration_s=calibration_s, budget_s=budget_s, estimate=estimate, total_steps=total,
                        time_limit_s=SAFETY * budget_s, threads=torch.get_num_threads() if rates else None,
                        thread_steps_per_s={k: round(v, 4) for k, v in rates.items()} if rates else None)
+
+
+def apply_calibration(trainer) -> Calibration:
+    """Calibrate ``trainer`` (:func:`calibrate`), fix its run length and extra checkpoints, and record the plan in
+    run.json and status.json."""
+    trainer.calibration = cal = calibrate(trainer)
+    trainer.length = trainer.length.calibrated(cal.total_steps, cal.time_limit_s)
+    trainer.extra_saves = trainer.cfg.extra_save_steps(trainer.total_steps)
+    trainer.log(f"calibration: {cal.summary()}; the run ends there, or at {cal.time_limit_s:g} s (time limit)")
+    trainer.writer.update_config(calibration=cal.to_dict(), total_steps=trainer.status_total(),
+                                 warmup_steps=trainer.length.warmup, time_limit_s=trainer.length.limit_s)
+    trainer.writer.set_status(total_steps=trainer.status_total(), elapsed_s=round(trainer.elapsed(), 1))
+    return cal
 
 
 def resumed_length(length, run_config: dict | None, step: int):

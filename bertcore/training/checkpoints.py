@@ -17,8 +17,10 @@ from typing import Any
 import torch
 
 from ..checkpoint import atomic_write, atomic_write_text
+from .. import runs as R
 from ..runs import RunDir
 from ..tokenizer import save_tokenizer
+from .calibrate import resumed_length
 
 
 def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, optimizer, extra: dict[str, Any]) -> Path:
@@ -84,3 +86,28 @@ def prune_checkpoints(run_dir: str | Path, keep: int, protect: tuple[int, ...] =
 def load_trainer_state(ckpt: str | Path) -> dict[str, Any]:
     """``trainer_state.pt`` of a checkpoint folder (``weights_only=True``, on the CPU)."""
     return torch.load(Path(ckpt) / "trainer_state.pt", map_location="cpu", weights_only=True)
+
+
+def restore_trainer(trainer, resume_from: Path) -> None:
+    """Put a set-up :class:`.loop.Trainer` where its checkpoint ``resume_from`` was: optimizer, step, RNG state
+    (CPU and CUDA), elapsed time and run length; the logs after the checkpoint's step and the interrupted
+    session's incomplete checkpoint folders are removed."""
+    state = load_trainer_state(resume_from)
+    trainer.optimizer.load_state_dict(state["optimizer"])
+    trainer.step = int(state["step"])
+    torch.set_rng_state(state["rng"]["torch"])
+    if "cuda" in state["rng"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+    trainer.time_offset = float(state.get("elapsed_s", 0.0))
+    trainer.writer.truncate_logs_after(trainer.step)
+    if trainer.dist.main:
+        n = R.RunDir(trainer.run_dir).remove_litter()
+        if n:
+            trainer.log(f"removed {n} incomplete checkpoint folder(s) left by the interrupted session")
+    trainer.log(f"resumed at step {trainer.step} from {resume_from}")
+    run_config = R.read_config(trainer.run_dir)
+    trainer.length, trainer.calibration, note = resumed_length(trainer.length, run_config, trainer.step)
+    if note:
+        trainer.log(note)
+    if trainer.calibration is not None and trainer.calibration.threads and not trainer.cfg.threads:
+        torch.set_num_threads(trainer.calibration.threads)  # the count its calibration chose

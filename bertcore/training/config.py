@@ -87,6 +87,8 @@ class TrainConfig:
                                 type=int, min=0, max=2**31 - 1)
     resume: bool = opt(False, "run", "continue from the run directory's last checkpoint", type=bool)
     threads: int | None = opt(None, "run", "torch CPU threads (default: torch's choice)", type=int, min=1, max=1024)
+    prefetch: int = opt(2, "run", "training batches collated and masked ahead of the step in a background thread "
+                        "(0: in line, the step waits for them)", type=int, min=0, max=64)
     # run length
     max_steps: int | None = opt(None, "length", "optimizer steps (default: from --epochs)", type=int, min=1,
                                 max=10_000_000, suggested=300)

@@ -3,10 +3,11 @@
     setup     device (auto: CUDA else CPU), DDP (torchrun), seeds, the per-device lock, data and
               model (the task object, :mod:`.tasks`), AdamW, resume from a checkpoint
     calibrate under ``--max-time`` alone: measure steps/s, fix the step count (:mod:`.calibrate`)
-    loop      batch (short sequences first if scheduled) -> forward (bf16 autocast on CUDA) -> loss -> backward
-              -> clip -> lr (:mod:`.schedule`) -> optimizer step -> metrics every ``log_every`` -> eval every
-              ``eval_every`` -> checkpoint every ``save_every`` and at the extra steps (and on SIGTERM, then
-              exit as ``cancelled``); the run ends at its step count or at its time limit
+    loop      batch (collated and masked ahead in a thread, :mod:`.prefetch`; short sequences first if scheduled)
+              -> forward (bf16 autocast on CUDA) -> loss -> backward -> clip -> lr (:mod:`.schedule`) -> optimizer
+              step -> metrics every ``log_every`` (the only host reads) -> eval every ``eval_every`` -> checkpoint
+              every ``save_every``, at the extra steps and on SIGTERM (then ``cancelled``); it ends at its step
+              count or at its time limit
     end       a final evaluation and checkpoint; the task's finish (fine-tuning: test results, baseline)
 
 Every metric record goes to the subscribers (``on_event``) and to ``metrics.jsonl`` (the UI and a
@@ -29,14 +30,16 @@ import torch
 
 from .. import data as D
 from .. import runs as R
-from .checkpoints import load_trainer_state, prune_checkpoints, save_checkpoint
+from .checkpoints import prune_checkpoints, restore_trainer, save_checkpoint
 from .config import ExitCode, TrainConfig
 from .dist import StopFlag, autocast, init_distributed, pick_device
 from .evaluate import evaluate
-from .calibrate import Calibration, calibrate, resumed_length
+from .calibrate import Calibration, apply_calibration
 from .models import TrainingError, build_model, load_tokenizer_for
 from .optim import make_optimizer
 from .events import tensorboard_writer
+from .prefetch import Prefetcher, Prepared, StepWindow
+from .run_record import run_record
 from .schedule import RunLength, short_seq_len
 from .tasks import make_task
 
@@ -148,24 +151,7 @@ class Trainer:
         self.lr = c.peak_lr
         self.reset_optimizer()
         if resume_from is not None:
-            state = load_trainer_state(resume_from)
-            self.optimizer.load_state_dict(state["optimizer"])
-            self.step = int(state["step"])
-            torch.set_rng_state(state["rng"]["torch"])
-            if "cuda" in state["rng"] and torch.cuda.is_available():
-                torch.cuda.set_rng_state_all(state["rng"]["cuda"])
-            self.time_offset = float(state.get("elapsed_s", 0.0))
-            self.writer.truncate_logs_after(self.step)
-            if self.dist.main:
-                n = R.RunDir(self.run_dir).remove_litter()
-                if n:
-                    self.log(f"removed {n} incomplete checkpoint folder(s) left by the interrupted session")
-            self.log(f"resumed at step {self.step} from {resume_from}")
-            self.length, self.calibration, note = resumed_length(self.length, R.read_config(self.run_dir), self.step)
-            if note:
-                self.log(note)
-            if self.calibration is not None and self.calibration.threads and not c.threads:
-                torch.set_num_threads(self.calibration.threads)  # the count its calibration chose
+            restore_trainer(self, resume_from)
         self.extra_saves = c.extra_save_steps(self.total_steps)
         n_params = self.model.num_parameters()
         length = f"{self.total_steps} steps" if self.length.bounded else ""
@@ -173,7 +159,7 @@ class Trainer:
             length += (" or " if length else "") + f"{c.max_time:g} min"
         self.log(f"model: {origin}; {n_params:,} parameters; {length}, warmup {c.warmup}, "
                  f"peak lr {self.lr}, batch {c.batch_size}, seq {c.max_seq_len}")
-        self._write_run_json(n_params)
+        self.writer.write_config(run_record(self, n_params))
         self.writer.set_status(state="running", step=self.step, total_steps=self.status_total(),
                                time_budget_s=self.length.budget_s, elapsed_s=round(self.elapsed(), 1))
         if c.tensorboard and self.dist.main:
@@ -192,16 +178,6 @@ class Trainer:
         """A new AdamW on the model (no moments yet): at setup, and after a calibration."""
         self.optimizer = make_optimizer(self.model, self.lr, self.cfg.weight_decay, self.cfg.beta2)
 
-    def _calibrate(self) -> None:
-        """Fix the step count of a time budget (:func:`.calibrate.calibrate`) and record it in run.json."""
-        self.calibration = cal = calibrate(self)
-        self.length = self.length.calibrated(cal.total_steps, cal.time_limit_s)
-        self.extra_saves = self.cfg.extra_save_steps(self.total_steps)
-        self.log(f"calibration: {cal.summary()}; the run ends there, or at {cal.time_limit_s:g} s (time limit)")
-        self.writer.update_config(calibration=cal.to_dict(), total_steps=self.status_total(),
-                                  warmup_steps=self.length.warmup, time_limit_s=self.length.limit_s)
-        self.writer.set_status(total_steps=self.status_total(), elapsed_s=round(self.elapsed(), 1))
-
     def batch_iterator(self, start_step: int):
         """The training batches from ``start_step`` (:func:`bertcore.data.iterate_batches`): ``(step, epoch,
         rows)``; the order depends on (data seed, epoch) only."""
@@ -210,14 +186,39 @@ class Trainer:
         return D.iterate_batches(task.train_ds, c.batch_size, seed=c.train_data_seed, start_step=start_step,
                                  rank=self.dist.rank, world_size=self.dist.world_size, lengths=lengths)
 
+    def prepare(self, item: tuple[int, int, list], max_len: int | None) -> Prepared:
+        """Collate and mask the rows of ``item = (step, epoch, rows)`` (masks seeded by (data seed, step, rank)),
+        pinned for a non-blocking copy on CUDA. Runs in the prefetch thread (:mod:`.prefetch`)."""
+        step, epoch, rows = item
+        batch = self.task.collate_train(rows, D.batch_generator(self.cfg.train_data_seed, step, self.dist.rank),
+                                        max_len)
+        if self.device.type != "cpu":  # the model checks ids only on the host (no device wait): check them here
+            self.model.bert.embeddings.check_inputs(batch["input_ids"], batch.get("token_type_ids"), None)
+        if self.device.type == "cuda":
+            batch = {k: v.pin_memory() for k, v in batch.items()}
+        return Prepared(step, epoch, batch, max_len)
+
+    def training_batches(self, start_step: int, depth: int | None = None, schedule: bool = True) -> Prefetcher:
+        """The run's batches from ``start_step``, prepared ``depth`` (default ``--prefetch``) ahead in a
+        background thread; the sequence-length schedule's length is taken when a batch is prepared (``schedule``
+        False: always ``--max-seq-len``). Close it."""
+        def prepare(item):
+            progress = self.length.progress(item[0], self.elapsed())
+            return self.prepare(item, short_seq_len(self.cfg, progress) if schedule else None)
+
+        return Prefetcher(self.batch_iterator(start_step), prepare, self.cfg.prefetch if depth is None else depth)
+
     def train_step(self, batches, max_len: int | None = None):
-        """One optimizer step on the next batch of ``batches`` (masks seeded by (data seed, step, rank)):
-        returns ``(out, batch, grad_norm, epoch, lr)``; ``grad_norm`` is None without clipping."""
+        """One optimizer step on the next batch of ``batches`` (:meth:`training_batches`, or the raw ``(step,
+        epoch, rows)`` of :meth:`batch_iterator`, prepared here with ``max_len``): returns ``(out, batch,
+        grad_norm, epoch, lr)``; ``grad_norm`` is a 0-dim tensor on the device (read it when logging: a read
+        waits for the device), None without clipping. Nothing in a step reads a tensor on the host."""
         c, opt = self.cfg, self.optimizer
-        step, epoch, rows = next(batches)
-        rows_batch = self.task.collate_train(rows, D.batch_generator(c.train_data_seed, step, self.dist.rank),
-                                             max_len)
-        batch = self.to_device(rows_batch)
+        item = next(batches)
+        if not isinstance(item, Prepared):
+            item = self.prepare(item, max_len)
+        self.seq_len = item.max_len or c.max_seq_len
+        batch = self.to_device(item.batch)
         lr = self.lr_now()
         for group in opt.param_groups:
             group["lr"] = lr
@@ -226,40 +227,16 @@ class Trainer:
         out.loss.backward()
         grad_norm = None
         if c.grad_clip and c.grad_clip > 0:
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip))
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip)
         opt.step()
-        return out, batch, grad_norm, epoch, lr
+        return out, batch, grad_norm, item.epoch, lr
 
     def lr_now(self) -> float:
         """The learning rate of the next step: by elapsed time under a budget, else by step."""
         return self.length.lr(self.step, self.elapsed(), self.lr)
 
-    def _write_run_json(self, n_params: int) -> None:
-        existing = R.read_config(self.run_dir) if self.dist.main else None
-        args = self.cfg.replace(lr=self.lr).to_dict()
-        record = {
-            "run_id": self.run_dir.name, "task": self.cfg.task,
-            "created": (existing or {}).get("created") or R.now_iso(),
-            "argv": (existing or {}).get("argv") or self.argv, "args": args,
-            "model_config": self.model.config.to_dict(), "device": str(self.device),
-            "world_size": self.dist.world_size, "origin": self.origin, "num_parameters": n_params,
-            "data": self.task.data.stats, "labels": self.task.labels,
-            "total_steps": self.status_total(), "warmup_steps": self.length.warmup,
-            "time_budget_s": self.length.budget_s, "time_limit_s": self.length.limit_s,
-            "budget_schedule": ("time" if self.length.by_time else "steps") if self.length.budget_s else None,
-            "reference": self.task.reference or None,
-        }
-        if self.calibration is not None:
-            record["calibration"] = self.calibration.to_dict()
-        if (existing or {}).get("owner") is not None:
-            record["owner"] = existing["owner"]  # who may control the run (bertcore.runs.launch); kept
-        if existing is not None:
-            record["resumes"] = (existing.get("resumes") or []) + ([{"at": R.now_iso(), "step": self.step}]
-                                                                  if self.cfg.resume else [])
-        self.writer.write_config(record)
-
     def to_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        return {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
+        return {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}  # pinned on CUDA: async
 
     def forward(self, model, batch: dict[str, torch.Tensor]):
         with autocast(self.device, self.cfg.precision):
@@ -288,15 +265,10 @@ class Trainer:
 
     # -- the loop
     def fit(self) -> None:
-        c, task = self.cfg, self.task
         self.t0 = self.clock()  # the clock (metrics "time", the time budget) counts training, not setup
         if self.length.needs_calibration:
-            self._calibrate()  # its seconds count: they are spent from the budget
-        batches = self.batch_iterator(self.step)
-        window = None
-        win_t, win_steps = self.clock(), 0
+            apply_calibration(self)  # its seconds count: they are spent from the budget
         self.last_save_t = self.clock()
-        step_times: list[float] = []
         if self.step == 0:
             if self.dist.main:
                 if self.task.reference:
@@ -305,42 +277,36 @@ class Trainer:
             self.dist.barrier()
             if 0 in self.extra_saves:
                 self.checkpoint()
+        with self.training_batches(self.step) as batches:
+            self._steps(batches)
+
+    def _steps(self, batches: Prefetcher) -> None:
+        """The steps until the run's end. Host reads (metrics, grad norm, and under DDP the stop flag and the time
+        limit, agreed by all ranks) happen every ``log_every`` steps only, so the device never waits for Python
+        in between; a DDP run may thus pass its time limit or a stop signal by up to ``log_every - 1`` steps."""
+        c, task = self.cfg, self.task
+        window = StepWindow(self.clock)
+        step_times: list[float] = []
         while self.step < self.total_steps:
             t_step = self.clock()
-            max_len = short_seq_len(c, self.length.progress(self.step, self.elapsed()))  # short sequences first
-            out, batch, grad_norm, epoch, lr = self.train_step(batches, max_len)
+            out, batch, grad_norm, epoch, lr = self.train_step(batches)
             self.step += 1
-            st = task.batch_stats(out, batch)
-            window = st if window is None else window + st
-            win_steps += 1
-            step_times.append(self.clock() - t_step)
-            step_times = step_times[-50:]
-            stop = self.dist.any_flag(self.stop.set, self.device)
-            time_up = self.dist.any_flag(self.length.time_up(self.elapsed()), self.device)
+            window.add(task.batch_stats(out, batch), batch["input_ids"].numel())
+            step_times = (step_times + [self.clock() - t_step])[-50:]
+            due = self.step % c.log_every == 0 or self.step >= self.total_steps
+            stop, time_up = self.stop.set, self.length.time_up(self.elapsed())
+            if self.dist.enabled:  # every rank stops at the same step; an all-reduce waits for the device
+                stop = due and self.dist.any_flag(stop, self.device)
+                time_up = due and self.dist.any_flag(time_up, self.device)
             last = self.step >= self.total_steps or time_up
             if time_up and self.length.bounded and self.step < self.total_steps:
                 self.log(f"time limit reached at step {self.step:,} of {self.total_steps:,}: stopping early")
                 self.writer.set_status(stopped_early_at=self.step)
-            if self.step % c.log_every == 0 or last or stop:
-                sums = self.dist.all_reduce_sum(window.clone())
-                dt = max(1e-9, self.clock() - win_t)
-                tps = float(sums[task.STATS.index("tokens")]) / dt
-                rec = {"step": self.step, "time": round(self.elapsed(), 3), "split": "train", "epoch": epoch,
-                       "lr": lr, "tokens_per_s": round(tps, 1), "steps_per_s": round(win_steps / dt, 4),
-                       "seq_len": max_len or c.max_seq_len,
-                       **{k: round(v, 6) for k, v in task.summarize(sums).items()}}
-                if grad_norm is not None:
-                    rec["grad_norm"] = round(grad_norm, 4)
-                self.emit(rec)
-                self.writer.set_status(state="running", step=self.step, total_steps=self.status_total(),
-                                       eta_s=round(self.length.eta(self.step, self.elapsed(), step_times), 1),
-                                       tokens_per_s=round(tps, 1), time_budget_s=self.length.budget_s,
-                                       elapsed_s=round(self.elapsed(), 1))
-                window, win_t, win_steps = None, self.clock(), 0
-                if not math.isfinite(rec["loss"]):
-                    raise TrainingError(f"the loss became {rec['loss']} at step {self.step}: lower --lr")
+            if due or last or stop:
+                self._log_window(window, epoch, lr, grad_norm, step_times)
             if stop:
                 raise Cancelled()
+            window.pause()  # evaluation and checkpoints are not training speed
             if self.step % c.eval_every == 0 or last:
                 if self.dist.main:
                     self._eval_and_log()
@@ -350,6 +316,28 @@ class Trainer:
             due_time = c.save_every_s and self.clock() - self.last_save_t >= c.save_every_s
             if self.step % c.save_every == 0 or due_time or self.step in self.extra_saves:
                 self.checkpoint()
+            window.resume()
+
+    def _log_window(self, window: StepWindow, epoch: int, lr: float, grad_norm, step_times: list[float]) -> None:
+        """One ``train`` metric line of the steps in ``window`` (then emptied): ``tokens_per_s`` counts non-pad
+        tokens (the useful ones), ``padded_tokens_per_s`` every position computed (batch x padded length)."""
+        sums, padded = window.reduced(self.dist.all_reduce_sum)
+        dt = window.seconds()
+        tps = float(sums[self.task.STATS.index("tokens")]) / dt
+        rec = {"step": self.step, "time": round(self.elapsed(), 3), "split": "train", "epoch": epoch, "lr": lr,
+               "tokens_per_s": round(tps, 1), "padded_tokens_per_s": round(padded / dt, 1),
+               "steps_per_s": round(window.steps / dt, 4), "seq_len": self.seq_len,
+               **{k: round(v, 6) for k, v in self.task.summarize(sums).items()}}
+        if grad_norm is not None:
+            rec["grad_norm"] = round(float(grad_norm), 4)
+        self.emit(rec)
+        self.writer.set_status(state="running", step=self.step, total_steps=self.status_total(),
+                               eta_s=round(self.length.eta(self.step, self.elapsed(), step_times), 1),
+                               tokens_per_s=round(tps, 1), time_budget_s=self.length.budget_s,
+                               elapsed_s=round(self.elapsed(), 1))
+        window.reset()
+        if not math.isfinite(rec["loss"]):
+            raise TrainingError(f"the loss became {rec['loss']} at step {self.step}: lower --lr")
 
     def _eval_and_log(self) -> None:
         val = self.task.val_ds

@@ -42,11 +42,12 @@ Log = Callable[[str], None]
 
 
 def _sums(values: list, device: torch.device) -> torch.Tensor:
-    """``(K,)`` float64 on the CPU from tensors / numbers."""
+    """``(K,)`` float64 on ``device`` from tensors / numbers (left there: a copy to the host would wait for the
+    device; the loop reads its sums every ``log_every`` steps)."""
     def as_t(v):
         return v.detach().to(torch.float64) if torch.is_tensor(v) else torch.tensor(float(v), dtype=torch.float64,
                                                                                     device=device)
-    return torch.stack([as_t(v) for v in values]).cpu()
+    return torch.stack([as_t(v) for v in values])
 
 
 def _ratio(a: float, b: float) -> float:
@@ -132,7 +133,11 @@ class PretrainTask:
         """A training batch; ``max_len`` (the sequence-length schedule) shortens pairs first."""
         if max_len:
             rows = [D.shorten_pair(r, max_len) for r in rows]
-        return self.collate(rows, generator)
+        batch = self.collate(rows, generator)
+        if AGREE in batch and not bool((batch[AGREE] >= 0).any()):  # on the host: the step need not ask the device
+            for k in AGREEMENT_COLUMNS:
+                del batch[k]
+        return batch
 
     def forward(self, model, batch: dict[str, torch.Tensor]):
         """Loss = MLM + ``nsp_weight`` x NSP (NSP left out with ``--no-nsp``) + ``agreement_margin_weight`` x the
@@ -142,7 +147,7 @@ class PretrainTask:
         out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], labels=batch["labels"],
                     next_sentence_label=batch["next_sentence_label"] if c.nsp else None, masked_only=True)
         out.loss = out.mlm_loss + c.nsp_weight * out.nsp_loss if c.nsp else out.mlm_loss
-        if c.agreement_margin_weight > 0 and AGREE in batch and bool((batch[AGREE] >= 0).any()):
+        if c.agreement_margin_weight > 0 and AGREE in batch:  # (collate_train drops them when no row has a verb)
             diff = verb_logit_diff(out.prediction_logits, batch["labels"], *(batch[k] for k in AGREEMENT_COLUMNS))
             out.loss = out.loss + c.agreement_margin_weight * margin_loss(diff, c.agreement_margin)
         return out
