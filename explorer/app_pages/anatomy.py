@@ -1,5 +1,6 @@
 """Model anatomy: every named parameter, grouped; preset sizes checked against transformers; the pooler."""
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -7,7 +8,8 @@ from bertcore import anatomy
 from bertcore.config import PRESETS
 from bertcore.embeddings import InputError
 from bertcore.tokenizer import TextError, encode
-from explorer import resources, widgets
+from explorer import as_code, resources, widgets
+from explorer.as_code import inside
 from explorer.figures import anatomy as ana_figures
 
 POOLER_TEXT = "The pooler summarises the whole input through the [CLS] token."
@@ -113,3 +115,6 @@ else:
     st.caption(f"Each dot is one of the {cfg.hidden_size} dimensions: before tanh (x) and after (y). "
                f"Recomputed here, the pooled vector {check} the model's `pooler_output`. "
                f"Saturated dimensions (|y| > 0.99): {int((steps.pooled.abs() > 0.99).sum())}.")
+as_code.expander("anatomy", "Model anatomy", inside.anatomy(lm.source, text),
+                 {"parameters": np.array(list(totals.values())),
+                  "pooled": None if steps is None else steps.pooled.numpy()})

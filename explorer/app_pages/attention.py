@@ -14,7 +14,8 @@ from bertcore.analysis.grammar.agreement import check_verb
 from bertcore.embeddings import InputError
 from bertcore.fill_mask import FillMaskError
 from bertcore.tokenizer import TextError
-from explorer import resources, share, what_flows, whatif, widgets
+from explorer import as_code, resources, share, what_flows, whatif, widgets
+from explorer.as_code import inside
 from explorer.figures import attention as att_figures
 from explorer.figures import rollout as rollout_figures
 
@@ -129,6 +130,8 @@ def query_picker(key_: str, names: list[str], default: int) -> int:
                             **({} if key_ in st.session_state else {"index": default})))
 
 
+as_code.expander("attention", "Attention", inside.attention(lm.source, text, text_pair, layer, head, hide, by_word),
+                 merged(attn[layer - 1, head - 1]))
 default_query = next((u for u, m in enumerate(members) if enc.word_ids[m[0]] is not None), 0)
 TABS = ["One head", "All heads of a layer", "All layers × heads", "Head view", "Head statistics",
         "Rollout and flow", "What flows", "Neuron view"]

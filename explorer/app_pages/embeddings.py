@@ -7,7 +7,8 @@ import streamlit as st
 from bertcore import anatomy
 from bertcore.embeddings import InputError
 from bertcore.tokenizer import TextError, encode
-from explorer import widgets
+from explorer import as_code, widgets
+from explorer.as_code import inside
 from explorer.figures import embeddings as emb_figures
 
 DEFAULT = "The bank raised interest rates."
@@ -64,6 +65,7 @@ st.caption("L2 norm of each vector. The three summands are small (~1) and the sa
            f"norm is always √H = {hidden ** 0.5:.1f}.)")
 norms = {k: v.numpy() for k, v in parts.norms.items() if k != "normalised"}
 widgets.plotly_chart(emb_figures.norms_figure(norms, enc.tokens), key="emb_norms")
+as_code.expander("embeddings", "Embeddings", inside.embeddings(lm.source, text, text_pair), norms)
 
 # ----------------------------------------------------------------------------- heatmaps
 st.subheader("The vectors themselves")

@@ -10,7 +10,8 @@ from bertcore.embeddings import InputError
 from bertcore.forward_pass import TraceError, formulas
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError, encode
-from explorer import resources, share, widgets
+from explorer import as_code, resources, share, widgets
+from explorer.as_code import inside
 from explorer.figures import forward_pass as figs
 from explorer.figures import masking as mask_figures
 
@@ -212,3 +213,5 @@ for tab, draw in zip(st.tabs(list(STEPS), key="fp_step", on_change="rerun"), STE
     if tab.open:
         with tab:
             draw()
+as_code.expander("forward_pass", "One forward pass", inside.forward_pass(lm.source, text, text_pair, i, layer, head),
+                 {"hidden_states": vec(tr.hidden_states[:, i]), "probs": vec(tr.steps.probs[head - 1, i])})

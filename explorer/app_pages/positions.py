@@ -3,7 +3,8 @@
 import streamlit as st
 
 from bertcore import positional
-from explorer import resources, widgets
+from explorer import as_code, resources, widgets
+from explorer.as_code import inside
 from explorer.figures import findings as finding_figures
 from explorer.figures import positions as pos_figures
 
@@ -53,6 +54,8 @@ if not (1.0 < float(base) < 1e12):
 learned = positional.learned_positions(lm.model, start, stop)
 sinus = positional.sinusoidal(stop - start, hidden, base=float(base), start=start)
 lv, sv = positional.views(learned), positional.views(sinus)
+as_code.expander("positions", "Positional embeddings", inside.positions(lm.source, start, stop, float(base)),
+                 {"learned": lv.cosine, "sinusoidal": sv.cosine})
 titles = ("learned (this model)", f"sinusoidal (base {base:g})")
 st.caption(f"Positions {start} to {stop - 1} ({stop - start} of this model's {n_pos}), {hidden} dimensions.")
 

@@ -7,7 +7,8 @@ from bertcore.analysis.attention import activations
 from bertcore.analysis.representations import syntax
 from bertcore.sources import SourceError
 from bertcore.tokenizer import TextError, TokenizerError, compare_vocabularies, encode
-from explorer import resources, widgets
+from explorer import as_code, resources, widgets
+from explorer.as_code import inside
 from explorer.figures import tokens as token_figures
 
 DEFAULT = "Unbelievably, the Café's naïve chatbot tokenized hyperparameterization!"
@@ -70,6 +71,9 @@ widgets.plotly_chart(token_figures.token_grid(enc.tokens, enc.input_ids, enc.wor
                                          enc.token_type_ids, enc.attention_mask, per_row=per_row, labels=labels,
                                          label_hover=hovers),
                 key="tok_grid")
+as_code.expander("tokenization", "Tokenization", inside.tokenization(lm.source, text, text_pair, labels is not None),
+                 {"input_ids": enc.input_ids, "token_type_ids": enc.token_type_ids,
+                  "attention_mask": enc.attention_mask})
 
 st.subheader("This vocabulary vs bert-base-uncased's")
 if resources.has_bert_base_uncased_vocab(resources.source_key(lm.source), lm):

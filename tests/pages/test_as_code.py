@@ -1,0 +1,138 @@
+"""Every view as code (issue 41, part 3): each page's "Show the code" snippet, run in a fresh offline process,
+gives the numbers the page computed (to 1e-6), in the page's default state and in one changed state; the
+notebook download is a valid nbformat 4 notebook of the same code.
+
+One fresh subprocess runs every page's two snippets, each in its own namespace."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+
+import nbformat
+import numpy as np
+import pytest
+
+from explorer.as_code import RECORD_KEY, common
+
+from ..conftest import ROOT
+from .conftest import assert_clean, page
+
+# page -> one non-default state (session-state keys of its widgets)
+STATES: dict[str, dict[str, object]] = {
+    "tokenization": {"tok_text": "Naïve tokenizers cut words: unbelievable!", "tok_pair_on": True,
+                     "tok_text_b": "Two sentences.", "tok_syntax": False},
+    "embeddings": {"emb_text": "Interest rates rose again.", "emb_pair_on": False},
+    "positions": {"pos_start": 10, "pos_end": 40, "pos_base": 500.0},
+    "attention": {"att_layer": 4, "att_head": 7, "att_hide": True, "att_words": True,
+                  "att_text": "Tokenization splits unbelievable words."},
+    "anatomy": {"ana_text": "A different sentence for the pooler."},
+    "forward_pass": {"fp_text": "Paris is the [MASK] of France.", "fp_token": 3, "fp_layer": 5, "fp_head": 2},
+}
+
+# The snippets run as a user runs them: a fresh interpreter in the repository root, with no network (every socket
+# connection raises) and no browser (plotly's show() does nothing); each snippet in its own namespace, and one that
+# raises gives its traceback instead of a result.
+RUNNER = r"""
+import pickle, socket, sys, traceback
+def _offline(*args, **kwargs):
+    raise OSError("the snippet test runs offline")
+socket.socket.connect = _offline
+socket.create_connection = _offline
+import plotly.basedatatypes
+plotly.basedatatypes.BaseFigure.show = lambda self, *a, **k: None
+snippets = pickle.load(open(sys.argv[1], "rb"))
+out = {}
+for name, code in snippets.items():
+    namespace = {"__name__": "__main__"}
+    try:
+        exec(compile(code, name + ".py", "exec"), namespace)
+        out[name] = ("result", namespace["result"])
+    except BaseException:
+        out[name] = ("error", traceback.format_exc())
+pickle.dump(out, open(sys.argv[2], "wb"))
+"""
+
+
+def run_snippets(snippets: dict[str, str], folder) -> dict[str, tuple[str, object]]:
+    """Each snippet's ``("result", result)`` or ``("error", traceback)``, from one fresh offline Python process."""
+    src, dst = folder / "snippets.pkl", folder / "results.pkl"
+    src.write_bytes(pickle.dumps(snippets))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", RUNNER, str(src), str(dst)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return pickle.loads(dst.read_bytes())
+
+
+def assert_same(got, want, where: str = "result") -> None:
+    """``got`` (the snippet's) equals ``want`` (the page's): same structure, numbers to 1e-6."""
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and sorted(got) == sorted(want), (where, got, want)
+        for k in want:
+            assert_same(got[k], want[k], f"{where}[{k!r}]")
+    elif want is None or isinstance(want, str):
+        assert got == want, (where, got, want)
+    else:
+        g, w = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+        assert g.shape == w.shape, (where, g.shape, w.shape)
+        np.testing.assert_allclose(g, w, rtol=0, atol=1e-6, err_msg=where)
+
+
+def page_states(name: str) -> dict[str, object]:
+    """What page ``name`` recorded in its default state and in :data:`STATES`' changed state (AppTest), or the
+    error it raised."""
+    try:
+        at = page(name)
+        assert_clean(at)
+        default = at.session_state[RECORD_KEY][name]
+        for key, value in STATES[name].items():
+            at.session_state[key] = value
+        at.run()
+        assert_clean(at)
+        changed = at.session_state[RECORD_KEY][name]
+        shown = [c.value for c in at.code][-1]
+    except Exception as exc:  # reported by that page's test, not by every page's
+        return {"error": repr(exc)}
+    return {"default": default, "changed": changed, "shown": shown}
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory):
+    """Every page's two states, and every snippet's result from ONE fresh offline process (importing torch and
+    transformers is most of a snippet's time on 2 cores)."""
+    pages = {name: page_states(name) for name in STATES}
+    snippets = {f"{name}.{state}": rec[state].code for name, rec in pages.items() if "error" not in rec
+                for state in ("default", "changed")}
+    return pages, run_snippets(snippets, tmp_path_factory.mktemp("as_code"))
+
+
+@pytest.mark.parametrize("name", list(STATES))
+def test_the_snippet_reproduces_the_page(name, ran):
+    pages, results = ran
+    rec = pages[name]
+    assert "error" not in rec, rec.get("error")
+    assert rec["changed"].code != rec["default"].code  # the changed inputs are in the code
+    assert rec["shown"].strip() == rec["changed"].code.strip()  # the expander shows what is run here
+    for state in ("default", "changed"):
+        kind, got = results[f"{name}.{state}"]
+        assert kind == "result", got
+        assert_same(got, rec[state].result, f"{name}.{state}")
+
+
+def test_notebook_holds_the_snippet_cell_by_cell():
+    from explorer.as_code import inside
+    from bertcore.sources import DEFAULT, ModelSource
+
+    code = inside.attention(ModelSource("local", "/tmp/x", "x"), "A 'quoted' text\n with ünïcode", None, 2, 3,
+                            True, False)
+    assert "sources.ModelSource('local', '/tmp/x', 'x')" in code and repr("A 'quoted' text\n with ünïcode") in code
+    nb = nbformat.reads(common.notebook(code, "Attention"), as_version=4)
+    nbformat.validate(nb)
+    assert nb.cells[0].cell_type == "markdown"
+    body = [c.source for c in nb.cells[1:]]
+    assert all(c.cell_type == "code" for c in nb.cells[1:]) and len(body) == 3
+    assert "\n".join(body).replace("\n", "") == code.replace(common.CELL, "").replace("\n", "")
+    assert "sources.DEFAULT" in inside.attention(DEFAULT, "x", None, 1, 1, False, False)
