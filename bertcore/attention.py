@@ -4,6 +4,10 @@ The math is one pure function, :func:`attention`, that returns ``(context, probs
 module :class:`BertSelfAttention` only projects to queries, keys and values. Module and
 weight names mirror ``transformers/models/bert/modeling_bert.py`` (``BertSelfAttention``,
 ``BertSelfOutput``, ``BertAttention``) so HF state dicts load unchanged.
+
+ModernBERT's attention is a configuration of the same modules: no biases (``attention_bias``), queries and keys
+rotated by their positions before the dot product (``rotary``: :mod:`bertcore.rotary`), and on its local layers an
+additive mask that hides keys farther than ``local_attention // 2`` (:func:`sliding_window_mask`).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from torch import nn
 
 from .config import BertConfig
 from .interventions import Tap
+from .rotary import apply_rotary
 
 HeadAblation = Literal["zero", "uniform"]
 HEAD_ABLATIONS: tuple[str, ...] = ("zero", "uniform")
@@ -38,6 +43,19 @@ def additive_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> to
     keep = attention_mask[:, None, None, :].to(torch.bool)  # (B, 1, 1, T)
     zero = torch.zeros((), dtype=dtype, device=attention_mask.device)
     return torch.where(keep, zero, torch.finfo(dtype).min)  # (B, 1, 1, T)
+
+
+def sliding_window_mask(length: int, half_window: int, dtype: torch.dtype,
+                        device: torch.device | None = None) -> torch.Tensor:
+    """The additive mask of a bidirectional sliding window: query i sees key j when ``|i - j| <= half_window``.
+
+    Returns ``(1, 1, T, T)`` of ``dtype``: 0 inside the window, the most negative finite value outside.
+    Source: HF ``sliding_window_bidirectional_overlay`` (ModernBERT: ``half_window = local_attention // 2``).
+    """
+    pos = torch.arange(length, device=device)
+    inside = (pos[:, None] - pos[None, :]).abs() <= half_window  # (T, T)
+    zero = torch.zeros((), dtype=dtype, device=device)
+    return torch.where(inside, zero, torch.finfo(dtype).min)[None, None]  # (1, 1, T, T)
 
 
 def get_head_mask(head_mask: torch.Tensor | None, num_layers: int, num_heads: int,
@@ -75,6 +93,7 @@ def attention(
     need_probs: bool = False,
     head_mask: torch.Tensor | None = None,
     head_ablation: HeadAblation = "zero",
+    softmax_dtype: torch.dtype | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """softmax(Q K^T / sqrt(d) + mask) V, per head.
 
@@ -91,6 +110,9 @@ def attention(
         head_ablation: ``"zero"`` (above) or ``"uniform"``: heads whose mask is 0 attend
             uniformly to every unpadded key (Kovaleva et al. 2019, "Revealing the Dark Secrets
             of BERT", section 6); other mask values are ignored in this mode.
+        softmax_dtype: compute the softmax in this dtype and cast back (ModernBERT: float32, as transformers'
+            eager attention does even in a float64 model); None: the scores' dtype. When it differs from the
+            scores' dtype, the probabilities are computed explicitly (no fused kernel).
     Returns:
         ``(context, probs)``: context ``(B, heads, T, d)``; probs ``(B, heads, T, T)`` post-softmax
         (each row sums to 1, padded keys exactly 0; times the head mask when one is given) or None.
@@ -98,40 +120,51 @@ def attention(
         ValueError: an unknown ``head_ablation``.
     Source: HF ``eager_attention_forward`` / ``sdpa_attention_forward``.
     """
+    if softmax_dtype == query.dtype:
+        softmax_dtype = None
     if head_mask is not None:
-        return _ablated_attention(query, key, value, mask, dropout_p, need_probs, head_mask, head_ablation)
-    if not need_probs:
+        return _ablated_attention(query, key, value, mask, dropout_p, need_probs, head_mask, head_ablation,
+                                  softmax_dtype)
+    if not need_probs and softmax_dtype is None:
         context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
         return context, None
     scores = torch.matmul(query, key.transpose(-1, -2))  # (B, heads, T, T)
     scores.mul_(query.size(-1) ** -0.5)  # in place; the same rounding as HF's (q @ k^T) * scaling
     if mask is not None:
         scores.add_(mask)
-    probs = torch.softmax(scores, dim=-1)  # (B, heads, T, T)
+    probs = _softmax(scores, softmax_dtype)  # (B, heads, T, T)
     weights = F.dropout(probs, p=dropout_p) if dropout_p > 0 else probs
     context = torch.matmul(weights, value)  # (B, heads, T, d)
     return context, probs
 
 
-def _ablated_attention(query, key, value, mask, dropout_p, need_probs, head_mask, head_ablation):
+def _softmax(scores: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    """Softmax over the keys, in ``dtype`` when given (then cast back to the scores' dtype, as HF)."""
+    if dtype is None:
+        return torch.softmax(scores, dim=-1)
+    return torch.softmax(scores, dim=-1, dtype=dtype).to(scores.dtype)
+
+
+def _ablated_attention(query, key, value, mask, dropout_p, need_probs, head_mask, head_ablation, softmax_dtype=None):
     """:func:`attention` with a head mask (kept off the fast path when there is none)."""
     if head_ablation not in HEAD_ABLATIONS:
         raise ValueError(f"head_ablation must be one of {HEAD_ABLATIONS}; got {head_ablation!r}")
     m = head_mask.to(query.dtype).view(1, -1, 1, 1)  # (1, heads, 1, 1)
     if head_ablation == "zero":
-        if not need_probs:
+        if not need_probs and softmax_dtype is None:
             context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
             return context * m, None  # (p * m) @ V == m * (p @ V)
         scores = torch.matmul(query, key.transpose(-1, -2)) * query.size(-1) ** -0.5  # (B, heads, T, T)
         if mask is not None:
             scores = scores + mask
-        probs = torch.softmax(scores, dim=-1)
+        probs = _softmax(scores, softmax_dtype)
         probs = (F.dropout(probs, p=dropout_p) if dropout_p > 0 else probs) * m  # (B, heads, T, T)
         return torch.matmul(probs, value), probs  # (B, heads, T, d)
-    context, probs = attention(query, key, value, mask, dropout_p, need_probs)
+    context, probs = attention(query, key, value, mask, dropout_p, need_probs, softmax_dtype=softmax_dtype)
     b, _, t, _ = query.shape
     keys_mask = mask if mask is not None else torch.zeros((1, 1, 1, t), dtype=query.dtype, device=query.device)
-    uniform = torch.softmax(keys_mask.expand(b, 1, 1, t), dim=-1)  # (B, 1, 1, T): 1/n over unpadded keys
+    keys_mask = keys_mask.expand(b, 1, keys_mask.size(-2), t)  # (B, 1, 1 or T, T): padding (and a local window)
+    uniform = torch.softmax(keys_mask, dim=-1)  # (B, 1, 1 or T, T): 1/n over the keys a query may see
     dropped = m == 0  # (1, heads, 1, 1)
     context = torch.where(dropped, torch.matmul(uniform, value), context)  # (B, heads, T, d)
     if probs is not None:
@@ -142,17 +175,20 @@ def _ablated_attention(query, key, value, mask, dropout_p, need_probs, head_mask
 class BertSelfAttention(nn.Module):
     """Projects hidden states to per-head queries, keys and values and attends.
 
-    Weights: ``query``, ``key``, ``value`` (each ``nn.Linear(H, H)``), as HF.
+    Weights: ``query``, ``key``, ``value`` (each ``nn.Linear(H, H)``), as HF. With rotary positions the queries
+    and keys are rotated after the projection and the softmax runs in float32 (as transformers' ModernBERT).
     """
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.num_attention_heads = config.num_attention_heads
         self.attention_head_size = config.head_size
-        self.query = nn.Linear(config.hidden_size, config.hidden_size)
-        self.key = nn.Linear(config.hidden_size, config.hidden_size)
-        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        bias = config.attention_bias
+        self.query = nn.Linear(config.hidden_size, config.hidden_size, bias=bias)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size, bias=bias)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size, bias=bias)
         self.dropout_p = config.attention_probs_dropout_prob
+        self.softmax_dtype = torch.float32 if config.position_embedding_type == "rotary" else None
 
     def _project(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(B, T, H)`` -> queries, keys, values, each ``(B, heads, T, d)`` contiguous.
@@ -168,7 +204,7 @@ class BertSelfAttention(nn.Module):
         heads, d = self.num_attention_heads, self.attention_head_size
         if torch.is_grad_enabled():
             weight = torch.cat((self.query.weight, self.key.weight, self.value.weight))  # (3H, H)
-            bias = torch.cat((self.query.bias, self.key.bias, self.value.bias))  # (3H,)
+            bias = None if self.query.bias is None else torch.cat((self.query.bias, self.key.bias, self.value.bias))
             qkv = F.linear(hidden_states, weight, bias).view(b, t, 3, heads, d)  # (B, T, 3, heads, d)
             return qkv.permute(2, 0, 3, 1, 4).contiguous().unbind(0)  # each (B, heads, T, d)
         return tuple(lin(hidden_states).view(b, t, heads, d).transpose(1, 2).contiguous()  # (B, heads, T, d)
@@ -177,26 +213,33 @@ class BertSelfAttention(nn.Module):
     def forward(
         self, hidden_states: torch.Tensor, mask: torch.Tensor | None = None, need_probs: bool = False,
         head_mask: torch.Tensor | None = None, head_ablation: HeadAblation = "zero", tap: Tap | None = None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``hidden_states (B, T, H)`` -> ``(context (B, T, H), probs (B, heads, T, T) | None)``;
         ``head_mask (heads,)`` / ``head_ablation`` as :func:`attention`; ``tap``: this layer's
-        :class:`bertcore.interventions.Interventions` sites (``query``, ``key``, ``value``), or None."""
+        :class:`bertcore.interventions.Interventions` sites (``query``, ``key``, ``value``; with rotary positions
+        the query and key sites see the rotated vectors, whose dot product is the score), or None;
+        ``rotary``: ``(cos, sin)`` each ``(B or 1, T, d)`` (:func:`bertcore.rotary.cos_sin`), or None."""
         b, t, h = hidden_states.shape
         q, k, v = self._project(hidden_states)  # each (B, heads, T, d)
+        if rotary is not None:
+            q, k = apply_rotary(q, k, *rotary)  # each (B, heads, T, d)
         if tap is not None:
             q, k, v = tap("query", q), tap("key", k), tap("value", v)
         p = self.dropout_p if self.training else 0.0
-        context, probs = attention(q, k, v, mask, p, need_probs, head_mask, head_ablation)  # (B, heads, T, d)
+        context, probs = attention(q, k, v, mask, p, need_probs, head_mask, head_ablation,
+                                   self.softmax_dtype)  # (B, heads, T, d)
         return context.transpose(1, 2).reshape(b, t, h), probs  # (B, T, H)
 
 
 class BertSelfOutput(nn.Module):
     """Output projection of attention: dense, dropout, residual add, LayerNorm (post-LN)."""
 
-    def __init__(self, config: BertConfig) -> None:
+    def __init__(self, config: BertConfig, layer_norm: bool = True) -> None:
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size, bias=config.attention_bias)
+        self.LayerNorm = (nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, bias=config.norm_bias)
+                          if layer_norm else nn.Identity())  # ModernBERT's first layer: the embedding norm is it
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.pre_layer_norm = config.pre_layer_norm
 
@@ -212,18 +255,21 @@ class BertSelfOutput(nn.Module):
 
 
 class BertAttention(nn.Module):
-    """Self-attention sub-layer: ``self`` (:class:`BertSelfAttention`) and ``output``."""
+    """Self-attention sub-layer: ``self`` (:class:`BertSelfAttention`) and ``output``. ``layer_norm=False``: no
+    LayerNorm in this sub-layer (ModernBERT's layer 0, pre-LN, whose input the embedding norm has normed)."""
 
-    def __init__(self, config: BertConfig) -> None:
+    def __init__(self, config: BertConfig, layer_norm: bool = True) -> None:
         super().__init__()
         self.self = BertSelfAttention(config)
-        self.output = BertSelfOutput(config)
+        self.output = BertSelfOutput(config, layer_norm)
 
     def forward(
         self, hidden_states: torch.Tensor, mask: torch.Tensor | None = None, need_probs: bool = False,
         head_mask: torch.Tensor | None = None, head_ablation: HeadAblation = "zero", tap: Tap | None = None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``(B, T, H) -> ((B, T, H), probs (B, heads, T, T) | None)``; ``tap`` as :class:`BertSelfAttention`."""
+        """``(B, T, H) -> ((B, T, H), probs (B, heads, T, T) | None)``; ``tap``, ``rotary`` as
+        :class:`BertSelfAttention`."""
         x = self.output.LayerNorm(hidden_states) if self.output.pre_layer_norm else hidden_states
-        context, probs = self.self(x, mask, need_probs, head_mask, head_ablation, tap)  # (B, T, H)
+        context, probs = self.self(x, mask, need_probs, head_mask, head_ablation, tap, rotary)  # (B, T, H)
         return self.output(context, hidden_states, tap), probs

@@ -232,12 +232,18 @@ def read_folder_state(folder: str | Path, data: dict | None) -> dict[str, torch.
     Raises:
         CheckpointError: no weights, an unreadable file, or weights that bertcore cannot represent.
     """
-    from . import hf_format
+    from . import families, hf_format
 
     folder = Path(folder)
     state: dict[str, torch.Tensor] = {}
     for file in find_weights(folder):
         state.update(read_state_dict(file))
+    family = data.get("model_type") if data is not None else None
+    if family in families.OTHER_FAMILIES:
+        try:
+            return families.state_from_hf(family, state)
+        except ValueError as exc:
+            raise CheckpointError(f"{folder}: {exc}") from exc
     if data is not None and hf_format.read_format(data) == hf_format.PRELN:
         try:
             state = hf_format.from_preln_state(state, hf_format.position_offset(data))
@@ -286,7 +292,7 @@ def save_pretrained(model: torch.nn.Module, path: str | Path) -> None:
     config.json makes transformers refuse it). Whatever transformers loads from the folder computes this model's
     logits, or it raises. Each file is written atomically, the weights before the config.
     """
-    from . import hf_format
+    from . import families, hf_format
 
     folder = Path(path)
     folder.mkdir(parents=True, exist_ok=True)
@@ -294,6 +300,15 @@ def save_pretrained(model: torch.nn.Module, path: str | Path) -> None:
     head = hf_format.OUR_CLASSES.get(name, "base")
     fmt = hf_format.format_for(model.config)
     state = model_state_for_saving(model)
+    if fmt in families.OTHER_FAMILIES:  # RoBERTa, DistilBERT, ELECTRA, ModernBERT: the family's own names
+        try:
+            data = families.config_to_hf(model.config, head)
+        except ValueError as exc:
+            raise CheckpointError(f"cannot save a {name} as {fmt}: {exc}") from exc
+        save_safetensors(families.state_to_hf(fmt, state, head), folder / "model.safetensors")
+        (folder / hf_format.NSP_FILE).unlink(missing_ok=True)
+        atomic_write_text(folder / "config.json", json.dumps(data, indent=2, sort_keys=True) + "\n")
+        return
     nsp: dict[str, torch.Tensor] = {}
     if fmt == hf_format.PRELN:
         state, nsp = hf_format.to_preln_state(state, model.config, head)

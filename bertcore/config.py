@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish")
+#: the ``model_type`` of every architecture bertcore builds (:mod:`bertcore.families` reads and writes the others)
+FAMILIES = ("bert", "roberta", "distilbert", "electra", "modernbert")
+POSITION_TYPES = ("absolute", "rotary")
 
 
 class ConfigError(ValueError):
@@ -61,6 +64,27 @@ class BertConfig:
             ``transformers`` BERT; pre-LN ones as ``transformers``' RobertaPreLayerNorm, the same function
             (:mod:`bertcore.hf_format`).
 
+    The fields below (our extension) make one configuration of the same modules per model family
+    (:mod:`bertcore.families` reads each family's ``config.json`` into them); their defaults are classic BERT:
+        family: the ``model_type`` the checkpoint is read from and written as (one of :data:`FAMILIES`).
+        embedding_size: ELECTRA's embedding width E (None: ``hidden_size``); E != H adds ``embeddings_project``.
+        position_embedding_type: ``"absolute"`` (a learned table) or ``"rotary"`` (RoPE in every attention
+            layer, no table; Su et al. 2021).
+        padding_aware_positions: RoBERTa (fairseq ``make_positions``): positions start at ``pad_token_id + 1``
+            and a [PAD] token reads row ``pad_token_id``.
+        rope_theta / local_rope_theta: RoPE bases of global and of local (sliding-window) layers.
+        local_attention: width of ModernBERT's sliding window (a token sees keys within ``local_attention // 2``);
+            0: every layer global. global_attn_every_n_layers: layer i is global when ``i % n == 0``.
+        attention_bias / mlp_bias / norm_bias / head_bias: biases of q/k/v/o, of the feed-forward, of every
+            LayerNorm, of the head's and pooler's ``dense`` (ModernBERT has none).
+        gated_ffn: GeGLU (Shazeer 2020): the up-projection gives 2I values, ``act(first half) * second half``.
+        first_attention_norm: False: layer 0 has no attention LayerNorm (ModernBERT: the embedding norm is it).
+        head_act: the MLM head's activation (None: ``hidden_act``; RoBERTa's and ELECTRA's heads use GELU).
+        pooler_act / pooler_norm / classifier_pooling: the sentence head before ``classifier``: BERT's pooler is
+            ``tanh(dense(h[CLS]))``; DistilBERT's uses ReLU, ELECTRA's GELU, ModernBERT's GELU then a LayerNorm,
+            over [CLS] or the ``"mean"`` of the tokens.
+        base_pooler: whether the bare encoder (``BertModel``) of this family has a pooler.
+
     Raises:
         ConfigError: from ``__post_init__`` when a field is out of range.
     """
@@ -82,13 +106,37 @@ class BertConfig:
     classifier_dropout: float | None = None
     pre_layer_norm: bool = False
     id2label: dict[int, str] | None = field(default=None)
+    family: str = "bert"
+    embedding_size: int | None = None
+    position_embedding_type: str = "absolute"
+    padding_aware_positions: bool = False
+    rope_theta: float = 10000.0
+    local_rope_theta: float = 10000.0
+    local_attention: int = 0
+    global_attn_every_n_layers: int = 1
+    attention_bias: bool = True
+    mlp_bias: bool = True
+    norm_bias: bool = True
+    head_bias: bool = True
+    gated_ffn: bool = False
+    first_attention_norm: bool = True
+    head_act: str | None = None
+    pooler_act: str = "tanh"
+    pooler_norm: bool = False
+    classifier_pooling: str = "cls"
+    base_pooler: bool = True
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "intermediate_size", "max_position_embeddings", "type_vocab_size", "num_labels"):
+                     "intermediate_size", "max_position_embeddings", "num_labels", "global_attn_every_n_layers"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.type_vocab_size, int) or isinstance(self.type_vocab_size, bool) \
+                or self.type_vocab_size < (1 if self.family == "bert" else 0):
+            raise ConfigError(f"type_vocab_size must be a positive integer (0: no segments, for the families "
+                              f"without them), got {self.type_vocab_size!r}")
+        self._check_family()
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(
                 f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
@@ -107,6 +155,45 @@ class BertConfig:
             raise ConfigError(f"pad_token_id {self.pad_token_id} is outside the vocabulary (size {self.vocab_size})")
         if self.id2label is not None:
             self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
+
+    def _check_family(self) -> None:
+        """The family fields' checks (see the class docstring)."""
+        if self.family not in FAMILIES:
+            raise ConfigError(f"family {self.family!r} is not supported; supported: {', '.join(FAMILIES)}")
+        if self.position_embedding_type not in POSITION_TYPES:
+            raise ConfigError(f"position_embedding_type {self.position_embedding_type!r} is not supported; use one "
+                              f"of {POSITION_TYPES}")
+        if self.position_embedding_type == "rotary" and self.head_size % 2:
+            raise ConfigError(f"rotary positions rotate pairs of dimensions: the head size ({self.head_size}) "
+                              "must be even")
+        if self.embedding_size is not None and (not isinstance(self.embedding_size, int) or self.embedding_size < 1):
+            raise ConfigError(f"embedding_size must be a positive integer or None, got {self.embedding_size!r}")
+        for name in ("head_act", "pooler_act"):
+            value = getattr(self, name)
+            if value is not None and value not in (*SUPPORTED_ACTIVATIONS, "tanh"):
+                raise ConfigError(f"{name} {value!r} is not supported; use one of {SUPPORTED_ACTIVATIONS} or tanh")
+        if self.classifier_pooling not in ("cls", "mean"):
+            raise ConfigError(f"classifier_pooling must be 'cls' or 'mean', got {self.classifier_pooling!r}")
+        if self.padding_aware_positions and self.max_position_embeddings <= self.pad_token_id + 1:
+            raise ConfigError(f"max_position_embeddings {self.max_position_embeddings} leaves no position after "
+                              f"the padding offset {self.pad_token_id + 1}")
+        if self.local_attention < 0 or self.rope_theta <= 0 or self.local_rope_theta <= 0:
+            raise ConfigError("local_attention must be >= 0 and the RoPE bases > 0")
+
+    @property
+    def max_sequence_length(self) -> int:
+        """The longest input in tokens: the position table's rows, less RoBERTa's ``pad_token_id + 1`` offset."""
+        offset = self.pad_token_id + 1 if self.padding_aware_positions else 0
+        return self.max_position_embeddings - offset
+
+    @property
+    def embedding_width(self) -> int:
+        """Width of the embedding tables: ``embedding_size`` (ELECTRA) or ``hidden_size``."""
+        return self.embedding_size or self.hidden_size
+
+    def is_global_layer(self, index: int) -> bool:
+        """Whether layer ``index`` (0-based) attends to every token (ModernBERT: every n-th layer; else all)."""
+        return self.local_attention == 0 or index % self.global_attn_every_n_layers == 0
 
     @property
     def head_size(self) -> int:
@@ -135,8 +222,8 @@ class BertConfig:
         """Build from a ``model_type: bert`` dict (our ``pre_layer_norm`` flag included); see :meth:`from_dict`."""
         model_type = data.get("model_type", "bert")
         if model_type != "bert":
-            raise ConfigError(f"this is a {model_type!r} config; BERT Explorer loads BERT checkpoints (model_type "
-                              "'bert', or 'roberta-prelayernorm' for its own pre-LayerNorm runs)")
+            raise ConfigError(f"this is a {model_type!r} config; BERT Explorer loads the model types "
+                              f"{', '.join(FAMILIES)} (and 'roberta-prelayernorm' for its own pre-LayerNorm runs)")
         pet = data.get("position_embedding_type", "absolute")
         if pet != "absolute":
             raise ConfigError(f"position_embedding_type {pet!r} is not supported (only 'absolute', as in BERT)")
@@ -161,8 +248,13 @@ class BertConfig:
         return cls.from_dict(read_json_object(path))
 
     def to_dict(self) -> dict[str, Any]:
-        """All fields as a plain dict (our own field names, JSON-serialisable)."""
-        return dataclasses.asdict(self)
+        """All fields as a plain dict (our own field names, JSON-serialisable); the family fields only where they
+        differ from classic BERT's defaults (a BERT config's dict is the same as before they existed)."""
+        data = dataclasses.asdict(self)
+        for f in dataclasses.fields(self):
+            if f.name in FAMILY_FIELDS and data[f.name] == f.default:
+                del data[f.name]
+        return data
 
     def to_hf_dict(self) -> dict[str, Any]:
         """A dict that ``transformers.BertConfig.from_dict`` reads (``config.json``)."""
@@ -190,6 +282,16 @@ class BertConfig:
                               "plain BERT, transformers would load it as a different (post-LN) model")
         data = self.to_hf_dict()
         Path(path).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+#: the fields that configure a model family (:class:`BertConfig`'s docstring); BERT's defaults are not written
+FAMILY_FIELDS = frozenset(f.name for f in dataclasses.fields(BertConfig)
+                          if f.name not in {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                                            "intermediate_size", "hidden_act", "hidden_dropout_prob",
+                                            "attention_probs_dropout_prob", "max_position_embeddings",
+                                            "type_vocab_size", "initializer_range", "layer_norm_eps",
+                                            "pad_token_id", "num_labels", "classifier_dropout", "pre_layer_norm",
+                                            "id2label"})
 
 
 # Named presets. nano is sized for a CPU pretraining run (issue: live mini-training);

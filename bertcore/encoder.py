@@ -5,6 +5,10 @@ followed by residual add and LayerNorm (post-LN, as BERT). With ``config.pre_lay
 the LayerNorms move before each sub-layer (Xiong et al. 2020) and a final LayerNorm
 closes the stack. Names mirror HF ``BertIntermediate``, ``BertOutput``, ``BertLayer``,
 ``BertEncoder``.
+
+ModernBERT (Warner et al. 2024) is a configuration of the same stack: pre-LN without biases, a GeGLU feed-forward
+(``gated_ffn``), rotary positions with a base per layer kind, and sliding-window attention on every layer but each
+``global_attn_every_n_layers``-th (:meth:`BertEncoder.layer_inputs` builds each kind's mask and rotation once).
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import BertAttention, HeadAblation
+from . import rotary as rope
+from .attention import BertAttention, HeadAblation, sliding_window_mask
 from .config import BertConfig
 from .interventions import Interventions, Tap
 
@@ -30,14 +35,20 @@ def activation(name: str):
 
 
 class BertIntermediate(nn.Module):
-    """Feed-forward up-projection ``dense (H -> I)`` and activation."""
+    """Feed-forward up-projection ``dense (H -> I)`` and activation; with ``gated_ffn`` (GeGLU, Shazeer 2020;
+    ModernBERT's ``mlp.Wi``) ``dense (H -> 2I)`` and ``act(first I) * (last I)``."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.gated = config.gated_ffn
+        width = config.intermediate_size * (2 if self.gated else 1)
+        self.dense = nn.Linear(config.hidden_size, width, bias=config.mlp_bias)
         self.intermediate_act_fn = activation(config.hidden_act)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        if self.gated:
+            up, gate = self.dense(hidden_states).chunk(2, dim=-1)  # each (B, T, I)
+            return self.intermediate_act_fn(up) * gate  # (B, T, I)
         return self.intermediate_act_fn(self.dense(hidden_states))  # (B, T, I)
 
 
@@ -46,8 +57,8 @@ class BertOutput(nn.Module):
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
-        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size, bias=config.mlp_bias)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, bias=config.norm_bias)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.pre_layer_norm = config.pre_layer_norm
 
@@ -61,21 +72,25 @@ class BertOutput(nn.Module):
 
 
 class BertLayer(nn.Module):
-    """One encoder layer: ``attention`` (:class:`BertAttention`), ``intermediate``, ``output``."""
+    """One encoder layer: ``attention`` (:class:`BertAttention`), ``intermediate``, ``output``. ``index``: its
+    place in the stack (ModernBERT's layer 0 has no attention LayerNorm)."""
 
-    def __init__(self, config: BertConfig) -> None:
+    def __init__(self, config: BertConfig, index: int = 0) -> None:
         super().__init__()
-        self.attention = BertAttention(config)
+        self.attention = BertAttention(config, layer_norm=config.first_attention_norm or index > 0)
         self.intermediate = BertIntermediate(config)
         self.output = BertOutput(config)
 
     def forward(
         self, hidden_states: torch.Tensor, mask: torch.Tensor | None = None, need_probs: bool = False,
         head_mask: torch.Tensor | None = None, head_ablation: HeadAblation = "zero", tap: Tap | None = None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``(B, T, H) -> ((B, T, H), probs (B, heads, T, T) | None)``; ``head_mask (heads,)`` as
-        :func:`bertcore.attention.attention`; ``tap``: this layer's intervention sites, or None."""
-        x, probs = self.attention(hidden_states, mask, need_probs, head_mask, head_ablation, tap)  # (B, T, H)
+        :func:`bertcore.attention.attention`; ``tap``: this layer's intervention sites, or None; ``rotary``:
+        ``(cos, sin)`` of its positions (:class:`bertcore.attention.BertSelfAttention`), or None."""
+        x, probs = self.attention(hidden_states, mask, need_probs, head_mask, head_ablation, tap,
+                                  rotary)  # (B, T, H)
         ffn_in = self.output.LayerNorm(x) if self.output.pre_layer_norm else x
         return self.output(self.intermediate(ffn_in), x, tap), probs  # (B, T, H)
 
@@ -85,9 +100,38 @@ class BertEncoder(nn.Module):
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
-        self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
+        self.config = config
+        self.layer = nn.ModuleList(BertLayer(config, i) for i in range(config.num_hidden_layers))
         if config.pre_layer_norm:
-            self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+            self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, bias=config.norm_bias)
+
+    def layer_inputs(self, mask: torch.Tensor | None, x: torch.Tensor, position_ids: torch.Tensor | None = None,
+                     ) -> list[tuple[torch.Tensor | None, tuple[torch.Tensor, torch.Tensor] | None]]:
+        """Each layer's ``(additive mask, (cos, sin) | None)``: the padding ``mask`` ``(B, 1, 1, T)`` (or None)
+        as is for global layers; on a local layer also the sliding window (``(B or 1, 1, T, T)``); the rotation
+        of the layer's kind (RoPE base ``rope_theta`` or ``local_rope_theta``) when positions are rotary. Each kind
+        is built once per forward pass. ``x``: the ``(B, T, H)`` input (dtype, device, length);
+        ``position_ids``: ``(B or 1, T)``, None: 0..T-1."""
+        cfg = self.config
+        t = x.size(1)
+        local_mask = None
+        if cfg.local_attention and not all(cfg.is_global_layer(i) for i in range(len(self.layer))):
+            window = sliding_window_mask(t, cfg.local_attention // 2, x.dtype, x.device)  # (1, 1, T, T)
+            local_mask = window if mask is None else torch.minimum(mask, window)  # hidden if padded or outside
+            if mask is not None:  # a [PAD] query whose window holds only [PAD] keys would attend to nothing (NaN in
+                # transformers' eager path): it sees itself instead. Real tokens never see [PAD] keys: no change.
+                diag = torch.arange(t, device=x.device)
+                dead = (local_mask == torch.finfo(x.dtype).min).all(-1)  # (B, 1, T)
+                local_mask = local_mask.clone()
+                local_mask[..., diag, diag] = torch.where(dead, 0.0, local_mask[..., diag, diag])
+        rot: dict[bool, tuple[torch.Tensor, torch.Tensor]] = {}
+        if cfg.position_embedding_type == "rotary":
+            pos = torch.arange(t, device=x.device)[None] if position_ids is None else position_ids
+            for is_global, base in ((True, cfg.rope_theta), (False, cfg.local_rope_theta)):
+                rot[is_global] = rope.cos_sin(pos, rope.inverse_frequencies(cfg.head_size, base).to(x.device),
+                                              x.dtype)
+        return [(mask if cfg.is_global_layer(i) else local_mask, rot.get(cfg.is_global_layer(i)))
+                for i in range(len(self.layer))]
 
     def forward(
         self,
@@ -99,6 +143,7 @@ class BertEncoder(nn.Module):
         head_ablation: HeadAblation = "zero",
         start_layer: int = 0,
         interventions: Interventions | None = None,
+        position_ids: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, tuple[torch.Tensor, ...] | None]:
         """Returns ``(last (B, T, H), hidden_states (L+1 x (B, T, H)) | None,
         attentions (L x (B, heads, T, T)) | None)``.
@@ -114,17 +159,23 @@ class BertEncoder(nn.Module):
         ``interventions`` (not in HF): edits and recordings for this call only
         (:class:`bertcore.interventions.Interventions`); ``("resid", l)`` is called on layer l's output before
         the final LayerNorm of a pre-LN stack. None: the plain path.
+
+        ``position_ids`` ``(B or 1, T)``: the positions rotary attention rotates by (None: 0..T-1); unused with
+        learned positions (the embeddings add them).
         """
         if not 0 <= start_layer < len(self.layer):
             raise ValueError(f"start_layer must be in 0..{len(self.layer) - 1}; got {start_layer}")
         all_hidden = [hidden_states] if output_hidden_states else None
         all_probs = [] if output_attentions else None
+        plain = self.config.local_attention == 0 and self.config.position_embedding_type == "absolute"
+        inputs = None if plain else self.layer_inputs(mask, hidden_states, position_ids)
         for i in range(start_layer, len(self.layer)):
             layer = self.layer[i]
             layer_mask = head_mask[i] if head_mask is not None else None
             tap = interventions.tap(i + 1) if interventions is not None else None
-            hidden_states, probs = layer(hidden_states, mask, output_attentions, layer_mask, head_ablation,
-                                         tap)  # (B, T, H)
+            attn_mask, rotary = (mask, None) if inputs is None else inputs[i]
+            hidden_states, probs = layer(hidden_states, attn_mask, output_attentions, layer_mask, head_ablation,
+                                         tap, rotary)  # (B, T, H)
             if interventions is not None:
                 hidden_states = interventions("resid", i + 1, hidden_states)
             if i == len(self.layer) - 1 and hasattr(self, "LayerNorm"):

@@ -23,13 +23,19 @@ from .model import BertModel, BertPreTrainedModel
 
 
 class BertPredictionHeadTransform(nn.Module):
-    """``dense (H -> H)``, activation, ``LayerNorm`` before the vocabulary projection."""
+    """``dense (H -> H)``, activation, ``LayerNorm`` before the vocabulary projection.
+
+    Per family (:class:`bertcore.config.BertConfig`): the activation is ``head_act`` (GELU for RoBERTa's
+    ``lm_head`` and ELECTRA's generator; else ``hidden_act``); ELECTRA's generator projects to its embedding width
+    E (``dense (H -> E)``, as its tied decoder reads E); ModernBERT's ``head`` has no biases.
+    """
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.transform_act_fn = activation(config.hidden_act)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        width = config.embedding_width
+        self.dense = nn.Linear(config.hidden_size, width, bias=config.head_bias)
+        self.transform_act_fn = activation(config.head_act or config.hidden_act)
+        self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps, bias=config.norm_bias)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))  # (..., H)
@@ -42,7 +48,7 @@ class BertLMPredictionHead(nn.Module):
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.transform = BertPredictionHeadTransform(config)
-        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=True)
+        self.decoder = nn.Linear(config.embedding_width, config.vocab_size, bias=True)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
         self.decoder.bias = self.bias
 
@@ -232,7 +238,7 @@ class BertForSequenceClassification(BertPreTrainedModel):
     def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.bert = BertModel(config)
+        self.bert = BertModel(config, add_pooling_layer=True)
         p = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
         self.dropout = nn.Dropout(p)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)

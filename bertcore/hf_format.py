@@ -40,6 +40,7 @@ from typing import Any
 
 import torch
 
+from . import families
 from .config import BertConfig, ConfigError, read_json_object
 
 BERT = "bert"
@@ -65,11 +66,14 @@ HF_CLASSES = {
 AUTO_CLASSES = {"base": "AutoModel", "mlm": "AutoModelForMaskedLM", "pretraining": "AutoModelForPreTraining",
                 "classification": "AutoModelForSequenceClassification"}
 OUR_CLASSES = {"BertModel": "base", "BertForMaskedLM": "mlm", "BertForPreTraining": "pretraining",
-               "BertForSequenceClassification": "classification"}
+               "BertForSequenceClassification": "classification", "ElectraForPreTraining": "rtd"}
 
 
 def format_for(config: BertConfig) -> str:
-    """The format a model with this config is saved in: :data:`BERT`, :data:`PRELN` or :data:`BERTCORE_ONLY`."""
+    """The format a model with this config is saved in: :data:`BERT`, :data:`PRELN` or :data:`BERTCORE_ONLY`;
+    another family's own (its ``model_type``, :mod:`bertcore.families`)."""
+    if config.family != BERT:
+        return config.family
     if not config.pre_layer_norm:
         return BERT
     return PRELN if config.hidden_act == "gelu" else BERTCORE_ONLY
@@ -136,6 +140,8 @@ def read_format(data: dict[str, Any]) -> str:
     if isinstance(data.get(OWN_KEY), dict):
         return BERTCORE_ONLY
     model_type = data.get("model_type", "bert")
+    if model_type in families.OTHER_FAMILIES:
+        return model_type
     if model_type == PRELN:
         return PRELN
     if model_type == "bert" and data.get("pre_layer_norm"):
@@ -161,6 +167,8 @@ def config_from_dict(data: dict[str, Any]) -> BertConfig:
     fmt = read_format(data)
     if fmt == BERTCORE_ONLY:
         return BertConfig.from_bert_dict({**data[OWN_KEY], "model_type": "bert"})
+    if fmt in families.OTHER_FAMILIES:
+        return families.config_from_hf(data)
     if fmt != PRELN:
         return BertConfig.from_bert_dict(data)
     pad = data.get("pad_token_id")

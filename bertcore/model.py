@@ -18,7 +18,7 @@ from .attention import HeadAblation, additive_mask, get_head_mask
 from .checkpoint import load_pretrained as _load_checkpoint, save_pretrained as _save_checkpoint
 from .config import BertConfig
 from .embeddings import BertEmbeddings
-from .encoder import BertEncoder
+from .encoder import BertEncoder, activation
 from .interventions import Interventions
 
 M = TypeVar("M", bound="BertPreTrainedModel")
@@ -41,16 +41,45 @@ class BertModelOutput:
     attentions: tuple[torch.Tensor, ...] | None = None
 
 
+class _Activation(nn.Module):
+    """An activation of :func:`bertcore.encoder.activation` as a module (no weights)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+        self.fn = activation(name)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x)
+
+
 class BertPooler(nn.Module):
-    """``dense (H -> H)`` + tanh on the [CLS] vector (HF ``BertPooler``; BERT section 3.3.2, NSP)."""
+    """``dense (H -> H)`` + tanh on the [CLS] vector (HF ``BertPooler``; BERT section 3.3.2, NSP).
+
+    The other families' sentence heads are configurations of it (``pooler_act``, ``pooler_norm``,
+    ``classifier_pooling``): RoBERTa's ``classifier.dense`` + tanh is the same; DistilBERT's ``pre_classifier`` is
+    followed by ReLU, ELECTRA's ``classifier.dense`` by GELU; ModernBERT's ``head`` is ``dense``, GELU, then a
+    LayerNorm, over [CLS] or the mean of the unpadded tokens.
+    """
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.activation = nn.Tanh()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size, bias=config.head_bias)
+        self.activation = nn.Tanh() if config.pooler_act == "tanh" else _Activation(config.pooler_act)
+        if config.pooler_norm:
+            self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, bias=config.norm_bias)
+        self.mean = config.classifier_pooling == "mean"
 
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.activation(self.dense(hidden_states[:, 0]))  # (B, H)
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``(B, T, H)`` (and the ``(B, T)`` padding mask, for mean pooling) -> ``(B, H)``."""
+        if self.mean:
+            keep = (torch.ones(hidden_states.shape[:2], dtype=torch.bool, device=hidden_states.device)
+                    if attention_mask is None else attention_mask)  # (B, T)
+            first = (hidden_states * keep.unsqueeze(-1)).sum(dim=1) / keep.sum(dim=1, keepdim=True)  # (B, H)
+        else:
+            first = hidden_states[:, 0]  # (B, H)
+        out = self.activation(self.dense(first))  # (B, H)
+        return self.LayerNorm(out) if hasattr(self, "LayerNorm") else out
 
 
 class BertPreTrainedModel(nn.Module):
@@ -84,7 +113,8 @@ class BertPreTrainedModel(nn.Module):
                         module.weight[module.padding_idx].zero_()
             elif isinstance(module, nn.LayerNorm):
                 nn.init.ones_(module.weight)
-                nn.init.zeros_(module.bias)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
         self.tie_weights()
 
     def tie_weights(self) -> None:
@@ -132,15 +162,21 @@ class BertPreTrainedModel(nn.Module):
 
 
 class BertModel(BertPreTrainedModel):
-    """``embeddings``, ``encoder`` and ``pooler`` (HF ``BertModel``)."""
+    """``embeddings``, ``encoder`` and ``pooler`` (HF ``BertModel``); ELECTRA with ``embedding_size != H`` also
+    ``embeddings_project (E -> H)`` between them (HF ``ElectraModel``)."""
 
     base_model_prefix = ""
 
-    def __init__(self, config: BertConfig, add_pooling_layer: bool = True) -> None:
+    def __init__(self, config: BertConfig, add_pooling_layer: bool | None = None) -> None:
+        """``add_pooling_layer``: None: as the family's bare encoder (``config.base_pooler``: BERT and RoBERTa
+        have a pooler, DistilBERT, ELECTRA and ModernBERT none)."""
         super().__init__(config)
         self.embeddings = BertEmbeddings(config)
+        if config.embedding_width != config.hidden_size:
+            self.embeddings_project = nn.Linear(config.embedding_width, config.hidden_size)
         self.encoder = BertEncoder(config)
-        self.pooler = BertPooler(config) if add_pooling_layer else None
+        pool = config.base_pooler if add_pooling_layer is None else add_pooling_layer
+        self.pooler = BertPooler(config) if pool else None
         self.init_weights()
 
     def forward(
@@ -185,7 +221,9 @@ class BertModel(BertPreTrainedModel):
                 the model's layers.
         """
         self.embeddings.check_inputs(input_ids, token_type_ids, inputs_embeds)
-        x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, T, H)
+        x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, T, E)
+        if hasattr(self, "embeddings_project"):
+            x = self.embeddings_project(x)  # (B, T, H)
         if interventions is not None:
             interventions.check(self.config.num_hidden_layers)
             x = interventions("resid", 0, x)
@@ -195,6 +233,7 @@ class BertModel(BertPreTrainedModel):
         if layer_masks is not None:
             layer_masks = [m.to(x.device) for m in layer_masks]
         last, hidden_states, attentions = self.encoder(x, mask, output_attentions, output_hidden_states,
-                                                       layer_masks, head_ablation, interventions=interventions)
-        pooled = self.pooler(last) if self.pooler is not None else None  # (B, H)
+                                                       layer_masks, head_ablation, interventions=interventions,
+                                                       position_ids=position_ids)
+        pooled = self.pooler(last, attention_mask) if self.pooler is not None else None  # (B, H)
         return BertModelOutput(last, pooled, hidden_states, attentions)

@@ -20,22 +20,24 @@ from typing import Literal
 from transformers import BertTokenizerFast
 
 from .checkpoint import CheckpointError, find_weights, read_state_dict, weights_error
-from .config import BertConfig, ConfigError
+from .config import FAMILIES, BertConfig, ConfigError, read_json_object
+from .electra import ElectraForPreTraining
 from .heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
 from .model import BertModel, BertPreTrainedModel
 from .runs import RunDir, checkpoint_step
 from .runs import runs_root as _runs_root
-from .tokenizer import load_tokenizer
+from .tokenizer import load_bpe_tokenizer, load_tokenizer
 
 Kind = Literal["packaged", "local", "hub", "run"]
-Head = Literal["auto", "base", "mlm", "pretraining", "classification"]
+Head = Literal["auto", "base", "mlm", "pretraining", "classification", "rtd"]
 HEAD_CLASSES: dict[str, type[BertPreTrainedModel]] = {
     "base": BertModel,
     "mlm": BertForMaskedLM,
     "pretraining": BertForPreTraining,
     "classification": BertForSequenceClassification,
+    "rtd": ElectraForPreTraining,  # ELECTRA's discriminator: replaced-token detection
 }
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json")
 
 
 class SourceError(RuntimeError):
@@ -118,7 +120,7 @@ def resolve(source: ModelSource) -> Path:
 
 #: the files whose change means a different model (weights, config, tokenizer)
 MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", "nsp_head.safetensors", *TOKENIZER_FILES,
-               "tokenizer_config.json")
+               "merges.txt", "tokenizer_config.json")
 
 
 def file_stats(folder: Path) -> tuple[tuple[str, int, int], ...]:
@@ -168,9 +170,11 @@ def _download(repo_id: str) -> Path:
 
 def detect_head(folder: Path) -> str:
     """Which head class fits a checkpoint: ``pretraining`` (MLM + NSP weights), ``mlm``,
-    ``classification`` (a ``classifier``) or ``base``; read from the weight names (BERT names, or
-    RobertaPreLayerNorm ones with the NSP head in :data:`bertcore.hf_format.NSP_FILE`)."""
-    from .hf_format import NSP_FILE
+    ``classification`` (a ``classifier``), ``rtd`` (ELECTRA's discriminator) or ``base``; read from the weight
+    names (BERT names, RobertaPreLayerNorm ones with the NSP head in :data:`bertcore.hf_format.NSP_FILE`, or another
+    family's, :func:`bertcore.families.detect_head`)."""
+    from . import families
+    from .hf_format import NSP_FILE, PRELN
 
     keys: set[str] = set()
     for file in find_weights(folder):
@@ -184,6 +188,9 @@ def detect_head(folder: Path) -> str:
                 raise weights_error(file, exc) from exc
         else:
             keys.update(read_state_dict(file))
+    family = _model_type(folder)
+    if family not in (None, "bert", PRELN):
+        return families.detect_head(family, sorted(keys))
     has_mlm = any(k.startswith(("cls.predictions.", "bert.cls.predictions.", "lm_head.")) for k in keys)
     has_nsp = any("seq_relationship" in k for k in keys) or (Path(folder) / NSP_FILE).is_file()
     if has_mlm and has_nsp:
@@ -193,6 +200,26 @@ def detect_head(folder: Path) -> str:
     if any(k.startswith("classifier.") for k in keys):
         return "classification"
     return "base"
+
+
+def _model_type(folder: Path) -> str | None:
+    """The ``model_type`` of a folder's ``config.json`` (``"bert"`` when it has none); None when unreadable."""
+    try:
+        data = read_json_object(Path(folder) / "config.json")
+    except ConfigError:
+        return None
+    model_type = data.get("model_type", "bert")
+    return model_type if isinstance(model_type, str) else None
+
+
+def _check_family(folder: Path) -> None:
+    """Raise :class:`SourceError` naming the supported families when ``config.json`` names another model type."""
+    from .hf_format import PRELN
+
+    model_type = _model_type(folder)
+    if model_type is not None and model_type not in (*FAMILIES, PRELN):
+        raise SourceError(f"{folder} holds a {model_type!r} model; BERT Explorer builds the BERT families "
+                          f"{', '.join(FAMILIES)} (model_type in config.json), so it cannot open this one")
 
 
 @dataclass
@@ -221,7 +248,7 @@ class LoadedModel:
     def max_length(self) -> int:
         """Longest input in tokens, [CLS]/[SEP] included: the smaller of the model's position table
         (``max_position_embeddings``) and the tokenizer's ``model_max_length``."""
-        return min(int(self.config.max_position_embeddings), int(self.tokenizer.model_max_length))
+        return min(int(self.config.max_sequence_length), int(self.tokenizer.model_max_length))
 
     @property
     def has_mlm_head(self) -> bool:
@@ -243,6 +270,7 @@ def load(source: ModelSource = PACKAGED, head: Head = "auto") -> LoadedModel:
     if not (folder / "config.json").is_file():
         raise SourceError(f"no config.json in {folder}: choose a Hugging Face BERT checkpoint folder "
                           "(config.json + model.safetensors or pytorch_model.bin + vocab.txt)")
+    _check_family(folder)
     try:
         chosen = detect_head(folder) if head == "auto" else head
         if chosen not in HEAD_CLASSES:
@@ -252,11 +280,15 @@ def load(source: ModelSource = PACKAGED, head: Head = "auto") -> LoadedModel:
         raise SourceError(f"cannot load the model in {folder}: {exc}") from exc
     if not any((folder / name).is_file() and (folder / name).stat().st_size > 0 for name in TOKENIZER_FILES):
         # without this check transformers builds a 5-token tokenizer that maps every word to [UNK]
-        raise SourceError(f"no tokenizer in {folder}: expected {' or '.join(TOKENIZER_FILES)}")
+        raise SourceError(f"no tokenizer in {folder}: expected {' or '.join(TOKENIZER_FILES)} beside the weights "
+                          f"(a {model.config.family} model needs its tokenizer to read text)")
     try:
-        tokenizer = load_tokenizer(folder)
+        from .families import TOKENIZER_MODEL
+
+        bpe = TOKENIZER_MODEL[model.config.family] == "BPE"
+        tokenizer = load_bpe_tokenizer(folder) if bpe else load_tokenizer(folder)
     except Exception as exc:  # noqa: BLE001 - tokenizers raises bare Exception (non-UTF-8 vocab), KeyError ...
-        raise SourceError(f"no usable tokenizer (vocab.txt / tokenizer.json) in {folder}: {exc}") from exc
+        raise SourceError(f"no usable tokenizer (vocab.txt / tokenizer.json / vocab.json) in {folder}: {exc}") from exc
     if len(tokenizer) > model.config.vocab_size:
         raise SourceError(f"the tokenizer has {len(tokenizer)} tokens but the model only {model.config.vocab_size}")
     return LoadedModel(model, tokenizer, source, folder, chosen)

@@ -68,6 +68,66 @@ def load_tokenizer(path: str | Path) -> BertTokenizerFast:
     return tok
 
 
+BPE_SPECIALS = ("cls_token", "sep_token", "pad_token", "mask_token")
+
+
+def load_bpe_tokenizer(path: str | Path):
+    """Load and check a byte-level BPE tokenizer (RoBERTa's, ModernBERT's) from a local folder, offline.
+
+    Byte-level BPE (Radford et al. 2019, section 2.2; Sennrich et al. 2016) splits text into bytes and merges
+    frequent pairs; a word that follows a space starts with ``Ġ`` (the byte of the space, shown printable), so
+    ``" cat"`` is one piece ``Ġcat``. Loaded with ``transformers.AutoTokenizer`` (``tokenizer.json``, or RoBERTa's
+    ``vocab.json`` + ``merges.txt``).
+
+    Raises:
+        TokenizerError: no tokenizer files, a model other than BPE, the special tokens (cls / sep / pad / mask)
+            missing from the vocabulary, or a single text not encoded as ``cls ... sep``.
+    """
+    from transformers import AutoTokenizer
+
+    folder = Path(path).expanduser()
+    if not (folder / "tokenizer.json").is_file() and not (folder / "vocab.json").is_file():
+        raise TokenizerError(f"no tokenizer in {folder}: a byte-level BPE tokenizer is tokenizer.json (or vocab.json "
+                             "+ merges.txt)")
+    try:
+        tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    except Exception as exc:  # tokenizers raises bare Exception, KeyError, ...
+        raise TokenizerError(f"cannot load the tokenizer in {folder}: {type(exc).__name__}: {str(exc)[:300]}") from exc
+    model = type(tok.backend_tokenizer.model).__name__ if hasattr(tok, "backend_tokenizer") else type(tok).__name__
+    if model != "BPE":
+        raise TokenizerError(f"{folder}: the tokenizer's model is {model}, not byte-level BPE")
+    vocab = tok.get_vocab()
+    missing = [name for name in BPE_SPECIALS if getattr(tok, name, None) not in vocab]
+    if missing:
+        raise TokenizerError(f"{folder}: the tokenizer lacks {', '.join(missing)} (a BPE tokenizer for an encoder "
+                             "needs cls, sep, pad and mask tokens)")
+    ids = tok("a", add_special_tokens=True, verbose=False)["input_ids"]
+    if not (ids and ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id):
+        raise TokenizerError(f"{folder}: a text is not encoded as {tok.cls_token} ... {tok.sep_token} (its "
+                             "post-processor adds no special tokens)")
+    return tok
+
+
+def is_wordpiece(tok) -> bool:
+    """Whether ``tok`` is WordPiece (``##`` marks a continuation) rather than byte-level BPE (``Ġ`` a word start)."""
+    model = getattr(getattr(tok, "backend_tokenizer", None), "model", None)
+    return type(model).__name__ == "WordPiece"
+
+
+def word_starts(tok, tokens: list[str], special_tokens_mask: list[int]) -> list[bool]:
+    """Which tokens start a word: under WordPiece every piece but a ``##`` continuation, under byte-level BPE
+    a piece after a space (``Ġ``) or the first piece after a special token. Special tokens are not word starts."""
+    starts, after_special = [], True
+    for token, special in zip(tokens, special_tokens_mask):
+        if special:
+            starts.append(False)
+            after_special = True
+            continue
+        starts.append(not token.startswith("##") if is_wordpiece(tok) else (token.startswith("Ġ") or after_special))
+        after_special = False
+    return starts
+
+
 def check_tokenizer(tok, where: str = "the tokenizer") -> None:
     """Raise :class:`TokenizerError` unless ``tok`` is a usable BERT WordPiece tokenizer (see
     :func:`load_tokenizer` for the checks); ``where`` names it in the message."""
@@ -235,7 +295,8 @@ def encode(
     word_ids = [None if w is None else (w + n_words_a if s == 1 else w) for w, s in zip(raw_words, seq_ids)]
     return Encoding(
         input_ids=list(ids),
-        token_type_ids=list(enc["token_type_ids"]),
+        # RoBERTa's and ModernBERT's tokenizers give no segment ids: their models have one segment (or none)
+        token_type_ids=list(enc["token_type_ids"]) if "token_type_ids" in enc else [0] * len(ids),
         attention_mask=list(enc["attention_mask"]),
         tokens=tokenizer.convert_ids_to_tokens(ids),
         word_ids=word_ids,
@@ -261,6 +322,8 @@ def encode_batch(
     texts = [clean_text(t) for t in texts]
     pairs = None if text_pairs is None else [clean_text(t) for t in text_pairs]
     enc = tokenizer(texts, pairs, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+    if "token_type_ids" not in enc:  # byte-level BPE tokenizers of one-segment models
+        enc["token_type_ids"] = torch.zeros_like(enc["input_ids"])
     return {k: enc[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
 
 
