@@ -10,7 +10,8 @@ from bertcore.embeddings import InputError
 from bertcore.fill_mask import FillMaskError
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError, encode
-from explorer import heavy, heldout, resources, share, what_flows, whatif, widgets
+from explorer import as_code, heavy, heldout, resources, share, what_flows, whatif, widgets
+from explorer.as_code import tasks
 from explorer.figures import lens as lens_figures
 from explorer.figures import masking as mask_figures
 
@@ -88,10 +89,11 @@ if enc.num_truncated:
 t = enc.tensors()
 eligible = masking.eligible_positions(tok, t["input_ids"], t["attention_mask"])  # (1, T)
 word_ids = masking.whole_word_ids(tok, t["input_ids"], eligible) if whole_word else None  # as the training collator
+draw_seed = int(seed) % MAX_SEED
 try:
     result = masking.mask_tokens(t["input_ids"], eligible, mask_token_id=tok.mask_token_id, vocab_size=len(tok),
                                  mlm_probability=rate, mask_fraction=mask_fraction, random_fraction=random_fraction,
-                                 word_ids=word_ids, generator=torch.Generator().manual_seed(int(seed) % MAX_SEED))
+                                 word_ids=word_ids, generator=torch.Generator().manual_seed(draw_seed))
 except masking.MaskingError as exc:
     widgets.show_error(exc)
     st.stop()
@@ -238,6 +240,10 @@ def _predictions() -> None:
         [_title(p, None if drawn is None else drawn[i]) for i, p in enumerate(shown)], [p.tokens for p in shown],
         [p.probs for p in shown], [None if p.original_id is None else enc.tokens[p.position] for p in shown]),
         key="msk_topk_chart")
+    as_code.expander("masking", "Masking", tasks.masking(
+        lm.source, text, text_pair, float(rate), bool(whole_word), mask_fraction, random_fraction, draw_seed,
+        float(temperature), int(top_k), float(top_p), int(k), MAX_PANELS),
+        {"input_ids": result.input_ids[0].numpy(), "probs": [p.probs for p in preds]})
     columns = {
         "position": [p.position for p in preds],
         "original": [enc.tokens[p.position] if p.original_id is not None else "(your [MASK])" for p in preds],

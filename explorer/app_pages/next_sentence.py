@@ -8,7 +8,8 @@ from bertcore import next_sentence
 from bertcore.analysis.attention.words import merge_vector, word_groups
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError
-from explorer import resources, share, whatif, widgets
+from explorer import as_code, resources, share, whatif, widgets
+from explorer.as_code import tasks
 from explorer.figures import next_sentence as nsp_figures
 
 EXAMPLES = {
@@ -104,9 +105,13 @@ hc1, hc2 = st.columns([3, 1])
 head = hc1.selectbox("Head", ["mean over heads"] + [f"head {h + 1}" for h in range(n_heads)], key="nsp_head")
 head_index = None if head == "mean over heads" else int(head.split()[1]) - 1
 cls_attention, labels, types = pred.cls_attention, enc.tokens, enc.token_type_ids  # (L, heads, T)
-if widgets.words_toggle("nsp", where=hc2):
+by_word = widgets.words_toggle("nsp", where=hc2)
+if by_word:
     groups = word_groups(enc.tokens, enc.word_ids)
     cls_attention = merge_vector(cls_attention, groups, "sum")  # (L, heads, W): a word gets its pieces' sum
     labels, types = groups.labels, [enc.token_type_ids[m[0]] for m in groups.members]
 widgets.plotly_chart(nsp_figures.cls_attention_figure(cls_attention, labels, types, head_index),
                      key="nsp_cls_attention")
+as_code.expander("next_sentence", "Next sentence prediction",
+                 tasks.next_sentence(lm.source, a or "", b or "", head_index, by_word),
+                 {"p_is_next": pred.p_is_next, "cls_attention": cls_attention})

@@ -30,6 +30,9 @@ STATES: dict[str, dict[str, object]] = {
                   "att_text": "Tokenization splits unbelievable words."},
     "anatomy": {"ana_text": "A different sentence for the pooler."},
     "forward_pass": {"fp_text": "Paris is the [MASK] of France.", "fp_token": 3, "fp_layer": 5, "fp_head": 2},
+    "masking": {"msk_rate": 0.5, "msk_seed": 7, "msk_wwm": True, "msk_temp": 2.0, "msk_topk": 20, "msk_k": 3,
+                "msk_pair_on": False},
+    "next_sentence": {"nsp_b": "The striker scored twice in the second half.", "nsp_head": "head 3", "nsp_words": True},
 }
 
 # The snippets run as a user runs them: a fresh interpreter in the repository root, with no network (every socket
