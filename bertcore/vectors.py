@@ -23,8 +23,11 @@ def cosine_matrix(x: np.ndarray) -> np.ndarray:
     return np.clip(unit @ unit.T, -1.0, 1.0).astype(np.float32)
 
 
-def pca_2d(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def pca_2d(x: np.ndarray, svd_solver: str = "full") -> tuple[np.ndarray, np.ndarray]:
     """Project the rows of ``x (N, H)`` on their first two principal components (scikit-learn PCA).
+
+    ``svd_solver``: scikit-learn's; ``"covariance_eigh"`` is exact too and much faster for N >> H (the projector's
+    tens of thousands of points).
 
     Returns ``(points (N, 2) float32, explained_variance_ratio (2,) float32)``; with N = 2 the
     second coordinate is 0 (two points span one direction); identical rows give all zeros.
@@ -40,7 +43,7 @@ def pca_2d(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if np.allclose(x, x.mean(0), rtol=0.0, atol=1e-7):  # no variance: every point is the same
         return np.zeros((x.shape[0], 2), np.float32), np.zeros(2, np.float32)
     k = min(2, x.shape[0] - 1, x.shape[1])
-    pca = PCA(n_components=k, svd_solver="full")
+    pca = PCA(n_components=k, svd_solver=svd_solver)
     pts = pca.fit_transform(x)
     ratio = pca.explained_variance_ratio_
     if k < 2:

@@ -1,0 +1,190 @@
+"""Embedding projector (issue 41): a whole corpus's vectors at one layer, in 2-D (PCA, UMAP or an axis between two
+words), coloured by part of speech, word, label or a classifier's answers; a slider over the layers animates it.
+
+Widgets -> ``bertcore.analysis.projector.view`` (cached on disk per model files, corpus, layer, method, N) ->
+``explorer.figures.projector``. Keys start with ``proj_``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+
+import pandas as pd
+import streamlit as st
+
+from bertcore.analysis import projector as PV
+from bertcore.analysis import shipped
+from bertcore.analysis.representations import projector as P
+from bertcore.data import DataError, cache_dir
+from explorer import heavy, resources, share, widgets
+from explorer.figures import projector as figures
+
+MAX_UPLOAD_ROWS = 20_000
+METHOD_NAMES = {"pca": "PCA", "umap": "UMAP", "axis": "an axis between two words"}
+UNIT_NAMES = {"token": "every token", "cls": "one per text: [CLS]", "mean": "one per text: mean of its tokens"}
+
+st.title("Embedding projector")
+st.markdown(
+    """
+Each dot is one **token of a sentence** (or one whole sentence) as the model sees it at one layer: a vector of
+hundreds of numbers, squeezed into 2-D. **PCA** keeps the two directions along which the vectors differ most
+(straight lines stay straight, distances are shrunk); **UMAP** keeps who is near whom (clusters are real,
+distances between clusters are not); **an axis between two words** puts each vector between them (0 = the first,
+1 = the second). Colour the dots by part of speech and watch the slider under the plot: in the first layers tokens
+group by *word*, higher up by *role*. Click a dot for its sentence and its nearest neighbours in the full space
+(cosine, not the 2-D picture); draw a lasso or a box to list the selected sentences.
+"""
+)
+
+lm = widgets.current_model()
+cfg = lm.config
+n_layers = cfg.num_hidden_layers
+share.shareable({"proj_points": share.integer(2, PV.MAX_POINTS), "proj_layer": share.integer(0, n_layers),
+                 "proj_method": share.text, "proj_colour": share.text, "proj_corpus": share.text,
+                 "proj_unit": share.text})
+for key, allowed in (("proj_method", P.METHODS), ("proj_colour", PV.COLOURS), ("proj_unit", P.UNITS),
+                     ("proj_corpus", (*PV.CORPORA, "upload"))):
+    if st.session_state.get(key) not in (None, *allowed):
+        del st.session_state[key]  # a stale link: the default instead
+
+c1, c2, c3, c4 = st.columns([2, 1, 1, 2])
+corpus_name = c1.selectbox("Corpus", [*PV.CORPORA, "upload"], key="proj_corpus",
+                           index=list(PV.CORPORA).index(shipped.PROJECTOR_CORPUS),
+                           format_func=lambda k: PV.CORPORA.get(k, "your CSV file (columns text, label)"))
+n_points = int(c2.number_input("Points", 2, PV.MAX_POINTS, shipped.PROJECTOR_POINTS, step=500, key="proj_points",
+                               help="Tokens (or texts) drawn. Up to 10,000 stay smooth in the browser; up to "
+                                    f"{PV.MAX_POINTS:,} are computed (a minute or two)."))
+layer = int(c3.selectbox("Layer", range(n_layers + 1), index=min(shipped.PROJECTOR_LAYER, n_layers), key="proj_layer",
+                         help="0 = the embeddings (no context yet); the slider under the plot moves through all."))
+unit = c4.radio("Points are", list(P.UNITS), key="proj_unit", horizontal=True, format_func=UNIT_NAMES.__getitem__)
+c5, c6, c7 = st.columns([2, 2, 2])
+method = c5.radio("Projection", list(P.METHODS), key="proj_method", horizontal=True,
+                  format_func=METHOD_NAMES.__getitem__)
+colour = c6.selectbox("Colour by", list(PV.COLOURS), index=list(PV.COLOURS).index(shipped.PROJECTOR_COLOUR),
+                      key="proj_colour", format_func=PV.COLOURS.__getitem__)
+axis_words = ("good", "bad")
+if method == "axis":
+    a, b = c7.columns(2)
+    axis_words = (a.text_input("From word", "good", key="proj_axis_a"), b.text_input("To word", "bad",
+                                                                                      key="proj_axis_b"))
+    if not all(w.strip() for w in axis_words):
+        st.info("Type a word at each end of the axis.", icon=":material/edit_note:")
+        st.stop()
+
+upload = None
+if corpus_name == "upload":
+    up = st.file_uploader("A CSV file with a `text` column (and a `label` column to colour by label)", type=["csv"],
+                          key="proj_upload")
+    if up is None:
+        st.info("Upload a CSV file to project its texts.", icon=":material/upload_file:")
+        st.stop()
+    try:
+        df = pd.read_csv(io.BytesIO(up.getvalue()), nrows=MAX_UPLOAD_ROWS, dtype=str, keep_default_na=False)
+    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        st.warning(f"That file cannot be read as CSV: {widgets.escape_md(str(exc))}", icon=":material/warning:")
+        st.stop()
+    if "text" not in df.columns:
+        st.warning("The file has no `text` column (it has " + widgets.escape_md(", ".join(map(str, df.columns)))
+                   + ").", icon=":material/warning:")
+        st.stop()
+    keep = df["text"].str.strip() != ""
+    upload = PV.Corpus(df.loc[keep, "text"].tolist(), df.loc[keep, "label"].tolist() if "label" in df else None,
+                       "upload")
+    if not upload.texts:
+        st.warning("The file's `text` column is empty.", icon=":material/warning:")
+        st.stop()
+
+defaults = (corpus_name, n_points, layer, method, colour, unit) == (
+    shipped.PROJECTOR_CORPUS, shipped.PROJECTOR_POINTS, shipped.PROJECTOR_LAYER, shipped.PROJECTOR_METHOD,
+    shipped.PROJECTOR_COLOUR, shipped.PROJECTOR_UNIT)
+upload_key = hashlib.sha256("\n".join(upload.texts + (upload.labels or [])).encode()).hexdigest() if upload else ""
+run_key = (resources.source_key(lm.source), corpus_name, n_points, layer, method, colour, unit, axis_words, upload_key)
+stored = st.session_state.get("proj_result")
+if stored is not None and stored[0] == run_key:
+    view = stored[1]
+else:
+    view = shipped.shipped(lm, shipped.projector(lm)) if defaults else None  # the default view ships with the model
+    if view is None:
+        try:
+            view = heavy.run_with_status(("projector", *run_key), lambda progress: PV.view(
+                lm, corpus_name, n_points, layer, method, colour, unit, axis_words, cache_root=cache_dir(),
+                texts=upload, progress=lambda i, n: progress(i / n)), "the projection", keep=False)
+        except DataError as exc:
+            st.error("Cannot read that corpus: " + widgets.escape_md(str(exc)), icon=":material/error:")
+            st.stop()
+        except ValueError as exc:
+            widgets.show_error(exc)
+            st.stop()
+    st.session_state["proj_result"] = (run_key, view)
+
+proj = view.projection
+for note in view.notes:
+    st.info(widgets.escape_md(note), icon=":material/info:")
+hover = figures.hover_texts(proj.tokens, proj.sentence, proj.texts, proj.unit)
+where = "shipped with the model: the default view" if defaults and proj.vectors is None else (
+    "read from the cache" if view.from_cache else "computed now")
+explained = proj.explained[proj.layers.index(layer)] if layer in proj.layers else None
+st.caption(f"{len(proj.tokens):,} points from {len(set(proj.sentence.tolist())):,} texts, layer {layer}, "
+           f"{METHOD_NAMES[method]} ({where})."
+           + (f" The two axes hold {explained[0]:.0%} and {explained[1]:.0%} of the variance at this layer: the rest "
+              "is not drawn." if method == "pca" and explained is not None else ""))
+
+picked = st.session_state.get("proj_chart")
+sel_points = []
+if picked and getattr(picked, "selection", None):
+    sel_points = sorted({int(p["customdata"][0] if isinstance(p.get("customdata"), list) else p["customdata"])
+                         for p in picked.selection.get("points", []) if p.get("customdata") is not None})
+sel_points = [i for i in sel_points if 0 <= i < len(proj.tokens)]
+clicked = sel_points[0] if len(sel_points) == 1 else None
+ring = []
+if clicked is not None:
+    nb_ids, nb_cos = P.neighbours(proj, clicked)
+    ring = [clicked, *nb_ids.tolist()]
+
+if colour == "layer":
+    if len(proj.layers) < 2:
+        st.info("The path through the layers needs every layer: choose at most 20,000 points.",
+                icon=":material/info:")
+        st.stop()
+    first = sorted(set(proj.sentence.tolist()))[:3]
+    shown = [i for i in range(len(proj.tokens)) if proj.sentence[i] in first]
+    st.markdown("Each token of the first three texts at **every layer**, joined in layer order (dark = layer 0). "
+                "Where a path jumps, that layer moved the token's vector to another neighbourhood.")
+    fig = figures.layer_paths(proj.coords, proj.layers, hover, shown, proj.axis_titles)
+else:
+    fig = figures.projector_scatter(proj.coords, proj.layers, layer, view.values, view.numeric, hover,
+                                    PV.COLOURS[colour], proj.axis_titles, highlight=ring)
+widgets.plotly_chart(fig, key="proj_chart", on_select="rerun", selection_mode=("points", "box", "lasso"))
+if len(proj.layers) > 1:
+    st.caption("The slider under the plot moves through the layers (▶ plays them). PCA's signs are matched from "
+               "layer to layer so that the points move rather than flip; clicks and neighbours are at the layer "
+               "chosen above.")
+
+if clicked is not None:
+    s = int(proj.sentence[clicked])
+    st.subheader(f"Point {clicked}: {proj.tokens[clicked] if proj.unit == 'token' else 'a text'}")
+    st.markdown("**Its text:** " + widgets.escape_md(proj.texts[s]))
+    rows = [{"token": proj.tokens[j] if proj.unit == "token" else "", "cosine": float(c),
+             "text": proj.texts[int(proj.sentence[j])]} for j, c in zip(nb_ids.tolist(), nb_cos.tolist())]
+    st.markdown(f"**Its {len(rows)} nearest neighbours at layer {layer}** (cosine in the full "
+                f"{cfg.hidden_size}-dimensional space, not in the picture):")
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key="proj_neighbours",
+                 column_config={"cosine": st.column_config.NumberColumn(format="%.3f")})
+    if st.button("Open this text on the Attention page", key="proj_open", icon=":material/grid_on:"):
+        st.session_state["att_text"] = proj.texts[s][:2000]
+        st.session_state["att_pair_on"] = False
+        st.switch_page("explorer/app_pages/attention.py")
+elif len(sel_points) > 1:
+    texts = sorted(set(int(proj.sentence[i]) for i in sel_points))
+    st.subheader(f"Your selection: {len(sel_points):,} points from {len(texts):,} texts")
+    counts = pd.Series([str(view.values[i]) for i in sel_points]).value_counts().head(8)
+    if colour != "layer":
+        st.markdown(f"**{PV.COLOURS[colour].capitalize()}:** "
+                    + widgets.escape_md(", ".join(f"{k} ({v})" for k, v in counts.items())))
+    table = pd.DataFrame([{"text": proj.texts[t], "points selected": sum(1 for i in sel_points
+                                                                         if proj.sentence[i] == t)} for t in texts])
+    st.dataframe(table, hide_index=True, key="proj_selection")
+    widgets.download_csv(table, "projector-selection", key="proj_selection_csv", index=False)
+else:
+    st.caption("Click a point, or draw a lasso / box (the plot's toolbar), to see the texts behind it.")
