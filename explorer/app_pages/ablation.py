@@ -9,7 +9,8 @@ from bertcore.data import DataError
 from bertcore.embeddings import InputError
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError
-from explorer import resources, widgets
+from explorer import as_code, resources, widgets
+from explorer.as_code import analyses
 from explorer.figures import ablation as abl_figures
 
 DEFAULT = "The animal didn't cross the street because it was too [MASK]."
@@ -77,6 +78,8 @@ st.caption("Cosine similarity between the unablated and the ablated hidden state
 layer_names = ["embeddings"] + [f"layer {i}" for i in range(1, cfg.num_hidden_layers + 1)]
 widgets.plotly_chart(abl_figures.movement_figure(mv.per_layer, layer_names, mv.cls, mv.mean_pooled, mv.pooled),
                      key="abl_move")
+as_code.expander("ablation", "Head ablation", analyses.ablation(lm.source, text, text_pair, mode, off),
+                 {"per_layer": mv.per_layer, "cls": mv.cls, "mean_pooled": mv.mean_pooled})
 token_ids = [f"{i}:{tok}" for i, tok in enumerate(enc.tokens)]
 widgets.download_csv(pd.DataFrame(mv.per_token.T, index=pd.Index(token_ids, name="token"), columns=layer_names),
                      "ablation_cosine_per_token", key="abl_move_csv", label="CSV (cosine per token and layer)")

@@ -9,7 +9,8 @@ from bertcore.analysis.causal.attribution import DEFAULT_STEPS, AttributionError
 from bertcore.embeddings import InputError
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError, encode
-from explorer import resources, whatif, widgets
+from explorer import as_code, resources, whatif, widgets
+from explorer.as_code import analyses
 from explorer.figures import attribution as attr_figures
 
 DEFAULT_CLS = "The striker scored twice as the home side won the cup final."
@@ -129,6 +130,8 @@ if len(scores) == 0:
     st.stop()
 unit = "cosine" if kind == "similarity" else "probability"
 widgets.plotly_chart(attr_figures.attribution_bars(labels, scores, f"What moves {res.target}", unit), key="attr_bars")
+as_code.expander("attribution", "Attribution", analyses.attribution(lm.source, kind, text, other, position, target,
+                                                                   int(n_steps), per_word), scores)
 table = pd.DataFrame({"word" if per_word else "token": labels, "attribution": scores})
 st.dataframe(table, hide_index=True, key="attr_table")
 widgets.download_csv(table, "attribution", key="attr_csv", index=False)

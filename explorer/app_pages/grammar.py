@@ -14,7 +14,8 @@ from bertcore.analysis import shipped
 from bertcore.analysis.grammar import minimal_pairs as M
 from bertcore.analysis.grammar.scoring import PLL_METRICS, ScoringError
 from bertcore.sources import PACKAGED_MLM
-from explorer import heavy, resources, share, whatif, widgets
+from explorer import as_code, heavy, resources, share, whatif, widgets
+from explorer.as_code import analyses
 from explorer.figures import grammar as figs
 
 GOOD = "The keys to the cabinet are on the table."
@@ -84,6 +85,10 @@ if scores:
                "model finds surprising; small bars elsewhere show the difference spreading to the neighbours.")
     widgets.plotly_chart(figs.contributions_figure([(lab, s.tokens, s.log_probs) for lab, s in scores]),
                          key="gram_contrib")
+if len(scores) == 2:
+    as_code.expander("grammar", "Grammar", analyses.grammar(lm.source, a, b, metric, resources.PLL_MAX_TOKENS),
+                     {"pll": [s.pll for _, s in scores], "log_probs_1": scores[0][1].log_probs,
+                      "log_probs_2": scores[1][1].log_probs})
 if st.toggle("Compare the two sentences token by token (what if?)", key="gram_whatif", persist_state="session",
              help="Sentence 1 as input A, sentence 2 as input B: each token's vector and each head's attention, "
                   "side by side, and one-click edits of sentence 2."):

@@ -8,7 +8,8 @@ from streamlit.errors import StreamlitAPIException
 from bertcore import vectors
 from bertcore.analysis.representations import similarity
 from bertcore.tokenizer import TextError
-from explorer import resources, widgets
+from explorer import as_code, resources, widgets
+from explorer.as_code import analyses
 from explorer.figures import similarity as sim_figures
 
 MAX_SENTENCES = 24
@@ -156,3 +157,5 @@ else:
                "green and red is what the model knows about the sense.")
 widgets.plotly_chart(sim_figures.similarity_by_layer(same, different, base_mean, base_std, layer_names),
                      key="ws_layers")
+as_code.expander("word_senses", "Word senses", analyses.word_senses(lm.source, target, list(sentences), senses, layer),
+                 {"cosine": sim, "same": same, "different": different})
