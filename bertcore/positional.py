@@ -236,3 +236,26 @@ def neighbour_similarity(cosine: np.ndarray, max_offset: int) -> np.ndarray:
     p = cosine.shape[0]
     m = min(int(max_offset), p - 1)
     return np.array([np.diagonal(cosine, offset=o).mean() for o in range(1, m + 1)], dtype=np.float64)
+
+
+def attention_by_offset(attentions: np.ndarray, max_offset: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each head's mean attention probability by relative offset: what a head does with positions.
+
+    Args:
+        attentions: ``(heads, T, T)`` probabilities of one layer (rows: queries).
+        max_offset: the largest |key − query| shown (clipped to T − 1), >= 0.
+    Returns:
+        ``(profile (heads, 2R+1), offsets (2R+1,))``: ``profile[h, r]`` is the mean over queries q of
+        ``p[h, q, q + offsets[r]]`` (those with such a key); a peak at -1 is a previous-token head.
+    Raises:
+        ValueError: not ``(heads, T, T)``, or a negative ``max_offset``.
+    """
+    a = np.asarray(attentions, dtype=np.float64)
+    if a.ndim != 3 or a.shape[1] != a.shape[2]:
+        raise ValueError(f"attentions must be (heads, T, T), got shape {a.shape}")
+    if max_offset < 0:
+        raise ValueError(f"max_offset must be >= 0, got {max_offset}")
+    r = min(int(max_offset), a.shape[1] - 1)
+    offsets = np.arange(-r, r + 1)
+    profile = np.stack([np.diagonal(a, offset=int(o), axis1=1, axis2=2).mean(axis=1) for o in offsets], axis=1)
+    return profile, offsets

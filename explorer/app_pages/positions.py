@@ -1,9 +1,9 @@
-"""Positional embeddings: the model's learned position table beside sinusoidal encodings."""
+"""Positional embeddings: the model's learned position table beside sinusoidal encodings, then rotary positions."""
 
 import streamlit as st
 
 from bertcore import positional
-from explorer import as_code, resources, widgets
+from explorer import as_code, resources, rotary_view, widgets
 from explorer.as_code import inside
 from explorer.figures import findings as finding_figures
 from explorer.figures import positions as pos_figures
@@ -23,88 +23,96 @@ beside sinusoids of the same size, with the same three views.
 
 lm = widgets.current_model()
 n_pos, hidden = lm.config.max_position_embeddings, lm.config.hidden_size
+has_table = lm.encoder.embeddings.position_embeddings is not None
+if not has_table:
+    st.info(f"This {lm.config.family} model has no position table: its positions are rotary (applied inside "
+            "attention), shown in the **Rotary positions** section below.", icon=":material/info:")
 
-if "pos_start" not in st.session_state:
-    st.session_state["pos_start"] = 0
-if "pos_end" not in st.session_state:
-    st.session_state["pos_end"] = min(127, n_pos - 1)
-c1, c2, c3 = st.columns(3)
-with c1:  # no bounds on the widgets: any number reaches the check below and gets a message
-    start = st.number_input("First position", step=1, key="pos_start", persist_state="session")
-with c2:
-    end = st.number_input("Last position", step=1, key="pos_end", persist_state="session",
-                          help=f"This model has positions 0 to {n_pos - 1}.")
-with c3:
-    base = st.number_input("Sinusoid base", value=10000.0, step=1000.0, key="pos_base", persist_state="session",
-                           help="10000 in the paper: the longest wavelength is 2π · base. Must be above 1.")
+if has_table:
+    if "pos_start" not in st.session_state:
+        st.session_state["pos_start"] = 0
+    if "pos_end" not in st.session_state:
+        st.session_state["pos_end"] = min(127, n_pos - 1)
+    c1, c2, c3 = st.columns(3)
+    with c1:  # no bounds on the widgets: any number reaches the check below and gets a message
+        start = st.number_input("First position", step=1, key="pos_start", persist_state="session")
+    with c2:
+        end = st.number_input("Last position", step=1, key="pos_end", persist_state="session",
+                              help=f"This model has positions 0 to {n_pos - 1}.")
+    with c3:
+        base = st.number_input("Sinusoid base", value=10000.0, step=1000.0, key="pos_base", persist_state="session",
+                               help="10000 in the paper: the longest wavelength is 2π · base. Must be above 1.")
 
-start, end = int(start), int(end)
-try:
-    start, stop = positional.check_range(start, end + 1, n_pos)
-except positional.PositionRangeError as exc:
-    shown_start = min(max(start, 0), n_pos - 1)
-    shown_stop = min(max(end + 1, shown_start + 1), n_pos)
-    st.warning(f"{exc} Showing positions {shown_start} to {shown_stop - 1} instead.", icon=":material/straighten:")
-    start, stop = shown_start, shown_stop
-if not (1.0 < float(base) < 1e12):
-    st.warning(f"The sinusoid base must be above 1 (and below 10^12); got {float(base):g}. Using 10000, as in the "
-               "paper.", icon=":material/straighten:")
-    base = 10000.0
-
-learned = positional.learned_positions(lm.model, start, stop)
-sinus = positional.sinusoidal(stop - start, hidden, base=float(base), start=start)
-lv, sv = positional.views(learned), positional.views(sinus)
-as_code.expander("positions", "Positional embeddings", inside.positions(lm.source, start, stop, float(base)),
-                 {"learned": lv.cosine, "sinusoidal": sv.cosine})
-titles = ("learned (this model)", f"sinusoidal (base {base:g})")
-st.caption(f"Positions {start} to {stop - 1} ({stop - start} of this model's {n_pos}), {hidden} dimensions.")
-
-tab_values, tab_cos, tab_pca, tab_offset, tab_reg = st.tabs(
-    ["Values", "Cosine similarity", "PCA path", "Similarity vs offset", "Linear read-out"])
-with tab_values:
-    st.caption("Each row is one position's vector (red positive, blue negative). The sinusoids' left columns "
-               "oscillate fast and the right ones slowly; a learned table has no imposed pattern, but training "
-               "often gives it smooth waves too. Each panel has its own colour range, up to its 99th percentile "
-               "(learned values are much smaller, with a few outlier dimensions that saturate).")
-    widgets.plotly_chart(pos_figures.compare_tables(lv.table, sv.table, start, titles), key="pos_tables")
-with tab_cos:
-    st.caption("Cosine similarity of every pair of positions. A bright band along the diagonal means nearby "
-               "positions have similar vectors, so the model can tell near from far.")
-    widgets.plotly_chart(pos_figures.compare_cosine(lv.cosine, sv.cosine, start, titles), key="pos_cosine")
-with tab_pca:
-    st.caption("Each position's vector projected on the two directions of largest variance (PCA), joined in "
-               "order and coloured from first (dark) to last (yellow). A smooth curve means position varies "
-               "smoothly; the axis titles say how much of the variance the plane keeps. In trained BERTs position 0, "
-               "where [CLS] always sits, often lies far from all the others.")
-    if stop - start < 3:
-        st.info("Choose at least 3 positions for a meaningful path.", icon=":material/info:")
-    widgets.plotly_chart(pos_figures.compare_pca(lv.pca.coords, sv.pca.coords, start,
-                                            [lv.pca.explained, sv.pca.explained], titles), key="pos_pca")
-with tab_offset:
-    if stop - start < 2:
-        st.info("Choose at least 2 positions to compare offsets.", icon=":material/info:")
-    else:
-        max_off = min(64, stop - start - 1)
-        st.caption(f"Mean cosine similarity between positions 1 to {max_off} apart. For sinusoids it depends only "
-                   "on the offset (their dot product is a sum of cos(offset · frequency)).")
-        widgets.plotly_chart(pos_figures.offset_similarity(positional.neighbour_similarity(lv.cosine, max_off),
-                                                      positional.neighbour_similarity(sv.cosine, max_off), titles),
-                        key="pos_offset")
-with tab_reg:
-    st.markdown("Does a position's vector *encode its index linearly*? Wang & Chen 2020 (*What do position embeddings "
-                "learn?*, EMNLP, Table 1) fit a linear regression from each vector of the **whole** table to its "
-                "position, 5-fold cross-validated, and report the mean absolute error of the held-out predictions: "
-                "sinusoids are read out almost exactly, bert-base's learned table poorly (tens of positions). "
-                "The same test on this model (all its positions, whatever the range chosen above):")
+    start, end = int(start), int(end)
     try:
-        reg = resources.position_regression(resources.source_key(lm.source), lm)
-    except ValueError as exc:
-        widgets.show_error(exc, "Cannot fit the regression")
-    else:
-        c1, c2 = st.columns(2)
-        c1.metric("Learned table: mean absolute error", f"{reg['learned']['mae']:.1f} positions")
-        c2.metric("Sinusoidal table: mean absolute error", f"{reg['sinusoidal']['mae']:.1f} positions")
-        widgets.plotly_chart(finding_figures.position_regression_figure(
-            {k: v["predictions"] for k, v in reg.items()}, {k: v["mae"] for k, v in reg.items()}), key="pos_regression")
-        st.caption("Each dot is one position, predicted by a regression that never saw it. The **Findings** page "
-                   "puts this number beside the other published measures.")
+        start, stop = positional.check_range(start, end + 1, n_pos)
+    except positional.PositionRangeError as exc:
+        shown_start = min(max(start, 0), n_pos - 1)
+        shown_stop = min(max(end + 1, shown_start + 1), n_pos)
+        st.warning(f"{exc} Showing positions {shown_start} to {shown_stop - 1} instead.", icon=":material/straighten:")
+        start, stop = shown_start, shown_stop
+    if not (1.0 < float(base) < 1e12):
+        st.warning(f"The sinusoid base must be above 1 (and below 10^12); got {float(base):g}. Using 10000, as in the "
+                   "paper.", icon=":material/straighten:")
+        base = 10000.0
+
+    learned = positional.learned_positions(lm.model, start, stop)
+    sinus = positional.sinusoidal(stop - start, hidden, base=float(base), start=start)
+    lv, sv = positional.views(learned), positional.views(sinus)
+    as_code.expander("positions", "Positional embeddings", inside.positions(lm.source, start, stop, float(base)),
+                     {"learned": lv.cosine, "sinusoidal": sv.cosine})
+    titles = ("learned (this model)", f"sinusoidal (base {base:g})")
+    st.caption(f"Positions {start} to {stop - 1} ({stop - start} of this model's {n_pos}), {hidden} dimensions.")
+
+    tab_values, tab_cos, tab_pca, tab_offset, tab_reg = st.tabs(
+        ["Values", "Cosine similarity", "PCA path", "Similarity vs offset", "Linear read-out"])
+    with tab_values:
+        st.caption("Each row is one position's vector (red positive, blue negative). The sinusoids' left columns "
+                   "oscillate fast and the right ones slowly; a learned table has no imposed pattern, but training "
+                   "often gives it smooth waves too. Each panel has its own colour range, up to its 99th percentile "
+                   "(learned values are much smaller, with a few outlier dimensions that saturate).")
+        widgets.plotly_chart(pos_figures.compare_tables(lv.table, sv.table, start, titles), key="pos_tables")
+    with tab_cos:
+        st.caption("Cosine similarity of every pair of positions. A bright band along the diagonal means nearby "
+                   "positions have similar vectors, so the model can tell near from far.")
+        widgets.plotly_chart(pos_figures.compare_cosine(lv.cosine, sv.cosine, start, titles), key="pos_cosine")
+    with tab_pca:
+        st.caption("Each position's vector projected on the two directions of largest variance (PCA), joined in "
+                   "order and coloured from first (dark) to last (yellow). A smooth curve means position varies "
+                   "smoothly; the axis titles say how much of the variance the plane keeps. In trained BERTs "
+                   "position 0, where [CLS] always sits, often lies far from all the others.")
+        if stop - start < 3:
+            st.info("Choose at least 3 positions for a meaningful path.", icon=":material/info:")
+        widgets.plotly_chart(pos_figures.compare_pca(lv.pca.coords, sv.pca.coords, start,
+                                                [lv.pca.explained, sv.pca.explained], titles), key="pos_pca")
+    with tab_offset:
+        if stop - start < 2:
+            st.info("Choose at least 2 positions to compare offsets.", icon=":material/info:")
+        else:
+            max_off = min(64, stop - start - 1)
+            st.caption(f"Mean cosine similarity between positions 1 to {max_off} apart. For sinusoids it depends only "
+                       "on the offset (their dot product is a sum of cos(offset · frequency)).")
+            widgets.plotly_chart(pos_figures.offset_similarity(positional.neighbour_similarity(lv.cosine, max_off),
+                                                          positional.neighbour_similarity(sv.cosine, max_off), titles),
+                            key="pos_offset")
+    with tab_reg:
+        st.markdown("Does a position's vector *encode its index linearly*? Wang & Chen 2020 (*What do position "
+                    "embeddings learn?*, EMNLP, Table 1) fit a linear regression from each vector of the **whole** "
+                    "table to its position, 5-fold cross-validated, and report the mean absolute error of the held-"
+                    "out predictions: sinusoids are read out almost exactly, bert-base's learned table poorly (tens "
+                    "of positions). The same test on this model (all its positions, whatever the range chosen above):")
+        try:
+            reg = resources.position_regression(resources.source_key(lm.source), lm)
+        except ValueError as exc:
+            widgets.show_error(exc, "Cannot fit the regression")
+        else:
+            c1, c2 = st.columns(2)
+            c1.metric("Learned table: mean absolute error", f"{reg['learned']['mae']:.1f} positions")
+            c2.metric("Sinusoidal table: mean absolute error", f"{reg['sinusoidal']['mae']:.1f} positions")
+            widgets.plotly_chart(finding_figures.position_regression_figure(
+                {k: v["predictions"] for k, v in reg.items()}, {k: v["mae"] for k, v in reg.items()}),
+                key="pos_regression")
+            st.caption("Each dot is one position, predicted by a regression that never saw it. The **Findings** page "
+                       "puts this number beside the other published measures.")
+
+rotary_view.section(lm)

@@ -30,7 +30,7 @@ def test_positions_learned_beside_sinusoids_of_the_same_size(packaged):
     at = page("positions", PACKAGED, pos_start=10, pos_end=41, pos_base=100.0)
     assert_clean(at)
     specs = chart_specs(at)
-    assert len(specs) == 5  # values, cosine, PCA, offsets, linear read-out (Wang & Chen 2020)
+    assert len(specs) == 5 + 3  # values, cosine, PCA, offsets, linear read-out (Wang & Chen 2020); rotary (3)
     tables = specs[0]
     titles = [a["text"] for a in tables["layout"]["annotations"]]
     assert titles == ["learned (this model)", "sinusoidal (base 100)"]
