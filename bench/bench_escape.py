@@ -1,0 +1,151 @@
+"""Where do runs of a recipe leave the unigram plateau? A distribution over seeds, run lengths and thread counts.
+
+Issue 39: the same recipe and seed left the plateau in one run and not in another, and the only visible
+difference was the step count the calibration planned (5,400 against 6,000), through a learning-rate schedule tied
+to the total. This benchmark measures the escape step as a distribution: for each thread count, total step count
+and seed, one run of the recipe (``bertcore.training.recipes.RECIPES``, default ``scratch-fast``) with
+``max_steps = total`` (no time budget, so the schedule is exactly the one a calibration to that total gives),
+evaluated on its held-out split every ``--eval-every`` steps and stopped at ``--horizon`` steps (only the start
+decides the escape). Each run is a subprocess at ``nice 19`` with ``--threads t``. Per run it records:
+
+- ``escape``: the first evaluation whose held-out MLM loss is at least 1 nat below the run's unigram line
+  (the issue's definition; None if not by the horizon), and ``left``: the step from which it stays 0.3 nats
+  below (:func:`bertcore.analysis.papers.emergence.left_unigram_line`, the run view's rule);
+- the held-out losses, the unigram line, the wall time and the load average before and after.
+
+Results are appended to ``--out`` (JSON lines) as each run ends; a second call skips the runs already there, so
+the benchmark resumes after an interruption. ``--table`` prints, per (threads, total): runs, escaped by 1,500 and by
+the horizon, and the escape step's min / median / max.
+
+    nice -n 19 python bench/bench_escape.py --out ~/escape/base.jsonl                 # 20 seeds x 4 totals x 2 thr
+    python bench/bench_escape.py --out ~/escape/base.jsonl --table
+    python bench/bench_escape.py --out ~/escape/wsd.jsonl --set warmup=300 --seeds 5   # a lever, fewer seeds
+    python bench/bench_escape.py --out /tmp/e.jsonl --seeds 1 --totals 300 --threads 1 --horizon 200 --eval-every 50
+                                                                                       # a quick check that it runs
+Keep the machine otherwise idle: a busy core changes nothing in a step-bounded run but its wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_demo_runs import load_avg, parse_set  # noqa: E402
+from bertcore import runs as R  # noqa: E402
+from bertcore.analysis.papers.emergence import left_unigram_line  # noqa: E402
+from bertcore.training.config import TrainConfig  # noqa: E402
+from bertcore.training.recipes import RECIPES  # noqa: E402
+
+ESCAPE_NATS = 1.0  # the issue's escape: held-out loss this far below the unigram line
+LEFT_NATS = 0.3  # the run view's "left the plateau" margin (bench_demo_runs.PLATEAU_MARGIN)
+
+
+def one_run(spec: dict) -> dict:
+    """Run ``spec`` (recipe options + seed, total, threads, horizon) in this process; stop at the horizon."""
+    from bertcore.training.loop import Trainer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        cfg = TrainConfig.create("pretrain", **{
+            **spec["options"], "max_steps": spec["total"], "threads": spec["threads"], "seed": spec["seed"],
+            "lock": "none", "eval_every": spec["eval_every"], "save_every": 10**9, "save_early": False,
+            "keep_checkpoints": 1, "probe": None, "run_dir": str(run_dir)})
+        holder: dict = {}
+
+        def stop_at_horizon(record):
+            if record.get("split") == "train" and record["step"] >= spec["horizon"]:
+                holder["trainer"].stop.set = True
+
+        trainer = Trainer(cfg, run_dir, on_event=[stop_at_horizon], install_signals=False)
+        holder["trainer"] = trainer
+        state = trainer.run()
+        records = R.read_metrics(run_dir)
+    ref = next(x for x in records if x.get("split") == "reference")
+    unigram = ref["unigram_loss"]
+    val = [(x["step"], x["mlm_loss"]) for x in records if x.get("split") == "val"]
+    escape = next((s for s, v in val if v <= unigram - ESCAPE_NATS), None)
+    left = left_unigram_line([s for s, _ in val], [v for _, v in val], unigram, LEFT_NATS)
+    return {"state": state, "steps": trainer.step, "unigram_loss": round(unigram, 4), "escape": escape,
+            "left": left, "val": [[s, round(v, 4)] for s, v in val]}
+
+
+def key(row: dict) -> tuple:
+    return row["threads"], row["total"], row["seed"]
+
+
+def table(rows: list[dict], by: int = 1500) -> None:
+    groups: dict[tuple, list[dict]] = {}
+    for r in (r for r in rows if "error" not in r):
+        groups.setdefault((r["threads"], r["total"]), []).append(r)
+    print(f"{'threads':>7} {'total':>6} {'runs':>5} {f'escaped by {by}':>16} {'by horizon':>11} "
+          f"{'escape min / median / max':>27}")
+    for (t, total), rs in sorted(groups.items()):
+        esc = sorted(r["escape"] for r in rs if r.get("escape") is not None)
+        early = sum(e <= by for e in esc)
+        spread = f"{esc[0]} / {statistics.median(esc):g} / {esc[-1]}" if esc else "-"
+        print(f"{t:>7} {total:>6} {len(rs):>5} {early:>16} {len(esc):>11} {spread:>27}")
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--recipe", default="scratch-fast", choices=sorted(RECIPES))
+    p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--totals", type=int, nargs="+", default=[3000, 4500, 6000, 12000])
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--horizon", type=int, default=2000, help="steps run of each (the escape is decided early)")
+    p.add_argument("--eval-every", type=int, default=100)
+    p.add_argument("--set", action="append", default=[], help="option=value overriding the recipe (repeatable)")
+    p.add_argument("--out", type=Path, help="JSON lines, appended; runs already there are skipped (required)")
+    p.add_argument("--table", action="store_true", help="print the table of --out and stop")
+    p.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one spec (JSON) and print its result
+    a = p.parse_args(argv)
+    if a.one:
+        print(json.dumps(one_run(json.loads(a.one))))
+        return
+    if a.out is None:
+        p.error("--out is required")
+    rows = [json.loads(x) for x in a.out.read_text().splitlines() if x.strip()] if a.out.exists() else []
+    if a.table:
+        table(rows)
+        return
+    options = {**RECIPES[a.recipe].options, **parse_set(a.set)}
+    done = {key(r) for r in rows if "error" not in r}  # a failed run is tried again
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    for seed in range(a.seeds):  # seeds outermost: a cut-short benchmark still covers every total and thread count
+        for total in a.totals:
+            for threads in a.threads:
+                if (threads, total, seed) in done:
+                    continue
+                spec = {"options": options, "seed": seed, "total": total, "threads": threads,
+                        "horizon": min(a.horizon, total), "eval_every": a.eval_every}
+                row = {"recipe": a.recipe, "set": a.set, "seed": seed, "total": total, "threads": threads,
+                       "horizon": spec["horizon"], "load_before": load_avg()}
+                t0 = time.perf_counter()
+                proc = subprocess.run(["nice", "-n", "19", sys.executable, __file__, "--one", json.dumps(spec)],
+                                      cwd=ROOT, env=env, capture_output=True, text=True)
+                row.update(wall_s=round(time.perf_counter() - t0, 1), load_after=load_avg())
+                if proc.returncode:
+                    row["error"] = (proc.stderr or proc.stdout)[-600:]
+                else:
+                    row.update(json.loads(proc.stdout.strip().splitlines()[-1]))
+                with a.out.open("a") as f:
+                    f.write(json.dumps(row) + "\n")
+                print(f"seed {seed} total {total} threads {threads}: escape {row.get('escape')} "
+                      f"left {row.get('left')} ({row['wall_s']} s){' ERROR' if 'error' in row else ''}", flush=True)
+    table([json.loads(x) for x in a.out.read_text().splitlines() if x.strip()])
+
+
+if __name__ == "__main__":
+    main()
