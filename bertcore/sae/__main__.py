@@ -1,0 +1,97 @@
+"""``python -m bertcore.sae``: train, resume and evaluate SAEs (see :mod:`bertcore.sae`).
+
+    python -m bertcore.sae train --run-dir RUN --layers 2,4,6 --max-time 45 [--model FOLDER] [--corpus everyday]
+    python -m bertcore.sae resume --run-dir RUN
+    python -m bertcore.sae evaluate --sae RUN/sae/layer-2 [--sae ...] [--out FOLDER --dtype float16]
+
+Exit codes: 0 done, 1 failed, 2 bad options or input (a message, no traceback), 143 stopped by SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from .config import SAETrainConfig
+
+
+def _train_parser(sub) -> None:
+    p = sub.add_parser("train", help="train SAEs on one model's layers")
+    p.add_argument("--run-dir", required=True)
+    for f in dataclasses.fields(SAETrainConfig):
+        if f.name == "extra":
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if f.name == "layers":
+            p.add_argument(flag, default="2", help="1-based layers, comma-separated (e.g. 2,4,6)")
+        else:
+            kind = type(f.default) if f.default is not None else (float if f.name == "max_time" else int)
+            p.add_argument(flag, type=kind, default=f.default)
+
+
+def _config(args) -> SAETrainConfig:
+    opts = {f.name: getattr(args, f.name) for f in dataclasses.fields(SAETrainConfig) if f.name != "extra"}
+    try:
+        opts["layers"] = tuple(int(x) for x in str(args.layers).split(",") if x.strip())
+    except ValueError:
+        raise SystemExit(f"error: --layers takes 1-based layer numbers separated by commas; got {args.layers!r}")
+    return SAETrainConfig(**opts)
+
+
+def _evaluate(args) -> int:
+    from .report import evaluate_folders
+
+    out = Path(args.out) if args.out else None
+    result = evaluate_folders([Path(s) for s in args.sae], args.model, n_tokens=args.tokens,
+                              spliced_chunks=args.spliced_chunks, out=out, dtype=args.dtype,
+                              progress=lambda what: print(what, flush=True))
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bertcore.sae", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    _train_parser(sub)
+    r = sub.add_parser("resume", help="continue a stopped run from its last checkpoint")
+    r.add_argument("--run-dir", required=True)
+    e = sub.add_parser("evaluate", help="held-out FVU, L0, dead latents and spliced MLM loss of SAE folders")
+    e.add_argument("--sae", action="append", required=True, help="an SAE folder (cfg.json + sae_weights.safetensors)")
+    e.add_argument("--model", default="shipped")
+    e.add_argument("--tokens", type=int, default=1_000_000, help="held-out tokens for FVU, L0 and dead latents")
+    e.add_argument("--spliced-chunks", type=int, default=256, help="held-out sequences for the spliced MLM loss")
+    e.add_argument("--out", help="write each SAE here (layer-<l>/) in --dtype first and measure the written files")
+    e.add_argument("--dtype", default="float16", choices=["float16", "float32"])
+    args = parser.parse_args(argv)
+
+    from ..data import DataError
+    from ..sources import SourceError
+    from .io import SAEError
+    from .stream import CorpusError
+    from .train import Trainer, read_args
+
+    try:
+        if args.command == "evaluate":
+            return _evaluate(args)
+        if args.command == "train":
+            cfg = _config(args)
+            problems = cfg.check()
+            if problems:
+                print("error: " + "; ".join(problems), file=sys.stderr)
+                return 2
+            if Path(args.run_dir).exists() and any(Path(args.run_dir).iterdir()):
+                print(f"error: {args.run_dir} exists already; use resume to continue it", file=sys.stderr)
+                return 2
+        else:
+            cfg = read_args(args.run_dir)
+        return Trainer(cfg, args.run_dir).run()
+    except (SAEError, CorpusError, DataError, SourceError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""The options of an SAE training run, in one place (torch-free: the UI and the run machinery read them cheaply).
+
+Defaults follow Gao et al. 2024 ("Scaling and evaluating sparse autoencoders") scaled to MiniLM (hidden 384):
+16x expansion (6,144 latents), k = 32, Adam at ``2e-4 / sqrt(d_sae / 2**14)`` (section A.4's rule, 3.3e-4 here,
+rounded to 4e-4), AuxK with ``k_aux`` = 256 (a power of two near d/2) and coefficient 1/32 (section A.2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_CORPUS = "everyday"
+
+
+@dataclass
+class SAETrainConfig:
+    """Every option of ``python -m bertcore.sae train`` (the CLI flags are the names with ``-``)."""
+
+    model: str = "shipped"  #: a model folder (a run's checkpoint too), or "shipped" (models/minilm-mlm)
+    layers: tuple[int, ...] = (2,)  #: 1-based layers (the output of transformers' bert.encoder.layer.{l-1})
+    corpus: str = DEFAULT_CORPUS  #: any corpus name of bertcore.data, a .txt file or a folder; never 'sotu'
+    heldout: str = "sotu"  #: the held-out text of the measures logged during training
+    d_sae: int = 6144  #: latents per SAE
+    k: int = 32  #: latents kept per token
+    batch_size: int = 4096  #: tokens per optimizer step
+    lr: float = 4e-4
+    warmup_steps: int = 100
+    max_steps: int | None = None  #: stop after this many steps (linear lr decay over the last 20%)
+    max_time: float | None = None  #: stop after this many minutes of training (constant lr after warmup)
+    seq_len: int = 128
+    block_size: int = 128  #: chunks per forward pass of the model
+    mlm_probability: float = 0.15  #: the training text is masked as in pretraining
+    passes: int = 1  #: SAE updates per token of a block (each pass shuffled anew; saves forward passes)
+    dead_tokens: int = 1_000_000  #: a latent not active in this many training tokens counts as dead (AuxK)
+    k_aux: int = 256
+    aux_coef: float = 1 / 32
+    log_every: int = 10
+    eval_every: int = 200
+    eval_tokens: int = 32_768  #: held-out (sotu) tokens of the evaluation logged during training
+    save_every: int = 100
+    keep_checkpoints: int = 2
+    seed: int = 0
+    threads: int = 2
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def check(self) -> list[str]:
+        """Problems with the options, as sentences (empty when they are usable)."""
+        problems = []
+        if not self.layers or any(int(layer) < 1 for layer in self.layers):
+            problems.append(f"layers are numbered from 1 (the output of the first layer); got {list(self.layers)}")
+        if not 1 <= self.k <= self.d_sae:
+            problems.append(f"k must be between 1 and d_sae ({self.d_sae}); got {self.k}")
+        if self.batch_size < 1 or self.seq_len < 8 or self.block_size < 1:
+            problems.append("batch_size and block_size must be positive and seq_len at least 8")
+        if self.max_steps is None and self.max_time is None:
+            problems.append("give max_steps or max_time (minutes), or both")
+        if self.max_time is not None and self.max_time <= 0:
+            problems.append(f"max_time must be a positive number of minutes; got {self.max_time}")
+        if not self.lr > 0:
+            problems.append(f"lr must be positive; got {self.lr}")
+        return problems
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["layers"] = list(self.layers)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SAETrainConfig":
+        """From :meth:`to_dict` (unknown keys are ignored, so older run.json files still read)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        kept = {k: v for k, v in d.items() if k in names}
+        if "layers" in kept:
+            kept["layers"] = tuple(int(x) for x in kept["layers"])
+        return cls(**kept)
+
+    def to_argv(self) -> list[str]:
+        """CLI words (after ``train``) that rebuild these options."""
+        words: list[str] = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "extra" or value is None or value == f.default:
+                continue
+            flag = "--" + f.name.replace("_", "-")
+            words += [flag, ",".join(str(x) for x in value) if f.name == "layers" else str(value)]
+        return words

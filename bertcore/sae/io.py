@@ -1,0 +1,180 @@
+"""SAEs on disk in SAELens's layout (``sae_lens`` 6.x ``SAE.save_model`` / ``SAE.load_from_disk``), so a SAELens
+user loads what the app trained, and the reverse.
+
+A folder holds ``cfg.json`` and ``sae_weights.safetensors`` (``W_enc (d_in, d_sae)``, ``b_enc (d_sae,)``,
+``W_dec (d_sae, d_in)``, ``b_dec (d_in,)``), plus ``metrics.json`` (what :mod:`bertcore.sae.metrics` measured, if
+any). ``cfg.json`` has SAELens's fields: ``architecture: "topk"``, ``d_in``, ``d_sae``, ``k``, ``dtype`` (the
+compute dtype: fp16 weights are loaded as float32), ``apply_b_dec_to_input: true``, ``normalize_activations:
+"none"``, ``rescale_acts_by_decoder_norm: false``, and ``metadata`` with ``hook_name`` (the transformers module
+whose output the SAE reads, 0-based: ``bert.encoder.layer.3`` is bertcore's ``("resid", 4)``), ``model_name`` and
+``norm_scaling_factor``.
+
+The input normalisation (:class:`~bertcore.sae.model.TopKSAE`'s ``norm_scale`` ``c``) is *folded* into the
+weights on saving, exactly as SAELens's ``fold_activation_norm_scaling_factor`` does (``W_enc * c``, ``W_dec / c``,
+``b_dec / c``, then ``normalize_activations: "none"``): any loader that reads the two files computes the same
+feature activations and reconstruction on the raw hidden states, with no extra step. The factor is also written
+under ``metadata.norm_scaling_factor`` (the name of SAELens's pretrained-SAE directory) so that :func:`load`
+unfolds it again and gets unit-norm decoder rows back; a SAELens file without it loads with ``c = 1``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..checkpoint import CheckpointError, atomic_write_text, read_state_dict, save_safetensors
+from .model import TopKSAE
+
+CFG_FILE = "cfg.json"
+WEIGHTS_FILE = "sae_weights.safetensors"
+METRICS_FILE = "metrics.json"
+WEIGHT_NAMES = ("W_enc", "b_enc", "W_dec", "b_dec")
+SAE_LENS_VERSION = "6.54.12"
+DTYPES = {"float32": torch.float32, "float16": torch.float16}
+
+
+class SAEError(ValueError):
+    """An SAE folder that cannot be read or does not fit the model (the message says which and why)."""
+
+
+def hook_name(layer: int) -> str:
+    """The transformers module whose output is bertcore's ``("resid", layer)`` (``layer`` >= 1)."""
+    if layer < 1:
+        raise SAEError(f"an SAE reads a layer's output, layers are numbered from 1; got {layer}")
+    return f"bert.encoder.layer.{layer - 1}"
+
+
+def layer_of(name: str) -> int:
+    """The inverse of :func:`hook_name`: ``bert.encoder.layer.3`` (or ``encoder.layer.3``) -> 4.
+
+    Raises:
+        SAEError: a hook name that is not a BERT layer's output.
+    """
+    parts = str(name).split(".")
+    if len(parts) >= 3 and parts[-3] == "encoder" and parts[-2] == "layer" and parts[-1].isdigit():
+        return int(parts[-1]) + 1
+    raise SAEError(f"the SAE reads {name!r}, which is not the output of a BERT layer "
+                   "(bert.encoder.layer.<i>, as transformers names it)")
+
+
+def save(sae: TopKSAE, folder: str | Path, layer: int, *, model_name: str = "", dtype: str = "float32",
+         metadata: dict[str, Any] | None = None, metrics: dict[str, Any] | None = None) -> Path:
+    """Write ``sae`` in SAELens's layout (the normalisation folded in; weights stored in ``dtype``).
+
+    Args:
+        layer: 1-based layer whose output the SAE reads (``hook_name`` is ``bert.encoder.layer.{layer-1}``).
+        dtype: ``"float32"`` or ``"float16"`` (storage; ``cfg.json`` says float32, the dtype to compute in).
+        metadata: more ``metadata`` fields (how it was trained); metrics: written to ``metrics.json``.
+    Returns:
+        the folder.
+    """
+    if dtype not in DTYPES:
+        raise SAEError(f"dtype must be one of {sorted(DTYPES)}; got {dtype!r}")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    c = float(sae.norm_scale)
+    with torch.no_grad():
+        folded = {"W_enc": sae.W_enc * c, "b_enc": sae.b_enc, "W_dec": sae.W_dec / c, "b_dec": sae.b_dec / c}
+    save_safetensors({k: v.to(DTYPES[dtype]) for k, v in folded.items()}, folder / WEIGHTS_FILE)
+    cfg = {"architecture": "topk", "d_in": sae.d_in, "d_sae": sae.d_sae, "k": sae.k, "dtype": "float32",
+           "device": "cpu", "apply_b_dec_to_input": True, "normalize_activations": "none",
+           "reshape_activations": "none", "rescale_acts_by_decoder_norm": False,
+           "metadata": {"sae_lens_version": SAE_LENS_VERSION, "sae_lens_training_version": None,
+                        "model_name": model_name, "hook_name": hook_name(layer), "hook_head_index": None,
+                        "prepend_bos": True, "norm_scaling_factor": c, "weights_dtype": dtype,
+                        **(metadata or {})}}
+    atomic_write_text(folder / CFG_FILE, json.dumps(cfg, indent=1))
+    if metrics is not None:
+        atomic_write_text(folder / METRICS_FILE, json.dumps(metrics, indent=1))
+    return folder
+
+
+def read_cfg(folder: str | Path) -> dict[str, Any]:
+    """``cfg.json`` of an SAE folder, checked (architecture topk, sizes, k, hook name).
+
+    Raises:
+        SAEError: missing or unreadable file, another architecture, a field missing or out of range.
+    """
+    path = Path(folder) / CFG_FILE
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise SAEError(f"{path} not found: an SAE folder holds cfg.json and {WEIGHTS_FILE} (SAELens's layout)") from exc
+    except (OSError, ValueError) as exc:
+        raise SAEError(f"{path} is not readable JSON ({exc})") from exc
+    if not isinstance(cfg, dict):
+        raise SAEError(f"{path} does not hold a JSON object")
+    if cfg.get("architecture") != "topk":
+        raise SAEError(f"{path}: only TopK SAEs are supported (architecture 'topk'); got {cfg.get('architecture')!r}")
+    for name in ("d_in", "d_sae", "k"):
+        if not isinstance(cfg.get(name), int) or cfg[name] < 1:
+            raise SAEError(f"{path}: field {name!r} must be a positive integer; got {cfg.get(name)!r}")
+    if cfg["k"] > cfg["d_sae"]:
+        raise SAEError(f"{path}: k ({cfg['k']}) is larger than the number of latents ({cfg['d_sae']})")
+    if cfg.get("normalize_activations", "none") != "none":
+        raise SAEError(f"{path}: normalize_activations {cfg['normalize_activations']!r} is not supported "
+                       "(fold the factor into the weights: SAELens's fold_activation_norm_scaling_factor)")
+    hook = (cfg.get("metadata") or {}).get("hook_name") or cfg.get("hook_name")
+    layer_of(hook)
+    return cfg
+
+
+def load(folder: str | Path) -> tuple[TopKSAE, dict[str, Any]]:
+    """Read an SAE folder: ``(sae, cfg)``; ``cfg["layer"]`` is the 1-based layer (from ``hook_name``).
+
+    Raises:
+        SAEError: any problem of :func:`read_cfg`; a missing, truncated or corrupt weights file; weights missing or
+            of the wrong shape.
+    """
+    folder = Path(folder)
+    cfg = read_cfg(folder)
+    try:
+        state = read_state_dict(folder / WEIGHTS_FILE)
+    except CheckpointError as exc:
+        raise SAEError(f"the SAE's weights cannot be read: {exc}") from exc
+    d_in, d_sae = cfg["d_in"], cfg["d_sae"]
+    shapes = {"W_enc": (d_in, d_sae), "b_enc": (d_sae,), "W_dec": (d_sae, d_in), "b_dec": (d_in,)}
+    for name, shape in shapes.items():
+        if name not in state:
+            raise SAEError(f"{folder / WEIGHTS_FILE} has no tensor {name!r} (it holds {sorted(state)})")
+        if tuple(state[name].shape) != shape:
+            raise SAEError(f"{folder / WEIGHTS_FILE}: {name} has shape {tuple(state[name].shape)}, cfg.json says "
+                           f"{shape}")
+    metadata = cfg.get("metadata") or {}
+    c = float(metadata.get("norm_scaling_factor") or 1.0)
+    sae = TopKSAE(d_in, d_sae, cfg["k"], norm_scale=c)
+    with torch.no_grad():
+        sae.W_enc.copy_(state["W_enc"].float() / c)
+        sae.b_enc.copy_(state["b_enc"].float())
+        sae.W_dec.copy_(state["W_dec"].float() * c)
+        sae.b_dec.copy_(state["b_dec"].float() * c)
+    sae.eval()
+    cfg["layer"] = layer_of(metadata.get("hook_name") or cfg.get("hook_name"))
+    return sae, cfg
+
+
+def read_metrics(folder: str | Path) -> dict[str, Any] | None:
+    """``metrics.json`` beside the weights, or None."""
+    try:
+        return json.loads((Path(folder) / METRICS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def check_fits(cfg: dict[str, Any], hidden_size: int, num_layers: int) -> None:
+    """Raise :class:`SAEError` when an SAE cannot read this model: ``d_in`` is not the hidden size, or its layer
+    is beyond the model's."""
+    if cfg["d_in"] != hidden_size:
+        raise SAEError(f"this SAE reads vectors of size {cfg['d_in']} (d_in) but the model's hidden size is "
+                       f"{hidden_size}: it was trained on another model")
+    if not 1 <= cfg["layer"] <= num_layers:
+        raise SAEError(f"this SAE reads layer {cfg['layer']} ({hook_name(cfg['layer'])}) but the model has "
+                       f"{num_layers} layers")
+
+
+def write_metrics(folder: str | Path, metrics: dict[str, Any]) -> None:
+    """Write ``metrics.json`` beside the weights (atomically)."""
+    atomic_write_text(Path(folder) / METRICS_FILE, json.dumps(metrics, indent=1))

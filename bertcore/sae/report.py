@@ -1,0 +1,79 @@
+"""The held-out measures of SAE folders, written beside them (``metrics.json``), and the issue's goals.
+
+:func:`evaluate_folders` is what ``python -m bertcore.sae evaluate`` runs and what the shipped SAEs' card quotes: it
+measures the *files* (written first in the storage dtype when ``out`` is given, then read back), so anyone who
+loads them by SAELens's field names gets the same numbers on the same text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import io as sae_io
+from .metrics import reconstruction, spliced
+from .stream import heldout_chunks
+
+#: the issue's goals for a shipped SAE, on held-out sotu
+GOALS = {"fvu": 0.10, "l0": 40, "dead": 0.02, "delta_ce": 0.25, "share_of_zero": 0.15}
+
+
+def meets_goals(m: dict[str, Any]) -> dict[str, bool]:
+    """Each goal of :data:`GOALS` against a ``metrics.json`` dict."""
+    return {"fvu": m["fvu"] <= GOALS["fvu"], "l0": m["l0"] <= GOALS["l0"], "dead": m["dead"] <= GOALS["dead"],
+            "delta_ce": m["delta_ce_sae"] <= GOALS["delta_ce"],
+            "share_of_zero": m["delta_ce_sae"] <= GOALS["share_of_zero"] * m["delta_ce_zero"]}
+
+
+def evaluate_folders(folders: Sequence[Path], model_spec: str = "shipped", n_tokens: int = 1_000_000,
+                     spliced_chunks: int = 256, out: Path | None = None, dtype: str = "float16",
+                     threads: int = 2, progress: Callable[[str], None] | None = None) -> dict[int, dict[str, Any]]:
+    """Measure SAE folders on held-out ``sotu`` and write each one's ``metrics.json``.
+
+    Args:
+        folders: SAE folders (SAELens layout), one per layer, all of the same model.
+        n_tokens: held-out tokens for FVU, L0 and dead latents; spliced_chunks: sequences (<= 128 tokens) for the
+            spliced MLM loss.
+        out: if given, each SAE is first written to ``out/layer-<l>/`` in ``dtype`` and the written files measured.
+    Returns:
+        ``{layer: metrics}`` (fvu, l0, dead, tokens, ce_clean, delta_ce_sae / zero / mean, masked, goals).
+    Raises:
+        bertcore.sae.io.SAEError: a folder that cannot be read or does not fit the model.
+    """
+    from .train import load_model
+
+    say = progress or (lambda s: None)
+    torch.set_num_threads(max(1, threads))
+    model, tokenizer, folder = load_model(model_spec)
+    saes, targets = {}, {}
+    for f in folders:
+        sae, cfg = sae_io.load(f)
+        sae_io.check_fits(cfg, model.config.hidden_size, model.config.num_hidden_layers)
+        layer = cfg["layer"]
+        target = Path(f)
+        if out is not None:
+            target = Path(out) / f"layer-{layer}"
+            sae_io.save(sae, target, layer, model_name=folder.name, dtype=dtype,
+                        metadata={k: v for k, v in (cfg.get("metadata") or {}).items()
+                                  if k not in ("norm_scaling_factor", "hook_name", "weights_dtype")})
+            sae, cfg = sae_io.load(target)
+        saes[layer], targets[layer] = sae, target
+    chunks = heldout_chunks(tokenizer)
+    say(f"reconstruction on {n_tokens:,} held-out tokens")
+    rec = reconstruction(model, tokenizer, saes, chunks, n_tokens)
+    say(f"spliced MLM loss on {spliced_chunks} held-out sequences")
+    spl = spliced(model, tokenizer, saes, chunks, {layer: r.mean for layer, r in rec.items()}, n_chunks=spliced_chunks)
+    results = {}
+    for layer, r in rec.items():
+        m = {"layer": layer, "hook_name": sae_io.hook_name(layer), "model": folder.name, "fvu": r.fvu, "l0": r.l0,
+             "dead": r.dead, "tokens": r.tokens, "ce_clean": spl.clean, "delta_ce_sae": spl.delta_sae[layer],
+             "delta_ce_zero": spl.delta_zero[layer], "delta_ce_mean": spl.delta_mean[layer], "masked": spl.masked,
+             "heldout": "sotu", "spliced_sequences": spliced_chunks}
+        m["goals"] = meets_goals(m)
+        previous = sae_io.read_metrics(targets[layer]) or {}
+        sae_io.write_metrics(targets[layer], {**previous, **m})
+        results[layer] = m
+    return results

@@ -1,0 +1,314 @@
+"""Training TopK SAEs on a model's hidden states, in a run directory (:class:`bertcore.runs.RunDir`: ``run.json``,
+``status.json``, ``metrics.jsonl``, ``log.txt``, ``checkpoints/step-N/``), resumable after any stop.
+
+One activation stream (:class:`~bertcore.sae.stream.ActivationStream`) feeds one SAE per layer asked for (one
+forward pass of the model serves them all). Per step and SAE (Gao et al. 2024, sections 2 and A): the input
+scaled by ``norm_scale`` (fixed from the first block: mean norm ``sqrt(d_in)``), ``b_dec`` initialised to that
+block's mean, loss = MSE + ``aux_coef`` x AuxK on the latents not active in the last ``dead_tokens`` tokens, Adam,
+the decoder gradient's component along each row removed before the step and the rows renormalised after it.
+
+A checkpoint ``checkpoints/step-N/`` holds one SAELens folder per layer (``layer-<l>/``, float32) and
+``trainer_state.pt`` (step, stream position, optimizer states, each latent's last active token, training time
+used): written into a dot-named temporary folder, then renamed, so a SIGKILL at any moment leaves the last
+complete checkpoint, and ``resume`` recomputes exactly the batches that followed it (the stream is seeded per
+block). At the end each SAE is written to ``sae/layer-<l>/`` with its held-out measures.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..runs import RunDir, RunWriter, now_iso
+from . import io as sae_io
+from .config import SAETrainConfig
+from .metrics import reconstruction
+from .model import TopKSAE, aux_k_loss, mse
+from .stream import ActivationStream, Position, corpus_chunks
+
+STATE_FILE = "trainer_state.pt"
+FINAL_DIR = "sae"
+
+
+def model_folder(spec: str) -> Path:
+    """``"shipped"`` -> ``models/minilm-mlm``; anything else a folder (a run's checkpoint too)."""
+    from ..sources import shipped_mlm_dir
+
+    return shipped_mlm_dir() if spec in ("shipped", "packaged-mlm") else Path(spec).expanduser()
+
+
+def load_model(spec: str):
+    """``(model, tokenizer, folder)`` of a model spec, in eval mode (bertcore's loader: any head)."""
+    from ..sources import ModelSource, load
+
+    folder = model_folder(spec)
+    loaded = load(ModelSource("local", str(folder), folder.name))
+    loaded.model.eval()
+    return loaded.model, loaded.tokenizer, folder
+
+
+def check_layers(layers, num_layers: int) -> None:
+    """Raise ``ValueError`` for a layer outside ``1..num_layers``."""
+    bad = [layer for layer in layers if not 1 <= int(layer) <= num_layers]
+    if bad:
+        raise ValueError(f"the model has {num_layers} layers (1..{num_layers}, the output of each); "
+                         f"layer {bad[0]} does not exist")
+
+
+def lr_at(cfg: SAETrainConfig, step: int) -> float:
+    """Linear warmup, then constant; with ``max_steps``, linear decay to 0 over the last 20% of the steps."""
+    lr = cfg.lr * min(1.0, (step + 1) / max(1, cfg.warmup_steps))
+    if cfg.max_steps:
+        start = int(0.8 * cfg.max_steps)
+        if step >= start:
+            lr *= max(0.0, (cfg.max_steps - step) / max(1, cfg.max_steps - start))
+    return lr
+
+
+class Trainer:
+    """``Trainer(cfg, run_dir).run()`` trains (or resumes, if ``run_dir`` has a checkpoint) and returns the exit
+    code (0 done, 143 stopped by SIGTERM with a checkpoint saved)."""
+
+    def __init__(self, cfg: SAETrainConfig, run_dir: str | Path) -> None:
+        problems = cfg.check()
+        if problems:
+            raise ValueError("; ".join(problems))
+        self.cfg, self.rundir = cfg, RunDir(run_dir)
+        self.writer = RunWriter(run_dir)
+        self.stop_requested = False
+
+    # -- setup
+    def _setup(self) -> None:
+        cfg = self.cfg
+        torch.set_num_threads(max(1, cfg.threads))
+        self.model, self.tokenizer, self.folder = load_model(cfg.model)
+        cfg_model = self.model.config
+        check_layers(cfg.layers, cfg_model.num_hidden_layers)
+        self.chunks = corpus_chunks(cfg.corpus, self.tokenizer, cfg.seq_len)
+        self.stream = ActivationStream(self.model, self.tokenizer, self.chunks, cfg.layers, cfg.batch_size,
+                                       cfg.block_size, cfg.seed, cfg.mlm_probability, cfg.passes)
+        self.heldout = corpus_chunks(cfg.heldout, self.tokenizer, cfg.seq_len, allow_held_out=True)
+
+    def _fresh(self) -> None:
+        cfg = self.cfg
+        first = self.stream.block(0)
+        self.saes: dict[int, TopKSAE] = {}
+        for layer in cfg.layers:
+            x = first[layer]
+            c = math.sqrt(x.shape[1]) / float(x.norm(dim=1).mean())
+            sae = TopKSAE(x.shape[1], cfg.d_sae, cfg.k, norm_scale=c, seed=cfg.seed + layer)
+            with torch.no_grad():
+                sae.b_dec.copy_((x * c).mean(0))
+                # decoder rows start as centred training vectors (distinct tokens of the first block, seeded), the
+                # encoder as their transpose: each latent starts where data is, which speeds up a short CPU run
+                # and keeps latents alive (Gao et al. 2024 start from random directions, section A.1)
+                gen = torch.Generator().manual_seed(cfg.seed + layer)
+                n = x.shape[0] // max(1, cfg.passes)
+                rows = x[torch.randperm(n, generator=gen)[:cfg.d_sae]] * c - sae.b_dec
+                if rows.shape[0] == cfg.d_sae:
+                    sae.W_dec.copy_(rows / rows.norm(dim=1, keepdim=True).clamp_min(1e-6))
+                    sae.W_enc.copy_(sae.W_dec.T / cfg.k)  # k latents add up: each gets 1/k of the norm
+            self.saes[layer] = sae
+        self._optimizers()
+        self.step, self.position, self.tokens, self.elapsed = 0, Position(), 0, 0.0
+        self.last_fired = {layer: torch.zeros(cfg.d_sae, dtype=torch.long) for layer in cfg.layers}
+
+    def _optimizers(self) -> None:
+        self.optimizers = {layer: torch.optim.Adam(sae.parameters(), lr=self.cfg.lr, betas=(0.9, 0.999),
+                                                   eps=6.25e-10) for layer, sae in self.saes.items()}
+
+    def _restore(self, folder: Path) -> None:
+        state = torch.load(folder / STATE_FILE, map_location="cpu", weights_only=True)
+        self.saes = {}
+        for layer in self.cfg.layers:
+            sae, _ = sae_io.load(folder / f"layer-{layer}")
+            sae.train()
+            self.saes[layer] = sae
+        self._optimizers()
+        for layer, opt in self.optimizers.items():
+            opt.load_state_dict(state["optimizers"][str(layer)])
+        self.step, self.tokens, self.elapsed = state["step"], state["tokens"], state["elapsed"]
+        self.position = Position(*state["position"])
+        self.last_fired = {int(k): v for k, v in state["last_fired"].items()}
+
+    # -- checkpoints
+    def _save(self) -> Path:
+        final = self.rundir.checkpoint_dir(self.step)
+        if final.is_dir():
+            return final
+        tmp = self.rundir.temp_checkpoint_dir(self.step)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for layer, sae in self.saes.items():
+            sae_io.save(sae, tmp / f"layer-{layer}", layer, model_name=self.folder.name)
+        state = {"step": self.step, "tokens": self.tokens, "elapsed": self.elapsed,
+                 "position": [self.position.block, self.position.offset],
+                 "optimizers": {str(layer): opt.state_dict() for layer, opt in self.optimizers.items()},
+                 "last_fired": {str(layer): t for layer, t in self.last_fired.items()}}
+        torch.save(state, tmp / STATE_FILE)
+        os.replace(tmp, final)
+        for old in checkpoints(self.rundir)[:-max(1, self.cfg.keep_checkpoints)]:
+            shutil.rmtree(old, ignore_errors=True)
+        return final
+
+    # -- one step
+    def _train_step(self, batch: dict[int, torch.Tensor]) -> dict[str, Any]:
+        cfg = self.cfg
+        n = next(iter(batch.values())).shape[0]
+        lr = lr_at(cfg, self.step)
+        record: dict[str, Any] = {"step": self.step + 1, "split": "train", "lr": lr, "tokens": self.tokens + n}
+        for layer, sae in self.saes.items():
+            opt = self.optimizers[layer]
+            for group in opt.param_groups:
+                group["lr"] = lr
+            out = sae(batch[layer])
+            dead = (self.tokens - self.last_fired[layer]) >= cfg.dead_tokens
+            main = mse(out.x, out.x_hat)
+            aux = aux_k_loss(sae, out, dead, cfg.k_aux)
+            loss = main + cfg.aux_coef * aux
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            sae.remove_parallel_grad()
+            opt.step()
+            sae.normalise_decoder()
+            with torch.no_grad():
+                active = out.indices[out.values > 0].unique()
+                self.last_fired[layer][active] = self.tokens + n
+                total = (out.x - out.x.mean(0)).pow(2).sum(-1).mean()
+                record[f"L{layer}/fvu"] = float(main / total)
+                record[f"L{layer}/l0"] = float((out.values > 0).sum(-1).float().mean())
+                record[f"L{layer}/dead"] = float(dead.float().mean())
+                record[f"L{layer}/aux"] = float(aux)
+        self.tokens += n
+        self.step += 1
+        return record
+
+    def _evaluate(self) -> dict[str, Any]:
+        for sae in self.saes.values():
+            sae.eval()
+        with torch.no_grad():
+            rec = reconstruction(self.model, self.tokenizer, self.saes, self.heldout, self.cfg.eval_tokens)
+        for sae in self.saes.values():
+            sae.train()
+        out: dict[str, Any] = {"step": self.step, "split": "val", "tokens": self.tokens}
+        for layer, r in rec.items():
+            out.update({f"L{layer}/fvu": r.fvu, f"L{layer}/l0": r.l0, f"L{layer}/dead": r.dead})
+        return out
+
+    # -- the loop
+    def _used(self) -> float:
+        """Seconds of training so far, earlier processes of the run included."""
+        return self.elapsed + time.monotonic() - self._clock
+
+    def _done(self) -> bool:
+        cfg = self.cfg
+        if cfg.max_steps is not None and self.step >= cfg.max_steps:
+            return True
+        return cfg.max_time is not None and self._used() >= cfg.max_time * 60
+
+    def run(self) -> int:
+        cfg = self.cfg
+        previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+        try:
+            self.writer.set_status(state="running", started=now_iso(), error=None)
+            self._setup()
+            last = checkpoints(self.rundir)
+            if last:
+                self._restore(last[-1])
+                self.writer.truncate_logs_after(self.step)
+            else:
+                self._fresh()
+                self.writer.write_config({**(self.rundir.read_config() or {}), "task": "sae", "args": cfg.to_dict(),
+                                          "model_folder": str(self.folder), "created": now_iso(),
+                                          "chunks": len(self.chunks)})
+            self.rundir.remove_litter()
+            for sae in self.saes.values():
+                sae.train()
+            self._clock = time.monotonic()
+            window = (self._clock, self.tokens)
+            batches = self.stream.batches(self.position)
+            while not self._done() and not self.stop_requested:
+                batch, self.position = next(batches)
+                record = self._train_step(batch)
+                if self.step % cfg.log_every == 0:
+                    now = time.monotonic()
+                    record["tokens_per_s"] = (self.tokens - window[1]) / max(now - window[0], 1e-9)
+                    window = (now, self.tokens)
+                    self.writer.log_metrics(record)
+                    self.writer.set_status(step=self.step, total_steps=cfg.max_steps, tokens=self.tokens,
+                                           tokens_per_s=record["tokens_per_s"],
+                                           elapsed_s=self._used())
+                if cfg.eval_every and self.step % cfg.eval_every == 0:
+                    self.writer.log_metrics(self._evaluate())
+                if cfg.save_every and self.step % cfg.save_every == 0:
+                    self._snapshot()
+            self._snapshot()
+            if self.stop_requested:
+                self.writer.set_status(state="cancelled", step=self.step)
+                return 143
+            self._finish()
+            self.writer.set_status(state="done", step=self.step, ended=now_iso())
+            return 0
+        except Exception as exc:
+            self.writer.set_status(state="failed", error=f"{type(exc).__name__}: {exc}")
+            raise
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    def _snapshot(self) -> None:
+        now = time.monotonic()
+        self.elapsed, self._clock = self.elapsed + now - self._clock, now
+        self._save()
+
+    def _finish(self) -> None:
+        final = self._evaluate()
+        self.writer.log_metrics(final)
+        for layer, sae in self.saes.items():
+            sae.eval()
+            metrics = {k.split("/", 1)[1]: v for k, v in final.items() if k.startswith(f"L{layer}/")}
+            sae_io.save(sae, self.rundir.path / FINAL_DIR / f"layer-{layer}", layer, model_name=self.folder.name,
+                        metadata={"bert_explorer": {"layer": layer, "steps": self.step, "tokens": self.tokens,
+                                                    "corpus": self.cfg.corpus, "run": self.rundir.name}},
+                        metrics={"heldout_during_training": metrics, "eval_tokens": self.cfg.eval_tokens})
+
+    def _on_sigterm(self, signum, frame) -> None:  # noqa: ARG002 - signal handler signature
+        self.stop_requested = True
+
+
+def checkpoints(run: RunDir) -> list[Path]:
+    """Complete SAE checkpoints of a run, oldest first (a folder ``step-N`` with ``trainer_state.pt``)."""
+    folder = run.checkpoints_dir
+    if not folder.is_dir():
+        return []
+    found = [p for p in folder.iterdir() if p.name.startswith("step-") and (p / STATE_FILE).is_file()]
+    return sorted(found, key=lambda p: int(p.name.split("-")[1]))
+
+
+def read_args(run_dir: str | Path) -> SAETrainConfig:
+    """The options a run was started with (its ``run.json``).
+
+    Raises:
+        ValueError: not an SAE run directory.
+    """
+    config = RunDir(run_dir).read_config()
+    if not config or config.get("task") != "sae":
+        raise ValueError(f"{run_dir} is not an SAE run directory (no run.json with task 'sae')")
+    return SAETrainConfig.from_dict(config["args"])
+
+
+def final_saes(run_dir: str | Path) -> list[Path]:
+    """The SAE folders a finished run wrote (``sae/layer-<l>/``)."""
+    folder = Path(run_dir) / FINAL_DIR
+    return sorted(p for p in folder.glob("layer-*") if (p / sae_io.CFG_FILE).is_file()) if folder.is_dir() else []
+
+
+def dumps(record: dict) -> str:
+    return json.dumps(record, sort_keys=True)
