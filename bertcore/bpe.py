@@ -66,4 +66,5 @@ def train_byte_level_bpe(texts: Iterable[str], vocab_size: int, family: str = "r
     # RoBERTa's mask swallows the space before it, so " <mask>" is one token as "Ġword" would be
     mask = AddedToken(names["mask_token"], lstrip=family == "roberta", special=True)
     return PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=model_max_length,
+                                   model_input_names=["input_ids", "token_type_ids", "attention_mask"],
                                    **{**names, "mask_token": mask}, **extra)

@@ -93,6 +93,8 @@ def load_bpe_tokenizer(path: str | Path):
         tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     except Exception as exc:  # tokenizers raises bare Exception, KeyError, ...
         raise TokenizerError(f"cannot load the tokenizer in {folder}: {type(exc).__name__}: {str(exc)[:300]}") from exc
+    # segment ids always (zeros: one segment), as BERT's tokenizer gives them: every analysis reads them
+    tok.model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
     model = type(tok.backend_tokenizer.model).__name__ if hasattr(tok, "backend_tokenizer") else type(tok).__name__
     if model != "BPE":
         raise TokenizerError(f"{folder}: the tokenizer's model is {model}, not byte-level BPE")

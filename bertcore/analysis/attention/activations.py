@@ -68,7 +68,7 @@ def run(model: BertModel, tokenizer: BertTokenizerFast, text: str, text_pair: st
         bertcore.tokenizer.TextError: empty / whitespace-only / unreadable / over-long text.
         bertcore.embeddings.InputError: ids the model cannot embed (a tokenizer that is not the model's).
     """
-    limit = min(int(model.config.max_position_embeddings), int(tokenizer.model_max_length))
+    limit = min(int(model.config.max_sequence_length), int(tokenizer.model_max_length))
     enc = encode(tokenizer, text, text_pair, max_length=limit if max_length is None else min(max_length, limit))
     return run_encoding(model, enc)
 

@@ -138,7 +138,7 @@ def integrated_gradients(forward, encoder: BertModel, inputs: dict[str, torch.Te
 
 def _encode(tokenizer: BertTokenizerFast, model: torch.nn.Module, text: str, text_pair: str | None = None) -> Encoding:
     """Encode, truncated to what the model reads (as ``LoadedModel.max_length``)."""
-    limit = min(int(_encoder(model).config.max_position_embeddings), int(tokenizer.model_max_length))
+    limit = min(int(_encoder(model).config.max_sequence_length), int(tokenizer.model_max_length))
     return encode(tokenizer, text, text_pair, max_length=limit)
 
 

@@ -78,7 +78,7 @@ def pseudo_log_likelihood(model, tokenizer, text: str, metric: str = "original",
         raise ValueError(f"metric must be one of {PLL_METRICS}; got {metric!r}")
     enc = tokenizer(text, return_tensors="pt")
     ids = enc["input_ids"][0]  # (T + 2,)
-    limit = min(model.config.max_position_embeddings, max_tokens or model.config.max_position_embeddings)
+    limit = min(model.config.max_sequence_length, max_tokens or model.config.max_sequence_length)
     if ids.numel() > limit:
         raise ScoringError(f"{ids.numel()} tokens: more than the {limit} this scoring takes (one forward pass per "
                            "token); score a shorter sentence")

@@ -202,7 +202,7 @@ def run_findings(model: BertModel, tokenizer: BertTokenizerFast, segments: list[
     if not segments:
         raise ValueError("the evaluation set is empty: no held-out document gave a segment")
     t0 = time.perf_counter()
-    limit = min(MAX_TOKENS, int(model.config.max_position_embeddings), int(tokenizer.model_max_length))
+    limit = min(MAX_TOKENS, int(model.config.max_sequence_length), int(tokenizer.model_max_length))
     encodings = [encode(tokenizer, s.text_a, s.text_b, max_length=limit) for s in segments]
     words = [_words(e) for e in encodings]
     # choose the word occurrences to keep before running anything (seeded)

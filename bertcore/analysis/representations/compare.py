@@ -215,7 +215,7 @@ def run_pair(model_a: BertModel, tok_a: BertTokenizerFast, model_b: BertModel, t
         bertcore.embeddings.InputError: ids a model cannot embed.
     """
     # both read the same tokens: a sentence is cut to the shorter of the two models' lengths
-    limit = min(int(model_a.config.max_position_embeddings), int(model_b.config.max_position_embeddings),
+    limit = min(int(model_a.config.max_sequence_length), int(model_b.config.max_sequence_length),
                 int(tok_a.model_max_length), int(tok_b.model_max_length))
     runs_a, runs_b = [], []
     for i, sentence in enumerate(sentences):

@@ -232,7 +232,7 @@ def model_edits(model: torch.nn.Module, tokenizer, text: str, word: int, k: int 
     start, end, old = spans[word]
     masked = text[:start] + tokenizer.mask_token + text[end:]
     base = model.base_model
-    limit = min(int(base.config.max_position_embeddings), int(tokenizer.model_max_length))
+    limit = min(int(base.config.max_sequence_length), int(tokenizer.model_max_length))
     enc = encode(tokenizer, masked, text_pair, max_length=limit)
     pos = [i for i, (tid, off, seq) in enumerate(zip(enc.input_ids, enc.offsets, enc.sequence_ids))
            if tid == tokenizer.mask_token_id and seq == 0 and off[0] == start]

@@ -251,7 +251,7 @@ def compare(model: torch.nn.Module, tokenizer, text_a: str, text_b: str, pair_a:
         bertcore.embeddings.InputError: ids the model cannot embed.
     """
     encoder = model.base_model
-    limit = min(int(encoder.config.max_position_embeddings), int(tokenizer.model_max_length))
+    limit = min(int(encoder.config.max_sequence_length), int(tokenizer.model_max_length))
     limit = limit if max_length is None else min(int(max_length), limit)
     enc_a = encode(tokenizer, text_a, pair_a, max_length=limit)
     enc_b = encode(tokenizer, text_b, pair_b, max_length=limit)
