@@ -9,7 +9,8 @@ from bertcore.analysis.representations.compare import MAX_SENTENCES, Tokenizatio
 from bertcore.embeddings import InputError
 from bertcore.sources import PACKAGED
 from bertcore.tokenizer import TextError
-from explorer import resources, widgets
+from explorer import as_code, resources, widgets
+from explorer.as_code import more
 from explorer.figures import attention as att_figures
 from explorer.figures import compare as cmp_figures
 
@@ -85,6 +86,8 @@ if cmp.tokens < hidden // 2:
     st.caption(f"Only {cmp.tokens} tokens for {hidden}-dimensional hidden states: with few tokens CKA is high for "
                "almost any pair of representations. Add lines for a sharper comparison.")
 
+as_code.expander("compare", "Compare models", more.compare(lm_a.source, source_b, list(sentences), include_special),
+                 {"cka": cmp.cka, "js": cmp.js, "cka_matrix": cmp.cka_matrix})
 TABS = ["CKA by layer", "Layer × layer CKA", "Attention difference per head", "One head side by side"]
 by_layer, matrix, heads, one = st.tabs(TABS, key="cmp_tab", on_change="rerun")
 if by_layer.open:

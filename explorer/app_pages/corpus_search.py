@@ -18,7 +18,8 @@ from bertcore.analysis.representations import corpus_search as CS
 from bertcore.analysis.representations import syntax
 from bertcore.data import DataError, cache_dir
 from bertcore.tokenizer import TextError, encode
-from explorer import heldout, resources, share, shared_mode, widgets
+from explorer import as_code, heldout, resources, share, shared_mode, widgets
+from explorer.as_code import more
 
 MAX_UPLOAD_CHARS = 2_000_000
 
@@ -144,3 +145,7 @@ if labels:
         counts = ", ".join(f"{v} ({n})" for v, n in Counter(lab[col] for lab in labels if lab[col]).most_common(8))
         st.markdown(f"**Their {name}:** {widgets.escape_md(counts)}")
 widgets.download_csv(table, "corpus-search", key="cs_csv", index=False)
+as_code.expander("corpus_search", "Corpus search",
+                 more.corpus_search(lm.source, text, int(position), layer, k, n if corpus == "bbc" else None,
+                                    up.name if corpus == "upload" else None),
+                 {"cosine": [h.cosine for h in hits], "segment": [h.segment for h in hits]})

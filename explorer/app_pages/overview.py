@@ -4,7 +4,8 @@ what the shared mode changes (``explorer.shared_mode``)."""
 import streamlit as st
 
 from bertcore.sources import PACKAGED_MLM
-from explorer import shared_mode, tour, widgets
+from explorer import as_code, shared_mode, tour, widgets
+from explorer.as_code import more
 
 st.title("BERT Explorer")
 shared_note = shared_mode.describe()  # None for a single user
@@ -77,3 +78,6 @@ if report is not None:
 
 with st.expander("Full configuration (config.json fields)"):
     st.json(cfg.to_dict())
+as_code.expander("overview", "Overview", more.overview(lm.source),
+                 {"parameters": lm.model.num_parameters(), "layers": cfg.num_hidden_layers,
+                  "heads": cfg.num_attention_heads, "hidden": cfg.hidden_size})

@@ -12,7 +12,8 @@ from bertcore.analysis.causal import patching as P
 from bertcore.fill_mask import mask_token_positions
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError, encode
-from explorer import heavy, resources, share, widgets
+from explorer import as_code, heavy, resources, share, widgets
+from explorer.as_code import more
 from explorer.figures import patching as figs
 
 CLEAN = "The keys to the cabinet [MASK] on the table."
@@ -128,3 +129,6 @@ for kind in kinds:
                          key=f"pat_{kind}")
 st.caption("Columns are positions (clean / corrupted token where they differ). A value above 1 or below 0 means "
            "the single patch overshoots or pushes the other way; effects of different sites need not add up.")
+as_code.expander("patching", "Activation patching",
+                 more.patching(lm.source, clean_text, corrupt_text, good, bad, list(kinds), min(lm.max_length, 64)),
+                 {"clean": result.clean, "corrupted": result.corrupted, **result.effects})

@@ -11,7 +11,8 @@ import streamlit as st
 
 from bertcore.analysis.attention import query_key as QK
 from bertcore.analysis.representations import syntax
-from explorer import resources, share, widgets
+from explorer import as_code, resources, share, widgets
+from explorer.as_code import more
 from explorer.figures import attention as att_figures
 from explorer.figures import query_key as figs
 
@@ -89,6 +90,9 @@ fig = figs.qk_scatter(pq, pk, qk.tokens, qk.sentence, title=(
     f"Layer {layer}, head {head + 1}: {len(qk.tokens)} queries and keys of {len(sentences)} sentences "
     f"(c = {c:.2f})"), **kwargs)
 event = widgets.plotly_chart(fig, key="qk_scatter", on_select="rerun", selection_mode="points")
+as_code.expander("query_key", "Query-key map",
+                 more.query_key(lm.source, sentences, layer, head, method, min(lm.max_length, 128)),
+                 {"queries": pq, "keys": pk})
 picked = None
 try:
     points = event["selection"]["points"]

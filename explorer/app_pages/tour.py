@@ -6,7 +6,7 @@ Wiring only: the steps are ``explorer.tour_steps``, navigation and the banner ``
 
 import streamlit as st
 
-from explorer import resources, tour, tour_quiz, widgets
+from explorer import as_code, resources, tour, tour_quiz, widgets
 from explorer.tour_steps import STEPS
 
 st.title("Start here: a guided tour of BERT")
@@ -50,3 +50,5 @@ for n, step in enumerate(STEPS, 1):
     c2.button("Open", key=f"tour_open_{n}", on_click=tour.enter, args=(n,), icon=":material/open_in_new:")
 if not at_quiz:
     quiz()
+as_code.nothing("tour", "The tour computes nothing itself: each step opens one of the app's pages, and each page's "
+                "\"Show the code\" gives the Python of its view with the inputs the step set.")

@@ -17,13 +17,18 @@ from bertcore.sources import DEFAULT, PACKAGED, ModelSource
 CELL = "# %%"
 
 
-def model_line(source: ModelSource) -> str:
-    """The line that loads ``source`` as the page did (``bertcore.sources.load``: eval mode, CPU, head "auto")."""
+def source_expr(source: ModelSource) -> str:
+    """``source`` as a Python expression (``sources.DEFAULT``, ``sources.PACKAGED`` or a ``ModelSource(...)``)."""
     if source == DEFAULT:
-        return f"lm = sources.load(sources.DEFAULT)  # {source.label}"
+        return "sources.DEFAULT"
     if source == PACKAGED:
-        return f"lm = sources.load(sources.PACKAGED)  # {source.label}"
-    return f"lm = sources.load(sources.ModelSource({source.kind!r}, {source.ref!r}, {source.label!r}))"
+        return "sources.PACKAGED"
+    return f"sources.ModelSource({source.kind!r}, {source.ref!r}, {source.label!r})"
+
+
+def model_line(source: ModelSource, name: str = "lm") -> str:
+    """The line that loads ``source`` as the page did (``bertcore.sources.load``: eval mode, CPU, head "auto")."""
+    return f"{name} = sources.load({source_expr(source)})  # {source.label}"
 
 
 def assignments(values: dict[str, object]) -> str:

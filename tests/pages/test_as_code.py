@@ -15,6 +15,7 @@ import nbformat
 import numpy as np
 import pytest
 
+from bertcore.sources import PACKAGED
 from explorer.as_code import RECORD_KEY, common
 
 from ..conftest import ROOT
@@ -38,6 +39,12 @@ STATES: dict[str, dict[str, object]] = {
     "grammar": {"gram_b": "The key to the cabinets are on the table.", "gram_metric": "original"},
     "ablation": {"abl_heads": ["2.3", "4.1"], "abl_layers": [], "abl_mode": "uniform", "abl_pair_on": True},
     "attribution": {"attr_kind": "similarity", "attr_steps": 8, "attr_words": True},
+    "overview": {"model_source": PACKAGED},
+    "patching": {"pat_clean": "The dogs in the garden [MASK] barking.", "pat_corrupt": "The dog in the garden [MASK] "
+                 "barking.", "pat_kinds": ["resid"]},
+    "query_key": {"qk_layer": 5, "qk_head": 3, "qk_text": "The cat sat on the mat.\nDogs bark at night."},
+    "corpus_search": {"cs_layer": 2, "cs_segments": 20, "cs_k": 5},
+    "compare": {"cmp_special": True, "cmp_text": "The bank raised its rates.\nWe sat on the river bank."},
     "next_sentence": {"nsp_b": "The striker scored twice in the second half.", "nsp_head": "head 3", "nsp_words": True},
 }
 
@@ -149,3 +156,10 @@ def test_notebook_holds_the_snippet_cell_by_cell():
     assert all(c.cell_type == "code" for c in nb.cells[1:]) and len(body) == 3
     assert "\n".join(body).replace("\n", "") == code.replace(common.CELL, "").replace("\n", "")
     assert "sources.DEFAULT" in inside.attention(DEFAULT, "x", None, 1, 1, False, False)
+
+
+def test_the_tour_says_it_computes_nothing():
+    at = page("tour")
+    assert_clean(at)
+    assert at.session_state[RECORD_KEY]["tour"].code is None
+    assert any("computes nothing" in i.value for i in at.info)
