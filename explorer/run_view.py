@@ -17,12 +17,11 @@ from bertcore import hf_export, hf_format, runs
 from bertcore.checkpoint import CheckpointError
 from bertcore.config import ConfigError
 from bertcore.sources import ModelSource, SourceError
-from bertcore.training.calibrate import Calibration
+from explorer import run_notes as notes
 from explorer import shared_mode, widgets
-from explorer.figures import classification
+from explorer.finetune_results import show_results
 from explorer.figures import probe as probe_figs
 from explorer.figures import training as figs
-from explorer.figures.training import format_duration
 
 POLL_S = 2.0  # seconds between two reads of a live run's files
 
@@ -135,87 +134,22 @@ def show_probe(run_dir: Path, key: str) -> None:
         widgets.show_error(exc, "Unreadable probe record")
 
 
-COMPARED = ("acc", "f1", "accuracy", "macro_f1")  # scores in [0, 1] shown beside the baseline's
-
-
-def _block(data: dict[str, Any], name: str) -> dict[str, Any]:
-    block = data.get(name)
-    return block if isinstance(block, dict) else {}
-
-
-def show_results(run_dir: Path) -> None:
-    """Fine-tuning results (``results.json``): test scores beside the TF-IDF baseline's, both
-    confusion matrices and both classification reports."""
-    results = runs.read_results(run_dir)
-    if not results:
-        st.caption("The test results appear when the run ends.")
-        return
-    test, base = _block(results, "test"), _block(results, "baseline")
-    labels = results.get("labels")
-    st.subheader("Test set")
-    n = test.get("n")
-    st.caption(f"Scores on the held-out test split{f' ({n:,} examples)' if isinstance(n, int) else ''}, which "
-               "training never saw. The baseline is a TF-IDF + logistic regression model trained on the same "
-               "training split: a fine-tuned BERT should beat it. The dashed line is the share of the most "
-               "frequent class (what always guessing it would score).")
-    if base.get("error"):
-        st.warning("The baseline could not be computed: " + widgets.escape_md(base["error"]))
-    elif not base:
-        st.caption("No baseline in this run (it was skipped).")
-    try:
-        model_scores = {k: test[k] for k in COMPARED if k in test}
-        base_scores = {k: base[k] for k in COMPARED if k in base}
-        if set(model_scores) & set(base_scores):
-            widgets.plotly_chart(classification.baseline_comparison_figure(
-                model_scores, base_scores,
-                names=("fine-tuned BERT", base.get("name") or "TF-IDF + logistic regression"),
-                majority=results.get("majority_fraction")), key="train_baseline")
-        elif model_scores:
-            st.dataframe([model_scores], hide_index=True)
-        cm = results.get("confusion_matrix", test.get("confusion_matrix"))
-        base_cm = base.get("confusion_matrix")
-        cols = st.columns(2 if base_cm is not None else 1)
-        if cm is not None:
-            widgets.plotly_chart(where=cols[0], fig=classification.confusion_matrix_figure(
-                cm, labels, title="Fine-tuned BERT: confusion matrix"), key="train_cm")
-        if base_cm is not None:
-            widgets.plotly_chart(where=cols[-1], fig=classification.confusion_matrix_figure(
-                base_cm, labels, title="Baseline: confusion matrix"), key="train_cm_base")
-        report = results.get("classification_report", test.get("classification_report"))
-        base_report = base.get("classification_report")
-        rc = st.columns(2 if base_report else 1)
-        if report:
-            rc[0].markdown("**Classification report: fine-tuned BERT**")
-            rc[0].dataframe(classification.report_rows(report), hide_index=True)
-        if base_report:
-            rc[-1].markdown("**Classification report: baseline**")
-            rc[-1].dataframe(classification.report_rows(base_report), hide_index=True)
-    except ValueError as exc:
-        widgets.show_error(exc, "Unreadable results.json")
-
-
-def budget_text(config: dict[str, Any] | None, status: dict[str, Any] | None) -> str | None:
-    """What a run's time budget became (run.json ``calibration``, :mod:`bertcore.training.calibrate`), e.g.
-    ``'Time budget: 10 min ≈ 11,500 steps on this machine (...)'``; None for a run without one."""
-    cal = Calibration.from_dict((config or {}).get("calibration"))
-    if cal is None:
-        return None
-    text = (f"Time budget: {cal.summary()} in its first {format_duration(cal.calibration_s)} (those steps are "
-            f"thrown away). The learning rate follows the steps, so the same seed gives the same run; it ends at "
-            f"step {cal.total_steps:,}, or at {format_duration(cal.time_limit_s)} if the machine slows down.")
-    early = (status or {}).get("stopped_early_at")
-    if isinstance(early, int):
-        text += f" This machine was slower than measured: the time limit stopped the run at step {early:,}."
-    return text
-
-
 def show_status_line(status: dict[str, Any], run_dir: Path | None = None) -> figs.Progress:
     progress = figs.progress_summary(status)
     st.progress(progress.fraction, text=progress.text)
-    text = budget_text(runs.read_config(run_dir), status) if run_dir is not None else None
+    config = runs.read_config(run_dir) if run_dir is not None else None
+    text, busy = notes.budget_text(config, status), notes.busy_text(config)
     if text:
         st.caption(text)
+    if busy:
+        st.warning(busy, icon=":material/speed:")
     return progress
+
+
+def show_plateau_note(run_dir: Path, records: list[dict[str, Any]]) -> None:
+    text = notes.plateau_text(runs.read_config(run_dir), records)
+    if text:
+        st.info(text, icon=":material/hourglass_empty:")
 
 
 @st.fragment(run_every=POLL_S)
@@ -257,6 +191,7 @@ def live_view(run_dir_s: str) -> None:
     records = _tail_metrics(run_dir)
     show_curves(records, task, status.get("total_steps"), "live")
     if task == "pretrain":
+        show_plateau_note(run_dir, records)
         show_probe(run_dir, "live")
 
 
@@ -278,6 +213,7 @@ def static_view(run_dir: Path, status: dict[str, Any] | None) -> None:
     records = runs.read_metrics(run_dir)
     show_curves(records, task, status.get("total_steps"), "final")
     if task == "pretrain":
+        show_plateau_note(run_dir, records)
         show_probe(run_dir, "final")
     else:
         show_results(run_dir)

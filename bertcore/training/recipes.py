@@ -16,12 +16,17 @@ from typing import Any
 @dataclass(frozen=True)
 class Recipe:
     """``label`` and ``description`` are for people; ``options`` are TrainConfig fields; ``minutes`` the
-    suggested time budget."""
+    suggested time budget. Measured on the project's idle 2-core machine (``docs/recipes.md``, None where not
+    measured), for the run view's notes: ``escape_by``, the step by which the measured runs' held-out loss had
+    left the unigram plateau (0.3 nats below the line); ``idle_steps_per_min``, the steps a calibration plans per
+    minute of budget there."""
 
     label: str
     description: str
     options: dict[str, Any] = field(default_factory=dict)
     minutes: float = 10.0
+    escape_by: int | None = None
+    idle_steps_per_min: float | None = None
 
 
 RECIPES: dict[str, Recipe] = {
@@ -44,6 +49,9 @@ RECIPES: dict[str, Recipe] = {
          "batch_size": 64, "lr": 2e-3, "beta2": 0.98, "warmup": 0.05, "unigram_init": True, "pre_layer_norm": True,
          "dropout": 0.0, "nsp": False, "mask_replace_prob": 1.0, "random_replace_prob": 0.0, "eval_every": 100,
          "eval_batches": 8, "save_early": True, "keep_checkpoints": 5, "probe": "auto"},
+        # issue 31's table in docs/recipes.md: 5 idle seeds left the plateau at steps 600-1,300 and planned
+        # 10,000-12,000 steps in 10 minutes; beside a busy core, step 1,600 of 6,000 planned
+        escape_by=1300, idle_steps_per_min=1100.0,
     ),
     "minilm-mlm": Recipe(
         "Teach the MiniLM to fill masks (continued MLM + NSP, 10 minutes)",
@@ -76,3 +84,13 @@ RECIPES: dict[str, Recipe] = {
     ),
 }
 DEFAULT_RECIPE = "scratch-fast"
+
+
+def recipe_of(args: dict[str, Any] | None) -> str | None:
+    """The name of the recipe whose every option a run's options (run.json ``args``) have, or None (a custom run).
+    The time budget is not an option of a recipe, so any budget matches."""
+    args = args or {}
+    for name, recipe in RECIPES.items():
+        if all(k in args and args[k] == v for k, v in recipe.options.items()):
+            return name
+    return None
