@@ -31,6 +31,12 @@ CORPUS_WORD = "bank"  # the token the Corpus search page follows by default
 CORPUS_LAYER = 4
 CORPUS_K = 20
 CORPUS_SEGMENTS = 150
+PROJECTOR_CORPUS = "sotu"  # the Embedding projector's default view: tokens of held-out sentences, PCA, part of speech
+PROJECTOR_POINTS = 2000
+PROJECTOR_LAYER = 3
+PROJECTOR_METHOD = "pca"
+PROJECTOR_COLOUR = "pos"
+PROJECTOR_UNIT = "token"
 
 Progress = Callable[[int, int], None] | None
 
@@ -203,6 +209,26 @@ def faithfulness(loaded, n_sentences: int = FAITHFULNESS_SENTENCES) -> Computati
                                         "ig_steps": faith.IG_STEPS}, compute)
 
 
+def projector(loaded, corpus: str = PROJECTOR_CORPUS, n_points: int = PROJECTOR_POINTS,
+              layer: int = PROJECTOR_LAYER, method: str = PROJECTOR_METHOD, colour: str = PROJECTOR_COLOUR,
+              unit: str = PROJECTOR_UNIT) -> Computation:
+    """The Embedding projector's view (:func:`bertcore.analysis.projector.view`), shipped without its vectors: each
+    point's nearest neighbours at ``layer`` are stored instead (``neighbour_ids`` / ``neighbour_cos``, exact)."""
+    from . import projector as PV
+    from .representations import projector as P
+
+    def compute(progress):
+        view = PV.view(loaded, corpus, n_points, layer, method, colour, unit, progress=progress)
+        proj = view.projection
+        proj.neighbour_ids, proj.neighbour_cos = P.neighbour_table(proj.vectors)
+        proj.vectors = None
+        return view
+
+    return Computation("projector", {"version": VERSION, "corpus": corpus, "n_points": n_points, "layer": layer,
+                                     "method": method, "colour": colour, "unit": unit, "seed": 0,
+                                     "max_tokens": PV.MAX_TOKENS, "k": P.K_NEIGHBOURS}, compute)
+
+
 def default_views(loaded) -> list[Computation]:
     """Every heavy computation of the app's default views for ``loaded`` (the Grammar suite only with an MLM head)."""
     from .papers import evalset
@@ -210,7 +236,7 @@ def default_views(loaded) -> list[Computation]:
     out = [findings(loaded, evalset.DEFAULT_SEGMENTS), position_regression(loaded),
            syntax(loaded, evalset.DEFAULT_SEGMENTS), probes(loaded, PROBE_SEGMENTS),
            corpus_search(loaded, CORPUS_TEXT, corpus_default_position(loaded), CORPUS_LAYER, CORPUS_K,
-                         CORPUS_SEGMENTS)]
+                         CORPUS_SEGMENTS), projector(loaded)]
     if loaded.has_mlm_head:
         out.append(grammar_suite(loaded, GRAMMAR_PAIRS, GRAMMAR_METRIC))
     return out
@@ -233,6 +259,9 @@ def write(loaded, computations: list[Computation] | None = None, log=print) -> P
 
 EXTRA = {"faithfulness": faithfulness}
 """Computations not among :func:`default_views` that ``--add NAME`` ships beside them."""
+ADDABLE = {**EXTRA, "projector": projector}
+"""What ``--add NAME`` may compute alone and add to a file: :data:`EXTRA`, and default views added after a file
+was written (``projector``: issue 41)."""
 
 
 def add(loaded, computations: list[Computation], log=print) -> Path:
@@ -264,11 +293,11 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="Compute the app's default views for a model and ship them in its "
                                              f"folder ({precomputed.FILE_NAME}).")
     ap.add_argument("--model", help="an HF model folder (default: the shipped MiniLM-MLM, models/minilm-mlm)")
-    ap.add_argument("--add", choices=sorted(EXTRA), action="append", default=[],
-                    help="compute only this view (not among the defaults) and add it to the file's entries")
+    ap.add_argument("--add", choices=sorted(ADDABLE), action="append", default=[],
+                    help="compute only this view and add it to the file's entries (the others are kept)")
     args = ap.parse_args(argv)
     loaded = load(ModelSource("local", args.model) if args.model else PACKAGED_MLM)
-    path = add(loaded, [EXTRA[name](loaded) for name in args.add]) if args.add else write(loaded)
+    path = add(loaded, [ADDABLE[name](loaded) for name in args.add]) if args.add else write(loaded)
     print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
 

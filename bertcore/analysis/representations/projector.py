@@ -203,20 +203,30 @@ def axis_2d(x: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, fl
     return np.stack([along, y], axis=1).astype(np.float32), share
 
 
+def _unit(x: np.ndarray) -> np.ndarray:
+    """Rows of ``x`` scaled to length 1 (float32; a zero row stays zero)."""
+    x = np.asarray(x, dtype=np.float32)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
+
+
+def _best(sims: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest of ``sims (N,)``, best first, ties by the smaller index."""
+    top = np.argpartition(-sims, k - 1)[:k]
+    return top[np.lexsort((top, -sims[top]))]
+
+
 def nearest(vectors: np.ndarray, i: int, k: int = K_NEIGHBOURS) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` points nearest to point ``i`` by cosine in ``vectors (N, H)`` (itself left out), best first:
     ``(indices (k,) int, cosines (k,) float32)``. A zero vector has cosine 0 with everything."""
-    x = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(x, axis=1)
-    q = x[i] / norms[i] if norms[i] > 0 else np.zeros_like(x[i])
-    sims = np.divide(x @ q, norms, out=np.zeros(len(x), np.float32), where=norms > 0)
-    sims[i] = -np.inf
-    k = min(k, len(x) - 1)
+    unit = _unit(vectors)
+    k = min(k, len(unit) - 1)
     if k <= 0:
         return np.zeros(0, int), np.zeros(0, np.float32)
-    top = np.argpartition(-sims, k - 1)[:k]
-    top = top[np.lexsort((top, -sims[top]))]  # best first, ties by index
-    return top, sims[top].astype(np.float32)
+    sims = unit @ unit[i]
+    sims[i] = -np.inf
+    top = _best(sims, k)
+    return top, sims[top]
 
 
 def neighbours(projection: Projection, i: int, k: int = K_NEIGHBOURS) -> tuple[np.ndarray, np.ndarray]:
@@ -228,10 +238,21 @@ def neighbours(projection: Projection, i: int, k: int = K_NEIGHBOURS) -> tuple[n
     return projection.neighbour_ids[i, :k], projection.neighbour_cos[i, :k]
 
 
-def neighbour_table(vectors: np.ndarray, k: int = K_NEIGHBOURS) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`nearest` of every point: ``(ids (N, k) int32, cosines (N, k) float32)`` (for a shipped file)."""
-    rows = [nearest(vectors, i, k) for i in range(len(vectors))]
-    return (np.stack([r[0] for r in rows]).astype(np.int32), np.stack([r[1] for r in rows]).astype(np.float32))
+def neighbour_table(vectors: np.ndarray, k: int = K_NEIGHBOURS, block: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`nearest` of every point (blocks of ``block`` rows at a time): ``(ids (N, k) int32, cosines (N, k)
+    float32)``, for a shipped file that keeps no vectors."""
+    unit = _unit(vectors)
+    n = len(unit)
+    k = min(k, n - 1)
+    ids, cos = np.zeros((n, k), np.int32), np.zeros((n, k), np.float32)
+    for s in range(0, n, block):
+        sims = unit[s:s + block] @ unit.T  # (b, N)
+        rows = np.arange(sims.shape[0])
+        sims[rows, s + rows] = -np.inf
+        for r in rows:
+            top = _best(sims[r], k)
+            ids[s + r], cos[s + r] = top, sims[r, top]
+    return ids, cos
 
 
 def project(points: PointSet, layer: int, method: str = "pca",
