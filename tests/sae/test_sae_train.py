@@ -1,0 +1,83 @@
+"""SAE training runs (bertcore.sae.train, the CLI): resume after SIGKILL loses nothing; bad input gets a sentence."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from bertcore.sae import io as sae_io
+from bertcore.sae.config import SAETrainConfig
+from bertcore.sae.model import TopKSAE
+from bertcore.sae.train import Trainer, checkpoints, final_saes, read_args
+from tests.conftest import TINY_CORPUS, save_tiny_bert, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory):
+    from bertcore import heads
+
+    return save_tiny_bert(tmp_path_factory.mktemp("sae_train") / "mlm", heads.BertForPreTraining)
+
+
+def options(folder, **kw) -> SAETrainConfig:
+    base = dict(model=str(folder), layers=(1, 2), corpus=str(TINY_CORPUS), heldout=str(TINY_CORPUS), d_sae=64, k=4,
+                batch_size=48, block_size=4, seq_len=32, passes=2, max_steps=160, warmup_steps=5, lr=1e-3,
+                dead_tokens=500, k_aux=8, log_every=5, eval_every=0, eval_tokens=256, save_every=1000, threads=1)
+    return SAETrainConfig(**{**base, **kw})
+
+
+def test_resume_after_sigkill_gives_the_uninterrupted_run(tiny_folder, tmp_path):
+    cfg = options(tiny_folder)
+    assert Trainer(cfg, tmp_path / "straight").run() == 0
+    killed = tmp_path / "killed"
+    argv = [sys.executable, "-m", "bertcore.sae", "train", "--run-dir", str(killed),
+            *options(tiny_folder, save_every=2, keep_checkpoints=3).to_argv()]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    from bertcore.runs import RunDir, read_json
+
+    run = RunDir(killed)
+    wait_for(lambda: any(int(p.name.split("-")[1]) >= 20 for p in checkpoints(run)), timeout=120,
+             alive=lambda: proc.poll() is None, what="a checkpoint at step 20 or later")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert read_json(run.status_file)["state"] == "running"  # killed mid-run (read_status reports it as failed)
+    stopped_at = int(checkpoints(run)[-1].name.split("-")[1])
+    assert stopped_at < cfg.max_steps
+    assert Trainer(read_args(killed), killed).run() == 0  # what `python -m bertcore.sae resume` runs
+    for a, b in zip(final_saes(tmp_path / "straight"), final_saes(killed), strict=True):
+        sa, _ = sae_io.load(a)
+        sb, _ = sae_io.load(b)
+        for name in sae_io.WEIGHT_NAMES:
+            assert torch.equal(getattr(sa, name), getattr(sb, name)), name
+    steps = [r["step"] for r in run.read_metrics("train")]
+    assert steps == sorted(set(steps)) and steps[-1] == cfg.max_steps  # each step logged once, none lost
+
+
+def _cli(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bertcore.sae", *args], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+
+
+def test_bad_input_gets_a_sentence_in_the_cli(tiny_folder, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n   \n", encoding="utf-8")
+    common = ["--model", str(tiny_folder), "--heldout", str(TINY_CORPUS), "--d-sae", "64", "--k", "4",
+              "--max-steps", "2"]
+    out = _cli("train", "--run-dir", str(tmp_path / "a"), "--layers", "7", "--corpus", str(TINY_CORPUS), *common)
+    assert out.returncode == 2 and "the model has 2 layers" in out.stderr and "Traceback" not in out.stderr
+    out = _cli("train", "--run-dir", str(tmp_path / "b"), "--layers", "1", "--corpus", str(empty), *common)
+    assert out.returncode == 2 and "corpus" in out.stderr and "Traceback" not in out.stderr
+    out = _cli("train", "--run-dir", str(tmp_path / "c"), "--layers", "1", "--corpus", "sotu", *common)
+    assert out.returncode == 2 and "held-out" in out.stderr
+    sae_io.save(TopKSAE(16, 32, 4), tmp_path / "wide", layer=1)
+    out = _cli("evaluate", "--sae", str(tmp_path / "wide"), "--model", str(tiny_folder), "--tokens", "64")
+    assert out.returncode == 2 and "hidden size is 32" in out.stderr and "Traceback" not in out.stderr
