@@ -70,6 +70,19 @@ def corpus(name: str, n_texts: int, seed: int = 0) -> Corpus:
     raise ValueError(f"unknown corpus {name!r}; choose one of {', '.join(CORPORA)}")
 
 
+def own_corpus(block: str, max_texts: int = 20_000) -> Corpus:
+    """Texts typed or pasted, one per line; ``label | text`` lines give labels (only when every line has one).
+    Blank lines are skipped, at most ``max_texts`` lines kept. Raises ``ValueError`` when no line holds text."""
+    lines = [ln.strip() for ln in (block or "").splitlines() if ln.strip()][:max_texts]
+    parts = [ln.partition("|") for ln in lines]
+    labelled = bool(parts) and all(sep and label.strip() and text.strip() for label, sep, text in parts)
+    texts = [text.strip() for _, _, text in parts] if labelled else lines
+    texts = [t for t in texts if t.strip()]
+    if not texts:
+        raise ValueError("type some texts, one per line (optionally 'label | text')")
+    return Corpus(texts, [label.strip() for label, _, _ in parts] if labelled else None, "yours")
+
+
 def texts_for(unit: str, n_points: int) -> int:
     """How many texts to draw for ``n_points`` points: one each for sentence points, else one per 10 tokens (every
     corpus text has at least 8 words; the points stop at ``n_points``)."""

@@ -8,7 +8,6 @@ Widgets -> ``bertcore.analysis.projector.view`` (cached on disk per model files,
 from __future__ import annotations
 
 import hashlib
-import io
 
 import pandas as pd
 import streamlit as st
@@ -20,7 +19,10 @@ from bertcore.data import DataError, cache_dir
 from explorer import heavy, resources, share, widgets
 from explorer.figures import projector as figures
 
-MAX_UPLOAD_ROWS = 20_000
+OWN_EXAMPLE = """happy | What a wonderful day, I love it.
+happy | The concert was great and everyone smiled.
+sad | I lost my keys and missed the train.
+sad | The rain ruined our picnic and we went home."""
 METHOD_NAMES = {"pca": "PCA", "umap": "UMAP", "axis": "an axis between two words"}
 UNIT_NAMES = {"token": "every token", "cls": "one per text: [CLS]", "mean": "one per text: mean of its tokens"}
 
@@ -44,14 +46,14 @@ share.shareable({"proj_points": share.integer(2, PV.MAX_POINTS), "proj_layer": s
                  "proj_method": share.text, "proj_colour": share.text, "proj_corpus": share.text,
                  "proj_unit": share.text})
 for key, allowed in (("proj_method", P.METHODS), ("proj_colour", PV.COLOURS), ("proj_unit", P.UNITS),
-                     ("proj_corpus", (*PV.CORPORA, "upload"))):
+                     ("proj_corpus", (*PV.CORPORA, "yours"))):
     if st.session_state.get(key) not in (None, *allowed):
         del st.session_state[key]  # a stale link: the default instead
 
 c1, c2, c3, c4 = st.columns([2, 1, 1, 2])
-corpus_name = c1.selectbox("Corpus", [*PV.CORPORA, "upload"], key="proj_corpus",
+corpus_name = c1.selectbox("Corpus", [*PV.CORPORA, "yours"], key="proj_corpus",
                            index=list(PV.CORPORA).index(shipped.PROJECTOR_CORPUS),
-                           format_func=lambda k: PV.CORPORA.get(k, "your CSV file (columns text, label)"))
+                           format_func=lambda k: PV.CORPORA.get(k, "your own texts (typed or pasted)"))
 n_points = int(c2.number_input("Points", 2, PV.MAX_POINTS, shipped.PROJECTOR_POINTS, step=500, key="proj_points",
                                help="Tokens (or texts) drawn. Up to 10,000 stay smooth in the browser; up to "
                                     f"{PV.MAX_POINTS:,} are computed (a minute or two)."))
@@ -72,34 +74,21 @@ if method == "axis":
         st.info("Type a word at each end of the axis.", icon=":material/edit_note:")
         st.stop()
 
-upload = None
-if corpus_name == "upload":
-    up = st.file_uploader("A CSV file with a `text` column (and a `label` column to colour by label)", type=["csv"],
-                          key="proj_upload")
-    if up is None:
-        st.info("Upload a CSV file to project its texts.", icon=":material/upload_file:")
-        st.stop()
+own = None
+if corpus_name == "yours":
+    block = st.text_area("Your texts, one per line (write `label | text` on every line to colour by label)",
+                         OWN_EXAMPLE, key="proj_own", height=150)
     try:
-        df = pd.read_csv(io.BytesIO(up.getvalue()), nrows=MAX_UPLOAD_ROWS, dtype=str, keep_default_na=False)
-    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
-        st.warning(f"That file cannot be read as CSV: {widgets.escape_md(str(exc))}", icon=":material/warning:")
-        st.stop()
-    if "text" not in df.columns:
-        st.warning("The file has no `text` column (it has " + widgets.escape_md(", ".join(map(str, df.columns)))
-                   + ").", icon=":material/warning:")
-        st.stop()
-    keep = df["text"].str.strip() != ""
-    upload = PV.Corpus(df.loc[keep, "text"].tolist(), df.loc[keep, "label"].tolist() if "label" in df else None,
-                       "upload")
-    if not upload.texts:
-        st.warning("The file's `text` column is empty.", icon=":material/warning:")
+        own = PV.own_corpus(block)
+    except ValueError as exc:
+        st.info(widgets.escape_md(str(exc)), icon=":material/edit_note:")
         st.stop()
 
 defaults = (corpus_name, n_points, layer, method, colour, unit) == (
     shipped.PROJECTOR_CORPUS, shipped.PROJECTOR_POINTS, shipped.PROJECTOR_LAYER, shipped.PROJECTOR_METHOD,
     shipped.PROJECTOR_COLOUR, shipped.PROJECTOR_UNIT)
-upload_key = hashlib.sha256("\n".join(upload.texts + (upload.labels or [])).encode()).hexdigest() if upload else ""
-run_key = (resources.source_key(lm.source), corpus_name, n_points, layer, method, colour, unit, axis_words, upload_key)
+own_key = hashlib.sha256("\n".join(own.texts + (own.labels or [])).encode()).hexdigest() if own else ""
+run_key = (resources.source_key(lm.source), corpus_name, n_points, layer, method, colour, unit, axis_words, own_key)
 stored = st.session_state.get("proj_result")
 if stored is not None and stored[0] == run_key:
     view = stored[1]
@@ -109,7 +98,7 @@ else:
         try:
             view = heavy.run_with_status(("projector", *run_key), lambda progress: PV.view(
                 lm, corpus_name, n_points, layer, method, colour, unit, axis_words, cache_root=cache_dir(),
-                texts=upload, progress=lambda i, n: progress(i / n)), "the projection", keep=False)
+                texts=own, progress=lambda i, n: progress(i / n)), "the projection", keep=False)
         except DataError as exc:
             st.error("Cannot read that corpus: " + widgets.escape_md(str(exc)), icon=":material/error:")
             st.stop()
