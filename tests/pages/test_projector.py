@@ -1,0 +1,70 @@
+"""AppTest of the Embedding projector page (issue 41 part 2): the default view is the one shipped with MiniLM-MLM
+(nothing computed), and bad input gets a message, never an exception: texts with one label, fewer points than asked,
+odd Unicode, nothing typed, a colour the corpus cannot give."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bertcore import sources
+from bertcore.analysis import shipped
+from bertcore.heads import BertForMaskedLM
+
+from ..conftest import save_tiny_bert
+from .conftest import assert_clean, messages, page
+
+
+@pytest.fixture(scope="module")
+def tiny_source(tmp_path_factory):
+    folder = save_tiny_bert(tmp_path_factory.mktemp("projpage") / "m", BertForMaskedLM)
+    return sources.ModelSource("local", str(folder))
+
+
+def _figure(at) -> dict:
+    (chart,) = at.get("plotly_chart")
+    return json.loads(chart.proto.spec)
+
+
+def test_the_default_view_is_the_shipped_one(monkeypatch, tmp_path):
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path))
+    at = page("projector")
+    assert_clean(at)
+    caption = " ".join(c.value for c in at.caption)
+    assert f"{shipped.PROJECTOR_POINTS:,} points" in caption and "shipped with the model" in caption
+    fig = _figure(at)
+    assert len(fig["frames"]) == sources.load(sources.PACKAGED_MLM).config.num_hidden_layers + 1  # the layer slider
+    assert not (tmp_path / "projector").exists()  # nothing computed
+
+
+def test_bad_input_gets_a_message(tiny_source, monkeypatch, tmp_path):
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path))
+    at = page("projector", tiny_source, proj_corpus="yours", proj_points=5000, proj_colour="label",
+              proj_own="pos | A fine day.\npos | A great day.\npos | The best day of all.")
+    assert_clean(at)
+    info = " ".join(messages(at)["info"])
+    assert "fewer than the 5,000 asked" in info and "same label" in info
+    for block, said in (("", "type some texts"), ("  \n\t", "type some texts"),
+                        ("just one line without a label\nand another", "no labels")):
+        at.text_area(key="proj_own").set_value(block).run()
+        assert_clean(at)
+        shown = messages(at)
+        assert said in " ".join(shown["info"] + shown["error"] + shown["warning"]), shown
+    at.selectbox(key="proj_colour").set_value("word").run()
+    at.text_area(key="proj_own").set_value("😀🎉 emoji 👍🏽\nمرحبا بالعالم שלום\nzero\u200bwidth\u0000 ctrl\x07\n"
+                                           + "word " * 600).run()
+    assert_clean(at)
+    assert at.get("plotly_chart")
+    at.text_area(key="proj_own").set_value("\u200b\n\u200c").run()  # no ordinary token at all
+    assert_clean(at)
+    assert "no ordinary token" in " ".join(messages(at)["error"])
+    at.text_area(key="proj_own").set_value("A fine day.\nA bad day.").run()
+    at.selectbox(key="proj_colour").set_value("correct").run()  # not a classifier
+    assert_clean(at)
+    assert "classification head" in " ".join(messages(at)["error"])
+    at.selectbox(key="proj_colour").set_value("word").run()
+    at.radio(key="proj_method").set_value("axis").run()
+    at.text_input(key="proj_axis_a").set_value("").run()
+    assert_clean(at)
+    assert "Type a word at each end" in " ".join(messages(at)["info"])
