@@ -3,6 +3,7 @@
     python -m bertcore.sae train --run-dir RUN --layers 2,4,6 --max-time 45 [--model FOLDER] [--corpus everyday]
     python -m bertcore.sae resume --run-dir RUN
     python -m bertcore.sae evaluate --sae RUN/sae/layer-2 [--sae ...] [--out FOLDER --dtype float16]
+    python -m bertcore.sae features --sae FOLDER [--sae ...] [--sentences 3000]
 
 Exit codes: 0 done, 1 failed, 2 bad options or input (a message, no traceback), 143 stopped by SIGTERM.
 """
@@ -52,12 +53,25 @@ def _evaluate(args) -> int:
     return 0
 
 
+def _features(args) -> int:
+    from .report import index_features
+    from .train import load_model
+
+    model, tokenizer, folder = load_model(args.model)
+    for sae in args.sae:
+        index = index_features(Path(sae), model, tokenizer, folder, args.sentences)
+        print(json.dumps({"sae": sae, "purity": index.purity}, indent=1), flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bertcore.sae", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     _train_parser(sub)
     r = sub.add_parser("resume", help="continue a stopped run from its last checkpoint")
     r.add_argument("--run-dir", required=True)
+    r.add_argument("--max-time", type=float, help="a new time budget, minutes (earlier parts included)")
+    r.add_argument("--max-steps", type=int, help="a new step limit")
     e = sub.add_parser("evaluate", help="held-out FVU, L0, dead latents and spliced MLM loss of SAE folders")
     e.add_argument("--sae", action="append", required=True, help="an SAE folder (cfg.json + sae_weights.safetensors)")
     e.add_argument("--model", default="shipped")
@@ -65,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--spliced-chunks", type=int, default=256, help="held-out sequences for the spliced MLM loss")
     e.add_argument("--out", help="write each SAE here (layer-<l>/) in --dtype first and measure the written files")
     e.add_argument("--dtype", default="float16", choices=["float16", "float32"])
+    f = sub.add_parser("features", help="index held-out text for SAE folders: top tokens, spaCy label purity")
+    f.add_argument("--sae", action="append", required=True)
+    f.add_argument("--model", default="shipped")
+    f.add_argument("--sentences", type=int, default=3000)
     args = parser.parse_args(argv)
 
     from ..data import DataError
@@ -76,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "evaluate":
             return _evaluate(args)
+        if args.command == "features":
+            return _features(args)
         if args.command == "train":
             cfg = _config(args)
             problems = cfg.check()
@@ -87,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
         else:
             cfg = read_args(args.run_dir)
+            for name in ("max_time", "max_steps"):
+                if getattr(args, name) is not None:
+                    setattr(cfg, name, getattr(args, name))
         return Trainer(cfg, args.run_dir).run()
     except (SAEError, CorpusError, DataError, SourceError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

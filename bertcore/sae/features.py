@@ -123,12 +123,14 @@ class _Top:
 class FeatureIndex:
     """Per feature: ``top_rows (m, 20)`` int64 indices into the text's tokens (-1: fewer than 20 activations),
     ``top_values (m, 20)`` float32 activations, ``hist (m, 30)`` int64 counts in :data:`HIST_EDGES` bins, ``fired
-    (m,)`` int64 active tokens; ``purity``: :func:`purity`'s numbers; ``text`` the :class:`LabelledText`."""
+    (m,)`` int64 active tokens; ``mean (H,)`` float32 the layer's mean hidden state over the text; ``purity``:
+    :func:`purity`'s numbers; ``text`` the :class:`LabelledText`."""
 
     top_rows: np.ndarray
     top_values: np.ndarray
     hist: np.ndarray
     fired: np.ndarray
+    mean: np.ndarray
     purity: dict
     text: LabelledText = field(repr=False)
 
@@ -149,6 +151,7 @@ def collect(model, tokenizer, sae: TopKSAE, layer: int, text: LabelledText, n_ra
     edges = torch.as_tensor(HIST_EDGES, dtype=torch.float32)
     special = torch.as_tensor(text.special)
     n_sent = len(text.starts) - 1
+    total = torch.zeros(d, dtype=torch.float64)
     for s in range(0, n_sent, batch_sentences):
         e = min(s + batch_sentences, n_sent)
         chunks = [text.token_ids[text.starts[i]:text.starts[i + 1]] for i in range(s, e)]
@@ -157,6 +160,7 @@ def collect(model, tokenizer, sae: TopKSAE, layer: int, text: LabelledText, n_ra
         x = hidden_states(model, batch, [layer])[layer][keep].float()  # (n, d) in the text's order
         first = int(text.starts[s])
         not_special = ~special[first:first + x.shape[0]]
+        total += x.double().sum(0)
         z = sae.encode(x)  # (n, m)
         active = z > 0
         fired += active.sum(0)
@@ -172,7 +176,9 @@ def collect(model, tokenizer, sae: TopKSAE, layer: int, text: LabelledText, n_ra
     rows = sae_top.rows.masked_fill(~torch.isfinite(sae_top.values), -1)
     result = {"sae": purity(rows.numpy(), text), "random": purity(rnd_top.rows.numpy(), text),
               "neurons": purity(neu_top.rows.numpy(), text)}
-    return FeatureIndex(rows.numpy(), sae_top.values.clamp_min(0).numpy(), hist.numpy(), fired.numpy(), result, text)
+    mean = (total / max(len(text.token_ids), 1)).float().numpy()
+    return FeatureIndex(rows.numpy(), sae_top.values.clamp_min(0).numpy(), hist.numpy(), fired.numpy(), mean, result,
+                        text)
 
 
 def pure_labels(rows: np.ndarray, text: LabelledText) -> list[dict | None]:
@@ -228,7 +234,7 @@ def write(sae_folder: str | Path, model_folder: str | Path, index: FeatureIndex,
     t = index.text
     manifest = {**_key(model_folder, sae_folder, params), "purity": index.purity, "vocab": t.vocab}
     arrays = {"top_rows": index.top_rows.astype(np.int32), "top_values": index.top_values.astype(np.float16),
-              "hist": index.hist.astype(np.int32), "fired": index.fired.astype(np.int32),
+              "hist": index.hist.astype(np.int32), "fired": index.fired.astype(np.int32), "mean": index.mean,
               "token_ids": t.token_ids, "starts": t.starts, "special": t.special,
               **{f"label_{k}": v.astype(np.int32) for k, v in t.labels.items()}}
     buf = io.BytesIO()
@@ -251,6 +257,6 @@ def read(sae_folder: str | Path, model_folder: str | Path, params: dict) -> Feat
                                 manifest["vocab"], z["special"])
             rows = z["top_rows"].astype(np.int64)
             return FeatureIndex(rows, z["top_values"].astype(np.float32), z["hist"].astype(np.int64),
-                                z["fired"].astype(np.int64), manifest["purity"], text)
+                                z["fired"].astype(np.int64), z["mean"], manifest["purity"], text)
     except (OSError, ValueError, KeyError):
         return None

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ..precomputed import model_hash
 from . import io as sae_io
 from .metrics import reconstruction, spliced
 from .stream import heldout_chunks
@@ -56,9 +57,10 @@ def evaluate_folders(folders: Sequence[Path], model_spec: str = "shipped", n_tok
         target = Path(f)
         if out is not None:
             target = Path(out) / f"layer-{layer}"
-            sae_io.save(sae, target, layer, model_name=folder.name, dtype=dtype,
-                        metadata={k: v for k, v in (cfg.get("metadata") or {}).items()
-                                  if k not in ("norm_scaling_factor", "hook_name", "weights_dtype")})
+            meta = {k: v for k, v in (cfg.get("metadata") or {}).items()
+                    if k not in ("norm_scaling_factor", "hook_name", "weights_dtype")}
+            meta["bert_explorer"] = {**(meta.get("bert_explorer") or {}), "model_hash": model_hash(folder)}
+            sae_io.save(sae, target, layer, model_name=folder.name, dtype=dtype, metadata=meta)
             sae, cfg = sae_io.load(target)
         saes[layer], targets[layer] = sae, target
     chunks = heldout_chunks(tokenizer)
@@ -77,3 +79,32 @@ def evaluate_folders(folders: Sequence[Path], model_spec: str = "shipped", n_tok
         sae_io.write_metrics(targets[layer], {**previous, **m})
         results[layer] = m
     return results
+
+
+#: the held-out sentences indexed for the shipped SAEs' dashboards (and the label-purity numbers of their card)
+SHIPPED_SENTENCES = 3000
+#: what the Features page indexes for an SAE without a stored index (about a minute on 2 CPU cores)
+QUICK_SENTENCES = 400
+
+
+def feature_params(layer: int, sentences: int, seed: int = 0) -> dict:
+    """The parameters a ``features.npz`` is keyed by (with the model's and the SAE's files)."""
+    return {"layer": layer, "sentences": sentences, "seed": seed, "random": 6144, "top": 20, "version": 1}
+
+
+def index_features(sae_folder: Path, model, tokenizer, model_folder: Path, sentences: int = SHIPPED_SENTENCES,
+                   seed: int = 0, progress: Callable[[float], None] | None = None):
+    """Compute and store ``features.npz`` for one SAE folder (:mod:`bertcore.sae.features`); returns the index.
+
+    Raises:
+        bertcore.sae.io.SAEError: the folder cannot be read or does not fit the model.
+        bertcore.spacy_pipeline.SyntaxUnavailable: spaCy is missing.
+    """
+    from . import features
+
+    sae, cfg = sae_io.load(sae_folder)
+    sae_io.check_fits(cfg, model.config.hidden_size, model.config.num_hidden_layers)
+    text = features.labelled_text(tokenizer, features.heldout_sentences(sentences, seed))
+    index = features.collect(model, tokenizer, sae, cfg["layer"], text, seed=seed, progress=progress)
+    features.write(sae_folder, model_folder, index, feature_params(cfg["layer"], sentences, seed))
+    return index

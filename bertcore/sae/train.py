@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from ..precomputed import model_hash
 from ..runs import RunDir, RunWriter, now_iso
 from . import io as sae_io
 from .config import SAETrainConfig
@@ -224,6 +225,7 @@ class Trainer:
             if last:
                 self._restore(last[-1])
                 self.writer.truncate_logs_after(self.step)
+                self.writer.update_config(args=cfg.to_dict())  # a resume may change the budget
             else:
                 self._fresh()
                 self.writer.write_config({**(self.rundir.read_config() or {}), "task": "sae", "args": cfg.to_dict(),
@@ -276,6 +278,7 @@ class Trainer:
             metrics = {k.split("/", 1)[1]: v for k, v in final.items() if k.startswith(f"L{layer}/")}
             sae_io.save(sae, self.rundir.path / FINAL_DIR / f"layer-{layer}", layer, model_name=self.folder.name,
                         metadata={"bert_explorer": {"layer": layer, "steps": self.step, "tokens": self.tokens,
+                                                    "model_hash": model_hash(self.folder),
                                                     "corpus": self.cfg.corpus, "run": self.rundir.name}},
                         metrics={"heldout_during_training": metrics, "eval_tokens": self.cfg.eval_tokens})
 

@@ -1,0 +1,167 @@
+"""The Features page's computations: which features fire on a text, what one feature does, steering.
+
+Every function reads the model through one forward call with :class:`bertcore.interventions.Interventions` (no
+hook, no attribute, no mode change: a cached shared model stays untouched, ``docs/CONTRACTS.md``). Layers are
+1-based (``("resid", l)``, the output of transformers' ``bert.encoder.layer.{l-1}``); feature activations are in
+the SAE's units (the input scaled to mean norm ``sqrt(d_in)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..fill_mask import FillMaskError, mask_token_positions, mlm_head_of, predictions_from_logits
+from ..interventions import Interventions, eval_mode
+from ..tokenizer import encode
+from .model import TopKSAE
+from .stream import hidden_states
+
+
+@dataclass
+class TextFeatures:
+    """``tokens`` (T WordPieces, [CLS]/[SEP] included) and ``z (T, d_sae)`` float32 their feature activations."""
+
+    tokens: list[str]
+    z: np.ndarray
+
+    def strongest(self, n: int = 12) -> list[int]:
+        """The ``n`` features with the largest activation anywhere in the text, strongest first (active ones)."""
+        peak = self.z.max(axis=0)
+        order = np.argsort(-peak)[:n]
+        return [int(f) for f in order if peak[f] > 0]
+
+    def at(self, position: int, n: int = 10) -> list[tuple[int, float]]:
+        """The active features at one token, ``(feature, activation)``, strongest first."""
+        row = self.z[position]
+        order = np.argsort(-row)[:n]
+        return [(int(f), float(row[f])) for f in order if row[f] > 0]
+
+
+@torch.no_grad()
+def text_features(model, tokenizer, sae: TopKSAE, layer: int, text: str, max_length: int | None = None) -> TextFeatures:
+    """The SAE's feature activations on each token of ``text`` (one forward pass, stopped after ``layer``).
+
+    Raises:
+        bertcore.tokenizer.TextError: empty or unusable text.
+    """
+    enc = encode(tokenizer, text, max_length=max_length)
+    h = hidden_states(model, enc.tensors(), [layer])[layer][0].float()  # (T, H)
+    return TextFeatures(list(enc.tokens), sae.encode(h).numpy())
+
+
+def search(model, tokenizer, sae: TopKSAE, layer: int, phrase: str, n: int = 10) -> list[tuple[int, float]]:
+    """The features that fire most on ``phrase``: ``(feature, mean activation over its WordPieces)``, strongest
+    first ([CLS]/[SEP] left out)."""
+    tf = text_features(model, tokenizer, sae, layer, phrase)
+    inner = tf.z[1:-1] if tf.z.shape[0] > 2 else tf.z
+    mean = inner.mean(axis=0)
+    order = np.argsort(-mean)[:n]
+    return [(int(f), float(mean[f])) for f in order if mean[f] > 0]
+
+
+def nearest(sae: TopKSAE, feature: int, n: int = 8) -> list[tuple[int, float]]:
+    """The features whose decoder directions are closest to ``feature``'s: ``(feature, cosine)``."""
+    w = sae.W_dec.detach()
+    w = w / w.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    cos = w @ w[feature]
+    cos[feature] = -2.0
+    values, idx = cos.topk(n)
+    return [(int(i), float(v)) for i, v in zip(idx, values)]
+
+
+@torch.no_grad()
+def logit_effect(model, tokenizer, sae: TopKSAE, feature: int, base: torch.Tensor | np.ndarray, strength: float,
+                 n: int = 10) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """What the feature's decoder direction does through the MLM head (``cls.predictions``: the post-LN transform
+    and the decoder), as a logit lens reads a direction: ``head(base + strength * d / c) - head(base)``, ``d`` the
+    unit decoder row, ``c`` the SAE's ``norm_scale``, ``base (H,)`` a typical hidden state of the layer (its mean).
+    Returns the ``n`` WordPieces it promotes most and the ``n`` it suppresses most, ``(token, Δ logit)``.
+
+    Raises:
+        FillMaskError: the model has no MLM head.
+    """
+    _, head = mlm_head_of(model)
+    base = torch.as_tensor(base, dtype=torch.float32)
+    direction = sae.W_dec[feature].detach() / sae.norm_scale
+    delta = (head(base + strength * direction) - head(base)).float()  # (V,)
+    up, down = delta.topk(n), (-delta).topk(n)
+    return ([(tokenizer.convert_ids_to_tokens(int(i)), float(v)) for v, i in zip(*up)],
+            [(tokenizer.convert_ids_to_tokens(int(i)), -float(v)) for v, i in zip(*down)])
+
+
+def steering_edit(sae: TopKSAE, feature: int, mode: str, value: float, positions: list[int] | None = None):
+    """An edit for the ``("resid", layer)`` site: ``"add"`` adds ``value`` times the feature's decoder direction (in
+    the model's units: ``value * W_dec[f] / c``); ``"clamp"`` sets the feature's activation to ``value`` where it is
+    computed (the rest of the hidden state, the SAE's error included, kept). ``positions``: the tokens to steer (None:
+    all).
+
+    Raises:
+        ValueError: an unknown mode.
+    """
+    if mode not in ("add", "clamp"):
+        raise ValueError(f"mode must be 'add' or 'clamp'; got {mode!r}")
+    direction = sae.W_dec[feature].detach() / sae.norm_scale  # (H,)
+
+    def edit(h: torch.Tensor) -> torch.Tensor:  # (B, T, H)
+        if mode == "add":
+            amount = torch.full(h.shape[:-1], float(value), dtype=h.dtype)
+        else:
+            current = sae.encode(h.float())[..., feature]  # (B, T)
+            amount = (float(value) - current).to(h.dtype)
+        if positions is not None:
+            keep = torch.zeros(h.shape[:-1], dtype=torch.bool)
+            keep[:, positions] = True
+            amount = amount * keep
+        return h + amount[..., None] * direction.to(h.dtype)
+
+    return edit
+
+
+@dataclass
+class Steered:
+    """Fill-mask at each [MASK] of a text, unsteered (``plain``) and steered (``steered``): lists of
+    :class:`bertcore.fill_mask.Prediction`, one per [MASK]."""
+
+    plain: list
+    steered: list
+
+
+@torch.no_grad()
+def steered_fill_mask(model, tokenizer, text: str, layer: int, edit, k: int = 5,
+                      max_length: int | None = None) -> Steered:
+    """The MLM head's top ``k`` at each [MASK] of ``text`` without and with ``edit`` at ``("resid", layer)``.
+
+    Raises:
+        FillMaskError: no MLM head, or no [MASK] in the text.
+    """
+    encoder, head = mlm_head_of(model)
+    enc = encode(tokenizer, text, max_length=max_length)
+    inputs = enc.tensors()
+    positions = mask_token_positions(tokenizer, inputs["input_ids"])
+    if not positions:
+        raise FillMaskError("write [MASK] where the model should guess a word")
+    out = []
+    with eval_mode(model):
+        for edits in ({}, {("resid", layer): edit}):
+            hidden = encoder(**inputs, interventions=Interventions(edits=edits)).last_hidden_state
+            logits = head(hidden[0, positions])
+            out.append(predictions_from_logits(tokenizer, inputs["input_ids"], positions, logits, None, k))
+    return Steered(*out)
+
+
+@torch.no_grad()
+def context_activations(model, tokenizer, sae: TopKSAE, layer: int, chunks: list[np.ndarray], feature: int
+                        ) -> list[np.ndarray]:
+    """One feature's activation at every token of each chunk (``(len(chunk),)`` float32 each): the shading of a
+    dashboard's top contexts. One forward pass for all chunks."""
+    from .stream import pad
+
+    if not chunks:
+        return []
+    batch = pad(chunks, tokenizer.pad_token_id)
+    h = hidden_states(model, batch, [layer])[layer].float()  # (B, T, H)
+    z = sae.encode(h)[..., feature].numpy()  # (B, T)
+    return [z[i, :len(c)] for i, c in enumerate(chunks)]
