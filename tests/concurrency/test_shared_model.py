@@ -23,7 +23,7 @@ from bertcore.analysis.attention import ablation, query_key
 from bertcore.analysis.attention.value_zeroing import every_layer
 from bertcore.analysis.causal import attribution, faithfulness, patching
 from bertcore.analysis.grammar import scoring
-from bertcore.analysis.representations import corpus_search, edits, logit_lens, whatif
+from bertcore.analysis.representations import corpus_search, edits, logit_lens, projector, whatif
 from bertcore.forward_pass import trace
 
 CLEAN = "The keys to the cabinet [MASK] on the table."
@@ -162,6 +162,8 @@ def _analyses(mlm):
         "grammar_scoring": lambda: scoring.pseudo_log_likelihood(model, tok, "The keys are on the table."),
         "corpus_search": lambda: corpus_search.build_index(model.base_model, tok, index_texts, 3),
         "whatif": lambda: whatif.compare(model, tok, CLEAN, CORRUPT),
+        "projector.collect": lambda: projector.collect(model.base_model, tok, index_texts + [CLEAN], "token",
+                                                       batch_size=2).vectors,
         "value_zeroing.every_layer": lambda: every_layer(model, clean.tensors(), mask, are),
         "faithfulness": lambda: faithfulness.measure(model, clean.tensors(), mask, are, tok.mask_token_id,
                                                      tok.pad_token_id, np.array(clean.special_tokens_mask, bool),
@@ -173,7 +175,7 @@ def _analyses(mlm):
 
 ANALYSES = ["patching.record", "patching.patch", "patching.scan", "query_key", "ablation", "logit_lens",
             "tuned_lens", "attribution", "forward_pass", "grammar_scoring", "corpus_search", "whatif", "edits.model",
-            "value_zeroing.every_layer", "faithfulness"]
+            "value_zeroing.every_layer", "faithfulness", "projector.collect"]
 
 
 @pytest.mark.parametrize("other", [SAME_LENGTH, OTHER_LENGTH], ids=["same_length", "other_length"])
