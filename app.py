@@ -48,6 +48,7 @@ PAGES = {
         page("attribution", "Attribution", "insights"),
         page("patching", "Activation patching", "swap_calls"),
         page("query_key", "Query-key map", "scatter_plot"),
+        page("features", "Features (SAEs)", "category"),
         page("corpus_search", "Corpus search", "manage_search"),
         page("projector", "Embedding projector", "bubble_chart"),
         page("compare", "Compare models", "compare_arrows"),
