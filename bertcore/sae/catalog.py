@@ -1,0 +1,56 @@
+"""Which SAEs the app knows: the shipped ones beside the packaged fill-mask model (``models/minilm-mlm/sae/``) and
+those that SAE training runs wrote (``<runs root>/<run>/sae/layer-<l>/``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..precomputed import model_hash
+from . import io as sae_io
+
+SHIPPED_DIR = "sae"
+
+
+@dataclass
+class Entry:
+    """One SAE folder: ``label`` for a picker, ``folder``, its checked ``cfg`` (``cfg["layer"]`` 1-based),
+    ``same_model``: whether it was trained on exactly these model files (None: it does not say)."""
+
+    label: str
+    folder: Path
+    cfg: dict[str, Any]
+    same_model: bool | None
+
+
+def _folders(model_folder: Path, runs_root: Path | None) -> list[tuple[str, Path]]:
+    shipped = sorted((model_folder / SHIPPED_DIR).glob("layer-*"))
+    found = [(f"shipped, layer {p.name.split('-')[-1]}", p) for p in shipped]
+    if runs_root is not None and Path(runs_root).is_dir():
+        for run in sorted(Path(runs_root).iterdir(), reverse=True):
+            for p in sorted((run / "sae").glob("layer-*")) if (run / "sae").is_dir() else []:
+                found.append((f"run {run.name}, layer {p.name.split('-')[-1]}", p))
+    return found
+
+
+def available(model_folder: str | Path, hidden_size: int, num_layers: int,
+              runs_root: str | Path | None = None) -> list[Entry]:
+    """The readable SAE folders that fit this model (``d_in`` = its hidden size, a layer it has), shipped first.
+    Folders that cannot be read are skipped (the page says nothing about a run being written)."""
+    model_folder = Path(model_folder)
+    try:
+        here = model_hash(model_folder)
+    except OSError:
+        here = None
+    out = []
+    for label, folder in _folders(model_folder, Path(runs_root) if runs_root else None):
+        try:
+            cfg = sae_io.read_cfg(folder)
+            cfg["layer"] = sae_io.layer_of((cfg.get("metadata") or {}).get("hook_name") or cfg.get("hook_name"))
+            sae_io.check_fits(cfg, hidden_size, num_layers)
+        except sae_io.SAEError:
+            continue
+        trained_on = ((cfg.get("metadata") or {}).get("bert_explorer") or {}).get("model_hash")
+        out.append(Entry(label, folder, cfg, None if trained_on is None or here is None else trained_on == here))
+    return out
