@@ -1,0 +1,44 @@
+"""AppTest of the Features page on a tiny fill-mask model with an SAE in a run folder: every tab paints without an
+exception box; without an SAE the page says how to get one."""
+
+from bertcore.sae import features, report
+from bertcore.sae import io as sae_io
+from bertcore.sae.model import TopKSAE
+
+from .conftest import assert_clean, charts, messages, page
+
+
+def _sae_run(root, source):
+    from bertcore import sources
+
+    lm = sources.load(source)
+    sae = TopKSAE(lm.config.hidden_size, 48, 4, seed=1)
+    folder = sae_io.save(sae, root / "20261126-sae-test" / "sae" / "layer-1", layer=1)
+    text = features.labelled_text(lm.tokenizer, ["The keys to the cabinet are on the table.",
+                                                 "The president spoke to Congress in Washington."] * 12)
+    index = features.collect(lm.model, lm.tokenizer, sae, 1, text, n_random=64)
+    features.write(folder, lm.path, index, report.feature_params(1, report.QUICK_SENTENCES))
+    return folder
+
+
+def test_features_page_every_tab(mlm_source, runs_root):
+    _sae_run(runs_root, mlm_source)
+    at = page("features", mlm_source)
+    assert_clean(at)
+    assert [m.label for m in at.metric][:2] == ["Layer", "Features"]
+    assert charts(at) >= 4  # the token strip, the histogram, the logit effect, purity
+    at.text_input(key="feat_search").set_value("cabinet").run()
+    at.number_input(key="feat_steer_f").set_value(3).run()
+    at.radio(key="feat_steer_mode").set_value("clamp").run()
+    assert_clean(at)
+    assert any("unsteered" in m.value for m in at.markdown)
+    at.text_input(key="feat_steer_text").set_value("no mask here").run()
+    assert any("[MASK]" in m for m in messages(at)["info"])
+    at.text_input(key="feat_text").set_value("   ").run()
+    assert_clean(at)
+
+
+def test_features_page_without_an_sae(mlm_source, runs_root):
+    at = page("features", mlm_source)
+    assert_clean(at)
+    assert any("Train page" in m for m in messages(at)["info"])
