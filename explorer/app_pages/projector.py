@@ -119,7 +119,9 @@ st.caption(f"{len(proj.tokens):,} points from {len(set(proj.sentence.tolist())):
            + (f" The two axes hold {explained[0]:.0%} and {explained[1]:.0%} of the variance at this layer: the rest "
               "is not drawn." if method == "pca" and explained is not None else ""))
 
-picked = st.session_state.get("proj_chart")
+# the chart's key follows the view: a selection made on other points is not carried over to these
+chart_key = "proj_chart_" + hashlib.sha256(repr(run_key).encode()).hexdigest()[:12]
+picked = st.session_state.get(chart_key)
 sel_points = []
 if picked and getattr(picked, "selection", None):
     sel_points = sorted({int(p["customdata"][0] if isinstance(p.get("customdata"), list) else p["customdata"])
@@ -144,7 +146,7 @@ if colour == "layer":
 else:
     fig = figures.projector_scatter(proj.coords, proj.layers, layer, view.values, view.numeric, hover,
                                     PV.COLOURS[colour], proj.axis_titles, highlight=ring)
-widgets.plotly_chart(fig, key="proj_chart", on_select="rerun", selection_mode=("points", "box", "lasso"))
+widgets.plotly_chart(fig, key=chart_key, on_select="rerun", selection_mode=("points", "box", "lasso"))
 if len(proj.layers) > 1:
     st.caption("The slider under the plot moves through the layers (▶ plays them). PCA's signs are matched from "
                "layer to layer so that the points move rather than flip; clicks and neighbours are at the layer "
