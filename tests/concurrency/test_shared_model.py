@@ -145,6 +145,10 @@ def _analyses(mlm):
     head_mask = ablation.make_head_mask(model.config.num_hidden_layers, model.config.num_attention_heads, [(1, 2)])
     encodings = [encode(tok, s).tensors() for s in (CLEAN, SAME_LENGTH, OTHER_LENGTH)]
     index_texts = ["The cat sat on the mat.", "Dogs bark at night in the old town."]
+    from bertcore.sae import explore as sae_explore
+    from bertcore.sae.model import TopKSAE
+
+    sae = TopKSAE(model.config.hidden_size, 256, 8, seed=0)  # the Features page's reads and steering edits
 
     return {
         "patching.record": lambda: patching.record(model, clean.tensors())[1],
@@ -170,12 +174,16 @@ def _analyses(mlm):
                                                      ig_steps=4).correlations,
         "edits.model": lambda: np.frombuffer("|".join(e.label for e in edits.model_edits(model, tok, CLEAN, 1))
                                              .encode(), dtype=np.uint8),  # the words and their rounded shares
+        "sae.text_features": lambda: sae_explore.text_features(model, tok, sae, 2, CLEAN).z,
+        "sae.steered_fill_mask": lambda: np.array([p.probs for p in sae_explore.steered_fill_mask(
+            model, tok, CLEAN, 2, sae_explore.steering_edit(sae, 5, "add", 8.0)).steered]),
     }
 
 
 ANALYSES = ["patching.record", "patching.patch", "patching.scan", "query_key", "ablation", "logit_lens",
             "tuned_lens", "attribution", "forward_pass", "grammar_scoring", "corpus_search", "whatif", "edits.model",
-            "value_zeroing.every_layer", "faithfulness", "projector.collect"]
+            "value_zeroing.every_layer", "faithfulness", "projector.collect", "sae.text_features",
+            "sae.steered_fill_mask"]
 
 
 @pytest.mark.parametrize("other", [SAME_LENGTH, OTHER_LENGTH], ids=["same_length", "other_length"])
