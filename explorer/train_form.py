@@ -20,7 +20,7 @@ from bertcore.sources import list_run_sources
 from bertcore.training.config import default_lr, field_info
 from bertcore.training.models import validate
 from bertcore.training.recipes import DEFAULT_RECIPE, RECIPES
-from explorer import shared_mode, widgets
+from explorer import as_code, shared_mode, widgets
 
 TASKS = {"pretrain": "Pretraining (masked LM + next sentence prediction)",
          "finetune": "Fine-tuning (sentence classification, e.g. sentiment)"}
@@ -407,6 +407,8 @@ def launch_controls(task: str, opts: dict[str, Any], problems: list[str], upload
         waiting = len(runs.lock_queue(runs.runs_root(), opts["device"]))
         st.info(f"{opts['device']} is busy with run {busy_with}: a new run joins its queue"
                 + (f" behind {waiting} waiting run(s)." if waiting else "."), icon=":material/hourglass_top:")
+    if not problems:
+        as_code.run_expander(task, opts)  # the run below as a command line and a Python call
     if st.button("Start training", key="train_start", type="primary", icon=":material/play_arrow:"):
         if problems:
             for p in problems:

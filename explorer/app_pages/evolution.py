@@ -20,7 +20,8 @@ from bertcore.fill_mask import FillMaskError
 from bertcore.hf_format import read_config_file
 from bertcore.sources import ModelSource, SourceError, files_stamp
 from bertcore.tokenizer import TextError
-from explorer import heldout, resources, widgets
+from explorer import as_code, heldout, resources, widgets
+from explorer.as_code import training
 from explorer.figures import evolution as figs
 from explorer.figures import findings as finding_figs
 from explorer.figures import training as train_figs
@@ -119,6 +120,8 @@ with tab_att:
                        "to read.")
         widgets.plotly_chart(figs.attention_evolution_figure(maps, tokens, chosen, layer=layer, head=head),
                         key="evo_att_chart")
+        as_code.expander("evolution", "Evolution", training.evolution(run_dir, chosen, text, layer, head, by_word),
+                         maps)
     except (TextError, SourceError, ValueError) as exc:
         widgets.show_error(exc, "Cannot compute the attention maps")
 

@@ -18,7 +18,8 @@ from bertcore.analysis.representations import syntax
 from bertcore.data import DataError
 from bertcore.embeddings import InputError
 from bertcore.sources import PACKAGED_MLM
-from explorer import heldout, resources, share, widgets
+from explorer import as_code, heldout, resources, share, widgets
+from explorer.as_code import analyses
 from explorer.figures import findings as figs
 from explorer.figures import syntax as syntax_figs
 
@@ -93,7 +94,10 @@ st.caption(f"{result.n_segments} segments, {result.n_tokens:,} tokens, {result.i
 regression = resources.position_regression(key, lm)
 learned_mae, sinus_mae = regression["learned"]["mae"], regression["sinusoidal"]["mae"]
 st.subheader("Ours beside the papers")
-st.table(pd.DataFrame(published.comparison_rows(result, learned_mae, sinus_mae)).rename(columns=COLUMNS))
+rows = published.comparison_rows(result, learned_mae, sinus_mae)
+st.table(pd.DataFrame(rows).rename(columns=COLUMNS))
+as_code.expander("findings", "Findings", analyses.findings(lm.source, n_segments),
+                 {"ours": "\n".join(str(r["ours"]) for r in rows), "to_cls": result.to_cls, "to_sep": result.to_sep})
 with st.expander("The papers"):
     for paper in (published.CLARK, published.KOVALEVA, published.ETHAYARAJH, published.WANG_CHEN):
         st.markdown(f"- {paper.short}, *{paper.title}*, {paper.venue}. {paper.url}")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from . import training
 from .common import notebook
 
 RECORD_KEY = "_as_code"  # page -> Record: what the page showed and computed (read by the snippet tests)
@@ -48,3 +49,15 @@ def nothing(page: str, reason: str) -> None:
     st.session_state.setdefault(RECORD_KEY, {})[page] = Record(None, None)
     with st.expander("Show the code", icon=":material/code:"):
         st.info(reason, icon=":material/info:")
+
+
+def run_expander(task: str, opts: dict) -> None:
+    """The Train form's expander: the run it starts (``opts``: TrainConfig options and ``device``) as a command line
+    and a ``bertcore.runs.launch`` call; nothing for options TrainConfig refuses (the form says which)."""
+    args = {k: v for k, v in opts.items() if k != "device"}
+    try:
+        code = training.train(task, args, opts["device"])
+        argv = training.train_command(task, args, opts["device"])
+    except ValueError:
+        return
+    expander("train", "Train", code, {"argv": argv})

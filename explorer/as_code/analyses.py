@@ -92,3 +92,21 @@ fig.show()"""
                    ["from bertcore.analysis.causal import attribution",
                     "from explorer.figures import attribution as attr_figures"],
                    {"text": text, "other": other, "position": position, "target": target, "n_steps": n_steps}, body)
+
+
+def findings(source: ModelSource, n_segments: int) -> str:
+    """The papers' measures on held-out segments: ``result`` = ``{"ours": the table's "ours" column, one line a
+    measure, "to_cls", "to_sep": (L, heads) attention shares}``."""
+    body = """# Clark et al. 2019, Kovaleva et al. 2019, Ethayarajh 2019 on held-out BBC segments (seed 0), and Wang &
+# Chen 2020's position regression; the results shipped beside the model when computed with the same files and inputs
+found = shipped.get(lm, shipped.findings(lm, n_segments))
+regression = shipped.get(lm, shipped.position_regression(lm))
+rows = published.comparison_rows(found, regression["learned"]["mae"], regression["sinusoidal"]["mae"])
+print(pd.DataFrame(rows).to_string())
+result = {"ours": "\\n".join(str(r["ours"]) for r in rows), "to_cls": found.to_cls, "to_sep": found.to_sep}
+fig = figs.token_attention_figure({"[CLS]": found.to_cls, "[SEP]": found.to_sep, ". and ,": found.to_punct})
+fig.show()"""
+    return snippet("Findings: the papers' measures beside ours", source,
+                   ["import pandas as pd", "from bertcore.analysis import shipped",
+                    "from bertcore.analysis.papers import published", "from explorer.figures import findings as figs"],
+                   {"n_segments": n_segments}, body)

@@ -106,3 +106,41 @@ cmp_figures.cka_heatmap(cmp.cka_matrix, lm.source.name, lm_b.source.name).show()
                    ["from bertcore.analysis.representations.compare import run_pair",
                     "from explorer.figures import compare as cmp_figures"],
                    {"sentences": sentences, "include_special": include_special}, body)
+
+
+def projector(source: ModelSource, corpus_name: str, n_points: int, layer: int, method: str, colour: str, unit: str,
+              axis_words: tuple[str, str], own: str | None, shipped_default: bool) -> str:
+    """Many points of a corpus at a layer in 2-D: ``result`` = the ``(frames, N, 2)`` coordinates drawn (one frame
+    per layer for PCA and the axis). ``own``: "your own texts" as typed (``label | text`` lines);
+    ``shipped_default``: the page's default view, shipped beside the model (read with ``shipped.get``, computed when
+    it is not there)."""
+    if shipped_default:
+        values = {"layer": layer}
+        get = "view = shipped.get(lm, shipped.projector(lm))  # the default view: shipped beside the model"
+    else:
+        values = {"corpus_name": corpus_name, "n_points": n_points, "layer": layer, "method": method,
+                  "colour": colour, "unit": unit, "axis_words": axis_words}
+        get = "view = PV.view(lm, corpus_name, n_points, layer, method, colour, unit, axis_words"
+        if own is not None:
+            values["own"] = own
+            get += ", texts=PV.own_corpus(own)"
+        get += ")"
+    if colour == "layer":
+        draw = """first = sorted(set(proj.sentence.tolist()))[:3]  # the paths of the first three texts' tokens
+shown = [i for i in range(len(proj.tokens)) if proj.sentence[i] in first]
+fig = figures.layer_paths(proj.coords, proj.layers, hover, shown, proj.axis_titles)"""
+    else:
+        draw = """fig = figures.projector_scatter(proj.coords, proj.layers, layer, view.values, view.numeric, hover,
+                                PV.COLOURS[view.colour], proj.axis_titles)"""
+    body = f"""{get}
+proj = view.projection
+result = proj.coords  # (frames, N, 2): one frame per layer of proj.layers
+hover = figures.hover_texts(proj.tokens, proj.sentence, proj.texts, proj.unit)
+{draw}
+fig.show()
+# the nearest neighbours of point 0 in the full space (cosine), as a click on the page lists them
+print(P.neighbours(proj, 0))"""
+    return snippet("Embedding projector", source,
+                   ["from bertcore.analysis import projector as PV", "from bertcore.analysis import shipped",
+                    "from bertcore.analysis.representations import projector as P",
+                    "from explorer.figures import projector as figures"], values, body)

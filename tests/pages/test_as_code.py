@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import shlex
 import subprocess
 import sys
 
@@ -19,7 +20,9 @@ from bertcore.sources import PACKAGED
 from explorer.as_code import RECORD_KEY, common
 
 from ..conftest import ROOT
-from .conftest import assert_clean, page
+from .conftest import assert_clean, fake_run, page
+
+EVOLUTION_RUN = "20261126-090000-pretrain-code"
 
 # page -> one non-default state (session-state keys of its widgets)
 STATES: dict[str, dict[str, object]] = {
@@ -45,6 +48,8 @@ STATES: dict[str, dict[str, object]] = {
     "query_key": {"qk_layer": 5, "qk_head": 3, "qk_text": "The cat sat on the mat.\nDogs bark at night."},
     "corpus_search": {"cs_layer": 2, "cs_segments": 20, "cs_k": 5},
     "compare": {"cmp_special": True, "cmp_text": "The bank raised its rates.\nWe sat on the river bank."},
+    "findings": {"find_segments": 10},
+    "evolution": {"evo_layer": 2, "evo_words": True, "evo_text": "the cats sat on unbelievably small mats ."},
     "next_sentence": {"nsp_b": "The striker scored twice in the second half.", "nsp_head": "head 3", "nsp_words": True},
 }
 
@@ -113,7 +118,7 @@ def page_states(name: str) -> dict[str, object]:
         at.run()
         assert_clean(at)
         changed = at.session_state[RECORD_KEY][name]
-        shown = [c.value for c in at.code][-1]
+        shown = [c.value.strip() for c in at.code]
     except Exception as exc:  # reported by that page's test, not by every page's
         return {"error": repr(exc)}
     return {"default": default, "changed": changed, "shown": shown}
@@ -123,7 +128,11 @@ def page_states(name: str) -> dict[str, object]:
 def ran(tmp_path_factory):
     """Every page's two states, and every snippet's result from ONE fresh offline process (importing torch and
     transformers is most of a snippet's time on 2 cores)."""
-    pages = {name: page_states(name) for name in STATES}
+    root = tmp_path_factory.mktemp("runs")
+    fake_run(root, EVOLUTION_RUN)  # a run with three tiny checkpoints for the Evolution page
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("BERT_EXPLORER_RUNS", str(root))
+        pages = {name: page_states(name) for name in STATES}
     snippets = {f"{name}.{state}": rec[state].code for name, rec in pages.items() if "error" not in rec
                 for state in ("default", "changed")}
     return pages, run_snippets(snippets, tmp_path_factory.mktemp("as_code"))
@@ -135,7 +144,7 @@ def test_the_snippet_reproduces_the_page(name, ran):
     rec = pages[name]
     assert "error" not in rec, rec.get("error")
     assert rec["changed"].code != rec["default"].code  # the changed inputs are in the code
-    assert rec["shown"].strip() == rec["changed"].code.strip()  # the expander shows what is run here
+    assert rec["changed"].code.strip() in rec["shown"]  # the expander shows what is run here
     for state in ("default", "changed"):
         kind, got = results[f"{name}.{state}"]
         assert kind == "result", got
@@ -163,3 +172,31 @@ def test_the_tour_says_it_computes_nothing():
     assert_clean(at)
     assert at.session_state[RECORD_KEY]["tour"].code is None
     assert any("computes nothing" in i.value for i in at.info)
+
+
+def test_the_train_snippet_starts_the_same_run(runs_root, monkeypatch):
+    """The Train form's code: its command line parses (bertcore.train's own parser) into the TrainConfig that its
+    Python call passes to runs.launch, for the default recipe and for a custom pretraining."""
+    from bertcore import runs
+    from bertcore import train as cli
+    from bertcore.training.config import TrainConfig
+    from explorer.as_code.training import CLI_PREFIX
+
+    at = page("train")
+    for state in ({}, {"train_recipe": "custom"}):
+        for key, value in state.items():
+            at.session_state[key] = value
+        at.run()
+        assert_clean(at)
+        rec = at.session_state[RECORD_KEY]["train"]
+        line = next(s for s in rec.code.splitlines() if s.startswith(CLI_PREFIX + "python -m bertcore.train"))
+        argv = shlex.split(line[len(CLI_PREFIX):])
+        assert argv == rec.result["argv"]
+        launched = {}
+        monkeypatch.setattr(runs, "launch", lambda task, args, device: launched.update(task=task, args=args,
+                                                                                       device=device) or "runs/x")
+        exec(compile(rec.code, "train.py", "exec"), {"__name__": "__main__"})  # the Python call, launch recorded
+        ns = cli.parse_args(argv[3:])
+        assert ns.device == launched["device"]
+        want = TrainConfig.create(launched["task"], **launched["args"], device=launched["device"])
+        assert cli.to_config(ns).to_dict() == want.to_dict()
