@@ -14,6 +14,7 @@ from pathlib import Path
 import streamlit as st
 
 from bertcore import runs
+from explorer import sae_train
 from explorer.run_view import live_view, runs_table, runs_table_live, static_view
 from explorer.train_form import launch_form
 
@@ -24,6 +25,8 @@ st.caption("Pretrain a tiny BERT from scratch with masked-language modelling and
            "checkpoints become models for every other page.")
 
 launch_form()
+with st.expander("Sparse autoencoder: the features of one layer of the sidebar's model"):
+    sae_train.form()
 
 st.divider()
 st.subheader("Runs")
@@ -44,7 +47,9 @@ view = st.selectbox("Show run", list(by_path), key="train_view",
                     format_func=lambda p: f"{by_path[p].run_id} ({runs.task_of(by_path[p])})")
 run_path = Path(view)
 status = runs.read_status(run_path)
-if status is not None and status.get("state") in ("queued", "running"):
+if sae_train.is_sae_run(run_path):
+    sae_train.view(run_path, status)
+elif status is not None and status.get("state") in ("queued", "running"):
     live_view(str(run_path))
 else:
     static_view(run_path, status)
