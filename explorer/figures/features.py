@@ -66,3 +66,27 @@ def purity_bars(numbers: dict[str, dict]) -> go.Figure:
     fig.update_layout(height=280, margin={"l": 50, "r": 20, "t": 40, "b": 40}, yaxis={"title": "% label-pure",
                       "range": [0, 100]}, title="Top 20 tokens sharing one spaCy label (>= 80%)")
     return fig
+
+
+CURVES = {"fvu": "unexplained variance (FVU)", "l0": "active features per token (L0)", "dead": "dead features (share)"}
+
+
+def sae_curves(metrics: list[dict], layers: list[int]) -> go.Figure:
+    """An SAE run's FVU, L0 and dead share against training tokens, per layer; training (lines) and held-out
+    (dotted, markers) records of ``metrics.jsonl`` (keys ``L<layer>/<measure>``)."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=3, subplot_titles=list(CURVES.values()))
+    for col, name in enumerate(CURVES, start=1):
+        for split, dash in (("train", None), ("val", "dot")):
+            for layer in layers:
+                rows = [r for r in metrics if r.get("split") == split and f"L{layer}/{name}" in r]
+                if not rows:
+                    continue
+                label = f"layer {layer}, {'held-out' if dash else 'training'}"
+                fig.add_trace(go.Scatter(x=[r["tokens"] for r in rows], y=[r[f"L{layer}/{name}"] for r in rows],
+                                         mode="lines+markers" if dash else "lines", line={"dash": dash}, name=label,
+                                         showlegend=col == 1), row=1, col=col)
+    fig.update_xaxes(title_text="training tokens")
+    fig.update_layout(height=330, margin={"l": 40, "r": 20, "t": 40, "b": 40})
+    return fig

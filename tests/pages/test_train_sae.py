@@ -1,0 +1,23 @@
+"""AppTest of the Train page's SAE recipe: the button starts an SAE run of the sidebar's model (a run directory with
+task 'sae' and the command line), and the runs list shows its view."""
+
+from bertcore import runs
+
+from .conftest import assert_clean, page
+
+
+def test_the_sae_recipe_launches_a_run_of_the_sidebar_model(mlm_source, runs_root):
+    at = page("train", mlm_source)
+    assert_clean(at)
+    at.number_input(key="train_sae_minutes").set_value(1.0).run()
+    at.button(key="train_sae_go").click().run()
+    assert_clean(at)
+    infos = runs.list_runs(runs_root)
+    assert [i.task for i in infos] == ["sae"]
+    config = runs.read_config(infos[0].path)
+    argv = config["argv"]
+    assert argv[:3] == ["-m", "bertcore.sae", "train"] and mlm_source.ref in argv
+    assert config["args"]["layers"] == [2] and config["args"]["d_sae"] == 16 * 32
+    runs.cancel(infos[0].path, timeout_s=20)  # the fixture stops it too, whatever happens
+    at.run()
+    assert_clean(at)
