@@ -34,8 +34,9 @@ COLOURS = {
     "correct": "the classifier is right or wrong",
     "confidence": "the classifier's confidence (its top probability)",
     "layer": "the layer (each point at every layer: its path)",
+    "sae": "a feature of a sparse autoencoder (its activation)",
 }
-NUMERIC = ("confidence", "layer")
+NUMERIC = ("confidence", "layer", "sae")
 MAX_POINTS = 50_000
 MAX_TOKENS = 128
 
@@ -141,8 +142,8 @@ def colour_values(loaded, proj: P.Projection, colour: str, labels: list[str] | N
         ValueError: an unknown colour, a label colour on an unlabelled corpus, a classifier colour without one;
         ``parses.SyntaxUnavailable`` (a ValueError too): spaCy missing for ``pos`` / ``dep``.
     """
-    if colour not in COLOURS:
-        raise ValueError(f"colour must be one of {', '.join(COLOURS)}; got {colour!r}")
+    if colour not in COLOURS or colour == "sae":
+        raise ValueError(f"colour must be one of {', '.join(c for c in COLOURS if c != 'sae')}; got {colour!r}")
     sent = proj.sentence.tolist()
     if colour in ("pos", "dep"):
         pts = P.PointSet(np.zeros((0, len(sent), 0), np.float32), proj.layers, proj.sentence, proj.position,
@@ -169,13 +170,35 @@ def colour_values(loaded, proj: P.Projection, colour: str, labels: list[str] | N
     return ["right" if preds[s].lower() == labels[s].lower() else "wrong" for s in sent], False
 
 
+@torch.no_grad()
+def sae_values(loaded, proj: P.Projection, sae_folder: str | Path, feature: int) -> list[float]:
+    """The activation of feature ``feature`` of the SAE in ``sae_folder`` (:mod:`bertcore.sae`, SAELens files) on
+    each point of ``proj``: the points are collected again at the SAE's layer (one more forward pass) and encoded.
+
+    Raises:
+        bertcore.sae.io.SAEError (a ValueError): an unreadable SAE or one that does not fit the model; ValueError: a
+        feature the SAE does not have.
+    """
+    from ..sae import io as sae_io
+
+    sae, cfg = sae_io.load(sae_folder)
+    sae_io.check_fits(cfg, loaded.config.hidden_size, loaded.config.num_hidden_layers)
+    if not 0 <= int(feature) < sae.d_sae:
+        raise ValueError(f"this SAE has features 0..{sae.d_sae - 1}; got {feature}")
+    pts = P.collect(loaded.encoder, loaded.tokenizer, proj.texts, proj.unit, [int(cfg["layer"])],
+                    max_length=min(MAX_TOKENS, loaded.max_length), max_points=len(proj.tokens))
+    acts = sae.encode(torch.from_numpy(pts.vectors[0]).to(sae.W_dec.dtype))[:, int(feature)]
+    return acts.float().tolist()
+
+
 def view(loaded, corpus_name: str, n_points: int, layer: int, method: str = "pca", colour: str = "pos",
          unit: str = "token", axis_words: tuple[str, str] = ("good", "bad"), seed: int = 0,
-         cache_root: str | Path | None = None, texts: Corpus | None = None,
-         progress: P.Progress = None) -> ProjectorView:
+         cache_root: str | Path | None = None, texts: Corpus | None = None, sae_folder: str | Path | None = None,
+         feature: int = 0, progress: P.Progress = None) -> ProjectorView:
     """The projector's view of ``n_points`` points (tokens, or one per text) of ``corpus_name`` at ``layer``
     (0 = embeddings .. L) by ``method`` (:data:`~bertcore.analysis.representations.projector.METHODS`), coloured by
-    ``colour`` (:data:`COLOURS`). ``texts``: a corpus of your own instead of ``corpus_name`` (an upload).
+    ``colour`` (:data:`COLOURS`). ``texts``: a corpus of your own instead of ``corpus_name`` (typed lines).
+    ``sae_folder`` and ``feature``: for ``colour="sae"`` (:func:`sae_values`).
 
     PCA and the custom axis are computed at every layer (the page animates them) up to 20,000 points, else at
     ``layer`` only. With ``cache_root`` the projection is read from / written to
@@ -234,6 +257,11 @@ def view(loaded, corpus_name: str, n_points: int, layer: int, method: str = "pca
         for j, s in enumerate(used):
             full_p[s], full_c[s] = p[j], c[j]
         preds = (full_p, full_c)
-    values, numeric = colour_values(loaded, proj, colour, data.labels, preds)
+    if colour == "sae":
+        if sae_folder is None:
+            raise ValueError("colouring by an SAE feature needs an SAE (none is given)")
+        values, numeric = sae_values(loaded, proj, sae_folder, feature), True
+    else:
+        values, numeric = colour_values(loaded, proj, colour, data.labels, preds)
     return ProjectorView(proj, colour, values, numeric, data.labels, preds[0] if preds else None, int(n_points),
                          notes, from_cache)

@@ -16,7 +16,10 @@ from bertcore.analysis import projector as PV
 from bertcore.analysis import shipped
 from bertcore.analysis.representations import projector as P
 from bertcore.data import DataError, cache_dir
-from explorer import heavy, resources, share, widgets
+from bertcore.sae import catalog
+from bertcore.runs import runs_root
+from explorer import as_code, heavy, resources, share, widgets
+from explorer.as_code import more
 from explorer.figures import projector as figures
 
 OWN_EXAMPLE = """happy | What a wonderful day, I love it.
@@ -63,8 +66,19 @@ unit = c4.radio("Points are", list(P.UNITS), key="proj_unit", horizontal=True, f
 c5, c6, c7 = st.columns([2, 2, 2])
 method = c5.radio("Projection", list(P.METHODS), key="proj_method", horizontal=True,
                   format_func=METHOD_NAMES.__getitem__)
-colour = c6.selectbox("Colour by", list(PV.COLOURS), index=list(PV.COLOURS).index(shipped.PROJECTOR_COLOUR),
-                      key="proj_colour", format_func=PV.COLOURS.__getitem__)
+saes = catalog.available(lm.path, cfg.hidden_size, n_layers, runs_root()) if lm.path is not None else []
+colours = [c for c in PV.COLOURS if c != "sae" or saes]  # an SAE feature only where this model has an SAE
+if st.session_state.get("proj_colour") not in (None, *colours):
+    del st.session_state["proj_colour"]
+colour = c6.selectbox("Colour by", colours, index=colours.index(shipped.PROJECTOR_COLOUR), key="proj_colour",
+                      format_func=PV.COLOURS.__getitem__)
+sae_folder, feature = None, 0
+if colour == "sae":
+    s1, s2 = c7.columns([3, 2])
+    entry = s1.selectbox("SAE", saes, key="proj_sae", format_func=lambda e: f"{e.label} ({e.cfg['d_sae']} features)")
+    feature = int(s2.number_input("Feature", 0, int(entry.cfg["d_sae"]) - 1, 0, key="proj_feature",
+                                  help="Its activation colours each point (the Features page tells what it means)."))
+    sae_folder = str(entry.folder)
 axis_words = ("good", "bad")
 if method == "axis":
     a, b = c7.columns(2)
@@ -88,7 +102,8 @@ defaults = (corpus_name, n_points, layer, method, colour, unit) == (
     shipped.PROJECTOR_CORPUS, shipped.PROJECTOR_POINTS, shipped.PROJECTOR_LAYER, shipped.PROJECTOR_METHOD,
     shipped.PROJECTOR_COLOUR, shipped.PROJECTOR_UNIT)
 own_key = hashlib.sha256("\n".join(own.texts + (own.labels or [])).encode()).hexdigest() if own else ""
-run_key = (resources.source_key(lm.source), corpus_name, n_points, layer, method, colour, unit, axis_words, own_key)
+run_key = (resources.source_key(lm.source), corpus_name, n_points, layer, method, colour, unit, axis_words, own_key,
+           sae_folder, feature)
 stored = st.session_state.get("proj_result")
 if stored is not None and stored[0] == run_key:
     view = stored[1]
@@ -98,7 +113,8 @@ else:
         try:
             view = heavy.run_with_status(("projector", *run_key), lambda progress: PV.view(
                 lm, corpus_name, n_points, layer, method, colour, unit, axis_words, cache_root=cache_dir(),
-                texts=own, progress=lambda i, n: progress(i / n)), "the projection", keep=False)
+                texts=own, sae_folder=sae_folder, feature=feature, progress=lambda i, n: progress(i / n)),
+                "the projection", keep=False)
         except DataError as exc:
             st.error("Cannot read that corpus: " + widgets.escape_md(str(exc)), icon=":material/error:")
             st.stop()
@@ -147,6 +163,10 @@ else:
     fig = figures.projector_scatter(proj.coords, proj.layers, layer, view.values, view.numeric, hover,
                                     PV.COLOURS[colour], proj.axis_titles, highlight=ring)
 widgets.plotly_chart(fig, key=chart_key, on_select="rerun", selection_mode=("points", "box", "lasso"))
+as_code.expander("projector", "Embedding projector",
+                 more.projector(lm.source, corpus_name, n_points, layer, method, colour, unit, axis_words,
+                                block if own is not None else None, defaults),
+                 proj.coords)
 if len(proj.layers) > 1:
     st.caption("The slider under the plot moves through the layers (▶ plays them). PCA's signs are matched from "
                "layer to layer so that the points move rather than flip; clicks and neighbours are at the layer "

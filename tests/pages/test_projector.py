@@ -9,6 +9,7 @@ import json
 import pytest
 
 from bertcore import sources
+from bertcore.analysis import projector as PV
 from bertcore.analysis import shipped
 from bertcore.heads import BertForMaskedLM
 
@@ -68,3 +69,21 @@ def test_bad_input_gets_a_message(tiny_source, monkeypatch, tmp_path):
     at.text_input(key="proj_axis_a").set_value("").run()
     assert_clean(at)
     assert "Type a word at each end" in " ".join(messages(at)["info"])
+
+
+def test_an_sae_beside_the_model_adds_its_features_to_the_colours(tmp_path, monkeypatch):
+    from bertcore.sae import io as sae_io
+    from bertcore.sae.model import TopKSAE
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    folder = save_tiny_bert(tmp_path / "m", BertForMaskedLM)
+    source = sources.ModelSource("local", str(folder))
+    at = page("projector", source, proj_corpus="yours")
+    assert "sae" not in at.selectbox(key="proj_colour").options  # no SAE for this model: not offered
+    sae_io.save(TopKSAE(32, 16, 4, seed=1), folder / "sae" / "layer-1", layer=1)
+    at = page("projector", source, proj_corpus="yours", proj_colour="sae")
+    assert_clean(at)
+    at.number_input(key="proj_feature").set_value(5).run()
+    assert_clean(at)
+    fig = _figure(at)
+    assert fig["data"][0]["marker"]["colorbar"]["title"]["text"] == PV.COLOURS["sae"]

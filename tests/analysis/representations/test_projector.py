@@ -152,3 +152,21 @@ def test_classifier_colours_are_its_answers(tmp_path):
         assert right.values[i] == ("right" if preds[s] == data.labels[s] else "wrong")
         assert conf.values[i] == pytest.approx(float(probs[s]))
     assert conf.numeric and 0.5 <= min(conf.values) <= max(conf.values) <= 1.0
+
+
+def test_an_sae_feature_colours_each_point_by_its_activation(tiny, tmp_path):
+    from bertcore.sae import io as sae_io
+    from bertcore.sae.model import TopKSAE
+
+    sae = TopKSAE(tiny.config.hidden_size, 16, 4, seed=1)
+    folder = sae_io.save(sae, tmp_path / "sae", layer=2)
+    v = PV.view(tiny, "yours", 100, 1, "pca", "sae", texts=PV.Corpus(TEXTS, None, "mine"), sae_folder=folder,
+                feature=3)
+    pts = P.collect(tiny.encoder, tiny.tokenizer, TEXTS, "token", [2])
+    loaded, _ = sae_io.load(folder)
+    with torch.no_grad():
+        want = loaded.encode(torch.from_numpy(pts.vectors[0]))[:, 3].numpy()
+    assert v.numeric and np.allclose(v.values, want, atol=1e-5) and (want > 0).any()
+    with pytest.raises(ValueError, match="features 0..15"):
+        PV.view(tiny, "yours", 100, 1, "pca", "sae", texts=PV.Corpus(TEXTS, None, "mine"), sae_folder=folder,
+                feature=16)
