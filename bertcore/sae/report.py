@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..precomputed import model_hash
@@ -37,7 +38,7 @@ def evaluate_folders(folders: Sequence[Path], model_spec: str = "shipped", n_tok
     Args:
         folders: SAE folders (SAELens layout), one per layer, all of the same model.
         n_tokens: held-out tokens for FVU, L0 and dead latents; spliced_chunks: sequences (<= 128 tokens) for the
-            spliced MLM loss.
+            spliced MLM loss; both from ``sotu``'s chunks in a fixed random order (seed 0).
         out: if given, each SAE is first written to ``out/layer-<l>/`` in ``dtype`` and the written files measured.
     Returns:
         ``{layer: metrics}`` (fvu, l0, dead, tokens, ce_clean, delta_ce_sae / zero / mean, masked, goals).
@@ -64,6 +65,7 @@ def evaluate_folders(folders: Sequence[Path], model_spec: str = "shipped", n_tok
             sae, cfg = sae_io.load(target)
         saes[layer], targets[layer] = sae, target
     chunks = heldout_chunks(tokenizer)
+    chunks = [chunks[i] for i in np.random.default_rng(0).permutation(len(chunks))]  # every era of the speeches
     say(f"reconstruction on {n_tokens:,} held-out tokens")
     rec = reconstruction(model, tokenizer, saes, chunks, n_tokens)
     say(f"spliced MLM loss on {spliced_chunks} held-out sequences")

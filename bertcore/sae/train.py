@@ -64,13 +64,17 @@ def check_layers(layers, num_layers: int) -> None:
                          f"layer {bad[0]} does not exist")
 
 
-def lr_at(cfg: SAETrainConfig, step: int) -> float:
-    """Linear warmup, then constant; with ``max_steps``, linear decay to 0 over the last 20% of the steps."""
+def lr_at(cfg: SAETrainConfig, step: int, used_s: float = 0.0) -> float:
+    """Linear warmup, then constant; linear decay to 0 over the last 20% of the steps (``max_steps``) or, with only
+    a time budget, of the minutes (``used_s``: seconds of training so far; the steps then depend on the machine)."""
     lr = cfg.lr * min(1.0, (step + 1) / max(1, cfg.warmup_steps))
     if cfg.max_steps:
         start = int(0.8 * cfg.max_steps)
         if step >= start:
             lr *= max(0.0, (cfg.max_steps - step) / max(1, cfg.max_steps - start))
+    elif cfg.max_time:
+        left = 1.0 - used_s / (60 * cfg.max_time)
+        lr *= min(1.0, max(0.0, left) / 0.2)
     return lr
 
 
@@ -164,7 +168,7 @@ class Trainer:
     def _train_step(self, batch: dict[int, torch.Tensor]) -> dict[str, Any]:
         cfg = self.cfg
         n = next(iter(batch.values())).shape[0]
-        lr = lr_at(cfg, self.step)
+        lr = lr_at(cfg, self.step, self._used())
         record: dict[str, Any] = {"step": self.step + 1, "split": "train", "lr": lr, "tokens": self.tokens + n}
         for layer, sae in self.saes.items():
             opt = self.optimizers[layer]
