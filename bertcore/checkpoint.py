@@ -305,6 +305,7 @@ def save_pretrained(model: torch.nn.Module, path: str | Path) -> None:
             data = families.config_to_hf(model.config, head)
         except ValueError as exc:
             raise CheckpointError(f"cannot save a {name} as {fmt}: {exc}") from exc
+        data[hf_format.GUARD_KEY] = hf_format.family_guard(fmt, head)  # transformers' Bert classes refuse it
         save_safetensors(families.state_to_hf(fmt, state, head), folder / "model.safetensors")
         (folder / hf_format.NSP_FILE).unlink(missing_ok=True)
         atomic_write_text(folder / "config.json", json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -324,6 +324,10 @@ def config_to_hf(config: BertConfig, head: str) -> dict[str, Any]:
                                  for i in range(c.num_hidden_layers)],
                  "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": c.rope_theta},
                                      "sliding_attention": {"rope_type": "default", "rope_theta": c.local_rope_theta}}}
+        # ModernBertConfig's default special ids (answerdotai's vocabulary) fall outside a smaller one (a run's own
+        # WordPiece): unset there, as transformers warns about them; the tokenizer files carry the real ones
+        data |= {k: None for k, v in (("bos_token_id", 50281), ("cls_token_id", 50281), ("eos_token_id", 50282),
+                                      ("sep_token_id", 50282)) if v >= c.vocab_size}
     if c.id2label is not None:
         data["id2label"] = {str(k): v for k, v in c.id2label.items()}
         data["label2id"] = {v: k for k, v in c.id2label.items()}

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from .checkpoint import CheckpointError, read_config_json
+from .families import HF_CLASSES as FAMILY_CLASSES, OTHER_FAMILIES
 from .config import ConfigError
 from .hf_format import (BERT, LEGACY_PRELN, NSP_FILE, OUR_CLASSES, PRELN, bertcore_line, config_from_dict,
                         read_format)
@@ -70,6 +71,11 @@ def usage_note(fmt: str, head: str) -> str:
                 "pad_token_id + 1 rows, as RoBERTa counts them; logits at [PAD] positions of a padded batch differ "
                 "(nothing attends to them), and output_hidden_states[-1] is before the final LayerNorm in "
                 "transformers (last_hidden_state is after it, as here)." + nsp)
+    if fmt in OTHER_FAMILIES:
+        name = FAMILY_CLASSES[fmt].get(head, FAMILY_CLASSES[fmt]["base"])
+        return (f"A {fmt} model in transformers' own format (model_type {fmt}): {name}, the matching Auto class "
+                "and pipeline('fill-mask') for an MLM head compute BERT Explorer's logits (bertcore.families maps "
+                "the weight names).")
     if fmt == LEGACY_PRELN:
         return ("An older pre-LayerNorm checkpoint (model_type bert with pre_layer_norm: true): transformers loads "
                 "it WITHOUT an error but computes a different model (its Bert classes are post-LayerNorm and drop "
@@ -102,7 +108,7 @@ def usage_code(folder: str | Path, text: str | None = None) -> str:
     text = text if text and (head not in ("mlm", "pretraining") or "[MASK]" in text) else (
         DEFAULT_TEXT if head in ("mlm", "pretraining") else "The new law was passed last week.")
     lines = ["import torch"]
-    if fmt in (BERT, PRELN):
+    if fmt in (BERT, PRELN, *OTHER_FAMILIES):
         auto = {"mlm": "AutoModelForMaskedLM", "pretraining": "AutoModelForMaskedLM",
                 "classification": "AutoModelForSequenceClassification", "base": "AutoModel"}[head]
         lines += [f"from transformers import {auto}, AutoTokenizer", "",

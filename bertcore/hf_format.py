@@ -92,7 +92,8 @@ def bertcore_line(head: str, path: str = "path/to/this/folder") -> str:
     """The one line that loads a checkpoint with bertcore (``head`` as :data:`bertcore.sources.HEAD_CLASSES`)."""
     cls = {v: k for k, v in OUR_CLASSES.items()}.get(head, "BertForPreTraining")
     return f'from bertcore.heads import {cls}; model = {cls}.from_pretrained("{path}")'.replace(
-        "from bertcore.heads import BertModel", "from bertcore.model import BertModel")
+        "from bertcore.heads import BertModel", "from bertcore.model import BertModel").replace(
+        "from bertcore.heads import Electra", "from bertcore.electra import Electra")
 
 
 def _guard_message(head: str) -> str:
@@ -102,6 +103,18 @@ def _guard_message(head: str) -> str:
             "post-LayerNorm and would compute a different model, so they refuse it. Load it with "
             f"transformers.{auto}.from_pretrained(folder) (or AutoModel), or with bertcore: "
             + bertcore_line(head, "folder"))
+
+
+def family_guard(family: str, head: str) -> dict[str, Any]:
+    """The :data:`GUARD_KEY` dict of a folder of another family (:mod:`bertcore.families`) written by bertcore: its
+    ``transformers`` class computes the model; a Bert class asked to load it would build a randomly initialised BERT
+    (the names do not match) and so refuses, with this message."""
+    name = families.HF_CLASSES[family].get(head, families.HF_CLASSES[family]["base"])
+    message = (f"NOT A BERT CHECKPOINT: this is a {family} model written by BERT Explorer in transformers' own "
+               f"format (model_type {family}). transformers' Bert classes would build a different, randomly "
+               f"initialised model from it, so they refuse it. Load it with transformers.{name}.from_pretrained"
+               f"(folder) (or the Auto class), or with bertcore: " + bertcore_line(head, "folder"))
+    return {"model_type": "bert", "hidden_size": message, "written_by": "BERT Explorer"}
 
 
 def _refusal_message(config: BertConfig, head: str) -> str:

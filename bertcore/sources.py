@@ -285,7 +285,8 @@ def load(source: ModelSource = PACKAGED, head: Head = "auto") -> LoadedModel:
     try:
         from .families import TOKENIZER_MODEL
 
-        bpe = TOKENIZER_MODEL[model.config.family] == "BPE"
+        # a run of another family trained with a WordPiece vocabulary (the 'modern' recipe) carries vocab.txt
+        bpe = TOKENIZER_MODEL[model.config.family] == "BPE" and not (folder / "vocab.txt").is_file()
         tokenizer = load_bpe_tokenizer(folder) if bpe else load_tokenizer(folder)
     except Exception as exc:  # noqa: BLE001 - tokenizers raises bare Exception (non-UTF-8 vocab), KeyError ...
         raise SourceError(f"no usable tokenizer (vocab.txt / tokenizer.json / vocab.json) in {folder}: {exc}") from exc

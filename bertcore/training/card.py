@@ -12,9 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .. import hf_export, hf_format
+from .. import families, hf_export, hf_format
 from .. import runs as R
 from .config import TrainConfig
+from . import recipes
 from .recipes import RECIPES
 
 #: metrics shown first, in this order, when a record has them (the rest follow alphabetically)
@@ -24,12 +25,7 @@ NOT_METRICS = {"step", "time", "split", "lr", "tokens_per_s", "steps_per_s", "ep
 
 def recipe_of(task: str | None, args: dict[str, Any]) -> str | None:
     """The name of the one-click recipe whose options the run used (its time budget aside), or None (custom)."""
-    if task != "pretrain":
-        return None
-    for name, recipe in RECIPES.items():
-        if all(args.get(k) == v for k, v in recipe.options.items() if k != "max_time"):
-            return name
-    return None
+    return recipes.recipe_of(args) if task == "pretrain" else None
 
 
 def _fmt(value: Any) -> str:
@@ -79,9 +75,10 @@ def model_card(checkpoint: str | Path, run_dir: str | Path | None = None, code_f
     head = detect_head(checkpoint)
     code = hf_export.usage_code(checkpoint, args.get("probe")).replace(
         repr(str(checkpoint.resolve())), repr(str(code_folder.resolve())))
+    classes = {**hf_format.HF_CLASSES, **families.HF_CLASSES}
     lines = [f"# {run_dir.name} @ step {step}", "",
              f"A BERT checkpoint written by BERT Explorer (`python -m bertcore.train {task or ''}`): step {step} of "
-             f"run `{run_dir.name}`. Model class: `{hf_format.HF_CLASSES.get(fmt, {}).get(head, head)}` "
+             f"run `{run_dir.name}`. Model class: `{classes.get(fmt, {}).get(head, head)}` "
              f"(format: {fmt}).", "",
              "## Use it in Python", "", hf_export.usage_note(fmt, head), "", "```python", code.rstrip(), "```", ""]
     if fmt in (hf_format.BERTCORE_ONLY, hf_format.LEGACY_PRELN):
@@ -96,6 +93,7 @@ def model_card(checkpoint: str | Path, run_dir: str | Path | None = None, code_f
         lines.append(f"- Model: {mc.get('num_hidden_layers')} layers, hidden {mc.get('hidden_size')}, "
                      f"{mc.get('num_attention_heads')} heads, vocabulary {mc.get('vocab_size')}, "
                      f"{'pre' if mc.get('pre_layer_norm') else 'post'}-LayerNorm"
+                     + (f", {mc['family']} design" if mc.get("family", "bert") != "bert" else "")
                      + (f", {n:,} parameters" if isinstance(n, int) else "")
                      + f"; started from {config.get('origin', '?')}")
     data = config.get("data") or {}

@@ -150,6 +150,10 @@ class TrainConfig:
     unigram_init: bool = opt(False, "model", "start at the unigram point: the MLM output bias is set to the log "
                              "frequencies of the training tokens, so the first steps need not learn them (from "
                              "scratch only; Karpathy 2019, 'init well')", type=bool, tasks=PRETRAIN)
+    architecture: str = opt("bert", "model", "design of a from-scratch model: 'bert', or 'modernbert' (Warner et al. "
+                            "2024: pre-LN, no biases, rotary positions, GeGLU, local attention, MLM only: needs "
+                            "--no-nsp; twice the preset's layers at its parameter count; saved as transformers' "
+                            "ModernBertForMaskedLM)", type=str, choices=("bert", "modernbert"), tasks=PRETRAIN)
     position_init: str = opt("normal", "model", "initial position embeddings of a from-scratch model: 'normal' "
                              "(as BERT) or 'sinusoidal' (Vaswani et al. 2017's table, scaled to the same spread), "
                              "so attention can tell neighbours apart from the first step", type=str,

@@ -92,32 +92,120 @@ def data_tokenizer(cfg: TrainConfig):
     return load_tokenizer_for(str(init_folder(cfg)))
 
 
+#: What ``--architecture modernbert`` sets on a preset: ModernBERT's design (Warner et al. 2024, section 2.1; the
+#: defaults of transformers' ``ModernBertConfig``): pre-LN without biases and without layer 0's attention norm (the
+#: embedding norm serves), GeGLU, rotary positions with a 160k base on global layers and 10k on local ones, a global
+#: layer every third (the others see a sliding window), a final norm, no segments, no pooler, the MLM head
+#: ``dense + GELU + norm``, LayerNorm eps 1e-5. Initialisation stays BERT's normal(0, initializer_range).
+MODERN_FIELDS: dict[str, Any] = {
+    "family": "modernbert", "pre_layer_norm": True, "position_embedding_type": "rotary", "rope_theta": 160_000.0,
+    "local_rope_theta": 10_000.0, "global_attn_every_n_layers": 3, "attention_bias": False, "mlp_bias": False,
+    "norm_bias": False, "head_bias": False, "gated_ffn": True, "first_attention_norm": False, "head_act": "gelu",
+    "pooler_act": "gelu", "pooler_norm": True, "classifier_pooling": "cls", "type_vocab_size": 0,
+    "base_pooler": False, "hidden_act": "gelu", "layer_norm_eps": 1e-5}
+
+
+def _count(cls, config: BertConfig) -> int:
+    """Parameters of ``cls(config)``, built on the meta device (no memory, no time)."""
+    import torch
+
+    with torch.device("meta"):
+        return cls(config).num_parameters()
+
+
+def modern_config(base: BertConfig, window: int) -> BertConfig:
+    """A ModernBERT-style config (:data:`MODERN_FIELDS`) with ``base``'s width, heads, vocabulary and padding id,
+    twice its layers (ModernBERT is deeper and narrower than BERT at a similar size: base has 22 layers of 768 where
+    BERT-base has 12), and the GeGLU width (a multiple of 8) that brings the MLM model's parameter count
+    (:meth:`~bertcore.model.BertPreTrainedModel.num_parameters`) nearest to that of ``BertForPreTraining(base)``:
+    the classic model with its position table, pooler and NSP head. ``window``: the local layers' sliding window
+    in tokens (a token sees ``window // 2`` on each side; ModernBERT's is 128).
+
+    Raises:
+        bertcore.config.ConfigError: a window below 2, or a preset too small for any feed-forward width.
+    """
+    from ..heads import BertForMaskedLM, BertForPreTraining
+
+    if window < 2:
+        raise ConfigError(f"the local attention window must be at least 2 tokens, got {window}")
+    modern = base.replace(**MODERN_FIELDS, num_hidden_layers=2 * base.num_hidden_layers, local_attention=window,
+                          intermediate_size=8)
+    target, at8 = _count(BertForPreTraining, base), _count(BertForMaskedLM, modern)
+    per_unit = (_count(BertForMaskedLM, modern.replace(intermediate_size=16)) - at8) / 8  # params per unit of width
+    width = 8 * round((8 + (target - at8) / per_unit) / 8)
+    if width < 8:
+        raise ConfigError(f"the {base.num_hidden_layers}-layer preset is too small for a ModernBERT-style model of "
+                          "its parameter count (no feed-forward width is left)")
+    return modern.replace(intermediate_size=width)
+
+
+def modern_problems(opts: dict[str, Any]) -> list[str]:
+    """Why options with ``architecture: modernbert`` cannot start (messages for people; [] when they can):
+    ModernBERT is built from a preset here, has no NSP head and no position table."""
+    if opts.get("architecture") != "modernbert":
+        return []
+    problems = []
+    if opts.get("init") not in (None, "", "scratch"):
+        problems.append("The ModernBERT-style design builds a new model from a preset; to continue a ModernBERT "
+                        "checkpoint, choose it as the starting model (its config.json says what it is).")
+    if opts.get("nsp", True):
+        problems.append("A ModernBERT-style model has no next-sentence head (ModernBERT trains with MLM only): "
+                        "turn NSP off (--no-nsp).")
+    if opts.get("position_init", "normal") != "normal":
+        problems.append("--position-init sets a learned position table; a ModernBERT-style model has none (its "
+                        "positions are rotary).")
+    return problems
+
+
+def pretraining_class(cfg: TrainConfig):
+    """The model class a pretraining run trains: :class:`~bertcore.heads.BertForPreTraining` (MLM + NSP heads) for
+    BERT; :class:`~bertcore.heads.BertForMaskedLM` for a ModernBERT-style run and for a model of another family
+    (their ``transformers`` classes have no NSP head), read from the starting model's ``config.json``."""
+    from ..heads import BertForMaskedLM, BertForPreTraining
+
+    if cfg.scratch:
+        family = "modernbert" if cfg.architecture == "modernbert" else "bert"
+    else:
+        config = start_model_config(cfg.init, cfg.preset)
+        family = config.family if config is not None else "bert"
+    return BertForPreTraining if family == "bert" else BertForMaskedLM
+
+
 def build_model(cfg: TrainConfig, labels: list[str] | None = None):
     """``(model, tokenizer, origin)`` of a new run, in train mode (before any resume).
 
-    Pretraining builds :class:`~bertcore.heads.BertForPreTraining`; fine-tuning
+    Pretraining builds :func:`pretraining_class` (a ModernBERT-style one from :func:`modern_config`); fine-tuning
     :class:`~bertcore.heads.BertForSequenceClassification` with ``len(labels)`` classes.
 
     Raises:
-        TrainingError: a model that does not load, bad overrides, or ``max_seq_len`` past its positions.
+        TrainingError: a model that does not load, bad overrides, ``max_seq_len`` past its positions, or options a
+            ModernBERT-style run cannot take (:func:`modern_problems`; NSP on a model without an NSP head).
     """
     from .. import sources
     from ..checkpoint import CheckpointError
     from ..config import preset
     from ..heads import BertForPreTraining, BertForSequenceClassification
 
-    cls = BertForPreTraining if cfg.pretrain else BertForSequenceClassification
+    modern = cfg.pretrain and cfg.architecture == "modernbert"
+    if modern and modern_problems(cfg.to_dict()):
+        raise TrainingError(" ".join(modern_problems(cfg.to_dict())))
+    cls = pretraining_class(cfg) if cfg.pretrain else BertForSequenceClassification
+    if cfg.pretrain and cfg.nsp and cls is not BertForPreTraining:
+        raise TrainingError("the starting model's family has no next-sentence head: turn NSP off (--no-nsp)")
     head_changes = {} if cfg.pretrain else {"num_labels": len(labels or []), "id2label": dict(enumerate(labels or []))}
     try:
         changes = {**cfg.overrides(), **head_changes}
         if cfg.scratch:
             tok = load_tokenizer_for(cfg.tokenizer, cfg.corpus, cfg.vocab_size)
             config = preset(cfg.preset, vocab_size=len(tok), pre_layer_norm=bool(cfg.pre_layer_norm),
-                            pad_token_id=tok.pad_token_id, **changes)
+                            pad_token_id=tok.pad_token_id)
+            if modern:
+                config = modern_config(config, cfg.max_seq_len // 2)
+            config = config.replace(**changes)
             if config.max_position_embeddings < cfg.max_seq_len:
                 config = config.replace(max_position_embeddings=cfg.max_seq_len)
             model = cls(config)
-            origin = f"preset {cfg.preset} (from scratch)"
+            origin = f"preset {cfg.preset}{' ModernBERT-style' if modern else ''} (from scratch)"
         else:
             source = resolve_init(cfg.init)
             folder = sources.resolve(source)
@@ -163,7 +251,7 @@ def validate(task: str, opts: dict[str, Any]) -> list[str]:
     length against the model's positions, evaluation interval against the run length."""
     from ..data.corpora import CORPORA
 
-    problems = []
+    problems = modern_problems(opts) if task == "pretrain" else []
     init = opts.get("init")
     if init == "":
         problems.append("Choose a starting model: no checkpoint or folder is selected.")

@@ -25,7 +25,7 @@ from typing import Any, Callable
 import torch
 
 from .. import data as D
-from ..heads import BertForPreTraining, BertForSequenceClassification
+from ..heads import BertForPreTrainingOutput, BertForSequenceClassification
 from ..masking import MASKED, RANDOM, UNCHANGED, special_ids
 from .baseline import macro_f1, tfidf_baseline
 from .config import PROBE_AUTO, PROBE_SEP, TrainConfig
@@ -33,7 +33,7 @@ from ..data.agreement_training import add_agreement_rows
 from ..data.batching import AGREEMENT_COLUMNS
 from .dist import autocast
 from .losses import margin_loss, verb_logit_diff
-from .models import data_tokenizer
+from .models import data_tokenizer, pretraining_class
 from .probe_choice import choose_probes, mask_labels
 
 AGREE = AGREEMENT_COLUMNS[0]
@@ -54,11 +54,19 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b else 0.0
 
 
+def _pretraining_output(out) -> BertForPreTrainingOutput:
+    """A :class:`~bertcore.heads.BertForMaskedLM` output (a model without an NSP head: ModernBERT-style) as
+    :class:`~bertcore.heads.BertForPreTrainingOutput` without NSP; a pretraining output unchanged."""
+    if isinstance(out, BertForPreTrainingOutput):
+        return out
+    return BertForPreTrainingOutput(out.loss, out.logits, None, mlm_loss=out.loss, mlm_labels=out.labels,
+                                    hidden_states=out.hidden_states, attentions=out.attentions)
+
+
 class PretrainTask:
     """MLM (+ NSP) on sentence pairs of a corpus; see the module docstring."""
 
     name = "pretrain"
-    model_class = BertForPreTraining
     eval_by_length = False
     STATS = ("mlm_loss_sum", "n_selected", "correct", "nsp_loss_sum", "n_pairs", "nsp_correct", "tokens",
              "n_mask", "correct_mask", "n_random", "correct_random", "n_unchanged", "correct_unchanged", "top5_mask",
@@ -68,6 +76,12 @@ class PretrainTask:
         self.cfg = cfg
         self.labels = None
         self.reference: dict[str, Any] = {}
+
+    @property
+    def model_class(self):
+        """:class:`~bertcore.heads.BertForPreTraining`, or ``BertForMaskedLM`` for a model without an NSP head
+        (:func:`.models.pretraining_class`)."""
+        return pretraining_class(self.cfg)
 
     def load_data(self, log: Log, tokenizer=None) -> None:
         """Corpus -> NSP pairs with the tokenizer the run starts from (before the model is built), or with
@@ -144,8 +158,9 @@ class PretrainTask:
         margin loss at the verbs of counterfactual rows (:mod:`.losses`; only when the weight is above 0 and the
         batch has such rows)."""
         c = self.cfg
-        out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], labels=batch["labels"],
-                    next_sentence_label=batch["next_sentence_label"] if c.nsp else None, masked_only=True)
+        nsp = {"next_sentence_label": batch["next_sentence_label"]} if c.nsp else {}  # BertForMaskedLM: no NSP
+        out = _pretraining_output(model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
+                                        labels=batch["labels"], masked_only=True, **nsp))
         out.loss = out.mlm_loss + c.nsp_weight * out.nsp_loss if c.nsp else out.mlm_loss
         if c.agreement_margin_weight > 0 and AGREE in batch:  # (collate_train drops them when no row has a verb)
             diff = verb_logit_diff(out.prediction_logits, batch["labels"], *(batch[k] for k in AGREEMENT_COLUMNS))
@@ -163,11 +178,11 @@ class PretrainTask:
         is_mask, is_random, is_unchanged = decision == MASKED, decision == RANDOM, decision == UNCHANGED
         top5 = (logits.topk(min(5, logits.size(-1)), dim=-1).indices == labels[:, None]).any(-1)  # (N,)
         nsp_label = batch["next_sentence_label"]
-        nsp_hit = (out.seq_relationship_logits.argmax(-1) == nsp_label).sum()
         n, b = labels.numel(), nsp_label.numel()
         nsp_loss = out.nsp_loss.float() * b if out.nsp_loss is not None else 0.0
+        nsp_hit = (out.seq_relationship_logits.argmax(-1) == nsp_label).sum() if out.nsp_loss is not None else 0
         if out.nsp_loss is None:
-            b = nsp_hit = 0
+            b = 0
         agree = [0, 0.0, 0, 0.0]
         if AGREE in batch:  # counterfactual rows: the margin at their verbs, logged whatever its weight
             diff = verb_logit_diff(logits, batch["labels"], *(batch[k] for k in AGREEMENT_COLUMNS))  # (n,)
@@ -228,7 +243,7 @@ class PretrainTask:
         was = model.training
         model.eval()
         with autocast(device, self.cfg.precision):
-            out = model(ids, enc["attention_mask"].to(device), enc["token_type_ids"].to(device))
+            out = _pretraining_output(model(ids, enc["attention_mask"].to(device), enc["token_type_ids"].to(device)))
         model.train(was)
         pos = (ids == tok.mask_token_id).nonzero()  # (M, 2): sentence, position (row-major)
         probs = out.prediction_logits[pos[:, 0], pos[:, 1]].float().softmax(-1)  # (M, V)
