@@ -14,7 +14,8 @@ from bertcore.sae import io as sae_io
 from bertcore.sae.report import QUICK_SENTENCES, index_features
 from bertcore.tokenizer import TextError
 from explorer import features_cache as cache
-from explorer import resources, widgets
+from explorer import as_code, resources, widgets
+from explorer.as_code import more
 from explorer.figures import features as figs
 
 st.title("Features (sparse autoencoders)")
@@ -29,7 +30,12 @@ a search by text, and steering (turn a feature up and watch fill-mask change).
 )
 
 lm = widgets.current_model()
-entries = catalog.available(lm.path, lm.config.hidden_size, lm.config.num_hidden_layers, runs_root())
+skipped: list[tuple[str, str]] = []
+entries = catalog.available(lm.path, lm.config.hidden_size, lm.config.num_hidden_layers, runs_root(), skipped)
+if skipped:
+    with st.expander(f"{len(skipped)} SAE folder(s) left out: they do not fit this model or cannot be read"):
+        for label, why in skipped:
+            st.markdown(f"- **{label}**: {widgets.escape_md(why)}")
 if not entries:
     st.info("No SAE fits this model yet. The packaged fill-mask model (MiniLM-MLM) has SAEs at layers 2, 4 and 6; "
             "pick it in the sidebar, or train one for this model on the Train page (recipe *Sparse autoencoder*) or "
@@ -79,6 +85,7 @@ with your_text:
         st.caption("Rows: the 12 features that fire most anywhere in the sentence; darker = stronger. Pick a token "
                    "to list all its active features.")
         widgets.plotly_chart(figs.token_strip(tf.tokens, tf.z, strongest), key="feat_strip")
+        as_code.expander("features", "Features", more.features(lm.source, folder, text, 12), tf.z[:, strongest])
         pos = st.selectbox("Token", range(len(tf.tokens)), format_func=lambda i: f"{i}: {tf.tokens[i]}",
                            index=min(2, len(tf.tokens) - 1), key="feat_token")
         rows = tf.at(pos, 12)

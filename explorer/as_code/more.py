@@ -109,11 +109,12 @@ cmp_figures.cka_heatmap(cmp.cka_matrix, lm.source.name, lm_b.source.name).show()
 
 
 def projector(source: ModelSource, corpus_name: str, n_points: int, layer: int, method: str, colour: str, unit: str,
-              axis_words: tuple[str, str], own: str | None, shipped_default: bool) -> str:
+              axis_words: tuple[str, str], own: str | None, shipped_default: bool,
+              sae: tuple[str, int] | None = None) -> str:
     """Many points of a corpus at a layer in 2-D: ``result`` = the ``(frames, N, 2)`` coordinates drawn (one frame
     per layer for PCA and the axis). ``own``: "your own texts" as typed (``label | text`` lines);
     ``shipped_default``: the page's default view, shipped beside the model (read with ``shipped.get``, computed when
-    it is not there)."""
+    it is not there). ``sae``: ``(SAE folder, feature)`` when the points are coloured by an SAE feature."""
     if shipped_default:
         values = {"layer": layer}
         get = "view = shipped.get(lm, shipped.projector(lm))  # the default view: shipped beside the model"
@@ -124,6 +125,9 @@ def projector(source: ModelSource, corpus_name: str, n_points: int, layer: int, 
         if own is not None:
             values["own"] = own
             get += ", texts=PV.own_corpus(own)"
+        if sae is not None:
+            values["sae_folder"], values["feature"] = sae
+            get += ", sae_folder=sae_folder, feature=feature"
         get += ")"
     if colour == "layer":
         draw = """first = sorted(set(proj.sentence.tolist()))[:3]  # the paths of the first three texts' tokens
@@ -144,3 +148,17 @@ print(P.neighbours(proj, 0))"""
                    ["from bertcore.analysis import projector as PV", "from bertcore.analysis import shipped",
                     "from bertcore.analysis.representations import projector as P",
                     "from explorer.figures import projector as figures"], values, body)
+
+
+def features(source: ModelSource, folder: str, text: str, n_strongest: int) -> str:
+    """A sparse autoencoder's features on each token of ``text``: ``result`` = ``(T, n)`` activations of the
+    ``n_strongest`` features drawn (rows of the strip)."""
+    body = f"""sae, cfg = sae_io.load(sae_folder)  # a TopK SAE (Gao et al. 2024) on one layer's output
+tf = explore.text_features(lm.model, lm.tokenizer, sae, cfg["layer"], text, max_length=lm.max_length)
+strongest = tf.strongest({n_strongest})  # the features most active anywhere in the text
+result = tf.z[:, strongest]  # (T, features)
+fig = figs.token_strip(tf.tokens, tf.z, strongest)
+fig.show()"""
+    return snippet("Features: a sparse autoencoder's features on your text", source,
+                   ["from bertcore.sae import explore", "from bertcore.sae import io as sae_io",
+                    "from explorer.figures import features as figs"], {"sae_folder": folder, "text": text}, body)
