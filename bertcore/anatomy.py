@@ -63,6 +63,10 @@ def group_of(name: str) -> tuple[str, str]:
         piece = bare.split(".")[1]
         return "embeddings", {"word_embeddings": "token (WordPiece)", "position_embeddings": "position",
                               "token_type_embeddings": "segment", "LayerNorm": "LayerNorm"}.get(piece, piece)
+    if bare.startswith("embeddings_project."):
+        return "embeddings", "projection (E -> H)"
+    if bare.startswith("encoder.LayerNorm."):
+        return "final LayerNorm", "after the last layer (pre-LN)"
     if bare.startswith("pooler."):
         return "pooler", "dense (H -> H) + tanh on [CLS]"
     if bare.startswith("cls.predictions."):
@@ -282,8 +286,13 @@ def embedding_breakdown(model: nn.Module, input_ids: torch.Tensor,
     mean = total.mean(-1, keepdim=True)  # (T, 1)
     var = total.var(-1, unbiased=False, keepdim=True)  # (T, 1)
     normalised = (total - mean) / torch.sqrt(var + emb.LayerNorm.eps)  # (T, H)
-    output = normalised * emb.LayerNorm.weight + emb.LayerNorm.bias  # (T, H)
-    model_output = encoder(input_ids, token_type_ids=token_type_ids, output_hidden_states=True).hidden_states[0][0]
+    output = normalised * emb.LayerNorm.weight  # (T, H)
+    if emb.LayerNorm.bias is not None:  # ModernBERT's norms have no bias
+        output = output + emb.LayerNorm.bias
+    if hasattr(encoder, "embeddings_project"):  # ELECTRA: the E-wide embedding module's output (projected later)
+        model_output = emb(input_ids, token_type_ids)[0]
+    else:
+        model_output = encoder(input_ids, token_type_ids=token_type_ids, output_hidden_states=True).hidden_states[0][0]
     named = {"token": word, "position": position, "segment": segment, "sum": total,
              "normalised": normalised, "output": output}
     diffs = {"layernorm": float((output - emb.LayerNorm(total)).abs().max()),
@@ -314,3 +323,60 @@ def transformers_count(config: BertConfig, head: str = "base") -> tuple[int, int
         model = getattr(transformers, names[head])(hf_config)
     params = list(model.named_parameters())
     return sum(p.numel() for _, p in params), len(params)
+
+
+# ----------------------------------------------------------------------------- two architectures side by side
+#: each family's published base size, as its ``config.json`` says (bert-base-uncased, roberta-base,
+#: distilbert-base-uncased, google/electra-base-discriminator, answerdotai/ModernBERT-base)
+BASE_CONFIGS: dict[str, dict] = {
+    "BERT-base": {"model_type": "bert"},
+    "RoBERTa-base": {"model_type": "roberta", "vocab_size": 50265, "max_position_embeddings": 514,
+                     "type_vocab_size": 1, "pad_token_id": 1, "layer_norm_eps": 1e-5},
+    "DistilBERT-base": {"model_type": "distilbert", "vocab_size": 30522, "n_layers": 6},
+    "ELECTRA-base": {"model_type": "electra", "vocab_size": 30522, "embedding_size": 768, "hidden_size": 768,
+                     "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072},
+    "ModernBERT-base": {"model_type": "modernbert"},
+}
+
+
+def base_config(name: str) -> BertConfig:
+    """The :class:`BertConfig` of one of :data:`BASE_CONFIGS`. Raises ValueError for another name."""
+    from .families import config_from_hf
+
+    if name not in BASE_CONFIGS:
+        raise ValueError(f"unknown architecture {name!r}; choose one of {', '.join(BASE_CONFIGS)}")
+    data = BASE_CONFIGS[name]
+    return BertConfig() if data["model_type"] == "bert" else config_from_hf(data)
+
+
+def block_parts(config: BertConfig) -> dict[tuple[str, str], tuple[list[tuple[int, ...]], int]]:
+    """``{(block, part): (shapes, parameters)}`` of the bare encoder: the embeddings, one encoder layer (the
+    second: ModernBERT's first has no attention LayerNorm), the final LayerNorm and the pooler, if any.
+    Built on the ``meta`` device (no memory)."""
+    layer = 1 if config.num_hidden_layers > 1 else 0
+    out: dict[tuple[str, str], tuple[list[tuple[int, ...]], int]] = {}
+    for row in parameter_table(build_on_meta(config, "base")):
+        block = row.group
+        if block.startswith("encoder layer"):
+            if block != f"encoder layer {layer}":
+                continue
+            block = "one encoder layer"
+        shapes, count = out.get((block, row.part), ([], 0))
+        out[(block, row.part)] = (shapes + [row.shape], count + row.count)
+    return out
+
+
+def compare_architectures(a: BertConfig, b: BertConfig) -> list[dict]:
+    """Two architectures part by part: ``block``, ``part``, ``shapes_a`` / ``shapes_b`` (``"-"`` where the part
+    does not exist), ``params_a`` / ``params_b`` and ``difference`` (b - a), embeddings first."""
+    pa, pb = block_parts(a), block_parts(b)
+    keys = list(pa) + [k for k in pb if k not in pa]
+
+    def shapes(parts, key) -> str:
+        if key not in parts:
+            return "-"
+        return ", ".join(" × ".join(map(str, s)) for s in parts[key][0])
+
+    return [{"block": k[0], "part": k[1], "shapes_a": shapes(pa, k), "shapes_b": shapes(pb, k),
+             "params_a": pa.get(k, ([], 0))[1], "params_b": pb.get(k, ([], 0))[1],
+             "difference": pb.get(k, ([], 0))[1] - pa.get(k, ([], 0))[1]} for k in keys]

@@ -162,26 +162,35 @@ def state_from_hf(family: str, state: dict[str, torch.Tensor]) -> dict[str, torc
     return out
 
 
+def hf_name(family: str, key: str, head: str) -> str:
+    """The ``transformers`` name of one of our weights (``bert.``-prefixed in a head class) in the family's class
+    for ``head``; ModernBERT's query / key / value all map to their fused ``layers.N.attn.Wqkv``."""
+    prefix = PREFIX[family] if head != "base" else ""
+    inner = key[len("bert."):] if key.startswith("bert.") else (key if head == "base" else None)
+    if inner is None or (inner.startswith("pooler.") and head == "classification"):  # a head's weight
+        name = inner or key
+        return _rename(name, RENAMES[family].get(head, []), reverse=True) or name
+    qkv = _OUR_QKV.match(inner) if family == "modernbert" else None
+    if qkv:
+        return f"{prefix}layers.{qkv.group(1)}.attn.Wqkv.{qkv.group(3)}"
+    return prefix + (_rename(inner, RENAMES[family]["encoder"], reverse=True) or inner)
+
+
 def state_to_hf(family: str, state: dict[str, torch.Tensor], head: str) -> dict[str, torch.Tensor]:
     """Our state dict (tied aliases dropped; head classes' keys start with ``bert.``) -> the family's names for
-    ``transformers``' class of ``head`` (:data:`HF_CLASSES`); query / key / value are fused into ModernBERT's
-    ``Wqkv``."""
-    prefix = PREFIX[family] if head != "base" else ""
+    ``transformers``' class of ``head`` (:data:`HF_CLASSES`, by :func:`hf_name`); query / key / value are fused
+    into ModernBERT's ``Wqkv`` (in that order, as its ``view(..., 3, heads, d)`` reads them)."""
     out: dict[str, torch.Tensor] = {}
     fused: dict[str, dict[str, torch.Tensor]] = {}
     for key, tensor in state.items():
-        inner = key[len("bert."):] if key.startswith("bert.") else (key if head == "base" else None)
-        if inner is None or (inner.startswith("pooler.") and head == "classification"):  # a head's weight
-            name = inner or key
-            out[_rename(name, RENAMES[family].get(head, []), reverse=True) or name] = tensor
-            continue
-        qkv = _OUR_QKV.match(inner) if family == "modernbert" else None
+        name = hf_name(family, key, head)
+        qkv = _OUR_QKV.match(key.removeprefix("bert.")) if name.endswith(("Wqkv.weight", "Wqkv.bias")) else None
         if qkv:
-            fused.setdefault(f"layers.{qkv.group(1)}.attn.Wqkv.{qkv.group(3)}", {})[qkv.group(2)] = tensor
-            continue
-        out[prefix + (_rename(inner, RENAMES[family]["encoder"], reverse=True) or inner)] = tensor
+            fused.setdefault(name, {})[qkv.group(2)] = tensor
+        else:
+            out[name] = tensor
     for name, parts in fused.items():
-        out[prefix + name] = torch.cat([parts["query"], parts["key"], parts["value"]])
+        out[name] = torch.cat([parts["query"], parts["key"], parts["value"]])
     return out
 
 

@@ -267,8 +267,12 @@ def accuracy(predictions: list[Prediction]) -> tuple[int, int]:
 
 def normalise_mask_markers(text: str, tokenizer) -> str:
     """Write every case variant of the mask token (``[mask]``, ``[Mask]``) as the tokenizer's own
-    ``[MASK]``: the tokenizer only recognises the exact spelling, and people type either."""
+    ``[MASK]``: the tokenizer only recognises the exact spelling, and people type either. For a tokenizer whose
+    mask is spelt otherwise (RoBERTa's ``<mask>``), BERT's ``[MASK]`` is written as that mask too."""
     import re
 
     marker = tokenizer.mask_token
-    return re.sub(re.escape(marker), marker, text, flags=re.IGNORECASE)
+    text = re.sub(re.escape(marker), marker, text, flags=re.IGNORECASE)
+    if marker != "[MASK]":
+        text = re.sub(re.escape("[MASK]"), marker, text, flags=re.IGNORECASE)
+    return text

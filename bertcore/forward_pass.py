@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from .anatomy import EmbeddingBreakdown, embedding_breakdown
+from .rotary import apply_rotary
 from .fill_mask import NO_MLM_HEAD
 
 
@@ -49,6 +50,11 @@ class LayerSteps:
         residual2: ``(T, H)`` ``attn_out + ffn_out``.
         output: ``(T, H)`` ``LayerNorm(residual2)`` (post-LN) or ``residual2`` (pre-LN; after the encoder's final
             LayerNorm in the last layer): ``hidden_states[layer]``.
+        query_unrotated / key_unrotated: ``(heads, T, d)`` with rotary positions (ModernBERT), the projections
+            before RoPE turns them by their positions (``query`` / ``key`` are then the rotated ones); else None.
+        ffn_gate: ``(T, I)`` with a GeGLU feed-forward, the gate half of ``intermediate.dense`` (``ffn_pre`` is the
+            other half and ``ffn_act = act(ffn_pre) * ffn_gate``); else None.
+        window: the local attention window (keys farther than ``window // 2`` are masked) on a local layer; else None.
     """
 
     layer: int
@@ -70,6 +76,10 @@ class LayerSteps:
     ffn_out: torch.Tensor
     residual2: torch.Tensor
     output: torch.Tensor
+    query_unrotated: torch.Tensor | None = None
+    key_unrotated: torch.Tensor | None = None
+    ffn_gate: torch.Tensor | None = None
+    window: int | None = None
 
 
 @dataclass
@@ -129,12 +139,16 @@ class ForwardTrace:
 
 
 def layer_steps(layer: nn.Module, x: torch.Tensor, number: int, pre_layer_norm: bool,
-                final_norm: nn.Module | None = None) -> LayerSteps:
+                final_norm: nn.Module | None = None, rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+                mask: torch.Tensor | None = None, window: int | None = None) -> LayerSteps:
     """Run one ``BertLayer`` on ``x (T, H)`` with every formula written out (eval mode: no dropout).
 
     ``final_norm``: the encoder's closing LayerNorm of a pre-LN model, applied after its last layer (else None).
+    ``rotary``: ``(cos, sin)`` ``(1, T, d)`` of a rotary model's layer
+    (:meth:`bertcore.encoder.BertEncoder.layer_inputs`); ``mask``: its additive ``(1, 1, T, T)`` sliding-window
+    mask on a local layer (``window`` tokens wide).
     Source: HF ``BertSelfAttention`` (``eager_attention_forward``), ``BertSelfOutput``, ``BertIntermediate``,
-    ``BertOutput``.
+    ``BertOutput``; ModernBERT's ``apply_rotary_pos_emb`` and ``ModernBertMLP`` (GeGLU).
     """
     att, self_att = layer.attention, layer.attention.self
     t, h = x.shape
@@ -145,23 +159,36 @@ def layer_steps(layer: nn.Module, x: torch.Tensor, number: int, pre_layer_norm: 
         return lin(attn_in).view(t, heads, d).transpose(0, 1)  # (heads, T, d)
 
     q, k, v = split(self_att.query), split(self_att.key), split(self_att.value)
+    q0 = k0 = None
+    if rotary is not None:  # RoPE: turn each query and key by its position's angles (Su et al. 2021)
+        q0, k0 = q, k
+        q, k = (r[0] for r in apply_rotary(q[None], k[None], *rotary))  # (heads, T, d)
     scores = q @ k.transpose(-1, -2) / math.sqrt(d)  # (heads, T, T)
-    probs = torch.softmax(scores, dim=-1)  # (heads, T, T)
+    if mask is not None:
+        scores = scores + mask[0, 0]  # keys outside the local window get -inf-like scores
+    soft = self_att.softmax_dtype
+    probs = (torch.softmax(scores, dim=-1) if soft is None
+             else torch.softmax(scores, dim=-1, dtype=soft).to(scores.dtype))  # (heads, T, T)
     context = probs @ v  # (heads, T, d)
     merged = context.transpose(0, 1).reshape(t, h)  # (T, H)
     attn_proj = att.output.dense(merged)  # (T, H)
     residual1 = x + attn_proj  # (T, H)
     attn_out = residual1 if pre_layer_norm else att.output.LayerNorm(residual1)  # (T, H)
     ffn_in = layer.output.LayerNorm(attn_out) if pre_layer_norm else attn_out  # (T, H)
-    ffn_pre = layer.intermediate.dense(ffn_in)  # (T, I)
+    ffn_pre, gate = layer.intermediate.dense(ffn_in), None  # (T, I), or (T, 2I) for GeGLU
+    if layer.intermediate.gated:
+        ffn_pre, gate = ffn_pre.chunk(2, dim=-1)  # each (T, I)
     ffn_act = layer.intermediate.intermediate_act_fn(ffn_pre)  # (T, I)
+    if gate is not None:
+        ffn_act = ffn_act * gate  # GeGLU: the activation gated by the other half (Shazeer 2020)
     ffn_out = layer.output.dense(ffn_act)  # (T, H)
     residual2 = attn_out + ffn_out  # (T, H)
     output = residual2 if pre_layer_norm else layer.output.LayerNorm(residual2)  # (T, H)
     if final_norm is not None:
         output = final_norm(output)
     return LayerSteps(number, x, attn_in, q, k, v, scores, probs, context, merged, attn_proj, residual1, attn_out,
-                      ffn_in, ffn_pre, ffn_act, ffn_out, residual2, output)
+                      ffn_in, ffn_pre, ffn_act, ffn_out, residual2, output, q0, k0, gate, window if mask is not None
+                      else None)
 
 
 def mlm_steps(model: nn.Module, hidden: torch.Tensor, k: int = 5) -> MLMSteps:
@@ -227,10 +254,15 @@ def trace(model: nn.Module, input_ids: torch.Tensor, token: int, layer: int, hea
     emb = embedding_breakdown(model, input_ids, token_type_ids)
     layers = encoder.encoder.layer
     final_norm = getattr(encoder.encoder, "LayerNorm", None) if cfg.pre_layer_norm else None
-    hidden, probs, chosen = [emb.output], [], None
+    x0 = emb.output
+    if hasattr(encoder, "embeddings_project"):  # ELECTRA: E-wide embeddings projected to H
+        x0 = encoder.embeddings_project(x0)  # (T, H)
+    inputs = encoder.encoder.layer_inputs(None, x0[None])  # per layer: (window mask | None, (cos, sin) | None)
+    hidden, probs, chosen = [x0], [], None
     for i, module in enumerate(layers):
+        mask, rot = inputs[i]
         steps = layer_steps(module, hidden[-1], i + 1, cfg.pre_layer_norm,
-                            final_norm if i == len(layers) - 1 else None)
+                            final_norm if i == len(layers) - 1 else None, rot, mask, cfg.local_attention)
         hidden.append(steps.output)
         probs.append(steps.probs)
         if i + 1 == layer:

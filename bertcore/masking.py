@@ -137,14 +137,18 @@ def eligible_positions(tokenizer, input_ids: torch.Tensor, attention_mask: torch
 
 
 def continuation_table(tokenizer, size: int | None = None) -> torch.Tensor:
-    """``(V,)`` bool: True for WordPiece continuation pieces (``##ing``), which join the word before them.
+    """``(V,)`` bool: True for WordPiece continuation pieces (``##ing``), which join the word before them. For a
+    byte-level BPE vocabulary (RoBERTa, ModernBERT) the marker is the other way round: a piece that starts a word
+    after a space begins with ``Ġ``, so every other ordinary piece is a continuation (special tokens are not).
 
     ``size`` pads the table to a model's vocabulary (ids past the tokenizer's are never continuations).
     """
     vocab = tokenizer.get_vocab()
     table = torch.zeros(max(size or 0, len(tokenizer), max(vocab.values()) + 1), dtype=torch.bool)
+    model = type(getattr(getattr(tokenizer, "backend_tokenizer", None), "model", None)).__name__
+    specials = set(getattr(tokenizer, "all_special_tokens", []))
     for tok, i in vocab.items():
-        if tok.startswith("##"):
+        if (not tok.startswith("Ġ") and tok not in specials) if model == "BPE" else tok.startswith("##"):
             table[i] = True
     return table
 
@@ -153,10 +157,14 @@ def word_ids_from_pieces(input_ids: torch.Tensor, eligible: torch.Tensor, contin
     """``(B, T)`` long word index per position for whole-word masking, -1 where not eligible.
 
     A word starts at every eligible piece that is not a ``##`` continuation (``continuation`` from
-    :func:`continuation_table`), as Google's ``create_pretraining_data.py``; the collator and the
-    Masking page both use this, so a word is the same thing in training and in the UI.
+    :func:`continuation_table`), as Google's ``create_pretraining_data.py``, and at the first piece after a
+    special token (a BPE text's first word has no ``Ġ``; a WordPiece text never starts with ``##``, so this
+    changes nothing there); the collator and the Masking page both use this, so a word is the same thing in
+    training and in the UI.
     """
-    starts = eligible & ~continuation.to(input_ids.device)[input_ids]  # (B, T)
+    after_gap = torch.ones_like(eligible)  # (B, T): the previous position is not eligible (or there is none)
+    after_gap[:, 1:] = ~eligible[:, :-1]
+    starts = eligible & (~continuation.to(input_ids.device)[input_ids] | after_gap)  # (B, T)
     wid = torch.cumsum(starts.long(), dim=1) - 1  # (B, T)
     return torch.where(eligible, wid.clamp(min=0), torch.full_like(wid, -1))
 

@@ -27,6 +27,22 @@ NO_NSP_HEAD = ("this model has no next-sentence head (no cls.seq_relationship we
                "pretraining run with NSP on, or an HF folder saved from BertForPreTraining (e.g. bert-base-uncased).")
 
 
+#: why a family has no NSP head at all (its pretraining dropped the task)
+FAMILY_WITHOUT_NSP = {
+    "roberta": "RoBERTa is trained without next-sentence prediction (Liu et al. 2019, section 4.2, found it did not "
+               "help)",
+    "distilbert": "DistilBERT is distilled with the MLM loss only, without next-sentence prediction (Sanh et al. 2019)",
+    "electra": "ELECTRA is trained on replaced-token detection, without next-sentence prediction (Clark et al. 2020)",
+    "modernbert": "ModernBERT is trained with MLM only, without next-sentence prediction (Warner et al. 2024)",
+}
+
+
+def no_nsp_reason(config) -> str:
+    """The one line a page shows for a model without an NSP head: the family's reason, or :data:`NO_NSP_HEAD`."""
+    reason = FAMILY_WITHOUT_NSP.get(getattr(config, "family", "bert"))
+    return NO_NSP_HEAD if reason is None else f"{reason}, so it cannot score sentence pairs."
+
+
 @dataclass
 class NextSentencePrediction:
     """The NSP head's answer for one pair.

@@ -181,6 +181,10 @@ def prediction_error(predictions: np.ndarray) -> float:
     return float(np.abs(np.round(pred) - np.arange(len(pred))).mean())
 
 
+class NoPositionTableError(ValueError):
+    """A model without a learned position table (rotary positions); the message says so."""
+
+
 def learned_positions(model, start: int = 0, stop: int | None = None) -> np.ndarray:
     """Rows ``[start, stop)`` of a BERT's learned position table.
 
@@ -192,8 +196,12 @@ def learned_positions(model, start: int = 0, stop: int | None = None) -> np.ndar
         ``(stop - start, H)`` float32 numpy array (a copy).
     Raises:
         PositionRangeError: the range does not fit the model's ``max_position_embeddings``.
+        NoPositionTableError (a ValueError): a model with rotary positions (ModernBERT) has no table.
     """
     encoder = getattr(model, "base_model", model)
+    if encoder.embeddings.position_embeddings is None:
+        raise NoPositionTableError(f"this {encoder.config.family} model has no learned position table: its positions "
+                                   "are rotary, applied inside attention (the Positional embeddings page shows them)")
     table = encoder.embeddings.position_embeddings.weight  # (P, H)
     n = table.shape[0]
     start, stop = check_range(start, n if stop is None else stop, n)

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from bertcore import anatomy
+from bertcore import anatomy, families
 from bertcore.config import PRESETS
 from bertcore.embeddings import InputError
 from bertcore.tokenizer import TextError, encode
@@ -65,9 +65,41 @@ groups = ["all"] + list(totals)
 group = st.selectbox("Show the parameters of", groups, key="ana_group", persist_state="session")
 table = pd.DataFrame([{"name": r.name, "shape": " × ".join(map(str, r.shape)), "parameters": r.count,
                        "group": r.group, "part": r.part} for r in rows if group == "all" or r.group == group])
+if cfg.family != "bert":  # the same modules under the family's own names (bertcore.families)
+    st.caption(f"This {cfg.family} model is built from BERT's modules, so the names below are BERT's; the column "
+               f"*transformers name* is the same tensor in transformers' {cfg.family} class (its weight-name map).")
+    table.insert(1, "transformers name", [families.hf_name(cfg.family, n, lm.head) for n in table["name"]])
 st.dataframe(table, hide_index=True, key="ana_table",
              column_config={"parameters": st.column_config.NumberColumn(format="localized")})
 st.caption(f"{len(table)} tensors, {int(table['parameters'].sum()):,} parameters.")
+
+# ----------------------------------------------------------------------------- two architectures
+st.subheader("Compare two architectures")
+st.markdown("Each family is a configuration of the same modules, so two architectures line up part by part: "
+            "which parts exist, their shapes, and how many parameters each holds (the bare encoders at their "
+            "published base sizes; one encoder layer stands for all).")
+names = list(anatomy.BASE_CONFIGS)
+c1, c2 = st.columns(2)
+arch_a = c1.selectbox("Architecture A", names, index=0, key="ana_arch_a", persist_state="session")
+arch_b = c2.selectbox("Architecture B", names, index=names.index("ModernBERT-base"), key="ana_arch_b",
+                      persist_state="session")
+cfg_a, cfg_b = anatomy.base_config(arch_a), anatomy.base_config(arch_b)
+arch = pd.DataFrame(anatomy.compare_architectures(cfg_a, cfg_b))
+n_a, n_b = (sum(anatomy.group_totals(anatomy.parameter_table(anatomy.build_on_meta(c, "base"))).values())
+            for c in (cfg_a, cfg_b))
+m = st.columns(3)
+m[0].metric(f"{arch_a}: parameters", f"{n_a / 1e6:.1f} M", help=f"{n_a:,}; {cfg_a.num_hidden_layers} layers")
+m[1].metric(f"{arch_b}: parameters", f"{n_b / 1e6:.1f} M", help=f"{n_b:,}; {cfg_b.num_hidden_layers} layers")
+m[2].metric("Difference (B − A)", f"{(n_b - n_a) / 1e6:+.1f} M")
+st.dataframe(arch, hide_index=True, key="ana_arch",
+             column_config={"shapes_a": f"shapes in {arch_a}", "shapes_b": f"shapes in {arch_b}",
+                            "params_a": st.column_config.NumberColumn(arch_a, format="localized"),
+                            "params_b": st.column_config.NumberColumn(arch_b, format="localized"),
+                            "difference": st.column_config.NumberColumn("B − A", format="localized")})
+st.caption("A dash: the part does not exist in that architecture. ModernBERT has no position table (rotary "
+           "positions), no segment table, no biases (its LayerNorms hold only a gain), a GeGLU feed-forward "
+           "whose first map is twice as wide (half of it gates the other half), a final LayerNorm and no pooler; "
+           "ELECTRA's narrower embeddings get a projection; DistilBERT keeps BERT's layer with half the layers.")
 
 # ----------------------------------------------------------------------------- presets
 st.subheader("Presets")
@@ -109,6 +141,11 @@ if enc.num_truncated:
                               "The pooler only reads [CLS] anyway, but [CLS] has attended to the kept tokens only.")
 if steps is None:
     st.info("This model has no pooler (BertForMaskedLM drops it, as Hugging Face does).", icon=":material/info:")
+elif cfg.pooler_act != "tanh" or cfg.pooler_norm or cfg.classifier_pooling != "cls":
+    st.info(f"This {cfg.family} model's sentence head is not BERT's tanh pooler (it applies {cfg.pooler_act}"
+            + (" then a LayerNorm" if cfg.pooler_norm else "") + f" over the {cfg.classifier_pooling} token"
+            + ("s" if cfg.classifier_pooling == "mean" else "") + "), so the tanh view below does not apply.",
+            icon=":material/info:")
 else:
     widgets.plotly_chart(ana_figures.pooler_figure(steps.dense.numpy(), steps.pooled.numpy()), key="ana_pooler")
     check = "equals" if steps.matches_model else "does NOT equal"

@@ -46,6 +46,14 @@ except (TextError, InputError) as exc:
 if enc.num_truncated:
     widgets.truncation_notice(len(enc) + enc.num_truncated, limit)
 
+missing = [what for what, absent in (("no position table (its positions are rotary: see the Positional embeddings "
+                                     "page)", lm.encoder.embeddings.position_embeddings is None),
+                                    ("no segment table (one sentence type: the segment part is 0)",
+                                     lm.encoder.embeddings.token_type_embeddings is None)) if absent]
+if missing:
+    st.info(f"This {lm.config.family} model has " + " and ".join(missing) + ", so those parts are all zeros below.",
+            icon=":material/info:")
+
 # ----------------------------------------------------------------------------- the check
 st.subheader("Does the recomposition equal the model's embedding output?")
 diff = parts.max_abs_diff

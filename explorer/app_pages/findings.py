@@ -91,8 +91,11 @@ st.caption(f"{result.n_segments} segments, {result.n_tokens:,} tokens, {result.i
            f"the forward passes took {result.seconds:.1f} s when first computed.")
 
 
-regression = resources.position_regression(key, lm)
-learned_mae, sinus_mae = regression["learned"]["mae"], regression["sinusoidal"]["mae"]
+if lm.encoder.embeddings.position_embeddings is None:  # rotary positions (ModernBERT): no table to regress
+    regression, learned_mae, sinus_mae = None, None, None
+else:
+    regression = resources.position_regression(key, lm)
+    learned_mae, sinus_mae = regression["learned"]["mae"], regression["sinusoidal"]["mae"]
 st.subheader("Ours beside the papers")
 rows = published.comparison_rows(result, learned_mae, sinus_mae)
 st.table(pd.DataFrame(rows).rename(columns=COLUMNS))
@@ -160,6 +163,11 @@ def contextuality() -> None:
 
 
 def positions() -> None:
+    if regression is None:
+        st.info(f"This {lm.config.family} model has no learned position table (its positions are rotary, turned "
+                "inside attention), so Wang & Chen's regression does not apply; the Positional embeddings page "
+                "shows its rotary frequencies.", icon=":material/info:")
+        return
     st.markdown(f"Wang & Chen 2020 (Table 1): a linear regression from a position's vector to its index, 5-fold "
                 f"cross-validated. This model's learned table: mean absolute error **{learned_mae:.1f}** positions; "
                 f"a sinusoidal table of the same size: **{sinus_mae:.1f}**. A small error means absolute position "

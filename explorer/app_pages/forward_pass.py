@@ -95,16 +95,25 @@ def embeddings() -> None:
     st.markdown(f"{code(word)} is id {tid}, at position {i}, in segment {'AB'[seg]}. Three rows are looked "
                 "up and added; LayerNorm then rescales the sum to mean 0 and variance 1 and applies its learned gain "
                 "and bias. The last panel is the whole embedding output, one row per token, this token outlined.")
-    chart([figs.Strip(f"word embedding of '{word}' (row {tid})", vec(e.word[i]), f"(V, H) = ({cfg.vocab_size}, {H})",
-                      F["word"]),
-           figs.Strip(f"position embedding (row {i})", vec(e.position[i]),
-                      f"(P, H) = ({cfg.max_position_embeddings}, {H})", F["position"]),
-           figs.Strip(f"segment embedding (row {seg})", vec(e.segment[i]), f"(S, H) = ({cfg.type_vocab_size}, {H})",
-                      F["segment"]),
-           figs.Strip("sum", vec(e.total[i]), f"(T, H) = ({T}, {H})", F["sum"]),
-           figs.Strip("after LayerNorm", vec(e.output[i]), f"(T, H) = ({T}, {H})", F["embedding"]),
-           figs.Strip("embedding output, every token", vec(e.output), f"(T, H) = ({T}, {H})", F["embedding"], rows=show,
-                      highlight=i)], "fp_embeddings")
+    E = cfg.embedding_width  # ELECTRA: narrower tables, projected to H before layer 1
+    parts = lm.encoder.embeddings
+    if parts.position_embeddings is None or parts.token_type_embeddings is None:
+        st.caption(f"This {cfg.family} model has " + " and ".join(
+            w for w, missing in (("no position table (its positions are rotary, turned inside attention)",
+                                  parts.position_embeddings is None),
+                                 ("no segment table", parts.token_type_embeddings is None)) if missing) + ".")
+    strips = [figs.Strip(f"word embedding of '{word}' (row {tid})", vec(e.word[i]),
+                         f"(V, E) = ({cfg.vocab_size}, {E})", F["word"])]
+    if parts.position_embeddings is not None:
+        strips.append(figs.Strip(f"position embedding (row {i})", vec(e.position[i]),
+                                 f"(P, E) = ({cfg.max_position_embeddings}, {E})", F["position"]))
+    if parts.token_type_embeddings is not None:
+        strips.append(figs.Strip(f"segment embedding (row {seg})", vec(e.segment[i]),
+                                 f"(S, E) = ({cfg.type_vocab_size}, {E})", F["segment"]))
+    chart(strips + [figs.Strip("sum", vec(e.total[i]), f"(T, E) = ({T}, {E})", F["sum"]),
+                    figs.Strip("after LayerNorm", vec(e.output[i]), f"(T, E) = ({T}, {E})", F["embedding"]),
+                    figs.Strip("embedding output, every token", vec(e.output), f"(T, E) = ({T}, {E})", F["embedding"],
+                               rows=show, highlight=i)], "fp_embeddings")
 
 
 def one_head() -> None:
@@ -119,10 +128,23 @@ def one_head() -> None:
         attn_strips.append(figs.Strip("LN(x): what attention reads", vec(s.attn_in[i]), f"(T, H) = ({T}, {H})",
                                       F["attn_in"]))
     heads_shape = f"(heads, T, d) = ({cfg.num_attention_heads}, {T}, {d})"
+    if s.query_unrotated is not None:  # RoPE (ModernBERT): the rotation is its own step
+        attn_strips += [
+            figs.Strip(f"q before RoPE: query of '{word}', head {head}", vec(s.query_unrotated[h0, i]), heads_shape,
+                       F["query"]),
+            figs.Strip(f"k before RoPE: keys of every token, head {head}", vec(s.key_unrotated[h0]), heads_shape,
+                       F["key"], rows=show, highlight=i)]
+        rot = "RoPE(·, i): pair (j, j + d/2) turned by i·θⱼ"
+        attn_strips += [
+            figs.Strip(f"q after RoPE: turned by position {i}", vec(s.query[h0, i]), heads_shape, rot),
+            figs.Strip("k after RoPE: each key turned by its own position", vec(s.key[h0]), heads_shape, rot,
+                       rows=show, highlight=i)]
+    else:
+        attn_strips += [
+            figs.Strip(f"q: query of '{word}', head {head}", vec(s.query[h0, i]), heads_shape, F["query"]),
+            figs.Strip(f"k: keys of every token, head {head}", vec(s.key[h0]), heads_shape, F["key"], rows=show,
+                       highlight=i)]
     attn_strips += [
-        figs.Strip(f"q: query of '{word}', head {head}", vec(s.query[h0, i]), heads_shape, F["query"]),
-        figs.Strip(f"k: keys of every token, head {head}", vec(s.key[h0]), heads_shape, F["key"], rows=show,
-                   highlight=i),
         figs.Strip("scores of this query against every key", vec(s.scores[h0, i]),
                    f"(heads, T, T) = ({cfg.num_attention_heads}, {T}, {T})", F["scores"], columns=show),
         figs.Strip("attention weights (the row of the attention map)", vec(s.probs[h0, i]),
@@ -162,8 +184,16 @@ def feed_forward() -> None:
                    ": this is the layer's output (pre-LN: the LayerNorm came first)."))
     ffn = ([figs.Strip("LN(h): what the feed-forward reads", vec(s.ffn_in[i]), f"(T, H) = ({T}, {H})", F["ffn_in"])]
            if cfg.pre_layer_norm else [])
-    ffn += [figs.Strip("first linear map", vec(s.ffn_pre[i]), f"(T, I) = ({T}, {I_})", F["ffn_pre"]),
-            figs.Strip(f"after {act}", vec(s.ffn_act[i]), f"(T, I) = ({T}, {I_})", F["ffn_act"]),
+    if s.ffn_gate is not None:  # GeGLU (ModernBERT): one map gives 2I numbers, half of them gate the other half
+        ffn += [figs.Strip("first linear map, first half (up)", vec(s.ffn_pre[i]), f"(T, I) = ({T}, {I_})",
+                           "u = (W_i h)[:I]"),
+                figs.Strip("first linear map, second half (gate)", vec(s.ffn_gate[i]), f"(T, I) = ({T}, {I_})",
+                           "g = (W_i h)[I:]"),
+                figs.Strip(f"GeGLU: {act}(up) × gate", vec(s.ffn_act[i]), f"(T, I) = ({T}, {I_})", f"{act}(u) ⊙ g")]
+    else:
+        ffn += [figs.Strip("first linear map", vec(s.ffn_pre[i]), f"(T, I) = ({T}, {I_})", F["ffn_pre"]),
+                figs.Strip(f"after {act}", vec(s.ffn_act[i]), f"(T, I) = ({T}, {I_})", F["ffn_act"])]
+    ffn += [
             figs.Strip("second linear map FFN(h)", vec(s.ffn_out[i]), f"(T, H) = ({T}, {H})", F["ffn_out"]),
             figs.Strip("h + FFN(h)", vec(s.residual2[i]), f"(T, H) = ({T}, {H})", F["residual2"]),
             figs.Strip(f"layer {layer}'s output at '{word}'", vec(s.output[i]), f"(T, H) = ({T}, {H})", F["output"])]

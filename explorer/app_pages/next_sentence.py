@@ -34,7 +34,7 @@ it (RoBERTa, Liu et al. 2019); it is here because it is how BERT was trained.
 
 lm = widgets.current_model()
 if not next_sentence.has_nsp_head(lm.model):
-    st.info(f"**{widgets.escape_md(lm.source.name)}**: " + next_sentence.NO_NSP_HEAD,
+    st.info(f"**{widgets.escape_md(lm.source.name)}**: " + next_sentence.no_nsp_reason(lm.config),
             icon=":material/block:")
     st.button("Use the packaged MiniLM-MLM (has MLM and NSP heads)", key="nsp_switch", type="primary",
               on_click=widgets.use_source, args=(PACKAGED_MLM,), icon=":material/swap_horiz:")

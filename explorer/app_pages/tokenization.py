@@ -6,7 +6,7 @@ import streamlit as st
 from bertcore.analysis.attention import activations
 from bertcore.analysis.representations import syntax
 from bertcore.sources import SourceError
-from bertcore.tokenizer import TextError, TokenizerError, compare_vocabularies, encode
+from bertcore.tokenizer import TextError, TokenizerError, compare_vocabularies, encode, is_wordpiece
 from explorer import as_code, resources, widgets
 from explorer.as_code import inside
 from explorer.figures import tokens as token_figures
@@ -29,6 +29,17 @@ A character the vocabulary cannot spell at all becomes `[UNK]`.
 
 lm = widgets.current_model()
 tok = lm.tokenizer
+bpe = not is_wordpiece(tok)
+if bpe:
+    st.info(
+        f"**This {lm.config.family} model reads byte-level BPE, not WordPiece** (Sennrich et al. 2016; Radford et "
+        "al. 2019, section 2.2). The text is read as bytes, so no character is ever unknown; the vocabulary holds "
+        "the byte pairs merged most often while it was trained. There is no lower-casing and no `##`: instead "
+        "a piece that starts a word after a space begins with **`Ġ`**, the printable stand-in for the space byte "
+        f"(`Ġcat` is \" cat\"). Special tokens: `{tok.cls_token}` at the start, `{tok.sep_token}` after each "
+        "sentence" + ("; RoBERTa has no segment ids (one segment, all 0)." if lm.config.family == "roberta" else
+                      "; this model has no segment embeddings, so the segment ids below are not read."),
+        icon=":material/info:")
 text, text_pair = widgets.text_or_pair("tok", DEFAULT, DEFAULT_B)
 limit = lm.max_length
 try:
@@ -75,7 +86,7 @@ as_code.expander("tokenization", "Tokenization", inside.tokenization(lm.source, 
                  {"input_ids": enc.input_ids, "token_type_ids": enc.token_type_ids,
                   "attention_mask": enc.attention_mask})
 
-st.subheader("This vocabulary vs bert-base-uncased's")
+st.subheader("This vocabulary vs bert-base-uncased's" + (" (compare tokenizers: BPE vs WordPiece)" if bpe else ""))
 if resources.has_bert_base_uncased_vocab(resources.source_key(lm.source), lm):
     st.caption(f"This model uses bert-base-uncased's vocabulary ({len(tok):,} WordPiece tokens, lower-cased), "
                "the one Devlin et al. (2019) trained on Wikipedia and BooksCorpus. A model pretrained here "
@@ -90,16 +101,22 @@ else:
     if reference is not None:
         comp = compare_vocabularies(tok, reference, text, text_pair, max_length=limit)
         n_model, n_ref = comp.n_pieces
-        st.caption(f"This model's vocabulary ({len(tok):,} tokens) is not bert-base-uncased's (30,522). A smaller "
-                   "vocabulary trained on one corpus (WordPiece, Wu et al. 2016; trained with the `tokenizers` "
-                   "library) keeps that corpus's frequent words whole and cuts rarer words into more pieces; "
-                   "every extra piece is a longer sequence for the model. Ids differ too: the same id means "
-                   "a different token under each vocabulary.")
+        if bpe:
+            st.caption(f"The same text under this model's byte-level BPE ({len(tok):,} tokens; `Ġ` starts a word "
+                       "after a space) and under bert-base-uncased's WordPiece (30,522 tokens, lower-cased; `##` "
+                       "continues a word). Each splits the words it saw often less; every extra piece is a longer "
+                       "sequence for the model. Ids differ too: the same id means a different token in each.")
+        else:
+            st.caption(f"This model's vocabulary ({len(tok):,} tokens) is not bert-base-uncased's (30,522). A "
+                       "smaller vocabulary trained on one corpus (WordPiece, Wu et al. 2016; trained with the "
+                       "`tokenizers` library) keeps that corpus's frequent words whole and cuts rarer words into "
+                       "more pieces; every extra piece is a longer sequence for the model. Ids differ too: the same "
+                       "id means a different token under each vocabulary.")
         left, right = st.columns(2)
         for col, name, e, n in ((left, "this model", comp.encoding, n_model),
                                 (right, "bert-base-uncased", comp.reference, n_ref)):
             col.metric(f"Pieces under {name}", n, delta=None if col is right else n - n_ref,
-                       delta_color="inverse", help="WordPiece tokens without [CLS] and [SEP]")
+                       delta_color="inverse", help="tokens without the special tokens ([CLS] / [SEP], <s> / </s>)")
             widgets.plotly_chart(where=col, fig=token_figures.token_grid(e.tokens, e.input_ids, e.word_ids,
                                                                          e.special_tokens_mask, e.token_type_ids,
                                                                          e.attention_mask, per_row=8),

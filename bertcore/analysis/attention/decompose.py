@@ -153,6 +153,11 @@ class LayerMath:
     def __init__(self, layer, config, dtype: torch.dtype = F64) -> None:
         self._layer, self.dtype = layer, dtype
         self.heads, self.d, self.pre_ln = config.num_attention_heads, config.head_size, config.pre_layer_norm
+        if config.gated_ffn or not (config.attention_bias and config.mlp_bias and config.norm_bias
+                                    and config.first_attention_norm):
+            raise ValueError(f"the decomposition follows BERT's layer (biases, a LayerNorm in every sub-layer, a plain "
+                             f"feed-forward); this {config.family} model's layer differs (no biases, GeGLU), so "
+                             "only the 'attention' weights are shown for it")
         self.eps1, self.eps2 = layer.attention.output.LayerNorm.eps, layer.output.LayerNorm.eps
         self.act = activation(config.hidden_act)
         self.act_name = config.hidden_act

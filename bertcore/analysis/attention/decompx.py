@@ -76,8 +76,14 @@ def _embeddings(base, inputs: dict) -> torch.Tensor:
     ids = inputs["input_ids"][0].to(emb.word_embeddings.weight.device)
     types = inputs.get("token_type_ids")
     types = torch.zeros_like(ids) if types is None else types[0].to(ids.device)
-    x = f64(emb.word_embeddings.weight[ids]) + f64(emb.token_type_embeddings.weight[types])
-    x = x + f64(emb.position_embeddings.weight[: ids.shape[0]])  # rows picked before the float64 copy
+    if emb.position_embeddings is None or hasattr(base, "embeddings_project"):
+        raise ValueError(f"DecompX follows BERT's embeddings (learned positions, width H); this {base.config.family} "
+                         "model has rotary positions or projected embeddings")
+    x = f64(emb.word_embeddings.weight[ids])
+    if emb.token_type_embeddings is not None:  # DistilBERT has no segments
+        x = x + f64(emb.token_type_embeddings.weight[types])
+    positions = emb._position_ids(ids[None], None)[0]  # 0..T-1, RoBERTa's counted after the padding id
+    x = x + f64(emb.position_embeddings.weight[positions])  # rows picked before the float64 copy
     return g(x, f64(emb.LayerNorm.weight), ln_inv_std(x, emb.LayerNorm.eps)) + f64(emb.LayerNorm.bias)
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...data import synthetic
-from ...tokenizer import encode
+from ...tokenizer import encode, is_wordpiece
 from ..attention.activations import run_encoding
 
 
@@ -127,9 +127,13 @@ def check_verb(model, tokenizer, text: str, verb: str, other_verb: str, subject:
             raise ValueError(f"{word!r} is not a word of {text!r}")
         return first[words.index(word.lower())]
 
-    ids = [tokenizer.convert_tokens_to_ids(v) for v in (verb, other_verb)]
+    if is_wordpiece(tokenizer):
+        ids = [tokenizer.convert_tokens_to_ids(v) for v in (verb, other_verb)]
+    else:  # byte-level BPE: a word after a space is its own token, "Ġare"
+        pieces = [tokenizer(" " + v, add_special_tokens=False)["input_ids"] for v in (verb, other_verb)]
+        ids = [p[0] if len(p) == 1 else tokenizer.unk_token_id for p in pieces]
     if tokenizer.unk_token_id in ids:
-        raise ValueError(f"{verb!r} and {other_verb!r} must each be one WordPiece")
+        raise ValueError(f"{verb!r} and {other_verb!r} must each be one token of this model's vocabulary")
     v, s, a = at(verb), at(subject), at(attractor)
     masked = torch.tensor([enc.input_ids])
     masked[0, v] = tokenizer.mask_token_id

@@ -52,6 +52,7 @@ def build_index(encoder, tokenizer, texts: list[str], layer: int, max_length: in
     if not 0 <= layer <= encoder.config.num_hidden_layers:
         raise ValueError(f"layer must be 0..{encoder.config.num_hidden_layers}; got {layer}")
     special = set(tokenizer.all_special_ids)
+    max_length = min(max_length, int(encoder.config.max_sequence_length))  # a model with fewer positions
     vecs, toks, seg, pos = [], [], [], []
     for i, text in enumerate(texts):
         enc = tokenizer(text, return_tensors="pt", truncation=True, max_length=max_length)
