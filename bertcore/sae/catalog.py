@@ -34,10 +34,10 @@ def _folders(model_folder: Path, runs_root: Path | None) -> list[tuple[str, Path
     return found
 
 
-def available(model_folder: str | Path, hidden_size: int, num_layers: int,
-              runs_root: str | Path | None = None) -> list[Entry]:
+def available(model_folder: str | Path, hidden_size: int, num_layers: int, runs_root: str | Path | None = None,
+              problems: list[tuple[str, str]] | None = None) -> list[Entry]:
     """The readable SAE folders that fit this model (``d_in`` = its hidden size, a layer it has), shipped first.
-    Folders that cannot be read are skipped (the page says nothing about a run being written)."""
+    The others are left out; ``problems``, if given, receives ``(label, why)`` for each of them."""
     model_folder = Path(model_folder)
     try:
         here = model_hash(model_folder)
@@ -49,7 +49,9 @@ def available(model_folder: str | Path, hidden_size: int, num_layers: int,
             cfg = sae_io.read_cfg(folder)
             cfg["layer"] = sae_io.layer_of((cfg.get("metadata") or {}).get("hook_name") or cfg.get("hook_name"))
             sae_io.check_fits(cfg, hidden_size, num_layers)
-        except sae_io.SAEError:
+        except sae_io.SAEError as exc:
+            if problems is not None:
+                problems.append((label, str(exc)))
             continue
         trained_on = ((cfg.get("metadata") or {}).get("bert_explorer") or {}).get("model_hash")
         out.append(Entry(label, folder, cfg, None if trained_on is None or here is None else trained_on == here))

@@ -41,4 +41,17 @@ def test_features_page_every_tab(mlm_source, runs_root):
 def test_features_page_without_an_sae(mlm_source, runs_root):
     at = page("features", mlm_source)
     assert_clean(at)
-    assert any("Train page" in m for m in messages(at)["info"])
+    assert any("Train page" in m for m in messages(at)["info"])  # none: how to get one
+
+
+def test_saes_that_do_not_fit_or_are_cut_get_a_sentence(mlm_source, runs_root):
+    sae_io.save(TopKSAE(16, 32, 4), runs_root / "20261126-other" / "sae" / "layer-1", layer=1)
+    sae_io.save(TopKSAE(32, 64, 4), runs_root / "20261126-deep" / "sae" / "layer-9", layer=9)
+    cut = sae_io.save(TopKSAE(32, 64, 4), runs_root / "20261126-cut" / "sae" / "layer-1", layer=1)
+    weights = cut / sae_io.WEIGHTS_FILE
+    weights.write_bytes(weights.read_bytes()[:64])  # a truncated sae_weights.safetensors
+    at = page("features", mlm_source)
+    assert_clean(at)
+    shown = " ".join(m.value for m in at.markdown)
+    assert "hidden size is 32" in shown and "has 2 layers" in shown  # each left out with its reason
+    assert any("truncated" in m or "cannot be read" in m for m in messages(at)["error"])
