@@ -15,7 +15,8 @@ from bertcore.training.recipes import DEFAULT_RECIPE, RECIPES
 from .conftest import page
 
 
-@pytest.mark.parametrize("name,minutes", [(DEFAULT_RECIPE, None), ("minilm-mlm", 3.0), ("phase-change", None)])
+@pytest.mark.parametrize("name,minutes", [(DEFAULT_RECIPE, None), ("minilm-mlm", 3.0), ("phase-change", None),
+                                          ("modern", None)])
 def test_page_launches_the_recipe(runs_root, monkeypatch, name, minutes):
     launched = []
 
