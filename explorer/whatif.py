@@ -23,7 +23,8 @@ from bertcore.embeddings import InputError
 from bertcore.fill_mask import FillMaskError
 from bertcore.sources import LoadedModel
 from bertcore.tokenizer import TextError, check_text, encode
-from explorer import resources, share, widgets
+from explorer import as_code, resources, share, widgets
+from explorer.as_code import analyses as as_code_analyses
 from explorer.figures import attention as att_figures
 from explorer.figures import attribution as attr_figures
 from explorer.figures import masking as mask_figures
@@ -168,11 +169,9 @@ def views(lm: LoadedModel, prefix: str, text_a: str, text_b: str, text_pair: str
     if prepare is not None:
         text_a, text_b = prepare(text_a), prepare(text_b)
         text_pair = None if text_pair is None else prepare(text_pair)
+    inputs = (text_a, text_b, text_pair, text_pair) if first is None else (first, first, text_a, text_b)
     try:
-        if first is None:
-            result = _compare(resources.source_key(lm.source), text_a, text_pair, text_b, text_pair, _loaded=lm)
-        else:
-            result = _compare(resources.source_key(lm.source), first, text_a, first, text_b, _loaded=lm)
+        result = _compare(resources.source_key(lm.source), inputs[0], inputs[2], inputs[1], inputs[3], _loaded=lm)
     except (TextError, InputError) as exc:
         widgets.show_error(exc, "What if")
         return None
@@ -184,6 +183,8 @@ def views(lm: LoadedModel, prefix: str, text_a: str, text_b: str, text_pair: str
     n, only = len(result.alignment), len(result.alignment.only_a) + len(result.alignment.only_b)
     st.caption(f"{n} WordPieces are paired (difflib's SequenceMatcher; a replaced piece is paired with its "
                f"replacement when both sides have as many); {only} exist in one input only (highlighted).")
+    as_code.expander(f"{prefix}_whatif", "What if", as_code_analyses.whatif(lm.source, *inputs),
+                     {"cosine": result.cosine, "head_js": result.head_js})
     if result.identical:
         st.info("B is the same as A, so every difference below is exactly zero. Edit B (or click an edit above) to "
                 "see what changes.", icon=":material/compare_arrows:")

@@ -110,3 +110,23 @@ fig.show()"""
                    ["import pandas as pd", "from bertcore.analysis import shipped",
                     "from bertcore.analysis.papers import published", "from explorer.figures import findings as figs"],
                    {"n_segments": n_segments}, body)
+
+
+def whatif(source: ModelSource, text_a: str, text_b: str, pair_a: str | None, pair_b: str | None) -> str:
+    """Input A against an edited input B (issue 41, part 1): ``result`` = ``{"cosine": (L+1, n) each aligned token's
+    hidden-state cosine by layer, "head_js": (L, heads) each head's mean Jensen-Shannon distance}``."""
+    body = """# tokens aligned by difflib's SequenceMatcher on the WordPieces (identical inputs: zero difference)
+w = whatif.compare(lm.model, lm.tokenizer, text_a, text_b, pair_a, pair_b)
+print("A:", w.act_a.tokens)
+print("B:", w.act_b.tokens)
+for m in w.masks or []:  # the k-th [MASK] of A against the k-th of B (None: a model without an MLM head)
+    print(m)
+result = {"cosine": w.cosine, "head_js": w.head_js}
+wi_figures.cosine_by_layer(w.cosine, w.labels(), ~w.alignment.same).show()
+fig = att_figures.stat_heatmap(w.head_js, "JS distance A vs B", 0.0, max(float(w.head_js.max()), 1e-6), fmt=".2f")
+fig.show()"""
+    return snippet("What if: A and B side by side", source,
+                   ["from bertcore.analysis.representations import whatif",
+                    "from explorer.figures import attention as att_figures",
+                    "from explorer.figures import whatif as wi_figures"],
+                   {"text_a": text_a, "text_b": text_b, "pair_a": pair_a, "pair_b": pair_b}, body)

@@ -50,7 +50,16 @@ STATES: dict[str, dict[str, object]] = {
     "compare": {"cmp_special": True, "cmp_text": "The bank raised its rates.\nWe sat on the river bank."},
     "findings": {"find_segments": 10},
     "evolution": {"evo_layer": 2, "evo_words": True, "evo_text": "the cats sat on unbelievably small mats ."},
+    "projector": {"proj_corpus": "yours", "proj_colour": "label", "proj_layer": 2},
     "next_sentence": {"nsp_b": "The striker scored twice in the second half.", "nsp_head": "head 3", "nsp_words": True},
+}
+
+# views inside a page (record name -> page, the state that shows the view, one changed state)
+VIEWS: dict[str, tuple[str, dict[str, object], dict[str, object]]] = {
+    "att_whatif": ("attention", {"att_whatif": True, "att_text": "The keys to the cabinet are on the table.",
+                                 "att_whatif_b": "The keys to the cabinet are on the table."},
+                   {"att_whatif_b": "The key to the cabinets is on the table."}),
+    "nsp_whatif": ("next_sentence", {"nsp_whatif": True}, {"nsp_whatif_b": "The striker scored twice."}),
 }
 
 # The snippets run as a user runs them: a fresh interpreter in the repository root, with no network (every socket
@@ -108,12 +117,13 @@ def assert_same(got, want, where: str = "result") -> None:
 
 def page_states(name: str) -> dict[str, object]:
     """What page ``name`` recorded in its default state and in :data:`STATES`' changed state (AppTest), or the
-    error it raised."""
+    error it raised; a view of :data:`VIEWS` on its page, opened, then changed."""
+    file, opened, changed_state = VIEWS.get(name, (name, {}, STATES.get(name)))
     try:
-        at = page(name)
+        at = page(file, **opened)
         assert_clean(at)
         default = at.session_state[RECORD_KEY][name]
-        for key, value in STATES[name].items():
+        for key, value in changed_state.items():
             at.session_state[key] = value
         at.run()
         assert_clean(at)
@@ -132,13 +142,13 @@ def ran(tmp_path_factory):
     fake_run(root, EVOLUTION_RUN)  # a run with three tiny checkpoints for the Evolution page
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("BERT_EXPLORER_RUNS", str(root))
-        pages = {name: page_states(name) for name in STATES}
+        pages = {name: page_states(name) for name in [*STATES, *VIEWS]}
     snippets = {f"{name}.{state}": rec[state].code for name, rec in pages.items() if "error" not in rec
                 for state in ("default", "changed")}
     return pages, run_snippets(snippets, tmp_path_factory.mktemp("as_code"))
 
 
-@pytest.mark.parametrize("name", list(STATES))
+@pytest.mark.parametrize("name", [*STATES, *VIEWS])
 def test_the_snippet_reproduces_the_page(name, ran):
     pages, results = ran
     rec = pages[name]
