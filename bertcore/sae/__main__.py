@@ -83,6 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--sae", action="append", required=True)
     f.add_argument("--model", default="shipped")
     f.add_argument("--sentences", type=int, default=3000)
+    c = sub.add_parser("card", help="write the README of SAE folders from their measured files")
+    c.add_argument("--sae", action="append", required=True)
+    c.add_argument("--model", default="shipped")
+    c.add_argument("--out", required=True, help="the README.md to write")
+    c.add_argument("--command", action="append", default=[], dest="commands",
+                   help="a command that made them (repeatable)")
+    c.add_argument("--tried", action="append", default=[], help="a Markdown line of what was tried (repeatable)")
     args = parser.parse_args(argv)
 
     from ..data import DataError
@@ -96,6 +103,14 @@ def main(argv: list[str] | None = None) -> int:
             return _evaluate(args)
         if args.command == "features":
             return _features(args)
+        if args.command == "card":
+            from .report import card
+            from .train import model_folder
+
+            text = card([Path(f) for f in args.sae], model_folder(args.model), args.commands, args.tried)
+            Path(args.out).write_text(text, encoding="utf-8")
+            print(text)
+            return 0
         if args.command == "train":
             cfg = _config(args)
             problems = cfg.check()

