@@ -62,22 +62,31 @@ def test_resume_after_sigkill_gives_the_uninterrupted_run(tiny_folder, tmp_path)
     assert steps == sorted(set(steps)) and steps[-1] == cfg.max_steps  # each step logged once, none lost
 
 
-def _cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bertcore.sae", *args], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+def _cli(capsys, *args) -> tuple[int, str]:
+    """``python -m bertcore.sae ARGS`` in this process (its ``main``): the exit code and what it wrote to stderr."""
+    from bertcore.sae.__main__ import main
+
+    code = main(list(args))
+    return code, capsys.readouterr().err
 
 
-def test_bad_input_gets_a_sentence_in_the_cli(tiny_folder, tmp_path):
+def test_bad_input_gets_a_sentence_in_the_cli(tiny_folder, tmp_path, capsys):
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n   \n", encoding="utf-8")
     common = ["--model", str(tiny_folder), "--heldout", str(TINY_CORPUS), "--d-sae", "64", "--k", "4",
               "--max-steps", "2"]
-    out = _cli("train", "--run-dir", str(tmp_path / "a"), "--layers", "7", "--corpus", str(TINY_CORPUS), *common)
-    assert out.returncode == 2 and "the model has 2 layers" in out.stderr and "Traceback" not in out.stderr
-    out = _cli("train", "--run-dir", str(tmp_path / "b"), "--layers", "1", "--corpus", str(empty), *common)
-    assert out.returncode == 2 and "corpus" in out.stderr and "Traceback" not in out.stderr
-    out = _cli("train", "--run-dir", str(tmp_path / "c"), "--layers", "1", "--corpus", "sotu", *common)
-    assert out.returncode == 2 and "held-out" in out.stderr
+    code, err = _cli(capsys, "train", "--run-dir", str(tmp_path / "a"), "--layers", "7", "--corpus", str(TINY_CORPUS),
+                     *common)
+    assert code == 2 and "the model has 2 layers" in err
+    code, err = _cli(capsys, "train", "--run-dir", str(tmp_path / "b"), "--layers", "1", "--corpus", str(empty),
+                     *common)
+    assert code == 2 and "corpus" in err and ("no text" in err or "non-empty" in err)
+    code, err = _cli(capsys, "train", "--run-dir", str(tmp_path / "c"), "--layers", "1", "--corpus", "sotu", *common)
+    assert code == 2 and "held-out" in err
     sae_io.save(TopKSAE(16, 32, 4), tmp_path / "wide", layer=1)
-    out = _cli("evaluate", "--sae", str(tmp_path / "wide"), "--model", str(tiny_folder), "--tokens", "64")
-    assert out.returncode == 2 and "hidden size is 32" in out.stderr and "Traceback" not in out.stderr
+    code, err = _cli(capsys, "evaluate", "--sae", str(tmp_path / "wide"), "--model", str(tiny_folder), "--tokens", "64")
+    assert code == 2 and "hidden size is 32" in err
+    weights = tmp_path / "wide" / sae_io.WEIGHTS_FILE
+    weights.write_bytes(weights.read_bytes()[:50])
+    code, err = _cli(capsys, "evaluate", "--sae", str(tmp_path / "wide"), "--model", str(tiny_folder))
+    assert code == 2 and ("truncated" in err or "cannot be read" in err)
