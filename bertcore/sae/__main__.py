@@ -57,9 +57,12 @@ def _features(args) -> int:
     from .report import index_features
     from .train import load_model
 
+    from .features import heldout_sentences, labelled_text
+
     model, tokenizer, folder = load_model(args.model)
+    text = labelled_text(tokenizer, heldout_sentences(args.sentences))  # parsed once for every SAE
     for sae in args.sae:
-        index = index_features(Path(sae), model, tokenizer, folder, args.sentences)
+        index = index_features(Path(sae), model, tokenizer, folder, args.sentences, text=text)
         print(json.dumps({"sae": sae, "purity": index.purity}, indent=1), flush=True)
     return 0
 

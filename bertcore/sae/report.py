@@ -95,8 +95,9 @@ def feature_params(layer: int, sentences: int, seed: int = 0) -> dict:
 
 
 def index_features(sae_folder: Path, model, tokenizer, model_folder: Path, sentences: int = SHIPPED_SENTENCES,
-                   seed: int = 0, progress: Callable[[float], None] | None = None):
+                   seed: int = 0, progress: Callable[[float], None] | None = None, text=None):
     """Compute and store ``features.npz`` for one SAE folder (:mod:`bertcore.sae.features`); returns the index.
+    ``text``: the :class:`~bertcore.sae.features.LabelledText` of these ``sentences`` if already parsed.
 
     Raises:
         bertcore.sae.io.SAEError: the folder cannot be read or does not fit the model.
@@ -106,7 +107,8 @@ def index_features(sae_folder: Path, model, tokenizer, model_folder: Path, sente
 
     sae, cfg = sae_io.load(sae_folder)
     sae_io.check_fits(cfg, model.config.hidden_size, model.config.num_hidden_layers)
-    text = features.labelled_text(tokenizer, features.heldout_sentences(sentences, seed))
+    if text is None:
+        text = features.labelled_text(tokenizer, features.heldout_sentences(sentences, seed))
     index = features.collect(model, tokenizer, sae, cfg["layer"], text, seed=seed, progress=progress)
     features.write(sae_folder, model_folder, index, feature_params(cfg["layer"], sentences, seed))
     return index
