@@ -144,7 +144,8 @@ def test_rollout_tab_shows_raw_rollout_and_flow_side_by_side(att):
     assert [a["text"] for a in spec["layout"]["annotations"]] == list(rollout.METHODS.values())
     for trace in spec["data"]:
         np.testing.assert_allclose(array(trace["z"]).sum(-1), 1.0, atol=1e-5)  # every row is a distribution
-    assert {d.label for d in att.get("download_button")} == {"HTML", "CSV"}
+    # the rollout tab's own downloads, beside "Show the code"'s .py and notebook (issue 41)
+    assert {d.label for d in att.get("download_button")} == {"HTML", "CSV", "Download .py", "Download notebook"}
 
 
 def test_rollout_tab_says_when_flow_is_not_offered_and_word_merge_brings_it_back(att):
