@@ -23,6 +23,11 @@ timings, and so the step counts, depend on the machine being otherwise idle (exc
     python bench/bench_demo_runs.py --n 5                               # the issue's benchmark (about 70 min)
     python bench/bench_demo_runs.py --n 1 --minutes 1 --no-busy         # a quick check that it works
     python bench/bench_demo_runs.py --n 5 --set lr=3e-3 --set unigram_init=false --set beta2=0.999  # the old recipe
+    python bench/bench_demo_runs.py --n 5 --no-busy --recipe scratch-fast --recipe modern  # classic vs ModernBERT
+
+With several ``--recipe``, seed by seed the recipes take turns (so a slow hour of the machine hits both), and a
+last table compares them: per recipe, the median and range over seeds of the accuracy at [MASK] and of the
+held-out loss below the unigram line, and how many runs left the plateau.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -148,6 +154,28 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def comparison(rows: list[dict], recipes: list[str]) -> str:
+    """Per recipe over its idle runs: median [min, max] of the accuracy at [MASK] and of the held-out loss below
+    the unigram line, the runs that left the plateau (and the median step and second they did), steps done."""
+    out = ["| recipe | runs | [MASK] acc, median [range] | below the unigram line (nats), median [range] | "
+           "left the plateau (median step, s) | steps done, median |", "|---|---|---|---|---|---|"]
+    for recipe in recipes:
+        ok = [r for r in rows if r["recipe"] == recipe and not r["busy"] and "error" not in r]
+        failed = sum(r["recipe"] == recipe and "error" in r for r in rows)
+        if not ok:
+            out.append(f"| {recipe} | 0 ({failed} failed) | - | - | - | - |")
+            continue
+        acc, below = [r["acc_mask"] for r in ok], [r["below_line"] for r in ok]
+        left = [r for r in ok if r["left_at_step"] is not None]
+        at = (f"{len(left)} of {len(ok)} (step {statistics.median(r['left_at_step'] for r in left):,.0f}, "
+              f"{statistics.median(r['left_at_s'] for r in left):.0f} s)" if left else f"0 of {len(ok)}")
+        out.append(f"| {recipe} | {len(ok)}" + (f" ({failed} failed)" if failed else "")
+                   + f" | {statistics.median(acc):.1%} [{min(acc):.1%}, {max(acc):.1%}] | "
+                   f"{statistics.median(below):.2f} [{min(below):.2f}, {max(below):.2f}] | {at} | "
+                   f"{statistics.median(r['steps'] for r in ok):,.0f} |")
+    return "\n".join(out)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=5, help="runs of seeds 0..N-1 (default 5)")
@@ -155,7 +183,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads per run (default: not set, as the Train page launches it: the calibration "
                         "chooses)")
-    p.add_argument("--recipe", default="scratch-fast", choices=sorted(RECIPES))
+    p.add_argument("--recipe", action="append", choices=sorted(RECIPES),
+                   help="the recipe to run (default scratch-fast); repeat it to compare recipes seed by seed")
     p.add_argument("--no-busy", action="store_true", help="skip the extra run of seed 0 beside a busy process")
     p.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
                    help="change one of the recipe's options (repeatable), e.g. --set lr=3e-3")
@@ -163,22 +192,28 @@ def main() -> None:
     a = p.parse_args()
     if a.n < 0 or (a.threads is not None and a.threads < 1) or (a.minutes is not None and a.minutes <= 0):
         p.error("--n must be >= 0, --threads >= 1 and --minutes > 0")
+    recipes = list(dict.fromkeys(a.recipe or ["scratch-fast"]))
     try:
         overrides = parse_set(a.set)
-        TrainConfig.create("pretrain", **{**RECIPES[a.recipe].options, **overrides}).check()
+        for recipe in recipes:
+            TrainConfig.create("pretrain", **{**RECIPES[recipe].options, **overrides}).check()
     except (ValueError, TypeError) as exc:  # OptionError is a ValueError
         p.error(str(exc))
     root = a.keep or Path(tempfile.mkdtemp(prefix="demo-runs-"))
-    print(f"load average (1 min) before: {load_avg()}; runs in {root}; recipe {a.recipe}"
+    print(f"load average (1 min) before: {load_avg()}; runs in {root}; recipe(s) {', '.join(recipes)}"
           + (f" with {overrides}" if overrides else ""), flush=True)
     plan = [(seed, False) for seed in range(a.n)] + ([] if a.no_busy else [(0, True)])
     rows = []
     for seed, busy in plan:
-        row = run_one(a.recipe, seed, a.threads, a.minutes, root, busy, overrides)
-        print(json.dumps(row), flush=True)
-        rows.append(row)
+        for recipe in recipes:
+            row = {"recipe": recipe, **run_one(recipe, seed, a.threads, a.minutes, root, busy, overrides)}
+            print(json.dumps(row), flush=True)
+            rows.append(row)
     print()
     print(table(rows))
+    if len(recipes) > 1:
+        print()
+        print(comparison(rows, recipes))
     ok = sum(bool(r.get("meets_bar")) for r in rows)
     print(f"\n{ok} of {len(rows)} runs meet the bar (held-out loss >= {BAR_MARGIN} nats below the unigram line and a "
           f"content word in the probe's top 3); load average (1 min) after: {load_avg()}")
