@@ -143,7 +143,12 @@ if picked and getattr(picked, "selection", None):
     sel_points = sorted({int(p["customdata"][0] if isinstance(p.get("customdata"), list) else p["customdata"])
                          for p in picked.selection.get("points", []) if p.get("customdata") is not None})
 sel_points = [i for i in sel_points if 0 <= i < len(proj.tokens)]
+typed = st.session_state.get("proj_point")  # the field under the chart (drawn there, read here)
 clicked = sel_points[0] if len(sel_points) == 1 else None
+if typed is not None and not 0 <= int(typed) < len(proj.tokens):
+    st.session_state["proj_point"] = typed = None  # a number of a bigger view: cleared
+if typed is not None:
+    clicked = int(typed)
 ring = []
 if clicked is not None:
     nb_ids, nb_cos = P.neighbours(proj, clicked)
@@ -165,13 +170,17 @@ else:
 widgets.plotly_chart(fig, key=chart_key, on_select="rerun", selection_mode=("points", "box", "lasso"))
 as_code.expander("projector", "Embedding projector",
                  more.projector(lm.source, corpus_name, n_points, layer, method, colour, unit, axis_words,
-                                block if own is not None else None, defaults),
+                                block if own is not None else None, defaults,
+                                (sae_folder, feature) if colour == "sae" else None),
                  proj.coords)
 if len(proj.layers) > 1:
     st.caption("The slider under the plot moves through the layers (▶ plays them). PCA's signs are matched from "
                "layer to layer so that the points move rather than flip; clicks and neighbours are at the layer "
                "chosen above.")
 
+st.number_input("Or type a point's number (the hover shows it: #123)", 0, max(0, len(proj.tokens) - 1), None,
+                key="proj_point", help="Its text and nearest neighbours are listed below; clear it to see your "
+                                       "selection again.")
 if clicked is not None:
     s = int(proj.sentence[clicked])
     st.subheader(f"Point {clicked}: {proj.tokens[clicked] if proj.unit == 'token' else 'a text'}")
