@@ -23,12 +23,13 @@ def _palette(n: int) -> list[str]:
 
 
 def hover_texts(tokens: list[str], sentence: np.ndarray, texts: list[str], unit: str) -> list[str]:
-    """One short hover line per point: the token and the start of its text (``HOVER_CHARS`` characters)."""
+    """One short hover line per point: its number, the token and the start of its text (``HOVER_CHARS``
+    characters)."""
     out = []
-    for tok, s in zip(tokens, sentence.tolist()):
+    for i, (tok, s) in enumerate(zip(tokens, sentence.tolist())):
         text = texts[s]
         snippet = text if len(text) <= HOVER_CHARS else text[:HOVER_CHARS - 1] + "…"
-        out.append(snippet if unit != "token" else f"<b>{tok}</b> · {snippet}")
+        out.append(f"#{i} " + (snippet if unit != "token" else f"<b>{tok}</b> · {snippet}"))
     return out
 
 

@@ -1,6 +1,7 @@
 """The Embedding projector (issue 41 part 2) in a real browser with 10,000 points: the WebGL scatter draws, a hover
 costs under 100 ms (from the mouse event to the last DOM change of the hover label), a lasso selection lists the
-selected sentences, and no exception box appears. The points come from a tiny random BERT (opened by the page's
+selected sentences, the hovered point's number typed lists its neighbours and its button opens its text on the
+Attention page, and no exception box appears. The points come from a tiny random BERT (opened by the page's
 link), so that the test times the browser, not a forward pass. Screenshot: artifacts/screenshots/projector-10k.png
 
 Run:  python -m pytest tests/browser/test_browser_projector.py -v -s
@@ -8,6 +9,7 @@ Run:  python -m pytest tests/browser/test_browser_projector.py -v -s
 
 from __future__ import annotations
 
+import re
 from urllib.parse import quote
 
 import pytest
@@ -40,7 +42,7 @@ def test_ten_thousand_points_hover_and_lasso(session, server, tmp_path):
     box = page.locator(f"{CHART} .nsewdrag").first.bounding_box()
     cx, cy, w, h = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2, box["width"], box["height"]
 
-    times = []
+    times, hit = [], None
     for dx, dy in ((0, 0), (0.05, 0.05), (-0.05, 0.03)):
         page.mouse.move(box["x"] - 30, box["y"] - 30)  # off the plot: the label goes
         page.wait_for_timeout(300)
@@ -52,6 +54,7 @@ def test_ten_thousand_points_hover_and_lasso(session, server, tmp_path):
             continue
         page.wait_for_timeout(400)  # quiet: the label is complete
         times.append(page.evaluate("() => (window.__lastMutation || 0) - window.__hoverT0"))
+        hit = hit or page.locator(f"{CHART} .hoverlayer .hovertext").first.text_content()
     assert times, "no hover label appeared anywhere near the plot's centre"
     print(f"hover, mouse event to last DOM change, ms: {[round(t, 1) for t in times]}")
     assert max(times) < HOVER_LIMIT_MS, times
@@ -68,6 +71,19 @@ def test_ten_thousand_points_hover_and_lasso(session, server, tmp_path):
     assert page.locator(f'{MAIN} [data-testid="stDataFrame"]').count() >= 1
     found += problems(session, server)
     shoot(page, SCREENSHOTS / "projector-10k.png")
+
+    number = re.match(r"#(\d+)", hit.strip()).group(1)  # the hovered point, typed (a click in Playwright's
+    field = page.locator(f"{MAIN} input[aria-label^='Or type a point']")  # Chromium is not a Plotly selection)
+    field.fill(number)
+    field.press("Enter")
+    wait_idle(page, start_ms=5_000, timeout_ms=120_000)
+    body = page.locator(MAIN).inner_text()
+    assert "nearest neighbours at layer" in body, body[-600:]
+    text = page.locator(f"{MAIN} p", has_text="Its text:").first.inner_text().split("Its text:", 1)[1].strip()
+    page.locator(f"{MAIN} button", has_text="Open this text on the Attention page").click()
+    wait_idle(page, start_ms=5_000, timeout_ms=120_000)
+    assert "/attention" in page.url and page.locator(f"{MAIN} textarea").first.input_value() == text
+    found += problems(session, server)
     assert not found, "; ".join(found)
     if session.page_errors:
         pytest.fail("JavaScript errors: " + "; ".join(session.page_errors[:3]))

@@ -11,6 +11,7 @@ import pytest
 from bertcore import sources
 from bertcore.analysis import projector as PV
 from bertcore.analysis import shipped
+from bertcore.analysis.representations import projector as P
 from bertcore.heads import BertForMaskedLM
 
 from ..conftest import save_tiny_bert
@@ -37,6 +38,13 @@ def test_the_default_view_is_the_shipped_one(monkeypatch, tmp_path):
     fig = _figure(at)
     assert len(fig["frames"]) == sources.load(sources.PACKAGED_MLM).config.num_hidden_layers + 1  # the layer slider
     assert not (tmp_path / "projector").exists()  # nothing computed
+    at.number_input(key="proj_point").set_value(17).run()  # a point typed (as clicked): its neighbours, exact
+    assert_clean(at)
+    view = shipped.shipped(sources.load(sources.PACKAGED_MLM), shipped.projector(sources.load(sources.PACKAGED_MLM)))
+    ids, cos = P.neighbours(view.projection, 17)
+    table = next(d.value for d in at.dataframe if "cosine" in d.value.columns)
+    assert list(table["token"]) == [view.projection.tokens[i] for i in ids]
+    assert table["cosine"].to_numpy() == pytest.approx(cos, abs=1e-6)
 
 
 def test_bad_input_gets_a_message(tiny_source, monkeypatch, tmp_path):
