@@ -1,0 +1,79 @@
+"""The Embedding projector (issue 41 part 2): seconds by number of points and method, on the shipped MiniLM-MLM and
+held-out State of the Union sentences, split into the steps the page runs (``bertcore.analysis.projector.view``).
+
+    nice -n 19 python bench/bench_projector.py [--points 2000 10000 50000] [--layer 3] [--threads 2]
+
+Per N: reading the corpus (``--corpus``, default sotu), the forward passes that collect the points
+(every layer up to 20,000 points, as the page does for its layer slider; only the chosen layer above),
+then each method: PCA (every collected layer, signs matched), the custom axis (every collected layer),
+UMAP (the chosen layer; the numba compilation of a first call in a process is timed apart, on 300
+points). Prints one Markdown row per (N, method) with the 1-minute load average after it (the machine
+may be shared: read the times with it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from bertcore import sources  # noqa: E402
+from bertcore.analysis import projector as PV  # noqa: E402
+from bertcore.analysis.representations import projector as P  # noqa: E402
+
+
+def _load() -> str:
+    return f"{os.getloadavg()[0]:.2f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--points", type=int, nargs="+", default=[2000, 10000, 50000])
+    ap.add_argument("--layer", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--corpus", default="sotu", choices=list(PV.CORPORA),
+                    help="sotu's held-out sentences hold about 42,000 tokens: use tweets for 50,000")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    lm = sources.load(sources.PACKAGED_MLM)
+    print(f"load average before: {_load()} on {os.cpu_count()} CPUs, torch threads {args.threads}, "
+          f"corpus {args.corpus}")
+    t0 = time.perf_counter()
+    warm = P.collect(lm.encoder, lm.tokenizer, PV.corpus("sotu", 40).texts, "token", [args.layer], max_points=300)
+    P.umap_2d(warm.vectors[0])
+    print(f"UMAP's first call in a process (numba compiles its functions), 300 points: "
+          f"{time.perf_counter() - t0:.1f} s, load {_load()}\n")
+    print("| points | layers collected | corpus s | forward s | method | projection s | total s | load avg |")
+    print("|---:|---:|---:|---:|---|---:|---:|---:|")
+    for n in args.points:
+        t0 = time.perf_counter()
+        corpus = PV.corpus(args.corpus, PV.texts_for("token", n))
+        t_corpus = time.perf_counter() - t0
+        layers = None if n <= 20_000 else [args.layer]
+        t0 = time.perf_counter()
+        pts = P.collect(lm.encoder, lm.tokenizer, corpus.texts, "token", layers, max_length=PV.MAX_TOKENS,
+                        max_points=n)
+        t_forward = time.perf_counter() - t0
+        got = pts.vectors.shape[1]
+        a = P.word_vectors(lm.encoder, lm.tokenizer, pts, "war")
+        b = P.word_vectors(lm.encoder, lm.tokenizer, pts, "peace")
+        for method in P.METHODS:
+            t0 = time.perf_counter()
+            P.project(pts, args.layer, method, axis_vectors=(a, b), axis_words=("war", "peace"))
+            t_proj = time.perf_counter() - t0
+            frames = 1 if method == "umap" else len(pts.layers)
+            print(f"| {got:,} | {frames} | {t_corpus:.1f} | {t_forward:.1f} | {method} | {t_proj:.1f} | "
+                  f"{t_corpus + t_forward + t_proj:.1f} | {_load()} |", flush=True)
+        del pts
+    print(f"\nload average after: {_load()}")
+
+
+if __name__ == "__main__":
+    main()
