@@ -185,8 +185,8 @@ if clicked is not None:
     s = int(proj.sentence[clicked])
     st.subheader(f"Point {clicked}: {proj.tokens[clicked] if proj.unit == 'token' else 'a text'}")
     st.markdown("**Its text:** " + widgets.escape_md(proj.texts[s]))
-    rows = [{"token": proj.tokens[j] if proj.unit == "token" else "", "cosine": float(c),
-             "text": proj.texts[int(proj.sentence[j])]} for j, c in zip(nb_ids.tolist(), nb_cos.tolist())]
+    rows = [{"point": j, "token": proj.tokens[j] if proj.unit == "token" else "", "cosine": float(c),
+             "in context": P.context(proj, j)} for j, c in zip(nb_ids.tolist(), nb_cos.tolist())]
     st.markdown(f"**Its {len(rows)} nearest neighbours at layer {layer}** (cosine in the full "
                 f"{cfg.hidden_size}-dimensional space, not in the picture):")
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="proj_neighbours",

@@ -2,7 +2,8 @@
 costs under 100 ms (from the mouse event to the last DOM change of the hover label), a lasso selection lists the
 selected sentences, the hovered point's number typed lists its neighbours and its button opens its text on the
 Attention page, and no exception box appears. The points come from a tiny random BERT (opened by the page's
-link), so that the test times the browser, not a forward pass. Screenshot: artifacts/screenshots/projector-10k.png
+link), so that the test times the browser, not a forward pass. Screenshots: artifacts/screenshots/projector-10k.png,
+projector-point.png
 
 Run:  python -m pytest tests/browser/test_browser_projector.py -v -s
 """
@@ -80,6 +81,7 @@ def test_ten_thousand_points_hover_and_lasso(session, server, tmp_path):
     body = page.locator(MAIN).inner_text()
     assert "nearest neighbours at layer" in body, body[-600:]
     text = page.locator(f"{MAIN} p", has_text="Its text:").first.inner_text().split("Its text:", 1)[1].strip()
+    shoot(page, SCREENSHOTS / "projector-point.png")
     page.locator(f"{MAIN} button", has_text="Open this text on the Attention page").click()
     wait_idle(page, start_ms=5_000, timeout_ms=120_000)
     assert "/attention" in page.url and page.locator(f"{MAIN} textarea").first.input_value() == text

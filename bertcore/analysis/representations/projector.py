@@ -238,6 +238,20 @@ def neighbours(projection: Projection, i: int, k: int = K_NEIGHBOURS) -> tuple[n
     return projection.neighbour_ids[i, :k], projection.neighbour_cos[i, :k]
 
 
+def context(projection: Projection, i: int, window: int = 6) -> str:
+    """Point ``i``'s token with up to ``window`` WordPieces either side from its text, the token in brackets and
+    ``##`` pieces joined (exBERT's context column); a text point gives its text."""
+    if projection.position[i] < 0:
+        return projection.texts[int(projection.sentence[i])]
+    same = np.flatnonzero(projection.sentence == projection.sentence[i])
+    j = int(np.searchsorted(same, i))
+    left = [projection.tokens[t] for t in same[max(0, j - window):j]]
+    while left and left[0].startswith("##"):  # not from the middle of a word
+        left.pop(0)
+    right = [projection.tokens[t] for t in same[j + 1:j + 1 + window]]
+    return " ".join(left + [f"[{projection.tokens[i]}]"] + right).replace(" ##", "")
+
+
 def neighbour_table(vectors: np.ndarray, k: int = K_NEIGHBOURS, block: int = 1024) -> tuple[np.ndarray, np.ndarray]:
     """:func:`nearest` of every point (blocks of ``block`` rows at a time): ``(ids (N, k) int32, cosines (N, k)
     float32)``, for a shipped file that keeps no vectors."""

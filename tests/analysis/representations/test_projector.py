@@ -35,6 +35,8 @@ def test_token_points_are_the_hidden_states_of_the_ordinary_tokens(tiny):
         hidden = tiny.encoder(**enc, output_hidden_states=True).hidden_states
     mine = pts.sentence == 1
     assert pts.tokens[np.flatnonzero(mine)[0]] == "a" and "[CLS]" not in pts.tokens and "[SEP]" not in pts.tokens
+    proj = P.project(pts, 1)
+    assert P.context(proj, int(np.flatnonzero(mine)[2]), window=2) == "a dog [ran] to the"
     for f in range(len(pts.layers)):  # padded in a batch of 2, alone here: the same vectors
         np.testing.assert_allclose(pts.vectors[f, mine], hidden[f][0, pts.position[mine]].numpy(), atol=1e-5)
     sent = P.collect(tiny.encoder, tiny.tokenizer, TEXTS, "cls", layers=[1])
