@@ -16,7 +16,10 @@ import sys
 import nbformat
 import numpy as np
 import pytest
+import torch
 
+from bertcore.sae import io as sae_io
+from bertcore.sae.model import TopKSAE
 from bertcore.sources import PACKAGED
 from explorer.as_code import RECORD_KEY, common
 
@@ -52,13 +55,13 @@ STATES: dict[str, dict[str, object]] = {
     "findings": {"find_segments": 10},
     "evolution": {"evo_layer": 2, "evo_words": True, "evo_text": "the cats sat on unbelievably small mats ."},
     "projector": {"proj_corpus": "yours", "proj_colour": "label", "proj_layer": 2},
+    "features": {"feat_text": "Paris is the capital of France."},
     "next_sentence": {"nsp_b": "The striker scored twice in the second half.", "nsp_head": "head 3", "nsp_words": True},
 }
 
 # pages whose code is checked by another test below, or not yet
 ELSEWHERE = {"tour": "computes nothing: test_the_tour_says_it_computes_nothing",
-             "train": "a command line: test_the_train_snippet_starts_the_same_run",
-             "features": "needs an SAE beside the model; none ships yet (its snippet is wired)"}
+             "train": "a command line: test_the_train_snippet_starts_the_same_run"}
 
 # views inside a page (record name -> page, the state that shows the view, one changed state)
 VIEWS: dict[str, tuple[str, dict[str, object], dict[str, object]]] = {
@@ -146,6 +149,8 @@ def ran(tmp_path_factory):
     transformers is most of a snippet's time on 2 cores)."""
     root = tmp_path_factory.mktemp("runs")
     fake_run(root, EVOLUTION_RUN)  # a run with three tiny checkpoints for the Evolution page
+    torch.manual_seed(0)  # and a random TopK SAE on layer 2 of the shipped model's width for the Features page
+    sae_io.save(TopKSAE(384, 64, 8), root / EVOLUTION_RUN / "sae" / "layer-2", layer=2)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("BERT_EXPLORER_RUNS", str(root))
         pages = {name: page_states(name) for name in [*STATES, *VIEWS]}
