@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from bertcore import fill_mask, masking
+from bertcore import fill_mask, masking, next_sentence
 from bertcore.analysis.representations import logit_lens
 from bertcore.embeddings import InputError
 from bertcore.fill_mask import FillMaskError
@@ -42,6 +42,10 @@ DECODING = {"msk_k": share.integer(1, 10), "msk_temp": share.number(0.1, 3.0), "
 share.shareable({"msk_rate": share.number(0.0, 1.0), "msk_wwm": share.boolean, "msk_seed": share.integer(0, MAX_SEED),
                  **DECODING})  # msk_tuned: in the lens section below
 text, text_pair = widgets.text_or_pair("msk", DEFAULT, DEFAULT_B)
+if text_pair is not None and lm.config.family in next_sentence.FAMILY_WITHOUT_NSP:
+    st.caption(next_sentence.FAMILY_WITHOUT_NSP[lm.config.family] + ": the pair is read as one text ("
+               f"`{tok.cls_token} A {tok.sep_token}` … `B {tok.sep_token}`), and no pair task was learnt"
+               + (" nor segment embedding" if lm.encoder.embeddings.token_type_embeddings is None else "") + ".")
 whatif.section(lm, "msk", text, text_pair, prepare=lambda s: fill_mask.normalise_mask_markers(s, tok))
 
 # ----------------------------------------------------------------------------- parameters
@@ -147,6 +151,10 @@ if selected_positions:
 # ----------------------------------------------------------------------------- predictions
 st.subheader("What the model predicts")
 positions = sorted(set(selected_positions) | set(typed_masks))
+if lm.head == "rtd":
+    st.info(f"**{widgets.escape_md(lm.source.name)} is an ELECTRA discriminator**: it says which tokens were "
+            "replaced (one logit per token, Clark et al. 2020), not which word fills [MASK]; ELECTRA's generator "
+            "(`ElectraForMaskedLM`) fills masks.", icon=":material/block:")
 if not lm.has_mlm_head:
     st.info(f"**{widgets.escape_md(lm.source.name)} has no MLM head**, so it cannot predict masked tokens "
             "(the packaged all-MiniLM-L6-v2 was trained for sentence embeddings; its masked-LM weights were not "
