@@ -142,6 +142,9 @@ def test_family_loads_at_parity_and_round_trips(tmp_path, tokenizers, family, he
     assert loaded.head == head and loaded.config.family == family
     assert not loaded.model.load_report.missing and not loaded.model.load_report.unexpected
     assert loaded.model.num_parameters() == hf.num_parameters()
+    # the anatomy table's "transformers name" column: every tensor of ours names one of theirs, and all of them
+    ours_named = {families.hf_name(family, n, head) for n, _ in loaded.model.named_parameters()}
+    assert ours_named == {n for n, _ in hf.named_parameters()}
     batch = inputs(loaded, family)
     real = batch["attention_mask"].bool()
     ours = loaded.model.double()
