@@ -116,20 +116,6 @@ def is_wordpiece(tok) -> bool:
     return type(model).__name__ == "WordPiece"
 
 
-def word_starts(tok, tokens: list[str], special_tokens_mask: list[int]) -> list[bool]:
-    """Which tokens start a word: under WordPiece every piece but a ``##`` continuation, under byte-level BPE
-    a piece after a space (``Ġ``) or the first piece after a special token. Special tokens are not word starts."""
-    starts, after_special = [], True
-    for token, special in zip(tokens, special_tokens_mask):
-        if special:
-            starts.append(False)
-            after_special = True
-            continue
-        starts.append(not token.startswith("##") if is_wordpiece(tok) else (token.startswith("Ġ") or after_special))
-        after_special = False
-    return starts
-
-
 def check_tokenizer(tok, where: str = "the tokenizer") -> None:
     """Raise :class:`TokenizerError` unless ``tok`` is a usable BERT WordPiece tokenizer (see
     :func:`load_tokenizer` for the checks); ``where`` names it in the message."""

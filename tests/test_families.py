@@ -17,11 +17,11 @@ import pytest
 import torch
 import transformers
 
-from bertcore import families, sources
+from bertcore import families, masking, sources
 from bertcore.bpe import train_byte_level_bpe
 from bertcore.data.corpora import bbc_dir
 from bertcore.interventions import Interventions
-from bertcore.tokenizer import encode, load_bpe_tokenizer, load_tokenizer, word_starts
+from bertcore.tokenizer import encode, load_bpe_tokenizer, load_tokenizer
 
 from .conftest import SMALL_VOCAB, assert_parity
 
@@ -206,14 +206,17 @@ def test_rotary_model_honours_head_mask_and_interventions(tmp_path, tokenizers):
 
 
 def test_bpe_word_starts_follow_the_space_marker(tokenizers):
-    """Byte-level BPE marks a word after a space with Ġ: whole-word masking finds word starts from it."""
+    """Byte-level BPE marks a word after a space with Ġ: whole-word masking (bertcore.masking, as the training
+    collator) finds word starts from it, and the text's first word starts after <s>."""
     tok = load_bpe_tokenizer(tokenizers["roberta"])
     enc = encode(tok, "The government said unbelievable things.")
     assert enc.tokens[0] == "<s>" and enc.tokens[-1] == "</s>" and enc.token_type_ids == [0] * len(enc)
-    starts = word_starts(tok, enc.tokens, enc.special_tokens_mask)
-    expected = [not s and (t.startswith("Ġ") or i == 1) for i, (t, s) in
-                enumerate(zip(enc.tokens, enc.special_tokens_mask))]
-    assert starts == expected and sum(starts) == 5  # The, government, said, unbelievable, things; not '.'
+    ids = enc.tensors()["input_ids"]
+    words = masking.whole_word_ids(tok, ids, masking.eligible_positions(tok, ids))[0].tolist()
+    starts = [not s and (t.startswith("Ġ") or i == 1) for i, (t, s) in
+              enumerate(zip(enc.tokens, enc.special_tokens_mask))]
+    assert words[0] == words[-1] == -1 and max(words) == 4  # The, government, said, unbelievable, things.
+    assert [i for i in range(1, len(words) - 1) if words[i] != words[i - 1]] == [i for i, s in enumerate(starts) if s]
 
 
 def test_bad_folders_get_clear_messages(tmp_path, tokenizers):
