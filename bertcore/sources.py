@@ -155,8 +155,8 @@ def files_stamp(source: ModelSource) -> str:
 def _download(repo_id: str) -> Path:
     from huggingface_hub import snapshot_download
 
-    patterns = ["config.json", "*.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
-                "special_tokens_map.json"]
+    patterns = ["config.json", "*.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json", "vocab.json",
+                "merges.txt", "special_tokens_map.json"]
     try:
         return Path(snapshot_download(repo_id, allow_patterns=patterns))
     except Exception as exc:  # noqa: BLE001 - any hub failure becomes one clear message
