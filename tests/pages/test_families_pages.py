@@ -16,7 +16,8 @@ MODELS = {"roberta": "mlm", "distilbert": "mlm", "electra": "rtd", "modernbert":
 #: every page but the guided tour and the Train page (they do not read the chosen model's architecture)
 NAMES = sorted(p.stem for p in PAGES.glob("*.py") if p.stem not in ("__init__", "tour", "train"))
 #: the smallest corpus each corpus-wide page offers (the architecture is the point here, not the corpus)
-STATE = {"corpus_search": {"cs_segments": 20}, "findings": {"find_segments": 10}}
+STATE = {"corpus_search": {"cs_segments": 20}, "findings": {"find_segments": 10},
+         "projector": {"proj_points": 200, "proj_colour": "word"}}
 
 
 @pytest.fixture(scope="module")
