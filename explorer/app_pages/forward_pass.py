@@ -92,28 +92,35 @@ def code(text: str) -> str:
 def embeddings() -> None:
     e = tr.embeddings
     tid, seg = int(t["input_ids"][0, i]), int(t["token_type_ids"][0, i])
-    st.markdown(f"{code(word)} is id {tid}, at position {i}, in segment {'AB'[seg]}. Three rows are looked "
-                "up and added; LayerNorm then rescales the sum to mean 0 and variance 1 and applies its learned gain "
-                "and bias. The last panel is the whole embedding output, one row per token, this token outlined.")
-    E = cfg.embedding_width  # ELECTRA: narrower tables, projected to H before layer 1
     parts = lm.encoder.embeddings
+    n_tables = 1 + (parts.position_embeddings is not None) + (parts.token_type_embeddings is not None)
+    looked_up = {1: "One row is looked up", 2: "Two rows are looked up and added",
+                 3: "Three rows are looked up and added"}[n_tables]
+    st.markdown(f"{code(word)} is id {tid}, at position {i}, in segment {'AB'[seg]}. {looked_up}; LayerNorm then "
+                "rescales the sum to mean 0 and variance 1 and applies its learned gain"
+                + (" and bias" if parts.LayerNorm.bias is not None else " (this model's norms have no bias)")
+                + ". The last panel is the whole embedding output, one row per token, this token outlined."
+                + (f" ELECTRA's tables are E = {cfg.embedding_width} wide; a linear map projects them to H = {H} "
+                   "before layer 1." if cfg.embedding_width != H else ""))
+    E = cfg.embedding_width  # ELECTRA: narrower tables, projected to H before layer 1
+    En = "E" if E != H else "H"
     if parts.position_embeddings is None or parts.token_type_embeddings is None:
         st.caption(f"This {cfg.family} model has " + " and ".join(
             w for w, missing in (("no position table (its positions are rotary, turned inside attention)",
                                   parts.position_embeddings is None),
                                  ("no segment table", parts.token_type_embeddings is None)) if missing) + ".")
     strips = [figs.Strip(f"word embedding of '{word}' (row {tid})", vec(e.word[i]),
-                         f"(V, E) = ({cfg.vocab_size}, {E})", F["word"])]
+                         f"(V, {En}) = ({cfg.vocab_size}, {E})", F["word"])]
     if parts.position_embeddings is not None:
         strips.append(figs.Strip(f"position embedding (row {i})", vec(e.position[i]),
-                                 f"(P, E) = ({cfg.max_position_embeddings}, {E})", F["position"]))
+                                 f"(P, {En}) = ({cfg.max_position_embeddings}, {E})", F["position"]))
     if parts.token_type_embeddings is not None:
         strips.append(figs.Strip(f"segment embedding (row {seg})", vec(e.segment[i]),
-                                 f"(S, E) = ({cfg.type_vocab_size}, {E})", F["segment"]))
-    chart(strips + [figs.Strip("sum", vec(e.total[i]), f"(T, E) = ({T}, {E})", F["sum"]),
-                    figs.Strip("after LayerNorm", vec(e.output[i]), f"(T, E) = ({T}, {E})", F["embedding"]),
-                    figs.Strip("embedding output, every token", vec(e.output), f"(T, E) = ({T}, {E})", F["embedding"],
-                               rows=show, highlight=i)], "fp_embeddings")
+                                 f"(S, {En}) = ({cfg.type_vocab_size}, {E})", F["segment"]))
+    chart(strips + [figs.Strip("sum", vec(e.total[i]), f"(T, {En}) = ({T}, {E})", F["sum"]),
+                    figs.Strip("after LayerNorm", vec(e.output[i]), f"(T, {En}) = ({T}, {E})", F["embedding"]),
+                    figs.Strip("embedding output, every token", vec(e.output), f"(T, {En}) = ({T}, {E})",
+                               F["embedding"], rows=show, highlight=i)], "fp_embeddings")
 
 
 def one_head() -> None:
