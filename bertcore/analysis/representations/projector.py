@@ -180,7 +180,7 @@ def umap_2d(x: np.ndarray, seed: int = 0, n_neighbors: int = 15, min_dist: float
     import umap
 
     reducer = umap.UMAP(n_components=2, n_neighbors=min(n_neighbors, len(x) - 1), min_dist=min_dist,
-                        metric="cosine", random_state=seed, init="spectral" if len(x) > 16 else "random")
+                        metric="cosine", random_state=seed, n_jobs=1, init="spectral" if len(x) > 16 else "random")
     return reducer.fit_transform(np.asarray(x, dtype=np.float32)).astype(np.float32)
 
 
