@@ -1,6 +1,6 @@
 """Forward pass with every attention and hidden state, per family: bertcore vs transformers (eager attention).
 
-    nice -n 19 python bench/bench_families.py [--reps 30] [--threads 2] [--tokens 128] [--batch 4]
+    nice -n 19 python bench/bench_families.py [--reps 30] [--threads 2] [--tokens 128] [--families bert,electra]
 
 For each family (BERT, RoBERTa, DistilBERT, ELECTRA, ModernBERT) a random ``transformers`` model of a
 tiny-but-not-trivial size (H=256, 4 layers, 4 heads, FFN 1024, ModernBERT 6 layers with a 64-token window so
@@ -53,6 +53,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--families", default="bert,roberta,distilbert,electra,modernbert",
+                    help="comma-separated families to run")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; torch threads {args.threads}; "
@@ -62,6 +64,8 @@ def main() -> None:
     mask = torch.ones_like(ids)
     rows = []
     for family, (cls_name, cfg) in configs().items():
+        if family not in args.families.split(","):
+            continue
         cfg._attn_implementation = "eager"
         torch.manual_seed(0)
         hf = getattr(transformers, cls_name)(cfg).eval()
