@@ -40,3 +40,12 @@ def test_every_page_runs_with_every_family(family_sources, family, name):
         assert "no segment table" in infos
     if name in ("positions", "embeddings") and family == "modernbert":
         assert "no position table" in infos
+    if name == "forward_pass":  # RoPE, GeGLU, ELECTRA's projection: every recomputed step equals the model's
+        assert any("Every step below equals" in s for s in messages(at)["success"])
+    if name == "anatomy":
+        frames = {tuple(d.value.columns): d.value for d in at.dataframe}
+        table = next(v for k, v in frames.items() if "transformers name" in k)
+        assert table["transformers name"].str.len().gt(0).all()
+        arch = next(v for k, v in frames.items() if "shapes_b" in k)  # BERT-base vs ModernBERT-base
+        ffn_in = arch[arch["part"] == "feed-forward in (H -> I)"].iloc[0]
+        assert (ffn_in["shapes_a"], ffn_in["shapes_b"]) == ("3072 × 768, 3072", "2304 × 768")
