@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import rotary as rope
+from .rotary import cos_sin, inverse_frequencies
 from .attention import BertAttention, HeadAblation, sliding_window_mask
 from .config import BertConfig
 from .interventions import Interventions, Tap
@@ -128,8 +128,7 @@ class BertEncoder(nn.Module):
         if cfg.position_embedding_type == "rotary":
             pos = torch.arange(t, device=x.device)[None] if position_ids is None else position_ids
             for is_global, base in ((True, cfg.rope_theta), (False, cfg.local_rope_theta)):
-                rot[is_global] = rope.cos_sin(pos, rope.inverse_frequencies(cfg.head_size, base).to(x.device),
-                                              x.dtype)
+                rot[is_global] = cos_sin(pos, inverse_frequencies(cfg.head_size, base).to(x.device), x.dtype)
         return [(mask if cfg.is_global_layer(i) else local_mask, rot.get(cfg.is_global_layer(i)))
                 for i in range(len(self.layer))]
 
