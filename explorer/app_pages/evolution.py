@@ -131,24 +131,29 @@ with tab_pos:
                 "bright); as training teaches word order, a band appears along the diagonal because nearby "
                 "positions get similar vectors. The line chart summarises it: mean similarity of positions "
                 "*i* and *i + offset* per checkpoint.")
-    max_p = int(config.max_position_embeddings)
-    trained_len = (runs.read_config(run_dir) or {}).get("args", {}).get("max_seq_len")
-    default_p = min(max_p, 256, int(trained_len) if isinstance(trained_len, int) and trained_len >= 2 else 64)
-    n_positions = int(st.number_input(
-        "Positions to compare", min_value=2, max_value=min(max_p, 256), value=default_p, step=8,
-        key="evo_positions",
-        help=f"The first N positions (2 to {min(max_p, 256)}; default: the run's sequence length). "
-             "Runs trained with short sequences only update the "
-             "positions they saw: beyond the sequence length the vectors stay random."))
-    if isinstance(trained_len, int) and n_positions > trained_len:
-        st.caption(f"This run trained on sequences of {trained_len} tokens: positions from {trained_len} on "
-                   "were never used, so they keep their initial vectors.")
-    try:
-        sims = resources.position_similarity_per_checkpoint(key_folders, key_stamps, n_positions)
-        widgets.plotly_chart(figs.position_similarity_evolution_figure(sims, chosen), key="evo_pos_chart")
-        widgets.plotly_chart(figs.neighbour_similarity_figure(sims, chosen, max_offset=4), key="evo_pos_line")
-    except (SourceError, ValueError) as exc:
-        widgets.show_error(exc, "Cannot read the position embeddings")
+    if getattr(config, "position_embedding_type", "absolute") == "rotary":
+        st.info("This run's model has no position table: its positions are rotary (RoPE, applied inside every "
+                "attention to queries and keys), so there are no position vectors to compare across checkpoints. "
+                "The Positional embeddings page shows what its rotary frequencies do.", icon=":material/info:")
+    else:
+        max_p = int(config.max_position_embeddings)
+        trained_len = (runs.read_config(run_dir) or {}).get("args", {}).get("max_seq_len")
+        default_p = min(max_p, 256, int(trained_len) if isinstance(trained_len, int) and trained_len >= 2 else 64)
+        n_positions = int(st.number_input(
+            "Positions to compare", min_value=2, max_value=min(max_p, 256), value=default_p, step=8,
+            key="evo_positions",
+            help=f"The first N positions (2 to {min(max_p, 256)}; default: the run's sequence length). "
+                 "Runs trained with short sequences only update the "
+                 "positions they saw: beyond the sequence length the vectors stay random."))
+        if isinstance(trained_len, int) and n_positions > trained_len:
+            st.caption(f"This run trained on sequences of {trained_len} tokens: positions from {trained_len} on "
+                       "were never used, so they keep their initial vectors.")
+        try:
+            sims = resources.position_similarity_per_checkpoint(key_folders, key_stamps, n_positions)
+            widgets.plotly_chart(figs.position_similarity_evolution_figure(sims, chosen), key="evo_pos_chart")
+            widgets.plotly_chart(figs.neighbour_similarity_figure(sims, chosen, max_offset=4), key="evo_pos_line")
+        except (SourceError, ValueError) as exc:
+            widgets.show_error(exc, "Cannot read the position embeddings")
 
 with tab_find:
     st.markdown("The measures of the **Findings** page at each chosen checkpoint, on held-out BBC segments, beside the "

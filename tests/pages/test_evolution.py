@@ -127,3 +127,22 @@ def test_grammar_suite_and_agreement_head_across_checkpoints(runs_root):
     assert rows[next(k for k in rows if "unigram line" in k)] == "10"
     spec = [c for c in at.get("plotly_chart") if "evo_find_chart" in str(c.proto.id)]
     assert "Agreement head: verb" in spec[0].proto.spec and "Same head: verb" in spec[0].proto.spec
+
+
+def test_a_rotary_run_says_it_has_no_position_table(runs_root):
+    """A ModernBERT-style run (--architecture modernbert) has rotary positions: the positions tab says so in one
+    line instead of an error, and the other tabs still run."""
+    from bertcore.heads import BertForMaskedLM
+    from bertcore.training.models import MODERN_FIELDS
+
+    from ..conftest import save_tiny_bert
+
+    d = fake_run(runs_root, "20261122-100000-pretrain-rope", steps=())
+    for s in (0, 10):
+        c = save_tiny_bert(d / "checkpoints" / f"step-{s:06d}", BertForMaskedLM, seed=s, hidden_size=16,
+                           num_attention_heads=2, intermediate_size=32, max_position_embeddings=64,
+                           **{**MODERN_FIELDS, "local_attention": 8})
+        mark_complete(c, s)
+    at = page("evolution")
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("positions are rotary" in t for t in texts(at.info))
