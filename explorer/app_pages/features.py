@@ -82,6 +82,8 @@ with your_text:
         tf = None
     if tf is not None:
         strongest = tf.strongest(12)
+        if strongest:
+            st.session_state.setdefault("feat_id", strongest[0])  # the dashboard opens on this sentence's strongest
         st.caption("Rows: the 12 features that fire most anywhere in the sentence; darker = stronger. Pick a token "
                    "to list all its active features.")
         widgets.plotly_chart(figs.token_strip(tf.tokens, tf.z, strongest), key="feat_strip")
