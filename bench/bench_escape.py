@@ -18,6 +18,7 @@ the benchmark resumes after an interruption. ``--table`` prints, per (threads, t
 the horizon, and the escape step's min / median / max.
 
     nice -n 19 python bench/bench_escape.py --out ~/escape/base.jsonl                 # 20 seeds x 4 totals x 2 thr
+    python bench/bench_escape.py --out ~/escape/wsd.jsonl --threads 1 --totals 3000 --jobs 2   # 2 runs at once
     python bench/bench_escape.py --out ~/escape/base.jsonl --table
     python bench/bench_escape.py --out ~/escape/wsd.jsonl --set warmup=300 --seeds 5   # a lever, fewer seeds
     python bench/bench_escape.py --out /tmp/e.jsonl --seeds 1 --totals 300 --threads 1 --horizon 200 --eval-every 50
@@ -34,7 +35,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,6 +104,9 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--recipe", default="scratch-fast", choices=sorted(RECIPES))
     p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=1, help="runs at once (jobs x threads <= the cores: steps are bounded, "
+                   "so only the wall time changes)")
     p.add_argument("--totals", type=int, nargs="+", default=[3000, 4500, 6000, 12000])
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--horizon", type=int, default=2000, help="steps run of each (the escape is decided early)")
@@ -123,27 +129,32 @@ def main(argv=None) -> None:
     done = {key(r) for r in rows if "error" not in r}  # a failed run is tried again
     a.out.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
-    for seed in range(a.seeds):  # seeds outermost: a cut-short benchmark still covers every total and thread count
-        for total in a.totals:
-            for threads in a.threads:
-                if (threads, total, seed) in done:
-                    continue
-                spec = {"options": options, "seed": seed, "total": total, "threads": threads,
-                        "horizon": min(a.horizon, total), "eval_every": a.eval_every}
-                row = {"recipe": a.recipe, "set": a.set, "seed": seed, "total": total, "threads": threads,
-                       "horizon": spec["horizon"], "load_before": load_avg()}
-                t0 = time.perf_counter()
-                proc = subprocess.run(["nice", "-n", "19", sys.executable, __file__, "--one", json.dumps(spec)],
-                                      cwd=ROOT, env=env, capture_output=True, text=True)
-                row.update(wall_s=round(time.perf_counter() - t0, 1), load_after=load_avg())
-                if proc.returncode:
-                    row["error"] = (proc.stderr or proc.stdout)[-600:]
-                else:
-                    row.update(json.loads(proc.stdout.strip().splitlines()[-1]))
-                with a.out.open("a") as f:
-                    f.write(json.dumps(row) + "\n")
-                print(f"seed {seed} total {total} threads {threads}: escape {row.get('escape')} "
-                      f"left {row.get('left')} ({row['wall_s']} s){' ERROR' if 'error' in row else ''}", flush=True)
+    todo = [(seed, total, threads) for seed in range(a.first_seed, a.first_seed + a.seeds)  # seeds outermost: a
+            for total in a.totals for threads in a.threads  # cut-short benchmark still covers every total and count
+            if (threads, total, seed) not in done]
+    lock = threading.Lock()
+
+    def run(job: tuple[int, int, int]) -> None:
+        seed, total, threads = job
+        spec = {"options": options, "seed": seed, "total": total, "threads": threads,
+                "horizon": min(a.horizon, total), "eval_every": a.eval_every}
+        row = {"recipe": a.recipe, "set": a.set, "seed": seed, "total": total, "threads": threads,
+               "horizon": spec["horizon"], "jobs": a.jobs, "load_before": load_avg()}
+        t0 = time.perf_counter()
+        proc = subprocess.run(["nice", "-n", "19", sys.executable, __file__, "--one", json.dumps(spec)],
+                              cwd=ROOT, env=env, capture_output=True, text=True)
+        row.update(wall_s=round(time.perf_counter() - t0, 1), load_after=load_avg())
+        if proc.returncode:
+            row["error"] = (proc.stderr or proc.stdout)[-600:]
+        else:
+            row.update(json.loads(proc.stdout.strip().splitlines()[-1]))
+        with lock, a.out.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(f"seed {seed} total {total} threads {threads}: escape {row.get('escape')} "
+              f"left {row.get('left')} ({row['wall_s']} s){' ERROR' if 'error' in row else ''}", flush=True)
+
+    with ThreadPoolExecutor(a.jobs) as pool:  # each job is its own subprocess with --threads t
+        list(pool.map(run, todo))
     table([json.loads(x) for x in a.out.read_text().splitlines() if x.strip()])
 
 

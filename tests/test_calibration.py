@@ -132,6 +132,22 @@ def test_same_seed_same_steps_same_losses_and_the_calibration_leaves_no_trace(tm
     assert max(abs(la - lb) for (_, la), (_, lb) in zip(a, a[1:])) > 1e-2  # the losses move: not a vacuous match
 
 
+def test_a_warmup_stable_decay_run_starts_alike_whatever_its_length(tmp_path):
+    """Issue 39: runs of seed 0 planned at 24 and 48 steps with ``--decay 0.25`` (warmup-stable-decay) log the same
+    loss at every step before the shorter one's decay (step 18); with BERT's decay over the whole run they part
+    from the first step after the warmup: the length, not the seed, decided the start."""
+    def start(name, total, *extra):
+        _, state = run_on_clock(tmp_path / name, None, "--max-steps", str(total), "--log-every", "1", *extra)
+        assert state == "done"
+        return [loss for step, loss in losses(tmp_path / name) if step <= 18]
+
+    wsd_short, wsd_long = start("wsd24", 24, "--decay", "0.25"), start("wsd48", 48, "--decay", "0.25")
+    assert len(wsd_short) == 18 and wsd_short == pytest.approx(wsd_long, abs=1e-6)
+    bert_short, bert_long = start("bert24", 24), start("bert48", 48)
+    assert bert_short[:3] == pytest.approx(bert_long[:3], abs=1e-6)  # the warmup (2 steps) is alike
+    assert max(abs(a - b) for a, b in zip(bert_short, bert_long)) > 1e-3
+
+
 def test_a_resumed_calibrated_run_keeps_its_step_count(tmp_path):
     run = tmp_path / "cut"
     holder = {}

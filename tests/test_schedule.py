@@ -3,7 +3,7 @@ learning rate, ETA and sequence-length schedule (pure; the whole loop: tests/tes
 
 import pytest
 
-from bertcore.training.config import TrainConfig
+from bertcore.training.config import OptionError, TrainConfig
 from bertcore.training.optim import lr_at, lr_at_time
 from bertcore.training.schedule import UNBOUNDED, RunLength, short_seq_len
 
@@ -60,3 +60,25 @@ def test_short_sequences_first():
     assert short_seq_len(cfg, 0.5) == 64 and short_seq_len(cfg, 0.9) is None
     assert short_seq_len(cfg.replace(short_seq_len=None), 0.0) is None
     assert short_seq_len(cfg.replace(short_seq_len=256), 0.0) is None  # not shorter: no schedule
+
+
+def test_warmup_stable_decay_starts_every_run_length_alike():
+    """Issue 39: with ``decay`` below 1 (warmup-stable-decay, Hu et al. 2024) the rate of every step before the final
+    decay is the same for every total, so whether a run leaves the unigram plateau cannot depend on the step count
+    a calibration planned; with ``decay`` 1.0 (BERT's) it does."""
+    totals = (3000, 4500, 6000, 12000)
+    wsd = {t: length(max_steps=t, warmup=300, decay=0.2) for t in totals}
+    for step in (0, 150, 299, 300, 1500, 2399):
+        assert len({wsd[t].lr(step, 0.0, 2e-3) for t in totals}) == 1
+    assert wsd[3000].lr(299, 0.0, 2e-3) == wsd[3000].lr(1500, 0.0, 2e-3) == pytest.approx(2e-3)
+    assert wsd[3000].lr(2700, 0.0, 2e-3) == pytest.approx(1e-3) and wsd[3000].lr(3000, 0.0, 2e-3) == 0.0
+    assert wsd[12000].lr(12000 - 1200, 0.0, 2e-3) == pytest.approx(1e-3)  # 20% of 12,000: 2,400 steps decay
+    bert = {t: length(max_steps=t, warmup=300) for t in totals}  # the default decay 1.0
+    assert len({bert[t].lr(1500, 0.0, 2e-3) for t in totals}) == len(totals)
+    assert bert[3000].lr(1500, 0.0, 2e-3) == lr_at(1500, 2e-3, 300, 3000)
+    # a decay longer than the steps after the warmup starts at the warmup's end
+    assert lr_at(10, 1.0, 10, 20, decay_steps=15) == pytest.approx(1.0)
+    assert lr_at(15, 1.0, 10, 20, decay_steps=15) == pytest.approx(0.5)
+    assert length(max_steps=600, warmup=500, decay=0.2).warmup == 300  # a short run: half of it warms up
+    with pytest.raises(OptionError, match="--decay 0.0 is out of range"):
+        TrainConfig.create("pretrain", decay=0.0).check()

@@ -157,7 +157,7 @@ class Trainer:
         length = f"{self.total_steps} steps" if self.length.bounded else ""
         if self.length.budget_s:
             length += (" or " if length else "") + f"{c.max_time:g} min"
-        self.log(f"model: {origin}; {n_params:,} parameters; {length}, warmup {c.warmup}, "
+        self.log(f"model: {origin}; {n_params:,} parameters; {length}, warmup {c.warmup:g}, decay {c.decay:g}, "
                  f"peak lr {self.lr}, batch {c.batch_size}, seq {c.max_seq_len}")
         self.writer.write_config(run_record(self, n_params))
         self.writer.set_status(state="running", step=self.step, total_steps=self.status_total(),

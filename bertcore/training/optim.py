@@ -1,24 +1,44 @@
-"""AdamW and the learning-rate schedule (BERT appendix A.2: linear warmup, then linear decay to 0)."""
+"""AdamW and the learning-rate schedule (BERT appendix A.2: linear warmup, then linear decay to 0; or
+warmup-stable-decay, Hu et al. 2024 "MiniCPM" section 4: the decay only over the run's last steps)."""
 
 from __future__ import annotations
 
 import torch
 
 
-def lr_at(step: int, peak: float, warmup_steps: int, total_steps: int) -> float:
-    """Learning rate of optimizer step ``step`` (0-based): linear warmup from peak/warmup to peak over
-    ``warmup_steps``, then linear decay to 0 at ``total_steps``. Pure (BERT appendix A.2)."""
+def lr_at(step: int, peak: float, warmup_steps: int, total_steps: int, decay_steps: int | None = None) -> float:
+    """Learning rate of optimizer step ``step`` (0-based). Pure.
+
+    Linear warmup from peak/warmup to ``peak`` over ``warmup_steps``; then, with ``decay_steps`` None, linear
+    decay to 0 at ``total_steps`` (BERT appendix A.2), so every step's rate depends on the total. With
+    ``decay_steps`` set, ``peak`` holds until ``total_steps - decay_steps`` and decays linearly to 0 over the last
+    ``decay_steps`` (warmup-stable-decay, Hu et al. 2024 section 4): the rate of any step before the decay is the
+    same whatever the total (issue 39: whether a from-scratch run leaves the unigram plateau must not depend on the
+    step count a calibration planned)."""
     if total_steps <= 0:
         return peak
     if warmup_steps > 0 and step < warmup_steps:
         return peak * (step + 1) / warmup_steps
+    if decay_steps is not None:
+        span = max(1, min(decay_steps, total_steps - warmup_steps))
+        return peak * min(1.0, max(0.0, (total_steps - step) / span))
     span = max(1, total_steps - warmup_steps)
     return peak * max(0.0, (total_steps - step) / span)
 
 
 def warmup_steps_of(warmup: float, total_steps: int) -> int:
-    """``warmup`` >= 1 is a number of steps; below 1 a fraction of ``total_steps``."""
-    return int(warmup) if warmup >= 1 else int(round(warmup * total_steps))
+    """``warmup`` >= 1 is a number of steps, at most half of ``total_steps`` (a run shorter than twice its warmup,
+    a short time budget on a slow machine, still reaches its peak and decays); below 1 a fraction of
+    ``total_steps``."""
+    if warmup >= 1:
+        return max(1, min(int(warmup), total_steps // 2))
+    return int(round(warmup * total_steps))
+
+
+def decay_steps_of(decay: float, total_steps: int) -> int | None:
+    """The ``decay`` option as :func:`lr_at`'s ``decay_steps``: 1.0 (the default) is None, BERT's decay from the
+    warmup's end; below 1 the last fraction of ``total_steps`` (at least 1 step)."""
+    return None if decay >= 1.0 else max(1, int(round(decay * total_steps)))
 
 
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float,

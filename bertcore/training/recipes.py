@@ -33,9 +33,9 @@ class Recipe:
 #: the options of the fastest classic recipe, shared with the modern one (which changes only the architecture)
 SCRATCH_FAST: dict[str, Any] = {
     "preset": "tiny", "tokenizer": "corpus", "vocab_size": 8000, "corpus": "wiki", "max_seq_len": 32, "batch_size": 64,
-    "lr": 2e-3, "beta2": 0.98, "warmup": 0.05, "unigram_init": True, "pre_layer_norm": True, "dropout": 0.0,
-    "nsp": False, "mask_replace_prob": 1.0, "random_replace_prob": 0.0, "eval_every": 100, "eval_batches": 8,
-    "save_early": True, "keep_checkpoints": 5, "probe": "auto"}
+    "lr": 2e-3, "beta2": 0.98, "warmup": 500, "decay": 0.2, "unigram_init": True, "pre_layer_norm": True,
+    "dropout": 0.0, "nsp": False, "mask_replace_prob": 1.0, "random_replace_prob": 0.0, "eval_every": 100,
+    "eval_batches": 8, "save_early": True, "keep_checkpoints": 5, "probe": "auto"}
 
 RECIPES: dict[str, Recipe] = {
     "scratch-fast": Recipe(

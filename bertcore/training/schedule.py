@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, replace
 
 from .config import TrainConfig
-from .optim import lr_at, lr_at_time, warmup_steps_of
+from .optim import decay_steps_of, lr_at, lr_at_time, warmup_steps_of
 
 UNBOUNDED = 10**12  # "no step limit": a run bounded by its time budget only, or not calibrated yet
 
@@ -32,6 +32,8 @@ class RunLength:
         warmup: warmup in optimizer steps (0 for a fractional warmup of a run bounded by time only:
             that warmup is a fraction of the budget, see :func:`.optim.lr_at_time`).
         warmup_option: the ``warmup`` option as given (>= 1 steps, below 1 a fraction of the run).
+        decay_option: the ``decay`` option as given (the share of the steps the final decay spans; 1.0: all after
+            the warmup, BERT's schedule).
         by_time: the learning rate (and the progress) follow elapsed time (``budget_schedule='time'``).
         limit_s: elapsed seconds at which the run stops whatever its step (None: no limit); the budget
             itself, or the budget x :data:`.calibrate.SAFETY` for a calibrated run.
@@ -43,6 +45,7 @@ class RunLength:
     warmup_option: float
     by_time: bool = False
     limit_s: float | None = None
+    decay_option: float = 1.0
 
     @classmethod
     def of(cls, cfg: TrainConfig, steps_per_epoch: int) -> RunLength:
@@ -58,7 +61,7 @@ class RunLength:
         else:
             total = max(1, int(math.ceil((cfg.epochs or 1.0) * steps_per_epoch)))
         warmup = warmup_steps_of(cfg.warmup, total) if total != UNBOUNDED or cfg.warmup >= 1 else 0
-        return cls(total, budget_s, warmup, cfg.warmup, by_time, budget_s)
+        return cls(total, budget_s, warmup, cfg.warmup, by_time, budget_s, cfg.decay)
 
     def calibrated(self, total_steps: int, limit_s: float | None) -> RunLength:
         """This length with the step count a calibration fixed (:mod:`.calibrate`): a step schedule over
@@ -97,13 +100,13 @@ class RunLength:
 
     def lr(self, step: int, elapsed_s: float, peak: float) -> float:
         """The learning rate of optimizer step ``step``: by elapsed time under a time schedule, else by
-        step (BERT appendix A.2 warmup and linear decay). Before a calibration (its steps are thrown
-        away) 1% of ``peak``."""
+        step (:func:`.optim.lr_at`: warmup, then linear decay over ``decay_option`` of the steps). Before a
+        calibration (its steps are thrown away) 1% of ``peak``."""
         if self.by_time and self.budget_s:
             return lr_at_time(elapsed_s, self.budget_s, peak, self.warmup_option, step)
         if not self.bounded:
             return 0.01 * peak
-        return lr_at(step, peak, self.warmup, self.total_steps)
+        return lr_at(step, peak, self.warmup, self.total_steps, decay_steps_of(self.decay_option, self.total_steps))
 
     def time_up(self, elapsed_s: float) -> bool:
         """Whether the time limit (if any) is reached."""
