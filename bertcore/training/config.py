@@ -24,7 +24,6 @@ GROUPS = {"run": "run", "optim": "optimisation (AdamW, linear warmup, then linea
           "length": "run length", "log": "logging and checkpoints", "model": "model", "data": "data",
           "mlm": "masked LM and NSP"}
 
-
 PROBE_AUTO = "auto"  # --probe auto: held-out sentences chosen from the run's own data (.probe_choice)
 PROBE_SEP = " | "  # separates the sentences of a --probe with several
 
@@ -110,11 +109,9 @@ class TrainConfig:
                            type=float, min=1e-7, max=1.0)
     warmup: float = opt(0.1, "optim", "warmup steps: an int >= 1 (at most half the run), or a fraction of max steps",
                         type=float, min=0.0)
-    decay: float = opt(1.0, "optim", "share of the run's steps over which the learning rate decays linearly to 0 at "
-                       "the end: 1.0 decays from the warmup's end (BERT); below 1 the rate holds at its peak until "
-                       "then (warmup-stable-decay, Hu et al. 2024), so the run's start is the same whatever its "
-                       "length. Step schedules only (--budget-schedule time decays over the whole budget)",
-                       type=float, min=0.01, max=1.0)
+    decay: float = opt(1.0, "optim", "share of the steps, at the end, over which the lr decays to 0: 1.0 from the "
+                       "warmup's end (BERT); below 1 it holds its peak until then (warmup-stable-decay, Hu et al. "
+                       "2024): a run starts alike whatever its length", type=float, min=0.01, max=1.0)
     weight_decay: float = opt(0.01, "optim", "AdamW weight decay (not on biases and LayerNorm)", type=float,
                               min=0.0, max=1.0)
     beta2: float = opt(0.999, "optim", "AdamW beta2 (beta1 = 0.9)", type=float, min=0.0, max=0.999999)
