@@ -105,6 +105,8 @@ def main(argv=None) -> None:
     p.add_argument("--recipe", default="scratch-fast", choices=sorted(RECIPES))
     p.add_argument("--seeds", type=int, default=20)
     p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--seed-list", type=int, nargs="+", help="these seeds instead of --first-seed/--seeds (a lever "
+                   "tried on the seeds that stayed on the plateau)")
     p.add_argument("--jobs", type=int, default=1, help="runs at once (jobs x threads <= the cores: steps are bounded, "
                    "so only the wall time changes)")
     p.add_argument("--totals", type=int, nargs="+", default=[3000, 4500, 6000, 12000])
@@ -129,7 +131,8 @@ def main(argv=None) -> None:
     done = {key(r) for r in rows if "error" not in r}  # a failed run is tried again
     a.out.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
-    todo = [(seed, total, threads) for seed in range(a.first_seed, a.first_seed + a.seeds)  # seeds outermost: a
+    seeds = a.seed_list or range(a.first_seed, a.first_seed + a.seeds)
+    todo = [(seed, total, threads) for seed in seeds  # seeds outermost: a
             for total in a.totals for threads in a.threads  # cut-short benchmark still covers every total and count
             if (threads, total, seed) not in done]
     lock = threading.Lock()
