@@ -9,7 +9,7 @@ import numpy as np
 
 from bertcore.heads import BertForMaskedLM
 from bertcore.sources import ModelSource, files_stamp
-from explorer import heldout, resources
+from explorer import checkpoint_resources, heldout, resources
 
 from .conftest import save_tiny_bert
 
@@ -76,13 +76,13 @@ def test_evolution_maps_follow_a_rewritten_checkpoint(tmp_path):
     ckpt = tmp_path / "run" / "checkpoints" / "step-000010"
     save_tiny_bert(ckpt, BertForMaskedLM, seed=0)
     stamps = (files_stamp(ModelSource("run", str(ckpt))),)
-    maps, _ = resources.attention_per_checkpoint((str(ckpt),), stamps, "the cat sat", 1, 1)
-    sims = resources.position_similarity_per_checkpoint((str(ckpt),), stamps, 8)
+    maps, _ = checkpoint_resources.attention_per_checkpoint((str(ckpt),), stamps, "the cat sat", 1, 1)
+    sims = checkpoint_resources.position_similarity_per_checkpoint((str(ckpt),), stamps, 8)
     save_tiny_bert(ckpt, BertForMaskedLM, seed=1)
     new_stamps = (files_stamp(ModelSource("run", str(ckpt))),)
     assert new_stamps != stamps
-    maps2, _ = resources.attention_per_checkpoint((str(ckpt),), new_stamps, "the cat sat", 1, 1)
-    sims2 = resources.position_similarity_per_checkpoint((str(ckpt),), new_stamps, 8)
+    maps2, _ = checkpoint_resources.attention_per_checkpoint((str(ckpt),), new_stamps, "the cat sat", 1, 1)
+    sims2 = checkpoint_resources.position_similarity_per_checkpoint((str(ckpt),), new_stamps, 8)
     assert not np.allclose(maps[0], maps2[0]) and not np.allclose(sims[0], sims2[0])
 
 

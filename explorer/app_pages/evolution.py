@@ -20,7 +20,7 @@ from bertcore.fill_mask import FillMaskError
 from bertcore.hf_format import read_config_file
 from bertcore.sources import ModelSource, SourceError, files_stamp
 from bertcore.tokenizer import TextError
-from explorer import as_code, heldout, resources, widgets
+from explorer import as_code, checkpoint_resources, heldout, widgets
 from explorer.as_code import training
 from explorer.figures import evolution as figs
 from explorer.figures import findings as finding_figs
@@ -51,7 +51,7 @@ def _agreement_series(run_dir: Path, folders: tuple[str, ...], stamps: tuple[str
     verb -> attractor attention per checkpoint (:mod:`bertcore.analysis.grammar.agreement`); {} for other runs."""
     if (runs.read_config(run_dir) or {}).get("args", {}).get("corpus") != "agreement":
         return {}
-    found = [resources.agreement_summary(f, s) for f, s in zip(folders, stamps)]
+    found = [checkpoint_resources.agreement_summary(f, s) for f, s in zip(folders, stamps)]
     last = found[-1]
     return {f"Agreement head: verb -> subject (best head per checkpoint; last L{last['layer']} H{last['head']})":
             [f["to_subject"] for f in found],
@@ -114,7 +114,8 @@ with tab_att:
         head = widgets.head_picker("evo", config.num_attention_heads)
     by_word = widgets.words_toggle("evo", where=c3)
     try:
-        maps, tokens = resources.attention_per_checkpoint(key_folders, key_stamps, text, layer, head, by_word)
+        maps, tokens = checkpoint_resources.attention_per_checkpoint(key_folders, key_stamps, text, layer, head,
+                                                                     by_word)
         if len(tokens) > 40:
             st.caption(f"{len(tokens)} tokens: hover over a panel to read the cells; a shorter sentence is easier "
                        "to read.")
@@ -149,7 +150,7 @@ with tab_pos:
             st.caption(f"This run trained on sequences of {trained_len} tokens: positions from {trained_len} on "
                        "were never used, so they keep their initial vectors.")
         try:
-            sims = resources.position_similarity_per_checkpoint(key_folders, key_stamps, n_positions)
+            sims = checkpoint_resources.position_similarity_per_checkpoint(key_folders, key_stamps, n_positions)
             widgets.plotly_chart(figs.position_similarity_evolution_figure(sims, chosen), key="evo_pos_chart")
             widgets.plotly_chart(figs.neighbour_similarity_figure(sims, chosen, max_offset=4), key="evo_pos_line")
         except (SourceError, ValueError) as exc:
@@ -250,7 +251,7 @@ with tab_gram:
         per_ckpt = []
         try:
             for i, (folder, stamp) in enumerate(zip(key_folders, key_stamps)):
-                per_ckpt.append(resources.suite_summary(folder, stamp, n_pairs))
+                per_ckpt.append(checkpoint_resources.suite_summary(folder, stamp, n_pairs))
                 bar.progress((i + 1) / len(key_folders), text=f"Checkpoint {i + 1} / {len(key_folders)}")
         except (SourceError, FillMaskError, ValueError) as exc:
             widgets.show_error(exc, "Cannot score the checkpoints")
