@@ -43,9 +43,10 @@ def test_plateau_note_only_past_the_usual_escape_step_and_near_the_line():
     config = {"args": SCRATCH}
     text = notes.plateau_text(config, plateau_records(6.70))
     assert text.startswith("Still learning word frequencies: at step 2,000 the held-out loss (6.70)")
-    assert "by step 1,300" in text
+    escape_by = RECIPES["scratch-fast"].escape_by
+    assert f"by step {escape_by:,}" in text
     assert notes.plateau_text(config, plateau_records(6.40)) is None  # left the line (0.46 nats below)
-    assert notes.plateau_text(config, plateau_records(6.70, last_step=1300)) is None  # not late yet
+    assert notes.plateau_text(config, plateau_records(6.70, last_step=escape_by)) is None  # not late yet
     assert notes.plateau_text({"args": {**SCRATCH, "lr": 1e-3}}, plateau_records(6.70)) is None  # a custom run
 
 
