@@ -132,8 +132,8 @@ def main(argv=None) -> None:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     seeds = a.seed_list or range(a.first_seed, a.first_seed + a.seeds)
-    todo = [(seed, total, threads) for seed in seeds  # seeds outermost: a
-            for total in a.totals for threads in a.threads  # cut-short benchmark still covers every total and count
+    # seeds outermost: a cut-short benchmark still covers every total and thread count
+    todo = [(seed, total, threads) for seed in seeds for total in a.totals for threads in a.threads
             if (threads, total, seed) not in done]
     lock = threading.Lock()
 
