@@ -29,7 +29,7 @@ def _train_parser(sub) -> None:
         if f.name == "layers":
             p.add_argument(flag, default="2", help="1-based layers, comma-separated (e.g. 2,4,6)")
         else:
-            kind = type(f.default) if f.default is not None else (float if f.name == "max_time" else int)
+            kind = type(f.default) if f.default is not None else {"max_time": float, "init_from": str}.get(f.name, int)
             p.add_argument(flag, type=kind, default=f.default)
 
 

@@ -43,6 +43,9 @@ class SAETrainConfig:
     keep_checkpoints: int = 2
     seed: int = 0
     threads: int = 2
+    #: start from the SAEs in this folder (``layer-<l>/`` SAELens folders, e.g. ``models/minilm-mlm/sae``) instead
+    #: of the data initialisation: their weights and input scale, this run's ``k`` and a fresh optimizer
+    init_from: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def check(self) -> list[str]:

@@ -108,6 +108,9 @@ class Trainer:
         self.saes: dict[int, TopKSAE] = {}
         for layer in cfg.layers:
             x = first[layer]
+            if cfg.init_from:
+                self.saes[layer] = start_from(Path(cfg.init_from).expanduser(), layer, x.shape[1], cfg)
+                continue
             c = math.sqrt(x.shape[1]) / float(x.norm(dim=1).mean())
             sae = TopKSAE(x.shape[1], cfg.d_sae, cfg.k, norm_scale=c, seed=cfg.seed + layer)
             with torch.no_grad():
@@ -283,11 +286,34 @@ class Trainer:
             sae_io.save(sae, self.rundir.path / FINAL_DIR / f"layer-{layer}", layer, model_name=self.folder.name,
                         metadata={"bert_explorer": {"layer": layer, "steps": self.step, "tokens": self.tokens,
                                                     "model_hash": model_hash(self.folder),
-                                                    "corpus": self.cfg.corpus, "run": self.rundir.name}},
+                                                    "corpus": self.cfg.corpus, "run": self.rundir.name,
+                                                    "init_from": self.cfg.init_from}},
                         metrics={"heldout_during_training": metrics, "eval_tokens": self.cfg.eval_tokens})
 
     def _on_sigterm(self, signum, frame) -> None:  # noqa: ARG002 - signal handler signature
         self.stop_requested = True
+
+
+def start_from(folder: Path, layer: int, d_in: int, cfg: SAETrainConfig) -> TopKSAE:
+    """The SAE of ``folder/layer-<layer>`` as a run's starting point (``--init-from``): its weights and input scale
+    (``norm_scale``), this run's ``k``, float32, in training mode.
+
+    Raises:
+        ValueError: no SAE for that layer there, one of another layer, size or number of latents, or unreadable.
+    """
+    path = folder / f"layer-{layer}"
+    try:
+        sae, meta = sae_io.load(path)
+    except sae_io.SAEError as exc:
+        raise ValueError(f"--init-from: {exc}") from exc
+    if meta["layer"] != layer or sae.d_in != d_in or sae.d_sae != cfg.d_sae:
+        raise ValueError(f"--init-from: {path} reads layer {meta['layer']} with d_in {sae.d_in} and {sae.d_sae} "
+                         f"latents; this run needs layer {layer}, d_in {d_in} and {cfg.d_sae} latents")
+    if not 1 <= cfg.k <= sae.d_sae:
+        raise ValueError(f"k must be between 1 and {sae.d_sae}; got {cfg.k}")
+    sae.k = cfg.k
+    sae.train()
+    return sae
 
 
 def checkpoints(run: RunDir) -> list[Path]:

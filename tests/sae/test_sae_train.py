@@ -90,3 +90,21 @@ def test_bad_input_gets_a_sentence_in_the_cli(tiny_folder, tmp_path, capsys):
     weights.write_bytes(weights.read_bytes()[:50])
     code, err = _cli(capsys, "evaluate", "--sae", str(tmp_path / "wide"), "--model", str(tiny_folder))
     assert code == 2 and ("truncated" in err or "cannot be read" in err)
+
+
+def test_init_from_starts_at_the_given_saes_with_this_runs_k(tiny_folder, tmp_path, capsys):
+    assert Trainer(options(tiny_folder, max_steps=20), tmp_path / "first").run() == 0
+    start = tmp_path / "first" / "sae"
+    # lr 0: the continued run's weights stay where it started, so they must equal the folder's
+    cont = options(tiny_folder, max_steps=2, lr=1e-30, k=6, init_from=str(start))
+    assert Trainer(cont, tmp_path / "cont").run() == 0
+    for a, b in zip(final_saes(tmp_path / "first"), final_saes(tmp_path / "cont"), strict=True):
+        sa, _ = sae_io.load(a)
+        sb, cfg_b = sae_io.load(b)
+        assert cfg_b["k"] == 6 and float(sb.norm_scale) == pytest.approx(float(sa.norm_scale))
+        for name in sae_io.WEIGHT_NAMES:
+            torch.testing.assert_close(getattr(sa, name), getattr(sb, name), rtol=1e-5, atol=1e-6)
+    code, err = _cli(capsys, "train", "--run-dir", str(tmp_path / "bad"), "--model", str(tiny_folder),
+                     "--corpus", str(TINY_CORPUS), "--heldout", str(TINY_CORPUS), "--layers", "1",
+                     "--d-sae", "32", "--k", "4", "--max-steps", "2", "--init-from", str(start))
+    assert code == 2 and "--init-from" in err and "32 latents" in err
