@@ -22,8 +22,8 @@ st.title("Features (sparse autoencoders)")
 st.markdown(
     """
 A single neuron of BERT often responds to many unrelated things. A **sparse autoencoder (SAE)** rewrites a layer's
-hidden state (384 numbers for MiniLM) as a sum of a few of many learned directions, the **features** (6,144 here;
-only the 32 strongest are kept for each token: a *TopK* SAE, Gao et al. 2024). Most features turn out to mean one
+hidden state (384 numbers for MiniLM) as a sum of a few of many learned directions, the **features** (thousands of
+them; each token keeps only its *k* strongest: a *TopK* SAE, Gao et al. 2024). Most features turn out to mean one
 thing: a word, a part of speech, a place in a phrase. Below: the features on your sentence, one feature's dashboard,
 a search by text, and steering (turn a feature up and watch fill-mask change).
 """
