@@ -13,6 +13,7 @@ import pytest
 from .conftest import SCREENSHOTS
 from .test_browser import (  # noqa: F401 - fixtures
     MAIN,
+    _sliders,
     find_page,
     nav_pages,
     new_session_module,
@@ -43,12 +44,13 @@ def test_grammar_page(session, server, nav_pages):  # noqa: F811
     found += problems(session, server)
     # the fewest pairs (the slider's Home key: 10 a paradigm, against the shipped 40): the suite is computed
     # here, not read from the shipped copy, in a quarter of the time (CI time matters; the counts are AppTest's)
-    thumb = page.locator(f'{MAIN} [data-testid="stSlider"]').filter(has_text="Pairs per paradigm") \
-        .locator('[role="slider"]').first
+    sliders = _sliders(page, r"pairs per paradigm")
+    assert sliders, "no 'Pairs per paradigm' slider on the Grammar page"
+    thumb = sliders[0][1]
     thumb.focus()
     thumb.press("Home")
     wait_idle(page)
-    assert thumb.get_attribute("aria-valuenow") == "10", "the pairs slider did not move to 10"
+    assert thumb.input_value() == "10", f"the pairs slider did not move to 10 ({thumb.input_value()})"
     click_button(page, "Run the suite")
     assert wait_charts(page, timeout_ms=300_000) >= 2
     shoot(page, SCREENSHOTS / "grammar-suite.png")
