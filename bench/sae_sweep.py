@@ -7,8 +7,9 @@ Every configuration trains one TopK SAE (6,144 latents, batch 1,024, the loss, A
 ``bertcore.sae.train``) on the same pool of hidden states of the everyday mixture (masked as in pretraining, cached
 once, served in shuffled passes), with warmup 20 steps and a linear decay over the last 20%, and reports the FVU
 on the first ``--heldout`` tokens of ``sotu`` and the share of latents that fired in none of its last
-``dead_tokens`` training tokens. ``init=shipped`` starts from ``models/minilm-mlm/sae/layer-<l>`` (fresh Adam);
-``init=data`` as ``bertcore.sae.train.Trainer`` does. One JSON line per configuration.
+``dead_tokens`` training tokens. ``init=shipped`` starts from ``models/minilm-mlm/sae/layer-<l>`` (fresh Adam),
+``init=FOLDER`` from ``FOLDER/layer-<l>``, ``init=data`` as ``bertcore.sae.train.Trainer`` does. One JSON line per
+configuration.
 """
 
 from __future__ import annotations
@@ -38,13 +39,13 @@ def parse(spec: str) -> dict:
     out = {"lr": 8e-4, "k": 32, "init": "data", "aux_coef": 1 / 32, "dead_tokens": 300_000}
     for part in filter(None, spec.split(",")):
         key, value = part.split("=")
-        out[key] = value if key == "init" else (int(value) if key in ("k", "dead_tokens") else float(value))
+        out[key] = value if key == "init" else (int(value) if key in ("k", "dead_tokens", "resample") else float(value))
     return out
 
 
 def make_sae(conf: dict, layer: int, pool: torch.Tensor, seed: int) -> TopKSAE:
-    if conf["init"] == "shipped":
-        sae, _ = sae_io.load(SHIPPED / f"layer-{layer}")
+    if conf["init"] != "data":  # "shipped" or a folder of layer-<l>/ SAE folders
+        sae, _ = sae_io.load((SHIPPED if conf["init"] == "shipped" else Path(conf["init"])) / f"layer-{layer}")
         sae.k = conf["k"]
         return sae
     c = math.sqrt(pool.shape[1]) / float(pool.norm(dim=1).mean())
@@ -56,6 +57,31 @@ def make_sae(conf: dict, layer: int, pool: torch.Tensor, seed: int) -> TopKSAE:
         sae.W_dec.copy_(rows / rows.norm(dim=1, keepdim=True).clamp_min(1e-6))
         sae.W_enc.copy_(sae.W_dec.T / conf["k"])
     return sae
+
+
+@torch.no_grad()
+def resample_dead(sae: TopKSAE, pool: torch.Tensor, seed: int = 0) -> int:
+    """Bricken et al. 2023's resampling, for TopK: every latent that fires on no token of ``pool`` gets a new
+    decoder row, the normalised reconstruction error of a pool token drawn with probability proportional to its
+    squared error, and the encoder column along it at the alive columns' mean norm, ``b_enc`` 0. Returns how many."""
+    counts = torch.zeros(sae.d_sae, dtype=torch.long)
+    errors = []
+    for chunk in pool.split(4096):
+        out = sae(chunk)
+        counts += torch.bincount(out.indices[out.values > 0], minlength=sae.d_sae)
+        errors.append(out.x - out.x_hat)
+    dead = (counts == 0).nonzero().flatten()
+    if len(dead) == 0:
+        return 0
+    err = torch.cat(errors)
+    gen = torch.Generator().manual_seed(seed)
+    picked = torch.multinomial(err.pow(2).sum(-1), len(dead), replacement=False, generator=gen)
+    directions = err[picked] / err[picked].norm(dim=-1, keepdim=True).clamp_min(1e-6)
+    alive_norm = sae.W_enc[:, counts > 0].norm(dim=0).mean()
+    sae.W_dec[dead] = directions
+    sae.W_enc[:, dead] = directions.T * alive_norm
+    sae.b_enc[dead] = 0.0
+    return len(dead)
 
 
 def heldout_fvu(sae: TopKSAE, x: torch.Tensor) -> float:
@@ -94,6 +120,7 @@ def main() -> None:
     for spec in args.config or [""]:
         conf = parse(spec)
         sae = make_sae(conf, args.layer, pool, 0)
+        resampled = resample_dead(sae, pool) if conf.get("resample") else 0
         start_fvu = heldout_fvu(sae, held_x)
         sae.train()
         opt = torch.optim.Adam(sae.parameters(), lr=conf["lr"], betas=(0.9, 0.999), eps=6.25e-10)
@@ -124,10 +151,17 @@ def main() -> None:
             with torch.no_grad():
                 last[out.indices[out.values > 0].unique()] = tokens
         sae.eval()
-        print(json.dumps({"layer": args.layer, **conf, "steps": args.steps, "start_fvu": round(start_fvu, 4),
+        with torch.no_grad():
+            fired = torch.zeros(sae.d_sae, dtype=torch.bool)
+            for chunk in pool.split(4096):
+                out = sae(chunk)
+                fired[out.indices[out.values > 0]] = True
+        print(json.dumps({"layer": args.layer, **conf, "steps": args.steps, "resampled": resampled,
+                          "start_fvu": round(start_fvu, 4),
                           "heldout_fvu": round(heldout_fvu(sae, held_x), 4),
                           "dead_share": round(float(((tokens - last) >= min(tokens, conf["dead_tokens"]))
                                                      .float().mean()), 4),
+                          "silent_on_pool": round(1 - float(fired.float().mean()), 4),
                           "seconds": round(time.perf_counter() - t0, 1)}), flush=True)
 
 

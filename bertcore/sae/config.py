@@ -46,6 +46,8 @@ class SAETrainConfig:
     #: start from the SAEs in this folder (``layer-<l>/`` SAELens folders, e.g. ``models/minilm-mlm/sae``) instead
     #: of the data initialisation: their weights and input scale, this run's ``k`` and a fresh optimizer
     init_from: str | None = None
+    #: every this many training tokens, resample the latents dead by ``dead_tokens`` (0: never; Bricken et al. 2023)
+    resample_every: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def check(self) -> list[str]:

@@ -148,3 +148,37 @@ def aux_k_loss(sae: TopKSAE, out: SAEOutput, dead: torch.Tensor, k_aux: int) -> 
     values, indices = torch.topk(masked, min(k_aux, n_dead), dim=-1, sorted=False)
     e_hat = F.embedding_bag(indices, sae.W_dec, per_sample_weights=values.relu(), mode="sum")
     return (e_hat - residual).pow(2).sum(-1).mean()
+
+
+@torch.no_grad()
+def resample(sae: TopKSAE, dead: torch.Tensor, out: SAEOutput, optimizer: torch.optim.Optimizer | None = None,
+             generator: torch.Generator | None = None, encoder_scale: float = 0.2) -> int:
+    """Resample dead latents (Bricken et al. 2023, "Towards Monosemanticity", "neuron resampling"), for TopK.
+
+    Each latent of ``dead (d_sae,)`` bool gets a new decoder row: the normalised reconstruction error ``x - x_hat``
+    of a token of ``out`` (one forward pass of a batch, scaled units), drawn with probability proportional to its
+    squared error; its encoder column points the same way at ``encoder_scale`` times the alive columns' mean norm
+    (small, so that the old features keep their tokens while the new one finds its own); ``b_enc`` 0; and its Adam
+    moments (``optimizer``'s ``exp_avg`` / ``exp_avg_sq`` of those rows and columns) reset. Returns how many were
+    resampled (0 when none is dead or the batch reconstructs perfectly).
+    """
+    idx = dead.nonzero().flatten()
+    err = out.x - out.x_hat
+    weights = err.pow(2).sum(-1)
+    if len(idx) == 0 or not float(weights.sum()) > 0:
+        return 0
+    picked = torch.multinomial(weights, len(idx), replacement=len(idx) > int((weights > 0).sum()),
+                               generator=generator)
+    directions = err[picked] / err[picked].norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    alive = ~dead
+    norm = sae.W_enc[:, alive].norm(dim=0).mean() if bool(alive.any()) else torch.tensor(1.0)
+    sae.W_dec[idx] = directions
+    sae.W_enc[:, idx] = directions.T * (encoder_scale * norm)
+    sae.b_enc[idx] = 0.0
+    if optimizer is not None:
+        for param, rows in ((sae.W_dec, (idx,)), (sae.W_enc, (slice(None), idx)), (sae.b_enc, (idx,))):
+            state = optimizer.state.get(param, {})
+            for name in ("exp_avg", "exp_avg_sq"):
+                if name in state:
+                    state[name][rows] = 0.0
+    return len(idx)

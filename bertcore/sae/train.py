@@ -32,7 +32,7 @@ from ..runs import RunDir, RunWriter, now_iso
 from . import io as sae_io
 from .config import SAETrainConfig
 from .metrics import reconstruction
-from .model import TopKSAE, aux_k_loss, mse
+from .model import TopKSAE, aux_k_loss, mse, resample
 from .stream import ActivationStream, Position, corpus_chunks
 
 STATE_FILE = "trainer_state.pt"
@@ -128,6 +128,7 @@ class Trainer:
         self._optimizers()
         self.step, self.position, self.tokens, self.elapsed = 0, Position(), 0, 0.0
         self.last_fired = {layer: torch.zeros(cfg.d_sae, dtype=torch.long) for layer in cfg.layers}
+        self.resampled = {layer: 0 for layer in cfg.layers}
 
     def _optimizers(self) -> None:
         self.optimizers = {layer: torch.optim.Adam(sae.parameters(), lr=self.cfg.lr, betas=(0.9, 0.999),
@@ -146,6 +147,7 @@ class Trainer:
         self.step, self.tokens, self.elapsed = state["step"], state["tokens"], state["elapsed"]
         self.position = Position(*state["position"])
         self.last_fired = {int(k): v for k, v in state["last_fired"].items()}
+        self.resampled = {layer: int(state.get("resampled", {}).get(str(layer), 0)) for layer in self.cfg.layers}
 
     # -- checkpoints
     def _save(self) -> Path:
@@ -160,7 +162,8 @@ class Trainer:
         state = {"step": self.step, "tokens": self.tokens, "elapsed": self.elapsed,
                  "position": [self.position.block, self.position.offset],
                  "optimizers": {str(layer): opt.state_dict() for layer, opt in self.optimizers.items()},
-                 "last_fired": {str(layer): t for layer, t in self.last_fired.items()}}
+                 "last_fired": {str(layer): t for layer, t in self.last_fired.items()},
+                 "resampled": {str(layer): n for layer, n in self.resampled.items()}}
         torch.save(state, tmp / STATE_FILE)
         os.replace(tmp, final)
         for old in checkpoints(self.rundir)[:-max(1, self.cfg.keep_checkpoints)]:
@@ -190,11 +193,18 @@ class Trainer:
             with torch.no_grad():
                 active = out.indices[out.values > 0].unique()
                 self.last_fired[layer][active] = self.tokens + n
+                every = cfg.resample_every
+                if every and (self.tokens + n) // every > self.tokens // every:
+                    gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.step * 31 + layer)
+                    self.resampled[layer] += resample(sae, dead, out, opt, gen)
+                    self.last_fired[layer][dead] = self.tokens + n  # a new latent gets dead_tokens to find its use
                 total = (out.x - out.x.mean(0)).pow(2).sum(-1).mean()
                 record[f"L{layer}/fvu"] = float(main / total)
                 record[f"L{layer}/l0"] = float((out.values > 0).sum(-1).float().mean())
                 record[f"L{layer}/dead"] = float(dead.float().mean())
                 record[f"L{layer}/aux"] = float(aux)
+                if every:
+                    record[f"L{layer}/resampled"] = self.resampled[layer]  # so far in the run
         self.tokens += n
         self.step += 1
         return record

@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from bertcore.sae import io as sae_io
 from bertcore.sae.metrics import fvu, mlm_ce, spliced
@@ -138,3 +139,34 @@ def test_bad_sae_files_get_a_sentence(tmp_path):
         sae_io.check_fits(cfg, hidden_size=8, num_layers=1)
     with pytest.raises(sae_io.SAEError, match="not found"):
         sae_io.load(tmp_path / "nothing")
+
+
+def test_resampling_gives_dead_latents_the_error_directions_and_fresh_adam_moments():
+    from bertcore.sae.model import resample
+
+    torch.manual_seed(0)
+    sae = TopKSAE(8, 32, 2, seed=0)
+    x = torch.randn(64, 8)
+    opt = torch.optim.Adam(sae.parameters(), lr=1e-3)
+    out = sae(x)
+    mse(out.x, out.x_hat).backward()
+    opt.step()  # Adam moments everywhere
+    out = sae(x)
+    dead = torch.zeros(32, dtype=torch.bool)
+    dead[:5] = True
+    kept = {name: getattr(sae, name).detach().clone() for name in ("W_dec", "W_enc", "b_enc")}
+    assert resample(sae, dead, out, opt, torch.Generator().manual_seed(0)) == 5
+    err = (out.x - out.x_hat).detach()
+    directions = err / err.norm(dim=-1, keepdim=True)
+    # each new decoder row is one token's error direction (unit norm), the encoder column along it, b_enc 0
+    assert torch.allclose((sae.W_dec[:5] @ directions.T).max(dim=1).values, torch.ones(5), atol=1e-5)
+    assert torch.allclose(F.cosine_similarity(sae.W_enc[:, :5].T, sae.W_dec[:5]), torch.ones(5), atol=1e-5)
+    assert torch.all(sae.b_enc[:5] == 0)
+    # the alive latents are untouched, their moments too; the dead ones' moments start again
+    assert torch.equal(sae.W_dec[5:], kept["W_dec"][5:]) and torch.equal(sae.W_enc[:, 5:], kept["W_enc"][:, 5:])
+    assert torch.equal(sae.b_enc[5:], kept["b_enc"][5:])
+    for param, dead_part, alive_part in ((sae.W_dec, (slice(0, 5),), (slice(5, None),)),
+                                         (sae.W_enc, (slice(None), slice(0, 5)), (slice(None), slice(5, None)))):
+        state = opt.state[param]
+        assert torch.all(state["exp_avg_sq"][dead_part] == 0) and torch.any(state["exp_avg_sq"][alive_part] != 0)
+    assert resample(sae, torch.zeros(32, dtype=torch.bool), out, opt) == 0

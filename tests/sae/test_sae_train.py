@@ -35,11 +35,13 @@ def options(folder, **kw) -> SAETrainConfig:
 
 
 def test_resume_after_sigkill_gives_the_uninterrupted_run(tiny_folder, tmp_path):
-    cfg = options(tiny_folder)
+    # quiet latents resampled every 10 steps (seeded, so a resumed run resamples the same ones the same way)
+    resampling = dict(resample_every=480, d_sae=256, dead_tokens=200)
+    cfg = options(tiny_folder, **resampling)
     assert Trainer(cfg, tmp_path / "straight").run() == 0
     killed = tmp_path / "killed"
     argv = [sys.executable, "-m", "bertcore.sae", "train", "--run-dir", str(killed),
-            *options(tiny_folder, save_every=2, keep_checkpoints=3).to_argv()]
+            *options(tiny_folder, save_every=2, keep_checkpoints=3, **resampling).to_argv()]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     from bertcore.runs import RunDir, read_json
@@ -58,6 +60,7 @@ def test_resume_after_sigkill_gives_the_uninterrupted_run(tiny_folder, tmp_path)
         sb, _ = sae_io.load(b)
         for name in sae_io.WEIGHT_NAMES:
             assert torch.equal(getattr(sa, name), getattr(sb, name)), name
+    assert max(r["L1/resampled"] for r in run.read_metrics("train")) > 0
     steps = [r["step"] for r in run.read_metrics("train")]
     assert steps == sorted(set(steps)) and steps[-1] == cfg.max_steps  # each step logged once, none lost
 
@@ -108,3 +111,17 @@ def test_init_from_starts_at_the_given_saes_with_this_runs_k(tiny_folder, tmp_pa
                      "--corpus", str(TINY_CORPUS), "--heldout", str(TINY_CORPUS), "--layers", "1",
                      "--d-sae", "32", "--k", "4", "--max-steps", "2", "--init-from", str(start))
     assert code == 2 and "--init-from" in err and "32 latents" in err
+
+
+def test_resampling_changes_the_run_and_is_logged(tiny_folder, tmp_path):
+    plain, resampled = tmp_path / "plain", tmp_path / "resampled"
+    wide = dict(max_steps=40, d_sae=256, dead_tokens=200)  # 256 latents for a 32-wide state: some go quiet
+    assert Trainer(options(tiny_folder, **wide), plain).run() == 0
+    assert Trainer(options(tiny_folder, **wide, resample_every=480), resampled).run() == 0
+    from bertcore.runs import RunDir
+
+    logged = [r.get("L1/resampled") for r in RunDir(resampled).read_metrics("train") if "L1/resampled" in r]
+    assert logged and max(logged) > 0  # latents were dead (quiet for 200 tokens) and got new directions
+    a, _ = sae_io.load(final_saes(plain)[0])
+    b, _ = sae_io.load(final_saes(resampled)[0])
+    assert not torch.equal(a.W_dec, b.W_dec)
