@@ -31,7 +31,8 @@ import torch  # noqa: E402
 from bertcore.sae import io as sae_io  # noqa: E402
 from bertcore.sae.model import TopKSAE, aux_k_loss, mse, resample  # noqa: E402
 from bertcore.sae.stream import ActivationStream, corpus_chunks, hidden_states, pad  # noqa: E402
-from bertcore.sae.train import load_model  # noqa: E402
+from bertcore.sae.config import SAETrainConfig  # noqa: E402
+from bertcore.sae.train import load_model, lr_at  # noqa: E402
 
 SHIPPED = Path(__file__).resolve().parents[1] / "models" / "minilm-mlm" / "sae"
 
@@ -113,6 +114,7 @@ def main() -> None:
         start_fvu = heldout_fvu(sae, held_x)
         sae.train()
         opt = torch.optim.Adam(sae.parameters(), lr=conf["lr"], betas=(0.9, 0.999), eps=6.25e-10)
+        schedule = SAETrainConfig(lr=conf["lr"], warmup_steps=20, max_steps=args.steps)  # the runs' schedule
         last = torch.zeros(6144, dtype=torch.long)
         gen = torch.Generator().manual_seed(1)
         order, pos, tokens = torch.randperm(pool.shape[0], generator=gen), 0, 0
@@ -122,10 +124,7 @@ def main() -> None:
                 order, pos = torch.randperm(pool.shape[0], generator=gen), 0
             x = pool[order[pos:pos + args.batch_size]]
             pos += args.batch_size
-            lr = conf["lr"] * min(1.0, (step + 1) / 20)
-            start = int(0.8 * args.steps)
-            if step >= start:
-                lr *= (args.steps - step) / (args.steps - start)
+            lr = lr_at(schedule, step)
             for g in opt.param_groups:
                 g["lr"] = lr
             out = sae(x)
