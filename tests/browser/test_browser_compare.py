@@ -12,7 +12,7 @@ import time
 import pytest
 
 from .conftest import BROWSER_ARTIFACTS, SCREENSHOTS
-from .test_browser import (  # noqa: F401 - fixtures used by name
+from .helpers import (  # noqa: F401 - fixtures used by name
     FILLER,
     MAIN,
     find_page,

@@ -19,7 +19,7 @@ from bertcore.heads import BertForPreTraining, BertModel
 
 from ..conftest import mark_complete, save_tiny_bert
 from .conftest import BROWSER_ARTIFACTS, SCREENSHOTS
-from .test_browser import (  # noqa: F401 - fixtures used by name
+from .helpers import (  # noqa: F401 - fixtures used by name
     SIDEBAR,
     _sidebar_radio,
     problems,

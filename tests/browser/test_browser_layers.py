@@ -14,7 +14,7 @@ import time
 import pytest
 
 from .conftest import SCREENSHOTS
-from .test_browser import (  # noqa: F401 - fixtures
+from .helpers import (  # noqa: F401 - fixtures
     MAIN,
     find_page,
     nav_pages,

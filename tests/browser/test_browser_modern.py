@@ -17,7 +17,7 @@ from bertcore.training.models import MODERN_FIELDS
 
 from ..conftest import mark_complete, save_tiny_bert
 from .conftest import SCREENSHOTS
-from .test_browser import (  # noqa: F401 - fixtures used by name
+from .helpers import (  # noqa: F401 - fixtures used by name
     SIDEBAR,
     _sidebar_radio,
     nav_pages,

@@ -19,7 +19,7 @@ from bertcore.heads import BertForMaskedLM
 
 from ..conftest import save_tiny_bert
 from .conftest import SCREENSHOTS
-from .test_browser import CHART, MAIN, problems, shoot, wait_charts, wait_idle
+from .helpers import CHART, MAIN, problems, shoot, wait_charts, wait_idle
 
 POINTS = 10_000
 HOVER_LIMIT_MS = 100.0

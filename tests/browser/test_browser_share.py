@@ -12,7 +12,7 @@ import json
 import pytest
 
 from .conftest import SCREENSHOTS
-from .test_browser import (  # noqa: F401 - fixtures
+from .helpers import (  # noqa: F401 - fixtures
     find_page,
     nav_pages,
     new_session_module,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import BROWSER_ARTIFACTS, StreamlitServer, _skip_reason, free_port, new_context
-from .test_browser import MAIN, wait_idle
+from .helpers import MAIN, wait_idle
 
 
 @pytest.fixture(scope="module")

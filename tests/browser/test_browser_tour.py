@@ -14,7 +14,7 @@ from bertcore.sources import DEFAULT, load
 from explorer import tour_quiz
 from explorer.tour_steps import STEPS
 
-from .test_browser import problems, shoot, wait_charts, wait_idle
+from .helpers import problems, shoot, wait_charts, wait_idle
 
 BANNER = ".st-key-tour_banner"
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from .conftest import BROWSER_ARTIFACTS, SCREENSHOTS
-from .test_browser import (  # noqa: F401 - fixtures
+from .helpers import (  # noqa: F401 - fixtures
     FILLER,
     MAIN,
     find_page,

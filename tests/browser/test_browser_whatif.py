@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from .conftest import SCREENSHOTS
-from .test_browser import (  # noqa: F401 - fixtures
+from .helpers import (  # noqa: F401 - fixtures
     BAD_TEXT,
     MAIN,
     TEXT_FIELDS,
