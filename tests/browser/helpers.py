@@ -275,9 +275,16 @@ class Results:
         (BROWSER_ARTIFACTS / "bad-inputs.json").write_text(json.dumps(self.rows, indent=1), encoding="utf-8")
 
 
+_RESULTS: list[Results] = []
+
+
 @pytest.fixture(scope="module")
 def results():
-    return Results()
+    """One :class:`Results` for the whole test session (every module that imports this fixture adds to it), so
+    ``bad-inputs.md`` holds every module's rows."""
+    if not _RESULTS:
+        _RESULTS.append(Results())
+    return _RESULTS[0]
 
 
 @pytest.fixture(scope="module")
