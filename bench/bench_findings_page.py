@@ -26,9 +26,9 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from bertcore.config import BertConfig  # noqa: E402
-from bertcore.heads import BertForPreTraining  # noqa: E402
-from bertcore.model import BertModel  # noqa: E402
+from bertcore.modeling.config import BertConfig  # noqa: E402
+from bertcore.modeling.heads import BertForPreTraining  # noqa: E402
+from bertcore.modeling.model import BertModel  # noqa: E402
 from bertcore.sources import PACKAGED, ModelSource, packaged_model_dir  # noqa: E402
 
 PAGES = ROOT / "explorer" / "app_pages"

@@ -31,9 +31,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from bertcore.config import preset  # noqa: E402
-from bertcore.hf_format import read_config_file  # noqa: E402
-from bertcore.heads import BertForPreTraining  # noqa: E402
+from bertcore.modeling.config import preset  # noqa: E402
+from bertcore.modeling.hf_format import read_config_file  # noqa: E402
+from bertcore.modeling.heads import BertForPreTraining  # noqa: E402
 from bertcore.masking import mask_tokens  # noqa: E402
 from bertcore.training import autocast, make_optimizer  # noqa: E402
 

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from bertcore import data as D  # noqa: E402
 from bertcore import masking  # noqa: E402
 from bertcore.analysis.grammar import minimal_pairs as MP  # noqa: E402
-from bertcore.heads import BertForPreTraining  # noqa: E402
+from bertcore.modeling.heads import BertForPreTraining  # noqa: E402
 from bertcore.tokenizer import load_tokenizer, save_tokenizer  # noqa: E402
 from model_card import TRAINING_FILE, card, stages  # noqa: E402
 

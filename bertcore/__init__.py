@@ -3,11 +3,11 @@
 Never imports streamlit or plotly (the UI lives in ``explorer``).
 """
 
-from .config import PRESETS, BertConfig, ConfigError, preset
-from .embeddings import InputError
-from .heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
-from .model import BertModel, BertModelOutput
-from .checkpoint import CheckpointError, LoadReport
+from .modeling.config import PRESETS, BertConfig, ConfigError, preset
+from .modeling.embeddings import InputError
+from .modeling.heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
+from .modeling.model import BertModel, BertModelOutput
+from .modeling.checkpoint import CheckpointError, LoadReport
 from .tokenizer import Encoding, TextError, TokenizerError, encode, load_tokenizer
 
 __all__ = [

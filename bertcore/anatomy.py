@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .config import PRESETS, BertConfig
+from .modeling.config import PRESETS, BertConfig
 
 HEADS = ("base", "mlm", "pretraining", "classification")
 _LAYER = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.(.*)$")
@@ -118,8 +118,8 @@ def build_on_meta(config: BertConfig, head: str = "base") -> nn.Module:
     Raises:
         ValueError: unknown head (one of :data:`HEADS`).
     """
-    from .heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
-    from .model import BertModel
+    from .modeling.heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
+    from .modeling.model import BertModel
 
     classes = {"base": BertModel, "mlm": BertForMaskedLM, "pretraining": BertForPreTraining,
                "classification": BertForSequenceClassification}
@@ -187,7 +187,7 @@ def named_tensor_count(config: BertConfig, head: str = "base") -> int:
 
 
 def preset_counts(presets: dict[str, BertConfig] | None = None) -> list[PresetCount]:
-    """Parameter counts of every preset (default :data:`~bertcore.config.PRESETS`), from the shapes
+    """Parameter counts of every preset (default :data:`~bertcore.modeling.config.PRESETS`), from the shapes
     (:func:`count_from_shapes`; tests check them against models built on ``meta`` and transformers)."""
     return [PresetCount(name, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size,
                         count_from_shapes(cfg, "base"), count_from_shapes(cfg, "pretraining"),
@@ -220,7 +220,7 @@ def pooler_steps(model: nn.Module, input_ids: torch.Tensor, attention_mask: torc
     Returns:
         :class:`PoolerSteps`, or None when the model has no pooler (``BertForMaskedLM``).
     Raises:
-        bertcore.embeddings.InputError: ids the model cannot embed.
+        bertcore.modeling.embeddings.InputError: ids the model cannot embed.
     """
     encoder = model.base_model
     if getattr(encoder, "pooler", None) is None:
@@ -276,7 +276,7 @@ def embedding_breakdown(model: nn.Module, input_ids: torch.Tensor,
     Returns:
         :class:`EmbeddingBreakdown` for the single sequence.
     Raises:
-        bertcore.embeddings.InputError: ids out of range or longer than the model's positions.
+        bertcore.modeling.embeddings.InputError: ids out of range or longer than the model's positions.
     """
     encoder = model.base_model
     emb = encoder.embeddings
@@ -317,7 +317,7 @@ def transformers_count(config: BertConfig, head: str = "base") -> tuple[int, int
         raise ValueError(f"unknown head {head!r}; choose one of {', '.join(HEADS)}")
     if config.pre_layer_norm:
         raise ValueError("transformers' BERT is post-LayerNorm; a pre_layer_norm config has no counterpart there "
-                         "(its checkpoints are saved as RobertaPreLayerNorm: bertcore.hf_format)")
+                         "(its checkpoints are saved as RobertaPreLayerNorm: bertcore.modeling.hf_format)")
     hf_config = transformers.BertConfig(**config.to_hf_dict(), num_labels=config.num_labels)
     with torch.device("meta"):
         model = getattr(transformers, names[head])(hf_config)
@@ -341,7 +341,7 @@ BASE_CONFIGS: dict[str, dict] = {
 
 def base_config(name: str) -> BertConfig:
     """The :class:`BertConfig` of one of :data:`BASE_CONFIGS`. Raises ValueError for another name."""
-    from .families import config_from_hf
+    from .modeling.families import config_from_hf
 
     if name not in BASE_CONFIGS:
         raise ValueError(f"unknown architecture {name!r}; choose one of {', '.join(BASE_CONFIGS)}")

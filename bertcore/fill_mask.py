@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .heads import IGNORE_INDEX
+from .modeling.heads import IGNORE_INDEX
 
 
 class FillMaskError(ValueError):
@@ -56,8 +56,8 @@ class Prediction:
 
 
 def mlm_head_of(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module]:
-    """``(encoder, cls.predictions)`` of a :class:`~bertcore.heads.BertForMaskedLM` or
-    :class:`~bertcore.heads.BertForPreTraining`.
+    """``(encoder, cls.predictions)`` of a :class:`~bertcore.modeling.heads.BertForMaskedLM` or
+    :class:`~bertcore.modeling.heads.BertForPreTraining`.
 
     Raises:
         FillMaskError: the model has no MLM head (e.g. the packaged MiniLM, a plain ``BertModel``).
@@ -88,7 +88,7 @@ def mlm_logits_at(
         ``(N, V)`` float logits, row i for ``positions[i]``.
     Raises:
         FillMaskError: no MLM head, or a position outside the sequence.
-        bertcore.embeddings.InputError: ids out of range or a sequence longer than the model's positions.
+        bertcore.modeling.embeddings.InputError: ids out of range or a sequence longer than the model's positions.
     """
     encoder, head = mlm_head_of(model)
     if input_ids.dim() == 1:

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from .anatomy import EmbeddingBreakdown, embedding_breakdown
-from .rotary import apply_rotary
+from .modeling.rotary import apply_rotary
 from .fill_mask import NO_MLM_HEAD
 
 
@@ -145,7 +145,7 @@ def layer_steps(layer: nn.Module, x: torch.Tensor, number: int, pre_layer_norm: 
 
     ``final_norm``: the encoder's closing LayerNorm of a pre-LN model, applied after its last layer (else None).
     ``rotary``: ``(cos, sin)`` ``(1, T, d)`` of a rotary model's layer
-    (:meth:`bertcore.encoder.BertEncoder.layer_inputs`); ``mask``: its additive ``(1, 1, T, T)`` sliding-window
+    (:meth:`bertcore.modeling.encoder.BertEncoder.layer_inputs`); ``mask``: its additive ``(1, 1, T, T)`` sliding-window
     mask on a local layer (``window`` tokens wide).
     Source: HF ``BertSelfAttention`` (``eager_attention_forward``), ``BertSelfOutput``, ``BertIntermediate``,
     ``BertOutput``; ModernBERT's ``apply_rotary_pos_emb`` and ``ModernBertMLP`` (GeGLU).
@@ -242,7 +242,7 @@ def trace(model: nn.Module, input_ids: torch.Tensor, token: int, layer: int, hea
         :class:`ForwardTrace`.
     Raises:
         TraceError: a token, layer or head out of range.
-        bertcore.embeddings.InputError: ids the model cannot embed (out of the vocabulary, too long).
+        bertcore.modeling.embeddings.InputError: ids the model cannot embed (out of the vocabulary, too long).
     """
     encoder = model.base_model
     cfg = encoder.config

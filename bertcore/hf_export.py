@@ -1,6 +1,6 @@
 """What transformers is told about a checkpoint folder: the Python that loads it (transformers where it computes
 the model exactly, bertcore otherwise), a paragraph saying which library loads it, and the re-export of an older
-pre-LN folder into the current format. The formats themselves are :mod:`bertcore.hf_format`.
+pre-LN folder into the current format. The formats themselves are :mod:`bertcore.modeling.hf_format`.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from .checkpoint import CheckpointError, read_config_json
-from .families import HF_CLASSES as FAMILY_CLASSES, OTHER_FAMILIES
-from .config import ConfigError
-from .hf_format import (BERT, LEGACY_PRELN, NSP_FILE, OUR_CLASSES, PRELN, bertcore_line, config_from_dict,
+from .modeling.checkpoint import CheckpointError, read_config_json
+from .modeling.families import HF_CLASSES as FAMILY_CLASSES, OTHER_FAMILIES
+from .modeling.config import ConfigError
+from .modeling.hf_format import (BERT, LEGACY_PRELN, NSP_FILE, OUR_CLASSES, PRELN, bertcore_line, config_from_dict,
                         read_format)
 from .sources import HEAD_CLASSES, TOKENIZER_FILES, detect_head
 
@@ -26,7 +26,7 @@ def reexport_checkpoint(folder: str | Path, card: Callable[[Path], str] | None =
     with ``os.replace``, so the folder is the old one or the new one whatever happens. Returns the folder.
 
     Raises:
-        bertcore.checkpoint.CheckpointError: the folder does not load.
+        bertcore.modeling.checkpoint.CheckpointError: the folder does not load.
     """
     folder = Path(folder)
     head = detect_head(folder)
@@ -74,8 +74,8 @@ def usage_note(fmt: str, head: str) -> str:
     if fmt in OTHER_FAMILIES:
         name = FAMILY_CLASSES[fmt].get(head, FAMILY_CLASSES[fmt]["base"])
         return (f"A {fmt} model in transformers' own format (model_type {fmt}): {name}, the matching Auto class "
-                "and pipeline('fill-mask') for an MLM head compute BERT Explorer's logits (bertcore.families maps "
-                "the weight names).")
+                "and pipeline('fill-mask') for an MLM head compute BERT Explorer's logits "
+                "(bertcore.modeling.families maps the weight names).")
     if fmt == LEGACY_PRELN:
         return ("An older pre-LayerNorm checkpoint (model_type bert with pre_layer_norm: true): transformers loads "
                 "it WITHOUT an error but computes a different model (its Bert classes are post-LayerNorm and drop "
@@ -93,7 +93,7 @@ def usage_code(folder: str | Path, text: str | None = None) -> str:
     hidden state ``(1, T, H)``).
 
     Raises:
-        bertcore.checkpoint.CheckpointError: the folder has no readable config, weights or tokenizer.
+        bertcore.modeling.checkpoint.CheckpointError: the folder has no readable config, weights or tokenizer.
     """
     folder = Path(folder).resolve()
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
@@ -124,7 +124,7 @@ def usage_code(folder: str | Path, text: str | None = None) -> str:
                       "# " + bertcore_line("pretraining", "path").replace('"path"', "path")]
     else:
         cls = {v: k for k, v in OUR_CLASSES.items()}[head]
-        module = "bertcore.model" if cls == "BertModel" else "bertcore.heads"
+        module = "bertcore.modeling.model" if cls == "BertModel" else "bertcore.modeling.heads"
         lines += ["from transformers import AutoTokenizer", f"from {module} import {cls}  # run from the BERT "
                   "Explorer repository", "",
                   f"path = {str(folder)!r}  # this checkpoint folder",

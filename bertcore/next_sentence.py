@@ -72,7 +72,7 @@ def predict(model: torch.nn.Module, tokenizer, sentence_a: str, sentence_b: str,
     """P(IsNext) for ``[CLS] sentence_a [SEP] sentence_b [SEP]`` and the [CLS] attention.
 
     Args:
-        model: a :class:`~bertcore.heads.BertForPreTraining` (eval mode).
+        model: a :class:`~bertcore.modeling.heads.BertForPreTraining` (eval mode).
         max_length: longest input in tokens (the pair is cut longest-first beyond it).
     Raises:
         NextSentenceError: the model has no NSP head.

@@ -189,7 +189,7 @@ def learned_positions(model, start: int = 0, stop: int | None = None) -> np.ndar
     """Rows ``[start, stop)`` of a BERT's learned position table.
 
     Args:
-        model: a bertcore :class:`~bertcore.model.BertModel` or any head class (``.bert``), or
+        model: a bertcore :class:`~bertcore.modeling.model.BertModel` or any head class (``.bert``), or
             anything with ``embeddings.position_embeddings``.
         start / stop: the position range (stop None: every position).
     Returns:

@@ -19,11 +19,11 @@ from typing import Literal
 
 from transformers import BertTokenizerFast
 
-from .checkpoint import CheckpointError, find_weights, read_state_dict, weights_error
-from .config import FAMILIES, BertConfig, ConfigError, read_json_object
-from .electra import ElectraForPreTraining
-from .heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
-from .model import BertModel, BertPreTrainedModel
+from .modeling.checkpoint import CheckpointError, find_weights, read_state_dict, weights_error
+from .modeling.config import FAMILIES, BertConfig, ConfigError, read_json_object
+from .modeling.electra import ElectraForPreTraining
+from .modeling.heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
+from .modeling.model import BertModel, BertPreTrainedModel
 from .runs import RunDir, checkpoint_step
 from .runs import runs_root as _runs_root
 from .tokenizer import load_bpe_tokenizer, load_tokenizer
@@ -171,10 +171,11 @@ def _download(repo_id: str) -> Path:
 def detect_head(folder: Path) -> str:
     """Which head class fits a checkpoint: ``pretraining`` (MLM + NSP weights), ``mlm``,
     ``classification`` (a ``classifier``), ``rtd`` (ELECTRA's discriminator) or ``base``; read from the weight
-    names (BERT names, RobertaPreLayerNorm ones with the NSP head in :data:`bertcore.hf_format.NSP_FILE`, or another
-    family's, :func:`bertcore.families.detect_head`)."""
-    from . import families
-    from .hf_format import NSP_FILE, PRELN
+    names (BERT names, RobertaPreLayerNorm ones with the NSP head in :data:`bertcore.modeling.hf_format.NSP_FILE`, or
+    another
+    family's, :func:`bertcore.modeling.families.detect_head`)."""
+    from .modeling import families
+    from .modeling.hf_format import NSP_FILE, PRELN
 
     keys: set[str] = set()
     for file in find_weights(folder):
@@ -214,7 +215,7 @@ def _model_type(folder: Path) -> str | None:
 
 def _check_family(folder: Path) -> None:
     """Raise :class:`SourceError` naming the supported families when ``config.json`` names another model type."""
-    from .hf_format import PRELN
+    from .modeling.hf_format import PRELN
 
     model_type = _model_type(folder)
     if model_type is not None and model_type not in (*FAMILIES, PRELN):
@@ -283,7 +284,7 @@ def load(source: ModelSource = PACKAGED, head: Head = "auto") -> LoadedModel:
         raise SourceError(f"no tokenizer in {folder}: expected {' or '.join(TOKENIZER_FILES)} beside the weights "
                           f"(a {model.config.family} model needs its tokenizer to read text)")
     try:
-        from .families import TOKENIZER_MODEL
+        from .modeling.families import TOKENIZER_MODEL
 
         # a run of another family trained with a WordPiece vocabulary (the 'modern' recipe) carries vocab.txt
         bpe = TOKENIZER_MODEL[model.config.family] == "BPE" and not (folder / "vocab.txt").is_file()

@@ -1,6 +1,6 @@
 """Command line of a training run: ``python -m bertcore.train {pretrain,finetune,resume} ...``.
 
-The parser is built from :class:`bertcore.training.config.TrainConfig` (one flag per field, its
+The parser is built from :class:`bertcore.train_config.TrainConfig` (one flag per field, its
 help, default, range and choices); the loop is :class:`bertcore.training.loop.Trainer`.
 
 Examples::
@@ -30,7 +30,7 @@ Examples::
 Options can also come from a JSON file (``--config run.json``: either a file of option names,
 e.g. ``{"preset": "nano", "max_steps": 600}``, or a ``run.json`` written by an earlier run);
 options given on the command line win. The run directory follows ``docs/CONTRACTS.md``.
-Exit codes (:class:`~bertcore.training.config.ExitCode`): 0 done, 1 failed, 2 bad options,
+Exit codes (:class:`~bertcore.train_config.ExitCode`): 0 done, 1 failed, 2 bad options,
 3 device busy, 143 cancelled (SIGTERM).
 """
 
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .runs import read_config
-from .training.config import GROUPS, ExitCode, OptionError, TrainConfig, field_info, fields_for
+from .train_config import GROUPS, ExitCode, OptionError, TrainConfig, field_info, fields_for
 
 DESCRIPTIONS = {
     "pretrain": ("masked LM + next sentence prediction on a text corpus",
@@ -208,7 +208,7 @@ def resume_config(ns: argparse.Namespace) -> TrainConfig:
 
 def evaluate_command(ns: argparse.Namespace) -> int:
     """``evaluate``: print :func:`bertcore.training.evaluate.evaluate_checkpoint` as one JSON object."""
-    from .hf_format import LEGACY_PRELN, folder_format
+    from .modeling.hf_format import LEGACY_PRELN, folder_format
     from .training.evaluate import evaluate_checkpoint
     from .training.models import TrainingError
 
@@ -228,9 +228,9 @@ def evaluate_command(ns: argparse.Namespace) -> int:
 def export_command(ns: argparse.Namespace) -> int:
     """``export``: rewrite a checkpoint in the current format (:func:`bertcore.hf_export.reexport_checkpoint`)
     with a new model card; prints the folder's format afterwards."""
-    from .checkpoint import CheckpointError
+    from .modeling.checkpoint import CheckpointError
     from .hf_export import reexport_checkpoint
-    from .hf_format import folder_format
+    from .modeling.hf_format import folder_format
     from .training.card import model_card
 
     folder = Path(ns.checkpoint)

@@ -1,7 +1,7 @@
 """Numeric helpers on vectors that model-level and analysis code share: cosine similarity of every pair of
 rows and a 2-D principal-component projection.
 
-The lowest layer of ``bertcore`` beside :mod:`bertcore.config` (numpy and scikit-learn only): both
+The lowest layer of ``bertcore`` beside :mod:`bertcore.modeling.config` (numpy and scikit-learn only): both
 :mod:`bertcore.positional` and :mod:`bertcore.analysis` import it, so neither imports the other.
 """
 

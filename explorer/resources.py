@@ -19,7 +19,7 @@ from bertcore.analysis.attention import ablation, neurons, rollout
 from bertcore.analysis.causal import attribution as attribution_mod
 from bertcore.analysis.representations import compare as compare_mod
 from bertcore.analysis.attention.words import WordGroups, merge_attention, word_groups
-from bertcore.config import PRESETS
+from bertcore.modeling.config import PRESETS
 from bertcore.sources import LoadedModel, ModelSource, files_stamp, load
 
 

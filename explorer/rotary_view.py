@@ -8,7 +8,8 @@ import numpy as np
 import streamlit as st
 import torch
 
-from bertcore import positional, rotary
+from bertcore import positional
+from bertcore.modeling import rotary
 from bertcore.sources import LoadedModel
 from explorer import resources, widgets
 from explorer.figures import rotary as rotary_figures

@@ -13,9 +13,10 @@ from typing import Any
 
 import streamlit as st
 
-from bertcore import hf_export, hf_format, runs
-from bertcore.checkpoint import CheckpointError
-from bertcore.config import ConfigError
+from bertcore import hf_export, runs
+from bertcore.modeling import hf_format
+from bertcore.modeling.checkpoint import CheckpointError
+from bertcore.modeling.config import ConfigError
 from bertcore.sources import ModelSource, SourceError
 from explorer import run_notes as notes
 from explorer import shared_mode, widgets

@@ -9,7 +9,7 @@ import torch
 from bertcore import fill_mask, masking, next_sentence
 from bertcore.analysis.causal import patching as P
 from bertcore.analysis.representations import logit_lens, similarity, syntax
-from bertcore.config import PRESETS
+from bertcore.modeling.config import PRESETS
 from bertcore.sources import LoadedModel
 from bertcore.tokenizer import encode
 from bertcore.training.recipes import RECIPES

@@ -19,7 +19,7 @@ from bertcore.analysis.attention.ablation import readout
 from bertcore.analysis.causal.attribution import AttributionError, mask_positions
 from bertcore.analysis.representations import edits as edits_mod
 from bertcore.analysis.representations import whatif as whatif_mod
-from bertcore.embeddings import InputError
+from bertcore.modeling.embeddings import InputError
 from bertcore.fill_mask import FillMaskError
 from bertcore.sources import LoadedModel
 from bertcore.tokenizer import TextError, check_text, encode

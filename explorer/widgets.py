@@ -11,9 +11,9 @@ import re
 
 import streamlit as st
 
-from bertcore.checkpoint import CheckpointError
-from bertcore.config import ConfigError
-from bertcore.embeddings import InputError
+from bertcore.modeling.checkpoint import CheckpointError
+from bertcore.modeling.config import ConfigError
+from bertcore.modeling.embeddings import InputError
 from bertcore.sources import DEFAULT, PACKAGED_SOURCES, LoadedModel, ModelSource, SourceError, list_run_sources
 from bertcore.tokenizer import TextError
 

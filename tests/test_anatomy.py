@@ -8,9 +8,9 @@ import torch
 import transformers
 
 from bertcore import anatomy
-from bertcore.config import PRESETS, preset
-from bertcore.embeddings import InputError
-from bertcore.heads import BertForMaskedLM
+from bertcore.modeling.config import PRESETS, preset
+from bertcore.modeling.embeddings import InputError
+from bertcore.modeling.heads import BertForMaskedLM
 from bertcore.tokenizer import encode
 
 HF_CLASSES = {"base": "BertModel", "mlm": "BertForMaskedLM", "pretraining": "BertForPreTraining",

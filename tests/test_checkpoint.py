@@ -1,11 +1,11 @@
-"""bertcore.checkpoint: old LayerNorm names renamed, fresh heads reported, mismatches refused."""
+"""bertcore.modeling.checkpoint: old LayerNorm names renamed, fresh heads reported, mismatches refused."""
 
 import pytest
 import torch
 from safetensors.torch import save_file
 
 from bertcore import BertForSequenceClassification, BertModel
-from bertcore.checkpoint import CheckpointError
+from bertcore.modeling.checkpoint import CheckpointError
 
 from .conftest import tiny_config
 

@@ -1,9 +1,9 @@
-"""bertcore.config: BertConfig checks, HF config.json round trip, presets."""
+"""bertcore.modeling.config: BertConfig checks, HF config.json round trip, presets."""
 
 import pytest
 
 from bertcore import BertConfig, ConfigError
-from bertcore.config import PRESETS, preset
+from bertcore.modeling.config import PRESETS, preset
 
 
 @pytest.mark.parametrize("bad", [dict(hidden_size=30, num_attention_heads=4), dict(num_hidden_layers=0),

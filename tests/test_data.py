@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from bertcore import data as D
-from bertcore.heads import IGNORE_INDEX
+from bertcore.modeling.heads import IGNORE_INDEX
 
 from .conftest import FIXTURES, TINY_CORPUS
 

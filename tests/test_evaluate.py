@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from bertcore import runs as R
-from bertcore.config import preset
-from bertcore.heads import BertForPreTraining
+from bertcore.modeling.config import preset
+from bertcore.modeling.heads import BertForPreTraining
 from bertcore.train import main
 from bertcore.training.evaluate import evaluate_checkpoint
 from bertcore.training.optim import make_optimizer

@@ -17,10 +17,11 @@ import pytest
 import torch
 import transformers
 
-from bertcore import families, masking, sources
+from bertcore import masking, sources
+from bertcore.modeling import families
 from bertcore.bpe import train_byte_level_bpe
 from bertcore.data.corpora import bbc_dir
-from bertcore.interventions import Interventions
+from bertcore.modeling.interventions import Interventions
 from bertcore.tokenizer import encode, load_bpe_tokenizer, load_tokenizer
 
 from .conftest import SMALL_VOCAB, assert_parity

@@ -10,7 +10,7 @@ import transformers
 
 from bertcore import forward_pass, sources
 from bertcore.forward_pass import TraceError
-from bertcore.heads import BertForPreTraining
+from bertcore.modeling.heads import BertForPreTraining
 from bertcore.tokenizer import encode
 
 from .conftest import assert_parity, double, tiny_bert

@@ -13,7 +13,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
 from transformers.models.bert import modeling_bert
 
 from bertcore import BertForPreTraining, BertForSequenceClassification
-from bertcore.attention import get_head_mask
+from bertcore.modeling.attention import get_head_mask
 from bertcore.tokenizer import encode_batch
 
 from .conftest import assert_parity, double, tiny_config

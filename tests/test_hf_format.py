@@ -16,11 +16,12 @@ import pytest
 import torch
 import transformers
 
-from bertcore import hf_export, hf_format
-from bertcore.checkpoint import CheckpointError, model_state_for_saving, save_safetensors
-from bertcore.config import BertConfig
-from bertcore.heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
-from bertcore.model import BertModel
+from bertcore import hf_export
+from bertcore.modeling import hf_format
+from bertcore.modeling.checkpoint import CheckpointError, model_state_for_saving, save_safetensors
+from bertcore.modeling.config import BertConfig
+from bertcore.modeling.heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
+from bertcore.modeling.model import BertModel
 from bertcore.sources import ModelSource, SourceError, load
 
 from .conftest import SMALL_VOCAB
@@ -257,7 +258,8 @@ def test_the_refusing_config_keeps_the_true_config_for_bertcore(folders):
     back = BertForPreTraining.from_pretrained(folder)
     assert back.config == ours.config
     code = hf_export.usage_code(folder)
-    assert "from bertcore.heads import BertForPreTraining" in code and "transformers import AutoModel" not in code
+    assert "from bertcore.modeling.heads import BertForPreTraining" in code
+    assert "transformers import AutoModel" not in code
 
 
 def test_post_ln_checkpoints_stay_plain_bert(folders):

@@ -1,10 +1,10 @@
-"""bertcore.interventions: edits and recordings passed to one forward pass (no hooks on the model)."""
+"""bertcore.modeling.interventions: edits and recordings passed to one forward pass (no hooks on the model)."""
 
 import pytest
 import torch
 
-from bertcore.heads import BertForMaskedLM
-from bertcore.interventions import Interventions, eval_mode
+from bertcore.modeling.heads import BertForMaskedLM
+from bertcore.modeling.interventions import Interventions, eval_mode
 from tests.conftest import tiny_bert
 
 IDS = torch.tensor([[2, 10, 11, 12, 4, 13, 3]])
@@ -63,7 +63,7 @@ def test_bad_sites_and_edits_are_refused(model):
 def test_inputs_embeds_is_the_input_ids_path(model):
     embeds = model.bert.embeddings.word_embeddings(IDS)
     torch.testing.assert_close(model(None, inputs_embeds=embeds).logits, model(IDS).logits, rtol=0, atol=0)
-    from bertcore.embeddings import InputError
+    from bertcore.modeling.embeddings import InputError
 
     with pytest.raises(InputError, match="exactly one"):
         model(IDS, inputs_embeds=embeds)

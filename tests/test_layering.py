@@ -123,7 +123,7 @@ def test_the_checks_catch_a_circle_and_an_upward_import(tmp_path):
     importing analysis (as positional -> analysis was)."""
     _write(tmp_path, {
         "bertcore/__init__.py": "",
-        "bertcore/config.py": "",
+        "bertcore/modeling/config.py": "",
         "bertcore/positional.py": "from .analysis import cosine_matrix\n",
         "bertcore/analysis/__init__.py": "from .similarity import cosine_matrix\n",
         "bertcore/analysis/similarity.py": "def cosine_matrix(x):\n    return x\n",
@@ -133,13 +133,13 @@ def test_the_checks_catch_a_circle_and_an_upward_import(tmp_path):
     })
     graph = import_graph(tmp_path)
     assert ["bertcore.analysis.syntax", "bertcore.analysis.syntax_probe"] in [sorted(c) for c in circles(graph)]
-    layers = {"bertcore": 1, "bertcore.config": 0, "bertcore.analysis": 4, "explorer": 11}
+    layers = {"bertcore": 1, "bertcore.modeling.config": 0, "bertcore.analysis": 4, "explorer": 11}
     assert upward_imports(graph, layers) == ["bertcore.positional (row 1) imports bertcore.analysis (row 4)"]
 
 
 def test_the_table_is_read_from_the_doc():
     layers = read_layers()
-    assert layers["bertcore.config"] == 0 and layers["app"] == 13
+    assert layers["bertcore.modeling.config"] == 0 and layers["app"] == 13
     assert layers["bertcore.runs"] < layers["bertcore.training"] < layers["explorer"]
     with pytest.raises(KeyError, match="no row"):
         layer_of("elsewhere.module", layers)

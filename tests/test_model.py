@@ -1,4 +1,4 @@
-"""bertcore.model: inputs the model cannot take are refused with a message."""
+"""bertcore.modeling.model: inputs the model cannot take are refused with a message."""
 
 import pytest
 import torch

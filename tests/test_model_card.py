@@ -10,11 +10,11 @@ import shutil
 import pytest
 import torch
 
-from bertcore import hf_format
+from bertcore.modeling import hf_format
 from bertcore import runs as R
-from bertcore.heads import BertForPreTraining
+from bertcore.modeling.heads import BertForPreTraining
 from bertcore.train import main
-from bertcore.training.config import TrainConfig, fields_for
+from bertcore.train_config import TrainConfig, fields_for
 from bertcore.training.evaluate import evaluate_checkpoint
 from bertcore.training.tasks import make_task
 

@@ -5,7 +5,7 @@ import torch
 import transformers
 
 from bertcore import BertConfig, BertForMaskedLM, BertForPreTraining, BertForSequenceClassification, BertModel
-from bertcore.config import preset
+from bertcore.modeling.config import preset
 from bertcore.tokenizer import encode, encode_batch
 
 from .conftest import assert_parity, double, tiny_config

@@ -15,7 +15,7 @@ from safetensors.torch import load_file, save_file
 from bertcore import precomputed
 from bertcore.analysis.papers.evalset import Segment
 from bertcore.analysis.representations.corpus_search import Hit
-from bertcore.heads import BertForPreTraining
+from bertcore.modeling.heads import BertForPreTraining
 from bertcore.precomputed import PrecomputedError
 
 from .conftest import save_tiny_bert

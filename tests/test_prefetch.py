@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from bertcore import runs as R
-from bertcore.attention import additive_mask
-from bertcore.config import BertConfig
-from bertcore.embeddings import InputError
-from bertcore.model import BertModel
+from bertcore.modeling.attention import additive_mask
+from bertcore.modeling.config import BertConfig
+from bertcore.modeling.embeddings import InputError
+from bertcore.modeling.model import BertModel
 from bertcore.train import parse_args, to_config
 from bertcore.training.loop import Trainer
 from bertcore.training.prefetch import Prefetcher, Prepared, StepWindow

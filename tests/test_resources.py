@@ -7,7 +7,7 @@ directory) must be loaded and run again: the UI's model and forward caches are k
 
 import numpy as np
 
-from bertcore.heads import BertForMaskedLM
+from bertcore.modeling.heads import BertForMaskedLM
 from bertcore.sources import ModelSource, files_stamp
 from explorer import checkpoint_resources, heldout, resources
 
@@ -48,7 +48,7 @@ def test_files_stamp_follows_every_model_file(tmp_path):
 def test_checkpoint_summary_segments_follow_the_run_tokenizer(tmp_path, monkeypatch):
     """The Evolution page's per-checkpoint summary shares held-out segments (packed to a token budget by the
     tokenizer) across a run's checkpoints; a run folder rewritten with another vocabulary gets new ones."""
-    from bertcore.model import BertModel
+    from bertcore.modeling.model import BertModel
 
     from .conftest import SMALL_VOCAB
 

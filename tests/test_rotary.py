@@ -1,4 +1,4 @@
-"""Rotary position embeddings (bertcore.rotary): transformers' frequencies, the relative property checked
+"""Rotary position embeddings (bertcore.modeling.rotary): transformers' frequencies, the relative property checked
 numerically (issue 38, section 4), the long-range decay (Su et al. 2021, section 3.4.3), and each head's attention
 by offset (bertcore.positional.attention_by_offset)."""
 
@@ -9,9 +9,10 @@ import pytest
 import torch
 import transformers
 
-from bertcore import positional, rotary
+from bertcore import positional
 
 
+from bertcore.modeling import rotary
 def test_frequencies_are_transformers_modernbert_ones():
     cfg = transformers.ModernBertConfig(hidden_size=64, num_attention_heads=4, num_hidden_layers=3,
                                         global_rope_theta=160_000.0, local_rope_theta=10_000.0)

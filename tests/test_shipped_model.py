@@ -11,7 +11,7 @@ import torch
 import transformers
 
 from bertcore import fill_mask, sources
-from bertcore.heads import BertForMaskedLM, BertForPreTraining
+from bertcore.modeling.heads import BertForMaskedLM, BertForPreTraining
 
 from .conftest import assert_parity, double
 

@@ -10,7 +10,7 @@ import transformers
 
 from bertcore import runs as R
 from bertcore.train import main
-from bertcore.training.config import ExitCode
+from bertcore.train_config import ExitCode
 from bertcore.training.models import validate
 from bertcore.wordpiece import SPECIAL_TOKENS, corpus_tokenizer
 

@@ -9,8 +9,8 @@ import torch
 from bertcore import data as D
 from bertcore import runs as R
 from bertcore import sources
-from bertcore.config import preset
-from bertcore.heads import BertForPreTraining
+from bertcore.modeling.config import preset
+from bertcore.modeling.heads import BertForPreTraining
 from bertcore.train import parse_args, resume_config, to_config
 from bertcore.training.loop import Trainer
 from bertcore.training.optim import lr_at, make_optimizer, warmup_steps_of
@@ -191,7 +191,7 @@ def test_per_corruption_accuracy_on_a_constructed_case():
     from types import SimpleNamespace
 
     from bertcore.masking import MASKED, RANDOM, UNCHANGED
-    from bertcore.training.config import TrainConfig
+    from bertcore.train_config import TrainConfig
     from bertcore.training.tasks import PretrainTask
 
     task = PretrainTask(TrainConfig.create("pretrain"))

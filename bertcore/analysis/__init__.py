@@ -17,7 +17,7 @@ The subpackages import downwards only: ``attention`` < ``representations`` < ``g
 code (cosine matrix, PCA) live in :mod:`bertcore.vectors`.
 
 Never imports streamlit or plotly; every array returned is numpy ``float32`` (or ``float64`` where noted).
-Layers are indexed as in :class:`~bertcore.model.BertModelOutput`: attentions ``0..L-1`` (layer 1..L), hidden
+Layers are indexed as in :class:`~bertcore.modeling.model.BertModelOutput`: attentions ``0..L-1`` (layer 1..L), hidden
 states ``0..L`` (0 = the embedding output).
 
 Before the split (November 2026) this package was flat: ``bertcore.analysis.syntax``, ``analysis.run`` and the

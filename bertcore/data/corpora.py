@@ -306,7 +306,7 @@ def tokenized_corpus(corpus: str, tokenizer, max_docs: int | None = None, seed: 
                 pass  # a damaged cache is rebuilt
     docs = tokenize_documents(load_documents(corpus, max_docs, seed), tokenizer)["sentence_ids"]
     if path is not None:
-        from ..checkpoint import atomic_write
+        from ..modeling.checkpoint import atomic_write
 
         arrays = documents_to_arrays(docs)
         def write(p: Path) -> None:

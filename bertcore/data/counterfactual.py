@@ -326,7 +326,7 @@ def mine(documents: Sequence[Sequence[str]], tokenizer=None, use_cache: bool = T
     Raises:
         DataError: spaCy or its English model is missing (the message gives the install line).
     """
-    from ..checkpoint import atomic_write_text
+    from ..modeling.checkpoint import atomic_write_text
 
     flat = [(d, j, s) for d, sents in enumerate(documents) for j, s in enumerate(sents)
             if MIN_WORDS <= len(s.split()) <= MAX_WORDS]

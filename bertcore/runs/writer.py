@@ -8,7 +8,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import atomic_write_text
+from ..modeling.checkpoint import atomic_write_text
 from .layout import RunDir, _json_default, append_jsonl, now_iso, read_json, read_jsonl, write_json
 
 

@@ -8,6 +8,6 @@
     config.py   every option of a training run (torch-free)
     __main__.py the command line: ``python -m bertcore.sae {train,resume,evaluate}``
 
-No Streamlit here. Layers are numbered from 1 as in :mod:`bertcore.interventions` (``("resid", l)`` is the
+No Streamlit here. Layers are numbered from 1 as in :mod:`bertcore.modeling.interventions` (``("resid", l)`` is the
 output of transformers' ``bert.encoder.layer.{l-1}``).
 """

@@ -1,6 +1,6 @@
 """The Features page's computations: which features fire on a text, what one feature does, steering.
 
-Every function reads the model through one forward call with :class:`bertcore.interventions.Interventions` (no
+Every function reads the model through one forward call with :class:`bertcore.modeling.interventions.Interventions` (no
 hook, no attribute, no mode change: a cached shared model stays untouched, ``docs/CONTRACTS.md``). Layers are
 1-based (``("resid", l)``, the output of transformers' ``bert.encoder.layer.{l-1}``); feature activations are in
 the SAE's units (the input scaled to mean norm ``sqrt(d_in)``).
@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ..fill_mask import FillMaskError, mask_token_positions, mlm_head_of, predictions_from_logits
-from ..interventions import Interventions, eval_mode
+from ..modeling.interventions import Interventions, eval_mode
 from ..tokenizer import encode
 from .model import TopKSAE
 from .stream import hidden_states

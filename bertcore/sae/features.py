@@ -229,7 +229,7 @@ def _key(model_folder: str | Path, sae_folder: str | Path, params: dict) -> dict
 
 def write(sae_folder: str | Path, model_folder: str | Path, index: FeatureIndex, params: dict) -> Path:
     """Store ``index`` as ``features.npz`` in the SAE folder, keyed (see the module docstring)."""
-    from ..checkpoint import atomic_write
+    from ..modeling.checkpoint import atomic_write
 
     t = index.text
     manifest = {**_key(model_folder, sae_folder, params), "purity": index.purity, "vocab": t.vocab}

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from ..checkpoint import CheckpointError, atomic_write_text, read_state_dict, save_safetensors
+from ..modeling.checkpoint import CheckpointError, atomic_write_text, read_state_dict, save_safetensors
 from .model import TopKSAE
 
 CFG_FILE = "cfg.json"

@@ -6,7 +6,8 @@ evals.
 - L0: mean number of active (non-zero) latents per token.
 - dead latents: the share of latents never active on the held-out tokens (1M for the shipped SAEs' cards).
 - the MLM loss with the SAE spliced in: layer l's output replaced by its reconstruction (an edit at the
-  ``("resid", l)`` site of :class:`bertcore.interventions.Interventions`, one forward call, no hook), cross-entropy
+  ``("resid", l)`` site of :class:`bertcore.modeling.interventions.Interventions`, one forward call, no hook),
+  cross-entropy
   at [MASK] positions (15% of the eligible tokens, every one replaced by [MASK]), reported as the difference in
   nats from the clean model's. Zero-ablation (the layer's output set to 0) and mean-ablation (set to its mean
   over held-out tokens) are the scale, reported the same way.
@@ -22,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from ..fill_mask import mlm_head_of
-from ..interventions import Interventions, eval_mode
+from ..modeling.interventions import Interventions, eval_mode
 from ..masking import mask_for_tokenizer
 from .model import TopKSAE
 from .stream import hidden_states, pad
@@ -116,7 +117,7 @@ def masked_batch(tokenizer, chunks: Sequence[np.ndarray], seed: int = 0,
 @torch.no_grad()
 def mlm_ce(model, batch: dict[str, torch.Tensor], edits: dict | None = None) -> tuple[float, int]:
     """Summed MLM cross-entropy (nats) at the labelled positions and their count, with ``edits`` (sites of
-    :class:`~bertcore.interventions.Interventions`) applied in the one forward call.
+    :class:`~bertcore.modeling.interventions.Interventions`) applied in the one forward call.
 
     Raises:
         bertcore.fill_mask.FillMaskError: the model has no MLM head.

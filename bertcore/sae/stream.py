@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..interventions import Interventions, eval_mode
+from ..modeling.interventions import Interventions, eval_mode
 from ..masking import mask_for_tokenizer
 
 HELD_OUT = "sotu"
@@ -98,7 +98,7 @@ def pad(chunks: Sequence[np.ndarray], pad_id: int) -> dict[str, torch.Tensor]:
 def hidden_states(model, batch: dict[str, torch.Tensor], layers: Sequence[int]) -> dict[int, torch.Tensor]:
     """``{layer: (B, T, H)}``: each layer's output (bertcore's ``("resid", layer)``, 1-based), one forward pass
     that stops after the deepest one. ``model`` is any bertcore model (a head model's encoder is used).
-    Records through :class:`~bertcore.interventions.Interventions` (no hook; a shared model stays untouched).
+    Records through :class:`~bertcore.modeling.interventions.Interventions` (no hook; a shared model stays untouched).
     """
     encoder = getattr(model, "base_model", model)
     last = max(layers)

@@ -12,9 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .. import families, hf_export, hf_format
+from .. import hf_export
 from .. import runs as R
-from .config import TrainConfig
+from ..modeling import families, hf_format
+from ..train_config import TrainConfig
 from . import recipes
 from .recipes import RECIPES
 
@@ -122,7 +123,7 @@ def model_card(checkpoint: str | Path, run_dir: str | Path | None = None, code_f
                       f"{code_folder}`", ""]
     lines += ["## Every option of the run (TrainConfig)", "", "| option | value |", "| --- | --- |"]
     if cfg is not None:
-        from .config import fields_for
+        from ..train_config import fields_for
 
         values = {"task": cfg.task, **{f.name: getattr(cfg, f.name) for f in fields_for(cfg.task)}}
     else:

@@ -1,5 +1,5 @@
 """Checkpoints of a run: ``checkpoints/step-<N>/`` is an HF model folder (config.json,
-model.safetensors, tokenizer files; the format of :mod:`bertcore.hf_format`: plain BERT for post-LN models,
+model.safetensors, tokenizer files; the format of :mod:`bertcore.modeling.hf_format`: plain BERT for post-LN models,
 RobertaPreLayerNorm plus ``nsp_head.safetensors`` for pre-LN ones), a model card ``README.md``
 (:mod:`.card`) and ``trainer_state.pt`` (optimizer, step, RNG), written into a
 dot-named temp folder and renamed into place, so a listed checkpoint is always complete
@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ..checkpoint import atomic_write, atomic_write_text
+from ..modeling.checkpoint import atomic_write, atomic_write_text
 from .. import runs as R
 from ..runs import RunDir
 from ..tokenizer import save_tokenizer

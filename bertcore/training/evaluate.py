@@ -17,7 +17,7 @@ import torch
 
 from .. import data as D
 from .. import runs as R
-from .config import OptionError, TrainConfig
+from ..train_config import OptionError, TrainConfig
 from .dist import autocast
 from .tasks import make_task
 
@@ -90,7 +90,7 @@ def evaluate_checkpoint(checkpoint: str | Path, split: str = "val", max_batches:
     Raises:
         OptionError: not a run checkpoint, unknown split, or a split the task does not have.
     """
-    from ..checkpoint import CheckpointError
+    from ..modeling.checkpoint import CheckpointError
     from .models import TrainingError, load_tokenizer_for
 
     if threads:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..config import PRESETS, BertConfig, ConfigError
-from ..hf_format import read_config_file
+from ..modeling.config import PRESETS, BertConfig, ConfigError
+from ..modeling.hf_format import read_config_file
 from ..runs import last_checkpoint
-from .config import PROBE_AUTO, OptionError, TrainConfig
+from ..train_config import PROBE_AUTO, OptionError, TrainConfig
 
 
 class TrainingError(RuntimeError):
@@ -117,14 +117,15 @@ def modern_config(base: BertConfig, window: int) -> BertConfig:
     """A ModernBERT-style config (:data:`MODERN_FIELDS`) with ``base``'s width, heads, vocabulary and padding id,
     twice its layers (ModernBERT is deeper and narrower than BERT at a similar size: base has 22 layers of 768 where
     BERT-base has 12), and the GeGLU width (a multiple of 8) that brings the MLM model's parameter count
-    (:meth:`~bertcore.model.BertPreTrainedModel.num_parameters`) nearest to that of ``BertForPreTraining(base)``:
+    (:meth:`~bertcore.modeling.model.BertPreTrainedModel.num_parameters`) nearest to that of
+    ``BertForPreTraining(base)``:
     the classic model with its position table, pooler and NSP head. ``window``: the local layers' sliding window
     in tokens (a token sees ``window // 2`` on each side; ModernBERT's is 128).
 
     Raises:
-        bertcore.config.ConfigError: a window below 2, or a preset too small for any feed-forward width.
+        bertcore.modeling.config.ConfigError: a window below 2, or a preset too small for any feed-forward width.
     """
-    from ..heads import BertForMaskedLM, BertForPreTraining
+    from ..modeling.heads import BertForMaskedLM, BertForPreTraining
 
     if window < 2:
         raise ConfigError(f"the local attention window must be at least 2 tokens, got {window}")
@@ -158,10 +159,11 @@ def modern_problems(opts: dict[str, Any]) -> list[str]:
 
 
 def pretraining_class(cfg: TrainConfig):
-    """The model class a pretraining run trains: :class:`~bertcore.heads.BertForPreTraining` (MLM + NSP heads) for
-    BERT; :class:`~bertcore.heads.BertForMaskedLM` for a ModernBERT-style run and for a model of another family
+    """The model class a pretraining run trains: :class:`~bertcore.modeling.heads.BertForPreTraining` (MLM + NSP
+    heads) for
+    BERT; :class:`~bertcore.modeling.heads.BertForMaskedLM` for a ModernBERT-style run and for a model of another family
     (their ``transformers`` classes have no NSP head), read from the starting model's ``config.json``."""
-    from ..heads import BertForMaskedLM, BertForPreTraining
+    from ..modeling.heads import BertForMaskedLM, BertForPreTraining
 
     if cfg.scratch:
         family = "modernbert" if cfg.architecture == "modernbert" else "bert"
@@ -175,16 +177,16 @@ def build_model(cfg: TrainConfig, labels: list[str] | None = None):
     """``(model, tokenizer, origin)`` of a new run, in train mode (before any resume).
 
     Pretraining builds :func:`pretraining_class` (a ModernBERT-style one from :func:`modern_config`); fine-tuning
-    :class:`~bertcore.heads.BertForSequenceClassification` with ``len(labels)`` classes.
+    :class:`~bertcore.modeling.heads.BertForSequenceClassification` with ``len(labels)`` classes.
 
     Raises:
         TrainingError: a model that does not load, bad overrides, ``max_seq_len`` past its positions, or options a
             ModernBERT-style run cannot take (:func:`modern_problems`; NSP on a model without an NSP head).
     """
     from .. import sources
-    from ..checkpoint import CheckpointError
-    from ..config import preset
-    from ..heads import BertForPreTraining, BertForSequenceClassification
+    from ..modeling.checkpoint import CheckpointError
+    from ..modeling.config import preset
+    from ..modeling.heads import BertForPreTraining, BertForSequenceClassification
 
     modern = cfg.pretrain and cfg.architecture == "modernbert"
     if modern and modern_problems(cfg.to_dict()):

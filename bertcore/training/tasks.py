@@ -25,10 +25,10 @@ from typing import Any, Callable
 import torch
 
 from .. import data as D
-from ..heads import BertForPreTrainingOutput, BertForSequenceClassification
+from ..modeling.heads import BertForPreTrainingOutput, BertForSequenceClassification
 from ..masking import MASKED, RANDOM, UNCHANGED, special_ids
 from .baseline import macro_f1, tfidf_baseline
-from .config import PROBE_AUTO, PROBE_SEP, TrainConfig
+from ..train_config import PROBE_AUTO, PROBE_SEP, TrainConfig
 from ..data.agreement_training import add_agreement_rows
 from ..data.batching import AGREEMENT_COLUMNS
 from .dist import autocast
@@ -55,8 +55,8 @@ def _ratio(a: float, b: float) -> float:
 
 
 def _pretraining_output(out) -> BertForPreTrainingOutput:
-    """A :class:`~bertcore.heads.BertForMaskedLM` output (a model without an NSP head: ModernBERT-style) as
-    :class:`~bertcore.heads.BertForPreTrainingOutput` without NSP; a pretraining output unchanged."""
+    """A :class:`~bertcore.modeling.heads.BertForMaskedLM` output (a model without an NSP head: ModernBERT-style) as
+    :class:`~bertcore.modeling.heads.BertForPreTrainingOutput` without NSP; a pretraining output unchanged."""
     if isinstance(out, BertForPreTrainingOutput):
         return out
     return BertForPreTrainingOutput(out.loss, out.logits, None, mlm_loss=out.loss, mlm_labels=out.labels,
@@ -79,7 +79,7 @@ class PretrainTask:
 
     @property
     def model_class(self):
-        """:class:`~bertcore.heads.BertForPreTraining`, or ``BertForMaskedLM`` for a model without an NSP head
+        """:class:`~bertcore.modeling.heads.BertForPreTraining`, or ``BertForMaskedLM`` for a model without an NSP head
         (:func:`.models.pretraining_class`)."""
         return pretraining_class(self.cfg)
 

@@ -6,7 +6,7 @@ import streamlit as st
 
 from bertcore.analysis.attention import ablation
 from bertcore.data import DataError
-from bertcore.embeddings import InputError
+from bertcore.modeling.embeddings import InputError
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError
 from explorer import as_code, resources, widgets

@@ -4,9 +4,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from bertcore import anatomy, families
-from bertcore.config import PRESETS
-from bertcore.embeddings import InputError
+from bertcore import anatomy
+from bertcore.modeling import families
+from bertcore.modeling.config import PRESETS
+from bertcore.modeling.embeddings import InputError
 from bertcore.tokenizer import TextError, encode
 from explorer import as_code, resources, widgets
 from explorer.as_code import inside
@@ -65,7 +66,7 @@ groups = ["all"] + list(totals)
 group = st.selectbox("Show the parameters of", groups, key="ana_group", persist_state="session")
 table = pd.DataFrame([{"name": r.name, "shape": " × ".join(map(str, r.shape)), "parameters": r.count,
                        "group": r.group, "part": r.part} for r in rows if group == "all" or r.group == group])
-if cfg.family != "bert":  # the same modules under the family's own names (bertcore.families)
+if cfg.family != "bert":  # the same modules under the family's own names (bertcore.modeling.families)
     st.caption(f"This {cfg.family} model is built from BERT's modules, so the names below are BERT's; the column "
                f"*transformers name* is the same tensor in transformers' {cfg.family} class (its weight-name map).")
     table.insert(1, "transformers name", [families.hf_name(cfg.family, n, lm.head) for n in table["name"]])

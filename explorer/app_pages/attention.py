@@ -11,7 +11,7 @@ from bertcore.analysis.attention import rollout
 from bertcore.analysis.representations import syntax
 from bertcore.analysis.attention.words import merge_attention
 from bertcore.analysis.grammar.agreement import check_verb
-from bertcore.embeddings import InputError
+from bertcore.modeling.embeddings import InputError
 from bertcore.fill_mask import FillMaskError
 from bertcore.tokenizer import TextError
 from explorer import as_code, resources, share, what_flows, whatif, widgets

@@ -6,7 +6,7 @@ import streamlit as st
 
 from bertcore import fill_mask
 from bertcore.analysis.causal.attribution import DEFAULT_STEPS, AttributionError, mask_positions
-from bertcore.embeddings import InputError
+from bertcore.modeling.embeddings import InputError
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError, encode
 from explorer import as_code, resources, whatif, widgets

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from bertcore.analysis.representations.compare import MAX_SENTENCES, TokenizationMismatch, js_distance, sentences_of
-from bertcore.embeddings import InputError
+from bertcore.modeling.embeddings import InputError
 from bertcore.sources import PACKAGED
 from bertcore.tokenizer import TextError
 from explorer import as_code, resources, widgets

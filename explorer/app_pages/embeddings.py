@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from bertcore import anatomy
-from bertcore.embeddings import InputError
+from bertcore.modeling.embeddings import InputError
 from bertcore.tokenizer import TextError, encode
 from explorer import as_code, widgets
 from explorer.as_code import inside

@@ -14,10 +14,10 @@ import streamlit as st
 
 from bertcore import runs
 from bertcore.analysis.papers import emergence
-from bertcore.config import ConfigError
+from bertcore.modeling.config import ConfigError
 from bertcore.data import DataError
 from bertcore.fill_mask import FillMaskError
-from bertcore.hf_format import read_config_file
+from bertcore.modeling.hf_format import read_config_file
 from bertcore.sources import ModelSource, SourceError, files_stamp
 from bertcore.tokenizer import TextError
 from explorer import as_code, checkpoint_resources, heldout, widgets

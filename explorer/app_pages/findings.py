@@ -16,7 +16,7 @@ from bertcore.analysis.shipped import PROBE_SEGMENTS
 from bertcore.analysis.papers import findings as F
 from bertcore.analysis.representations import syntax
 from bertcore.data import DataError
-from bertcore.embeddings import InputError
+from bertcore.modeling.embeddings import InputError
 from bertcore.sources import PACKAGED_MLM
 from explorer import as_code, heldout, resources, share, widgets
 from explorer.as_code import analyses

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from bertcore.embeddings import InputError
+from bertcore.modeling.embeddings import InputError
 from bertcore.forward_pass import TraceError, formulas
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError, encode

@@ -6,7 +6,7 @@ import torch
 
 from bertcore import fill_mask, masking, next_sentence
 from bertcore.analysis.representations import logit_lens
-from bertcore.embeddings import InputError
+from bertcore.modeling.embeddings import InputError
 from bertcore.fill_mask import FillMaskError
 from bertcore.sources import PACKAGED_MLM
 from bertcore.tokenizer import TextError, encode

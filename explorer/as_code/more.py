@@ -11,7 +11,7 @@ from .common import model_line, snippet
 
 def overview(source: ModelSource) -> str:
     """The loaded model and its configuration: ``result`` = ``{"parameters": int, "layers", "heads", "hidden"}``."""
-    body = """cfg = lm.config  # HF field names (bertcore.config.BertConfig)
+    body = """cfg = lm.config  # HF field names (bertcore.modeling.config.BertConfig)
 print(lm.source.name, lm.path, "head on top:", lm.head)
 print(cfg.to_dict())
 result = {"parameters": lm.model.num_parameters(), "layers": cfg.num_hidden_layers,

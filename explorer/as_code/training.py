@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from bertcore.training.config import TrainConfig
+from bertcore.train_config import TrainConfig
 
 from .common import snippet
 

@@ -126,7 +126,7 @@ def test_a_copy_with_one_weight_changed_ignores_the_shipped_file(mlm, tmp_path):
 def test_add_computes_only_the_new_entry_and_keeps_the_others(tmp_path):
     """``python -m bertcore.analysis.shipped --add NAME``: the file's other entries stay, an entry of the same
     name is replaced."""
-    from bertcore.heads import BertForMaskedLM
+    from bertcore.modeling.heads import BertForMaskedLM
 
     from ..conftest import save_tiny_bert
 

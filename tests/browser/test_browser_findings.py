@@ -15,7 +15,7 @@ import re
 import time
 from pathlib import Path
 
-from bertcore.heads import BertForPreTraining, BertModel
+from bertcore.modeling.heads import BertForPreTraining, BertModel
 
 from ..conftest import mark_complete, save_tiny_bert
 from .conftest import BROWSER_ARTIFACTS, SCREENSHOTS

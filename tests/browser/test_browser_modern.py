@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bertcore.heads import BertForMaskedLM
+from bertcore.modeling.heads import BertForMaskedLM
 from bertcore.training.models import MODERN_FIELDS
 
 from ..conftest import mark_complete, save_tiny_bert

@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import pytest
 
-from bertcore.heads import BertForMaskedLM
+from bertcore.modeling.heads import BertForMaskedLM
 
 from ..conftest import save_tiny_bert
 from .conftest import SCREENSHOTS

@@ -16,8 +16,8 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from bertcore import runs
-from bertcore.heads import BertForPreTraining
-from bertcore.model import BertModel
+from bertcore.modeling.heads import BertForPreTraining
+from bertcore.modeling.model import BertModel
 from bertcore.sources import ModelSource, list_run_sources
 
 from ..conftest import ROOT, mark_complete, save_tiny_bert, save_with_tokenizer, tiny_bert

@@ -4,7 +4,7 @@ input handles bad text, an MLM model has no pooler."""
 from __future__ import annotations
 
 from bertcore import sources
-from bertcore.config import PRESETS
+from bertcore.modeling.config import PRESETS
 
 from .conftest import BAD_TEXTS, assert_clean, dataframes, messages, page
 

@@ -12,7 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from bertcore import runs
-from bertcore.heads import BertForPreTraining
+from bertcore.modeling.heads import BertForPreTraining
 
 from ..conftest import ROOT, mark_complete
 from .conftest import PAGES, array, assert_clean, fake_run, page, texts, tiny_folder
@@ -132,7 +132,7 @@ def test_grammar_suite_and_agreement_head_across_checkpoints(runs_root):
 def test_a_rotary_run_says_it_has_no_position_table(runs_root):
     """A ModernBERT-style run (--architecture modernbert) has rotary positions: the positions tab says so in one
     line instead of an error, and the other tabs still run."""
-    from bertcore.heads import BertForMaskedLM
+    from bertcore.modeling.heads import BertForMaskedLM
     from bertcore.training.models import MODERN_FIELDS
 
     from ..conftest import save_tiny_bert

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bertcore.heads import BertForPreTraining
+from bertcore.modeling.heads import BertForPreTraining
 from bertcore import sources
 from bertcore.sources import PACKAGED, ModelSource
 

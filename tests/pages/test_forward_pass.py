@@ -10,7 +10,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from bertcore import fill_mask, sources
-from bertcore.heads import BertForPreTraining
+from bertcore.modeling.heads import BertForPreTraining
 from bertcore.sources import ModelSource
 from bertcore.tokenizer import encode
 

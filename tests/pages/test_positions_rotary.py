@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertcore import rotary
+from bertcore.modeling import rotary
 from bertcore.sources import ModelSource
 
 from ..test_families import save_family, tokenizers  # noqa: F401 - the fixture

@@ -12,7 +12,7 @@ from bertcore import sources
 from bertcore.analysis import projector as PV
 from bertcore.analysis import shipped
 from bertcore.analysis.representations import projector as P
-from bertcore.heads import BertForMaskedLM
+from bertcore.modeling.heads import BertForMaskedLM
 
 from ..conftest import save_tiny_bert
 from .conftest import assert_clean, messages, page

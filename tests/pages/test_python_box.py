@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from bertcore import hf_format
-from bertcore.heads import BertForPreTraining
+from bertcore.modeling import hf_format
+from bertcore.modeling.heads import BertForPreTraining
 
 from ..conftest import mark_complete, save_tiny_bert
 from ..test_hf_format import write_legacy
@@ -56,7 +56,7 @@ def test_an_older_pre_ln_checkpoint_gets_a_notice_and_a_one_click_reexport(runs_
     if name == "evolution":
         assert len(at.get("plotly_chart")) == 3
     assert any("transformers would load it wrongly" in t for t in texts(at.warning))
-    assert "from bertcore.heads import BertForPreTraining" in codes(at)[0]  # only bertcore loads it as it is
+    assert "from bertcore.modeling.heads import BertForPreTraining" in codes(at)[0]  # only bertcore loads it as it is
     key = "train_py_reexport" if name == "train" else "evo_py_reexport"
     at.button(key=key).click().run()
     assert not at.exception and not at.error

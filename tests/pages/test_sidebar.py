@@ -4,7 +4,7 @@ good local folder, a run checkpoint; every page follows the chosen model, a fail
 import pytest
 import transformers
 
-from bertcore.heads import BertForPreTraining
+from bertcore.modeling.heads import BertForPreTraining
 from bertcore.sources import ModelSource
 
 from ..conftest import mark_complete, save_tiny_bert

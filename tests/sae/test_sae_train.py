@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def tiny_folder(tmp_path_factory):
-    from bertcore import heads
+    from bertcore.modeling import heads
 
     return save_tiny_bert(tmp_path_factory.mktemp("sae_train") / "mlm", heads.BertForPreTraining)
 

@@ -1,6 +1,6 @@
 """Head ablation: switch attention heads off and compare the model before and after.
 
-Two ways the literature uses (both through :meth:`bertcore.model.BertModel.forward`'s
+Two ways the literature uses (both through :meth:`bertcore.modeling.model.BertModel.forward`'s
 ``head_mask``): ``"zero"``, the head's output is multiplied by 0 (Michel et al. 2019, "Are Sixteen
 Heads Really Better than One?", section 2; HF's ``head_mask``), and ``"uniform"``, the head attends
 evenly to every token (Kovaleva et al. 2019, "Revealing the Dark Secrets of BERT", section 6).
@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from sklearn.metrics.pairwise import paired_cosine_distances
 
-from ...attention import HEAD_ABLATIONS
+from ...modeling.attention import HEAD_ABLATIONS
 from ...fill_mask import mlm_head_of
 from ...tokenizer import Encoding
 
@@ -74,7 +74,7 @@ class Readout:
 @torch.no_grad()
 def readout(model: torch.nn.Module, head: str, tokenizer, encoding: Encoding, head_mask: torch.Tensor | None,
             mode: str = "zero", k: int = 5) -> Readout:
-    """One forward of ``model`` (a :mod:`bertcore.heads` class or :class:`BertModel`, eval mode) with
+    """One forward of ``model`` (a :mod:`bertcore.modeling.heads` class or :class:`BertModel`, eval mode) with
     ``head_mask`` / ``mode`` (None: unablated), read out through every head it has.
 
     Args:
@@ -82,7 +82,7 @@ def readout(model: torch.nn.Module, head: str, tokenizer, encoding: Encoding, he
             pretraining, classification).
         k: fill-mask guesses per [MASK].
     Raises:
-        bertcore.embeddings.InputError: the encoding does not fit the model; ValueError: bad mask / mode.
+        bertcore.modeling.embeddings.InputError: the encoding does not fit the model; ValueError: bad mask / mode.
     """
     encoder = model.base_model
     inputs = encoding.tensors(next(model.parameters()).device)

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from transformers import BertTokenizerFast
 
-from ...model import BertModel
+from ...modeling.model import BertModel
 from ...tokenizer import Encoding, encode
 
 # ----------------------------------------------------------------------------- forward pass
@@ -48,7 +48,7 @@ def run_encoding(model: BertModel, encoding: Encoding) -> Activations:
     """Run ``model`` (a :class:`BertModel`, eval mode) on one encoding with attentions and hidden states.
 
     Raises:
-        bertcore.embeddings.InputError: the encoding does not fit the model (too long, ids out of range).
+        bertcore.modeling.embeddings.InputError: the encoding does not fit the model (too long, ids out of range).
     """
     device = next(model.parameters()).device
     out = model(**encoding.tensors(device), output_attentions=True, output_hidden_states=True)
@@ -66,7 +66,7 @@ def run(model: BertModel, tokenizer: BertTokenizerFast, text: str, text_pair: st
 
     Raises:
         bertcore.tokenizer.TextError: empty / whitespace-only / unreadable / over-long text.
-        bertcore.embeddings.InputError: ids the model cannot embed (a tokenizer that is not the model's).
+        bertcore.modeling.embeddings.InputError: ids the model cannot embed (a tokenizer that is not the model's).
     """
     limit = min(int(model.config.max_sequence_length), int(tokenizer.model_max_length))
     enc = encode(tokenizer, text, text_pair, max_length=limit if max_length is None else min(max_length, limit))

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ...encoder import activation
+from ...modeling.encoder import activation
 
 STAGES = ("attention", "ln1", "layer")
 POST_LN_ONLY = ("norm_res_ln", "globenc", "value_zeroing", "alti")
@@ -38,7 +38,7 @@ F64 = torch.float64
 
 
 def activation_(name: str, x: torch.Tensor) -> torch.Tensor:
-    """:func:`bertcore.encoder.activation` ``name`` applied to ``x`` in place (no new array); returns ``x``."""
+    """:func:`bertcore.modeling.encoder.activation` ``name`` applied to ``x`` in place (no new array); returns ``x``."""
     if name == "gelu":
         return torch.ops.aten.gelu_(x)
     if name in ("gelu_new", "gelu_pytorch_tanh"):
@@ -54,7 +54,7 @@ def f64(t: torch.Tensor) -> torch.Tensor:
 
 
 def base_model(model):
-    """The :class:`~bertcore.model.BertModel` inside any head class (read, never changed).
+    """The :class:`~bertcore.modeling.model.BertModel` inside any head class (read, never changed).
 
     Raises:
         ValueError: the model is in training mode (dropout would be on; call ``.eval()`` before sharing it).
@@ -136,8 +136,8 @@ class LayerMath:
     weight is copied on first use only (a method that never reads the feed-forward never copies it).
 
     Args:
-        layer: a :class:`~bertcore.encoder.BertLayer` (only read).
-        config: the model's :class:`~bertcore.config.BertConfig`.
+        layer: a :class:`~bertcore.modeling.encoder.BertLayer` (only read).
+        config: the model's :class:`~bertcore.modeling.config.BertConfig`.
         dtype: the copies' dtype.
     """
 

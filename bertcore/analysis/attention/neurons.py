@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ...model import BertModel
+from ...modeling.model import BertModel
 
 
 @dataclass

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ...interventions import Interventions
+from ...modeling.interventions import Interventions
 
 
 @dataclass

@@ -130,7 +130,7 @@ def every_layer(model, inputs: dict, position: int, token_id: int, tokens: list[
     token j still receives and is still attended to, but sends nothing). Positive: the token helped the
     prediction.
 
-    The zeroing is an argument of the forward pass (:class:`bertcore.interventions.Interventions` at the
+    The zeroing is an argument of the forward pass (:class:`bertcore.modeling.interventions.Interventions` at the
     ``("value", l)`` sites), never a hook: the shared model is only read. Copies of the input run ``batch`` at a
     time, copy b zeroing its own token. Works on post-LN and pre-LN models.
 
@@ -145,7 +145,7 @@ def every_layer(model, inputs: dict, position: int, token_id: int, tokens: list[
         ValueError: no MLM head, a position or id out of range, not one encoding, a model in training mode.
     """
     from bertcore.fill_mask import FillMaskError, mlm_head_of
-    from bertcore.interventions import Interventions
+    from bertcore.modeling.interventions import Interventions
 
     try:
         encoder, head = mlm_head_of(model)

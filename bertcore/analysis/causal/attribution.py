@@ -9,9 +9,9 @@ unchanged. The baseline is the input with every token replaced by ``[PAD]``, exc
 
 Three outputs ``f`` can be explained:
 - ``classification``: the softmax probability of a class (default: the predicted one) of a
-  :class:`~bertcore.heads.BertForSequenceClassification`;
+  :class:`~bertcore.modeling.heads.BertForSequenceClassification`;
 - ``fill_mask``: the softmax probability of one vocabulary token at one position of a model with
-  an MLM head (:class:`~bertcore.heads.BertForMaskedLM` / ``BertForPreTraining``);
+  an MLM head (:class:`~bertcore.modeling.heads.BertForMaskedLM` / ``BertForPreTraining``);
 - ``similarity``: the cosine similarity between the mean-pooled last hidden states of sentence A
   and of a fixed sentence B (how sentence-transformers compare sentences), for any encoder,
   including the packaged MiniLM which has no head.
@@ -31,7 +31,7 @@ import torch
 from transformers import BertTokenizerFast
 
 from ...fill_mask import FillMaskError, mlm_head_of, normalise_mask_markers
-from ...model import BertModel
+from ...modeling.model import BertModel
 from ...tokenizer import Encoding, encode
 
 DEFAULT_STEPS = 20
@@ -107,7 +107,7 @@ def integrated_gradients(forward, encoder: BertModel, inputs: dict[str, torch.Te
 
     Args:
         forward: ``f(inputs_embeds, token_type_ids, attention_mask) -> (B,)`` float (batched by Captum), where
-            ``inputs_embeds`` is ``(B, T, H)``, as :meth:`bertcore.model.BertModel.forward` takes it.
+            ``inputs_embeds`` is ``(B, T, H)``, as :meth:`bertcore.modeling.model.BertModel.forward` takes it.
         encoder: the :class:`BertModel` whose word embeddings are attributed.
         inputs: ``input_ids``, ``token_type_ids``, ``attention_mask``, each ``(1, T)`` long.
         keep: ``(1, T)`` bool, positions the baseline keeps (the rest become ``pad_id``).
@@ -151,7 +151,7 @@ def explain_class(model: torch.nn.Module, tokenizer: BertTokenizerFast, text: st
     """IG of ``P(class = target)`` (softmax of the classifier's logits) of a sequence classifier.
 
     Args:
-        model: a :class:`~bertcore.heads.BertForSequenceClassification` (eval mode).
+        model: a :class:`~bertcore.modeling.heads.BertForSequenceClassification` (eval mode).
         target: class index; None = the predicted class.
     Raises:
         AttributionError: no classifier, or a class index out of range.

@@ -17,7 +17,7 @@ so 0 = the corrupted run, 1 = the clean run. Sites (layers numbered from 1; 0 = 
   at every position.
 
 Every activation is read and replaced through the forward pass's ``interventions`` argument
-(:class:`bertcore.interventions.Interventions`), never with hooks on the model: the model object is shared by
+(:class:`bertcore.modeling.interventions.Interventions`), never with hooks on the model: the model object is shared by
 every session of the app, and a hook would act on every other session's forward pass while it was registered.
 """
 
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ...attention import additive_mask
-from ...interventions import Interventions
+from ...modeling.attention import additive_mask
+from ...modeling.interventions import Interventions
 
 KINDS = ("resid", "attn", "mlp", "head")
 
@@ -67,7 +67,8 @@ def record(model: torch.nn.Module,
     """Run the encoder of ``model`` on ``inputs`` and keep every patchable activation.
 
     Returns:
-        ``(output, cache)``: the encoder's :class:`~bertcore.model.BertModelOutput` and ``cache[(kind, layer)]``
+        ``(output, cache)``: the encoder's :class:`~bertcore.modeling.model.BertModelOutput` and ``cache[(kind,
+        layer)]``
         of shape ``(1, T, H)`` (``head``: the context vectors ``(1, T, heads * head_size)``).
     """
     base = _encoder(model)
@@ -197,7 +198,8 @@ def scan(model: torch.nn.Module, clean_inputs: dict[str, torch.Tensor], corrupte
     How the patched runs are batched: every site of layer l (its attn and mlp outputs at each position, each
     head, and the residual stream entering it at each position) leaves layers 1..l-1 exactly as in the
     corrupted run, so their runs start at layer l from the corrupted run's recorded residual stream
-    (:meth:`bertcore.encoder.BertEncoder.forward`'s ``start_layer``) as one batch of up to 3T + heads rows, row r
+    (:meth:`bertcore.modeling.encoder.BertEncoder.forward`'s ``start_layer``) as one batch of up to 3T + heads rows,
+    row r
     patching one site. A scan is L batches through on average (L + 1) / 2 layers, plus the last residual stream,
     which only the head reads; and a metric applies only the head it reads, at one position.
 

@@ -55,7 +55,7 @@ def agreement_heads(model, tokenizer, sentences: list[synthetic.Sentence] | None
     """Mean attention from each sentence's main verb to its subject (and to the attractor), per layer and head.
 
     Args:
-        model: a :class:`~bertcore.model.BertModel` (eval mode).
+        model: a :class:`~bertcore.modeling.model.BertModel` (eval mode).
         tokenizer: its tokenizer; words split into several pieces are measured at their first piece.
         sentences: default :func:`attractor_sentences` (64, fixed seed).
     Returns:

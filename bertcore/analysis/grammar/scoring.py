@@ -61,8 +61,8 @@ def pseudo_log_likelihood(model, tokenizer, text: str, metric: str = "original",
     """The PLL of ``text`` and each token's contribution.
 
     Args:
-        model: a bertcore model with an MLM head (:class:`~bertcore.heads.BertForMaskedLM` or
-            :class:`~bertcore.heads.BertForPreTraining`), eval mode.
+        model: a bertcore model with an MLM head (:class:`~bertcore.modeling.heads.BertForMaskedLM` or
+            :class:`~bertcore.modeling.heads.BertForPreTraining`), eval mode.
         tokenizer: its ``BertTokenizerFast``.
         metric: ``"original"`` (Salazar et al. 2020) or ``"within_word_l2r"`` (Kauf & Ivanova 2023).
         batch_size: masked copies per forward pass.

@@ -25,8 +25,8 @@ import torch
 from transformers import BertTokenizerFast
 
 from ... import data
-from ...model import BertModel
-from ...interventions import eval_mode
+from ...modeling.model import BertModel
+from ...modeling.interventions import eval_mode
 from ...tokenizer import Encoding, encode
 from ..attention.activations import run_encoding
 from ..representations.similarity import pool
@@ -197,7 +197,7 @@ def run_findings(model: BertModel, tokenizer: BertTokenizerFast, segments: list[
         progress: called with ``(done, total)`` after each segment (a progress bar).
     Raises:
         ValueError: no segment (an empty evaluation set).
-        bertcore.embeddings.InputError: the tokenizer does not fit the model.
+        bertcore.modeling.embeddings.InputError: the tokenizer does not fit the model.
     """
     if not segments:
         raise ValueError("the evaluation set is empty: no held-out document gave a segment")

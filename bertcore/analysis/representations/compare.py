@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from transformers import BertTokenizerFast
 
-from ...model import BertModel
+from ...modeling.model import BertModel
 from ...tokenizer import TextError
 from ..attention.activations import Activations, run
 
@@ -212,7 +212,7 @@ def run_pair(model_a: BertModel, tok_a: BertTokenizerFast, model_b: BertModel, t
     Raises:
         bertcore.tokenizer.TextError: an empty sentence, or fewer than 2 tokens in all.
         TokenizationMismatch: the two tokenizers split a sentence differently.
-        bertcore.embeddings.InputError: ids a model cannot embed.
+        bertcore.modeling.embeddings.InputError: ids a model cannot embed.
     """
     # both read the same tokens: a sentence is cut to the shorter of the two models' lengths
     limit = min(int(model_a.config.max_sequence_length), int(model_b.config.max_sequence_length),

@@ -80,7 +80,7 @@ def index_path(cache: Path, model_key: str, texts: list[str], layer: int) -> Pat
 
 
 def save_index(index: CorpusIndex, path: Path) -> None:
-    from ...checkpoint import atomic_write
+    from ...modeling.checkpoint import atomic_write
 
     def write(p: Path) -> None:
         with open(p, "wb") as fh:

@@ -48,7 +48,7 @@ def layer_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask
     """``cls.predictions`` applied to every layer's hidden state.
 
     Args:
-        model: a model with an MLM head (:class:`~bertcore.heads.BertForPreTraining` or ``BertForMaskedLM``).
+        model: a model with an MLM head (:class:`~bertcore.modeling.heads.BertForPreTraining` or ``BertForMaskedLM``).
         input_ids: ``(1, T)`` or ``(T,)`` long.
         attention_mask / token_type_ids: ``(1, T)`` (None: all ones / zeros).
     Returns:
@@ -213,7 +213,7 @@ def save_tuned_lens(lens: TunedLens, path) -> None:
     """Write ``lens`` as safetensors (atomically: a killed write leaves no half file)."""
     from safetensors.torch import save_file
 
-    from ...checkpoint import atomic_write
+    from ...modeling.checkpoint import atomic_write
 
     tensors = {k: v.contiguous() for k, v in lens.state_dict().items()}
     atomic_write(path, lambda p: save_file(tensors, str(p), metadata={"format": "tuned-lens-v1"}))

@@ -64,7 +64,8 @@ class PointSet:
 def collect(encoder, tokenizer, texts: list[str], unit: str = "token", layers: list[int] | None = None,
             max_length: int = 128, max_points: int | None = None, batch_size: int = 32,
             progress: Progress = None) -> PointSet:
-    """Run ``encoder`` (a :class:`bertcore.model.BertModel`, never changed) on ``texts`` in padded batches and keep
+    """Run ``encoder`` (a :class:`bertcore.modeling.model.BertModel`, never changed) on ``texts`` in padded batches
+    and keep
     each point's hidden state at ``layers`` (default: every layer, 0..L).
 
     ``unit``: ``token`` (every ordinary token: [CLS], [SEP] and padding left out), ``cls`` or ``mean`` (one point per
@@ -373,7 +374,7 @@ def cache_path(root: Path, key: str) -> Path:
 def save(projection: Projection, path: Path) -> None:
     """Write ``projection`` to ``path`` atomically (no pickle: :func:`bertcore.precomputed.encode`).
     Raises ``OSError``."""
-    from ...checkpoint import atomic_write
+    from ...modeling.checkpoint import atomic_write
     from ...precomputed import encode
 
     arrays: dict[str, np.ndarray] = {}

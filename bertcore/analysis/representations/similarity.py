@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from transformers import BertTokenizerFast
 
-from ...model import BertModel
+from ...modeling.model import BertModel
 from ...tokenizer import Encoding, TextError
 from ...vectors import cosine_matrix
 from ..attention.activations import run

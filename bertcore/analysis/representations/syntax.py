@@ -143,7 +143,7 @@ def run_syntax(encoder, tokenizer, segments, progress=None, min_count: int = MIN
     Clark et al.'s attention-only probe (:func:`bertcore.analysis.representations.syntax_probe.attention_probe`).
 
     Args:
-        encoder: a :class:`bertcore.model.BertModel` in eval mode.
+        encoder: a :class:`bertcore.modeling.model.BertModel` in eval mode.
         segments: objects with ``text_a`` / ``text_b``.
         progress: optional ``callable(done, total)``.
     Raises:

@@ -237,7 +237,8 @@ def compare(model: torch.nn.Module, tokenizer, text_a: str, text_b: str, pair_a:
     """Run ``model`` on A (``text_a`` [+ ``pair_a``]) and B (``text_b`` [+ ``pair_b``]) and compare them.
 
     Args:
-        model: a :class:`~bertcore.model.BertModel` or any head class (its ``base_model`` gives the hidden states
+        model: a :class:`~bertcore.modeling.model.BertModel` or any head class (its ``base_model`` gives the hidden
+        states
             and attentions; an MLM head adds the fill-mask comparison), in eval mode. Never changed.
         tokenizer: its tokenizer; ``[MASK]`` typed in either text is its mask token.
         max_length: the most tokens per input (default and upper bound: the model's positions and the
@@ -248,7 +249,7 @@ def compare(model: torch.nn.Module, tokenizer, text_a: str, text_b: str, pair_a:
         a :class:`WhatIf`.
     Raises:
         bertcore.tokenizer.TextError: an empty or unreadable A or B.
-        bertcore.embeddings.InputError: ids the model cannot embed.
+        bertcore.modeling.embeddings.InputError: ids the model cannot embed.
     """
     encoder = model.base_model
     limit = min(int(encoder.config.max_sequence_length), int(tokenizer.model_max_length))

@@ -10,7 +10,7 @@ import torch
 
 from bertcore import BertForPreTraining, BertForSequenceClassification, BertModel, sources
 from bertcore.analysis.attention import decompx
-from bertcore.encoder import activation
+from bertcore.modeling.encoder import activation
 from bertcore.tokenizer import encode
 
 from tests.analysis.attention.test_mixing import randomized, tiny_inputs

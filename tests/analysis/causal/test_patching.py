@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from bertcore.analysis.causal import patching as P
-from bertcore.heads import BertForPreTraining, BertForSequenceClassification
+from bertcore.modeling.heads import BertForPreTraining, BertForSequenceClassification
 
 from tests.conftest import tiny_bert
 

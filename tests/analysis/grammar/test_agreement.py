@@ -6,7 +6,7 @@ import pytest
 from bertcore.analysis.grammar import agreement
 from bertcore.analysis.attention.activations import run
 from bertcore.data import synthetic as S
-from bertcore.model import BertModel
+from bertcore.modeling.model import BertModel
 from bertcore.tokenizer import load_tokenizer
 
 from tests.conftest import tiny_bert

@@ -17,7 +17,7 @@ TEXT = "The keys to the cabinet are on the table."
 @pytest.fixture(scope="module")
 def tiny_mlm():
     """A random tiny BertForPreTraining over the packaged 30,522-piece vocabulary, and that tokenizer."""
-    from bertcore.heads import BertForPreTraining
+    from bertcore.modeling.heads import BertForPreTraining
     from bertcore.sources import packaged_model_dir
     from bertcore.tokenizer import load_tokenizer
 

@@ -5,7 +5,7 @@ import torch
 
 from bertcore import sources
 from bertcore.analysis.grammar import minimal_pairs as M
-from bertcore.heads import BertForMaskedLM
+from bertcore.modeling.heads import BertForMaskedLM
 
 from tests.conftest import tiny_bert
 

@@ -6,7 +6,7 @@ import pytest
 from bertcore import sources
 from bertcore.analysis.grammar.scoring import ScoringError, pseudo_log_likelihood
 from bertcore.fill_mask import FillMaskError, mlm_logits_at
-from bertcore.model import BertModel
+from bertcore.modeling.model import BertModel
 
 from tests.conftest import tiny_bert
 

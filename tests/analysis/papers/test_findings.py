@@ -145,7 +145,7 @@ def test_published_numbers_carry_citations_and_the_comparison_rules():
     assert all(f.where and f.paper.url.startswith("https://") for f in published.FINDINGS.values())
     with pytest.raises(KeyError, match="known"):
         published.finding("nope")
-    from bertcore.config import PRESETS
+    from bertcore.modeling.config import PRESETS
 
     assert published.comparable(PRESETS["base"]) and not published.comparable(PRESETS["nano"])
     assert published.differences(PRESETS["base"]) == []
@@ -172,8 +172,8 @@ def test_heldout_documents_are_the_pretraining_validation_documents(packaged):
 
 
 def test_segments_fit_128_tokens_and_findings_run_on_a_tiny_model(packaged):
-    from bertcore.config import BertConfig
-    from bertcore.model import BertModel
+    from bertcore.modeling.config import BertConfig
+    from bertcore.modeling.model import BertModel
 
     docs = evalset.heldout_documents(str(TINY_CORPUS), val_fraction=0.5)
     segs = evalset.build_segments(packaged.tokenizer, docs * 3, n_segments=4, max_tokens=40)

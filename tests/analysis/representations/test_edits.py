@@ -7,8 +7,8 @@ import pytest
 
 from bertcore.analysis.representations import edits
 from bertcore.fill_mask import FillMaskError
-from bertcore.heads import BertForMaskedLM
-from bertcore.model import BertModel
+from bertcore.modeling.heads import BertForMaskedLM
+from bertcore.modeling.model import BertModel
 from bertcore.sources import packaged_model_dir
 from bertcore.tokenizer import TextError, load_tokenizer
 

@@ -60,7 +60,7 @@ def test_errors(mlm, packaged):
 
 # ----------------------------------------------------------------------------- tuned lens
 def _tiny_mlm():
-    from bertcore.heads import BertForMaskedLM
+    from bertcore.modeling.heads import BertForMaskedLM
 
     from tests.conftest import tiny_bert
 

@@ -12,7 +12,7 @@ from sklearn.decomposition import PCA
 from bertcore import sources
 from bertcore.analysis import projector as PV
 from bertcore.analysis.representations import projector as P
-from bertcore.heads import BertForMaskedLM, BertForSequenceClassification
+from bertcore.modeling.heads import BertForMaskedLM, BertForSequenceClassification
 
 from ...conftest import save_tiny_bert
 from ...test_precomputed import changed_weight

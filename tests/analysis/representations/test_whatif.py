@@ -10,8 +10,8 @@ import pytest
 
 from bertcore.analysis.attention.activations import Activations
 from bertcore.analysis.representations import whatif
-from bertcore.heads import BertForMaskedLM
-from bertcore.model import BertModel
+from bertcore.modeling.heads import BertForMaskedLM
+from bertcore.modeling.model import BertModel
 from bertcore.sources import packaged_model_dir
 from bertcore.tokenizer import TextError, load_tokenizer
 

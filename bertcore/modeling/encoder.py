@@ -63,7 +63,8 @@ class BertOutput(nn.Module):
         self.pre_layer_norm = config.pre_layer_norm
 
     def forward(self, intermediate: torch.Tensor, residual: torch.Tensor, tap: Tap | None = None) -> torch.Tensor:
-        """``(B, T, I), (B, T, H) -> (B, T, H)``; ``tap``: the ``mlp`` site of :mod:`bertcore.interventions`."""
+        """``(B, T, I), (B, T, H) -> (B, T, H)``; ``tap``: the ``mlp`` site of
+        :mod:`bertcore.modeling.interventions`."""
         down = self.dense(intermediate)  # (B, T, H)
         if tap is not None:
             down = tap("mlp", down)
@@ -87,8 +88,8 @@ class BertLayer(nn.Module):
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``(B, T, H) -> ((B, T, H), probs (B, heads, T, T) | None)``; ``head_mask (heads,)`` as
-        :func:`bertcore.attention.attention`; ``tap``: this layer's intervention sites, or None; ``rotary``:
-        ``(cos, sin)`` of its positions (:class:`bertcore.attention.BertSelfAttention`), or None."""
+        :func:`bertcore.modeling.attention.attention`; ``tap``: this layer's intervention sites, or None; ``rotary``:
+        ``(cos, sin)`` of its positions (:class:`bertcore.modeling.attention.BertSelfAttention`), or None."""
         x, probs = self.attention(hidden_states, mask, need_probs, head_mask, head_ablation, tap,
                                   rotary)  # (B, T, H)
         ffn_in = self.output.LayerNorm(x) if self.output.pre_layer_norm else x
@@ -149,14 +150,14 @@ class BertEncoder(nn.Module):
 
         ``hidden_states[0]`` is the embedding output and ``hidden_states[i]`` the output of layer i,
         as HF (in pre-LN mode the last entry is after the final LayerNorm). ``head_mask``: one
-        ``(heads,)`` tensor or None per layer (:func:`bertcore.attention.get_head_mask`).
+        ``(heads,)`` tensor or None per layer (:func:`bertcore.modeling.attention.get_head_mask`).
 
         ``start_layer`` (0-based, not in HF): ``hidden_states`` is the input of layer ``start_layer`` and
         only layers ``start_layer..L-1`` run (the returned lists then start at that input). Activation
         patching uses it to resume a run from a recorded residual stream instead of from the embeddings.
 
         ``interventions`` (not in HF): edits and recordings for this call only
-        (:class:`bertcore.interventions.Interventions`); ``("resid", l)`` is called on layer l's output before
+        (:class:`bertcore.modeling.interventions.Interventions`); ``("resid", l)`` is called on layer l's output before
         the final LayerNorm of a pre-LN stack. None: the plain path.
 
         ``position_ids`` ``(B or 1, T)``: the positions rotary attention rotates by (None: 0..T-1); unused with

@@ -3,10 +3,10 @@ then LayerNorm and dropout (Devlin et al. 2019, section 3.2 and figure 2).
 
 Mirrors HF ``BertEmbeddings``; :meth:`BertEmbeddings.parts` exposes every summand for the UI.
 
-The other families are configurations of the same module (:class:`bertcore.config.BertConfig`): RoBERTa numbers
+The other families are configurations of the same module (:class:`bertcore.modeling.config.BertConfig`): RoBERTa numbers
 positions after the padding id (:func:`padding_aware_position_ids`), DistilBERT and ModernBERT have no segment table
 (``type_vocab_size = 0``), ModernBERT no position table either (rotary positions act inside attention,
-:mod:`bertcore.rotary`), ELECTRA's tables are ``embedding_size`` wide (projected to H by the model).
+:mod:`bertcore.modeling.rotary`), ELECTRA's tables are ``embedding_size`` wide (projected to H by the model).
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ OUR_CLASSES = {"BertModel": "base", "BertForMaskedLM": "mlm", "BertForPreTrainin
 
 def format_for(config: BertConfig) -> str:
     """The format a model with this config is saved in: :data:`BERT`, :data:`PRELN` or :data:`BERTCORE_ONLY`;
-    another family's own (its ``model_type``, :mod:`bertcore.families`)."""
+    another family's own (its ``model_type``, :mod:`bertcore.modeling.families`)."""
     if config.family != BERT:
         return config.family
     if not config.pre_layer_norm:
@@ -91,9 +91,9 @@ def why_not_transformers(config: BertConfig) -> str | None:
 def bertcore_line(head: str, path: str = "path/to/this/folder") -> str:
     """The one line that loads a checkpoint with bertcore (``head`` as :data:`bertcore.sources.HEAD_CLASSES`)."""
     cls = {v: k for k, v in OUR_CLASSES.items()}.get(head, "BertForPreTraining")
-    return f'from bertcore.heads import {cls}; model = {cls}.from_pretrained("{path}")'.replace(
-        "from bertcore.heads import BertModel", "from bertcore.model import BertModel").replace(
-        "from bertcore.heads import Electra", "from bertcore.electra import Electra")
+    return f'from bertcore.modeling.heads import {cls}; model = {cls}.from_pretrained("{path}")'.replace(
+        "from bertcore.modeling.heads import BertModel", "from bertcore.modeling.model import BertModel").replace(
+        "from bertcore.modeling.heads import Electra", "from bertcore.modeling.electra import Electra")
 
 
 def _guard_message(head: str) -> str:
@@ -106,7 +106,8 @@ def _guard_message(head: str) -> str:
 
 
 def family_guard(family: str, head: str) -> dict[str, Any]:
-    """The :data:`GUARD_KEY` dict of a folder of another family (:mod:`bertcore.families`) written by bertcore: its
+    """The :data:`GUARD_KEY` dict of a folder of another family (:mod:`bertcore.modeling.families`) written by
+    bertcore: its
     ``transformers`` class computes the model; a Bert class asked to load it would build a randomly initialised BERT
     (the names do not match) and so refuses, with this message."""
     name = families.HF_CLASSES[family].get(head, families.HF_CLASSES[family]["base"])
@@ -266,7 +267,8 @@ _HEAD_IN = {v: k for k, v in _HEAD_OUT.items()}
 def from_preln_state(state: dict[str, torch.Tensor], offset: int) -> dict[str, torch.Tensor]:
     """RobertaPreLayerNorm names (with or without the ``roberta_prelayernorm.`` prefix, as transformers writes them
     from a head class or from ``RobertaPreLayerNormModel``) -> ours (backbone keys without ``bert.``, which
-    :func:`bertcore.checkpoint.match_state_dict` adds); the ``offset`` front rows of the position table are dropped.
+    :func:`bertcore.modeling.checkpoint.match_state_dict` adds); the ``offset`` front rows of the position table are
+    dropped.
 
     Raises:
         ValueError: an MLM decoder that is not tied to the word embeddings (bertcore's is).

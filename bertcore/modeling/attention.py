@@ -6,7 +6,8 @@ weight names mirror ``transformers/models/bert/modeling_bert.py`` (``BertSelfAtt
 ``BertSelfOutput``, ``BertAttention``) so HF state dicts load unchanged.
 
 ModernBERT's attention is a configuration of the same modules: no biases (``attention_bias``), queries and keys
-rotated by their positions before the dot product (``rotary``: :mod:`bertcore.rotary`), and on its local layers an
+rotated by their positions before the dot product (``rotary``: :mod:`bertcore.modeling.rotary`), and on its local
+layers an
 additive mask that hides keys farther than ``local_attention // 2`` (:func:`sliding_window_mask`).
 """
 
@@ -217,9 +218,10 @@ class BertSelfAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``hidden_states (B, T, H)`` -> ``(context (B, T, H), probs (B, heads, T, T) | None)``;
         ``head_mask (heads,)`` / ``head_ablation`` as :func:`attention`; ``tap``: this layer's
-        :class:`bertcore.interventions.Interventions` sites (``query``, ``key``, ``value``; with rotary positions
+        :class:`bertcore.modeling.interventions.Interventions` sites (``query``, ``key``, ``value``; with rotary
+        positions
         the query and key sites see the rotated vectors, whose dot product is the score), or None;
-        ``rotary``: ``(cos, sin)`` each ``(B or 1, T, d)`` (:func:`bertcore.rotary.cos_sin`), or None."""
+        ``rotary``: ``(cos, sin)`` each ``(B or 1, T, d)`` (:func:`bertcore.modeling.rotary.cos_sin`), or None."""
         b, t, h = hidden_states.shape
         q, k, v = self._project(hidden_states)  # each (B, heads, T, d)
         if rotary is not None:
@@ -246,7 +248,7 @@ class BertSelfOutput(nn.Module):
     def forward(self, context: torch.Tensor, residual: torch.Tensor, tap: Tap | None = None) -> torch.Tensor:
         """``(B, T, H), (B, T, H) -> (B, T, H)``. In pre-LN mode the LayerNorm is applied
         before attention by :class:`BertAttention`, so here it is only the residual add. ``tap``: the
-        ``head`` (context) and ``attn`` (projected) sites of :mod:`bertcore.interventions`, or None."""
+        ``head`` (context) and ``attn`` (projected) sites of :mod:`bertcore.modeling.interventions`, or None."""
         if tap is None:
             out = self.dropout(self.dense(context)) + residual  # (B, T, H)
         else:

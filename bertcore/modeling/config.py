@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish")
-#: the ``model_type`` of every architecture bertcore builds (:mod:`bertcore.families` reads and writes the others)
+#: the ``model_type`` of every architecture bertcore builds (:mod:`bertcore.modeling.families` reads and writes the
+#: others)
 FAMILIES = ("bert", "roberta", "distilbert", "electra", "modernbert")
 POSITION_TYPES = ("absolute", "rotary")
 
@@ -62,10 +63,10 @@ class BertConfig:
         pre_layer_norm: our extension (not in HF's BertConfig): LayerNorm before each sub-layer
             (pre-LN, Xiong et al. 2020) instead of BERT's post-LN. Post-LN models are saved as
             ``transformers`` BERT; pre-LN ones as ``transformers``' RobertaPreLayerNorm, the same function
-            (:mod:`bertcore.hf_format`).
+            (:mod:`bertcore.modeling.hf_format`).
 
     The fields below (our extension) make one configuration of the same modules per model family
-    (:mod:`bertcore.families` reads each family's ``config.json`` into them); their defaults are classic BERT:
+    (:mod:`bertcore.modeling.families` reads each family's ``config.json`` into them); their defaults are classic BERT:
         family: the ``model_type`` the checkpoint is read from and written as (one of :data:`FAMILIES`).
         embedding_size: ELECTRA's embedding width E (None: ``hidden_size``); E != H adds ``embeddings_project``.
         position_embedding_type: ``"absolute"`` (a learned table) or ``"rotary"`` (RoPE in every attention
@@ -209,7 +210,8 @@ class BertConfig:
     def from_dict(cls, data: dict[str, Any]) -> "BertConfig":
         """Build from a plain BERT (``model_type: bert``) dict; unknown keys (``architectures``, ...) are ignored.
         A checkpoint folder's ``config.json`` may be in another format (a pre-LN run's is RobertaPreLayerNorm):
-        read it with :func:`bertcore.hf_format.config_from_dict` or :func:`bertcore.hf_format.read_config_file`.
+        read it with :func:`bertcore.modeling.hf_format.config_from_dict` or
+        :func:`bertcore.modeling.hf_format.read_config_file`.
 
         Raises:
             ConfigError: if ``model_type`` names another architecture, or a field is invalid,
@@ -267,7 +269,8 @@ class BertConfig:
             data["id2label"] = {str(i): f"LABEL_{i}" for i in range(self.num_labels)}
             data["label2id"] = {f"LABEL_{i}": i for i in range(self.num_labels)}
         if self.pre_layer_norm:
-            data["pre_layer_norm"] = True  # HF's BertConfig ignores it; checkpoints use bertcore.hf_format instead
+            # HF's BertConfig ignores it; checkpoints use bertcore.modeling.hf_format instead
+            data["pre_layer_norm"] = True
         return data
 
     def save_json(self, path: str | Path) -> None:
@@ -275,11 +278,12 @@ class BertConfig:
 
         Raises:
             ConfigError: a pre-LN config: transformers' BERT would read it as post-LN and compute another model;
-                :func:`bertcore.checkpoint.save_pretrained` writes pre-LN models in a format it reads right.
+                :func:`bertcore.modeling.checkpoint.save_pretrained` writes pre-LN models in a format it reads right.
         """
         if self.pre_layer_norm:
-            raise ConfigError("a pre-LayerNorm config.json is written by save_pretrained (bertcore.hf_format): as "
-                              "plain BERT, transformers would load it as a different (post-LN) model")
+            raise ConfigError("a pre-LayerNorm config.json is written by save_pretrained "
+                              "(bertcore.modeling.hf_format): as plain BERT, transformers would load it as a "
+                              "different (post-LN) model")
         data = self.to_hf_dict()
         Path(path).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 

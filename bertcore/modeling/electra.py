@@ -1,10 +1,11 @@
 """ELECTRA's discriminator: replaced-token detection (Clark et al. 2020, section 2; HF ``ElectraForPreTraining``).
 
-The encoder is a configuration of :class:`bertcore.model.BertModel` (``family="electra"``; its embeddings may be
+The encoder is a configuration of :class:`bertcore.modeling.model.BertModel` (``family="electra"``; its embeddings may
+be
 narrower than the hidden states and are then projected). The head reads every token's last hidden state and
 says, with one logit, whether the generator replaced that token: ``dense (H -> H)``, ``hidden_act``,
 ``dense_prediction (H -> 1)``. A logit above 0 means "replaced". The generator (``ElectraForMaskedLM``) is a
-:class:`bertcore.heads.BertForMaskedLM` whose head projects to the embedding width.
+:class:`bertcore.modeling.heads.BertForMaskedLM` whose head projects to the embedding width.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class ElectraForPreTraining(BertPreTrainedModel):
         interventions: Interventions | None = None,
     ) -> ReplacedTokenOutput:
         """Per-token "replaced" logits ``(B, T)``; ``labels (B, T)`` 1 = replaced, 0 = original give the loss
-        over unpadded tokens (as HF). Other arguments as :meth:`bertcore.model.BertModel.forward`."""
+        over unpadded tokens (as HF). Other arguments as :meth:`bertcore.modeling.model.BertModel.forward`."""
         out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
                         output_hidden_states, head_mask=head_mask, head_ablation=head_ablation,
                         inputs_embeds=inputs_embeds, interventions=interventions)

@@ -25,7 +25,7 @@ from safetensors.torch import load_file, save_file
 from .config import BertConfig, ConfigError, read_json_object
 
 # The models import this module (from_pretrained / save_pretrained), so it never imports them: a model
-# here is any ``torch.nn.Module`` with a ``config`` and ``tied_keys`` (``bertcore.model.BertPreTrainedModel``).
+# here is any ``torch.nn.Module`` with a ``config`` and ``tied_keys`` (``bertcore.modeling.model.BertPreTrainedModel``).
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 SHARD_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
@@ -287,8 +287,9 @@ def model_state_for_saving(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 def save_pretrained(model: torch.nn.Module, path: str | Path) -> None:
     """Write ``config.json`` (with ``architectures``) and ``model.safetensors`` into ``path``, in the format
-    :func:`bertcore.hf_format.format_for` picks: plain BERT (post-LN), RobertaPreLayerNorm (pre-LN; the NSP head
-    in :data:`bertcore.hf_format.NSP_FILE`), or bertcore's own (a model no transformers class computes; its
+    :func:`bertcore.modeling.hf_format.format_for` picks: plain BERT (post-LN), RobertaPreLayerNorm (pre-LN; the NSP
+    head
+    in :data:`bertcore.modeling.hf_format.NSP_FILE`), or bertcore's own (a model no transformers class computes; its
     config.json makes transformers refuse it). Whatever transformers loads from the folder computes this model's
     logits, or it raises. Each file is written atomically, the weights before the config.
     """

@@ -42,7 +42,7 @@ class BertModelOutput:
 
 
 class _Activation(nn.Module):
-    """An activation of :func:`bertcore.encoder.activation` as a module (no weights)."""
+    """An activation of :func:`bertcore.modeling.encoder.activation` as a module (no weights)."""
 
     def __init__(self, name: str) -> None:
         super().__init__()
@@ -149,13 +149,14 @@ class BertPreTrainedModel(nn.Module):
         into :class:`BertModel`).
 
         Raises:
-            bertcore.checkpoint.CheckpointError: no weights file, unreadable or corrupt file,
+            bertcore.modeling.checkpoint.CheckpointError: no weights file, unreadable or corrupt file,
                 a tensor shape that does not match the config, or nothing of the encoder found.
         """
         return _load_checkpoint(cls, path, config=config, **config_changes)
 
     def save_pretrained(self, path: str | Path) -> None:
-        """Write ``config.json`` and ``model.safetensors`` (atomically) in the format of :mod:`bertcore.hf_format`:
+        """Write ``config.json`` and ``model.safetensors`` (atomically) in the format of
+        :mod:`bertcore.modeling.hf_format`:
         what ``transformers`` loads computes this model's logits (plain BERT for post-LN, RobertaPreLayerNorm for
         pre-LN), or it raises."""
         _save_checkpoint(self, path)
@@ -210,12 +211,12 @@ class BertModel(BertPreTrainedModel):
             inputs_embeds: ``(B, T, H)`` float word embeddings used in place of ``word_embeddings(input_ids)``
                 (HF's ``inputs_embeds``; pass ``input_ids=None``). Integrated gradients differentiates through it.
             interventions: activation edits and recordings for this call only
-                (:class:`bertcore.interventions.Interventions`; not in HF): how analyses patch or read a shared
+                (:class:`bertcore.modeling.interventions.Interventions`; not in HF): how analyses patch or read a shared
                 model without hooks. None: the plain path.
         Returns:
             :class:`BertModelOutput` (with a head mask, ``attentions`` are the masked / uniform probabilities).
         Raises:
-            bertcore.embeddings.InputError: ids out of range, sequence too long, both or neither of
+            bertcore.modeling.embeddings.InputError: ids out of range, sequence too long, both or neither of
                 ``input_ids`` and ``inputs_embeds``.
             ValueError: a head mask of another shape, an unknown ``head_ablation``, an intervention site beyond
                 the model's layers.

@@ -1,4 +1,4 @@
-"""Task heads on top of :class:`~bertcore.model.BertModel` (HF ``modeling_bert.py`` names).
+"""Task heads on top of :class:`~bertcore.modeling.model.BertModel` (HF ``modeling_bert.py`` names).
 
 - :class:`BertForPreTraining`: MLM head (``cls.predictions``, decoder tied to the word
   embeddings, plus an output bias) and NSP head (``cls.seq_relationship``, 2 logits);
@@ -18,14 +18,14 @@ from torch import nn
 from .config import BertConfig
 from .encoder import activation
 from .interventions import Interventions
-from .masking import IGNORE_INDEX
+from ..masking import IGNORE_INDEX
 from .model import BertModel, BertPreTrainedModel
 
 
 class BertPredictionHeadTransform(nn.Module):
     """``dense (H -> H)``, activation, ``LayerNorm`` before the vocabulary projection.
 
-    Per family (:class:`bertcore.config.BertConfig`): the activation is ``head_act`` (GELU for RoBERTa's
+    Per family (:class:`bertcore.modeling.config.BertConfig`): the activation is ``head_act`` (GELU for RoBERTa's
     ``lm_head`` and ELECTRA's generator; else ``hidden_act``); ELECTRA's generator projects to its embedding width
     E (``dense (H -> E)``, as its tied decoder reads E); ModernBERT's ``head`` has no biases.
     """
@@ -118,7 +118,7 @@ class BertForPreTrainingOutput:
         prediction_logits: ``(B, T, V)``; or ``(N, V)`` for the selected positions only
             (``masked_only=True`` with labels), aligned with ``mlm_labels (N,)``.
         seq_relationship_logits: ``(B, 2)``: index 0 = "B follows A" (IsNext), 1 = random (NotNext).
-        hidden_states / attentions: as :class:`~bertcore.model.BertModelOutput`.
+        hidden_states / attentions: as :class:`~bertcore.modeling.model.BertModelOutput`.
     """
 
     loss: torch.Tensor | None

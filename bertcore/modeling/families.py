@@ -1,7 +1,7 @@
 """Every BERT a user has: RoBERTa, DistilBERT, ELECTRA and ModernBERT as configurations of BERT's modules.
 
-bertcore builds one model (:class:`bertcore.model.BertModel` and its heads). A family is two things:
-(1) a :class:`bertcore.config.BertConfig` whose family fields say what differs (read from the family's
+bertcore builds one model (:class:`bertcore.modeling.model.BertModel` and its heads). A family is two things:
+(1) a :class:`bertcore.modeling.config.BertConfig` whose family fields say what differs (read from the family's
 ``config.json`` by :func:`config_from_hf`), and (2) a weight-name map between the family's ``transformers``
 names and ours (:data:`RENAMES`). Nothing else is copied. What differs, family by family:
 
@@ -12,7 +12,7 @@ RoBERTa        Liu et al. 2019: positions numbered after the padding id (``paddi
 DistilBERT     Sanh et al. 2019: no segments (``type_vocab_size=0``), no pooler (its classifier's
                ``pre_classifier`` is our pooler with ReLU), its own names (``q_lin``, ``sa_layer_norm``, ...).
 ELECTRA        Clark et al. 2020: embeddings of width E projected to H (``embeddings_project``), the
-               discriminator's replaced-token head (:class:`bertcore.electra.ElectraForPreTraining`) and the
+               discriminator's replaced-token head (:class:`bertcore.modeling.electra.ElectraForPreTraining`) and the
                generator's MLM head (``dense H -> E``, GELU, LayerNorm, decoder tied to the E-wide embeddings).
 ModernBERT     Warner et al. 2024: pre-LN without biases and without layer 0's attention norm, GeGLU
                (``gated_ffn``; ``Wi`` is one H -> 2I matrix), rotary positions with a 160k base on global layers
@@ -37,7 +37,7 @@ import torch
 
 from .config import FAMILIES, BertConfig, ConfigError
 
-#: the families read and written here (BERT itself is :mod:`bertcore.hf_format`'s)
+#: the families read and written here (BERT itself is :mod:`bertcore.modeling.hf_format`'s)
 OTHER_FAMILIES = tuple(f for f in FAMILIES if f != "bert")
 #: tokenizer model per family (ModernBERT's and RoBERTa's are byte-level BPE)
 TOKENIZER_MODEL = {"bert": "WordPiece", "roberta": "BPE", "distilbert": "WordPiece", "electra": "WordPiece",
