@@ -176,6 +176,54 @@ def comparison(rows: list[dict], recipes: list[str]) -> str:
     return "\n".join(out)
 
 
+
+def equal_steps(rows: list[dict], recipes: list[str], root: Path) -> str:
+    """Per recipe over its idle runs: the live held-out MLM loss and [MASK] accuracy (``metrics.jsonl``'s ``val``
+    rows) at one step that every run reached before its own decay began (with the recipes' ``decay`` option the
+    schedule is the same for every planned total until the last ``decay`` share of the steps:
+    ``bertcore.training.optim``), so the calibration's step counts, which follow the machine's load, do not enter;
+    and the steps a second the calibration measured. Empty when no such step exists (a recipe without ``decay``)."""
+    ok = [r for r in rows if r["recipe"] in recipes and not r["busy"] and "error" not in r]
+    if not ok:
+        return ""
+    vals = {}
+    for r in ok:
+        records = R.read_metrics(root / r["run"])
+        vals[r["run"]] = {x["step"]: x for x in records if x.get("split") == "val"}
+    limit = min(int(r["planned_steps"] * (1 - (RECIPES[r["recipe"]].options.get("decay") or 1.0))) for r in ok)
+    common = set.intersection(*(set(v) for v in vals.values()))
+    at = max((s for s in common if s <= limit), default=None)
+    if at is None:
+        return ""
+    out = [f"At step {at:,} (every run's lr schedule identical up to here):", "",
+           "| recipe | runs | held-out MLM loss, median [range] | [MASK] acc, median [range] | "
+           "steps a second (calibration), median [range] |", "|---|---|---|---|---|"]
+    for recipe in recipes:
+        mine = [r for r in ok if r["recipe"] == recipe]
+        if not mine:
+            continue
+        loss = [vals[r["run"]][at]["mlm_loss"] for r in mine]
+        acc = [vals[r["run"]][at]["mlm_acc_mask"] for r in mine]
+        sps = [r["steps_per_s_measured"] for r in mine if r.get("steps_per_s_measured")]
+        speed = f"{statistics.median(sps):.2f} [{min(sps):.2f}, {max(sps):.2f}]" if sps else "-"
+        out.append(f"| {recipe} | {len(mine)} | {statistics.median(loss):.3f} [{min(loss):.3f}, {max(loss):.3f}] | "
+                   f"{statistics.median(acc):.1%} [{min(acc):.1%}, {max(acc):.1%}] | {speed} |")
+    return "\n".join(out)
+
+
+def report(rows: list[dict], recipes: list[str], root: Path) -> None:
+    """Print the per-run table, and with several recipes their comparison at the end and at equal steps."""
+    print()
+    print(table(rows))
+    if len(recipes) > 1:
+        print()
+        print(comparison(rows, recipes))
+        print()
+        print(equal_steps(rows, recipes, root))
+    ok = sum(bool(r.get("meets_bar")) for r in rows)
+    print(f"\n{ok} of {len(rows)} runs meet the bar (held-out loss >= {BAR_MARGIN} nats below the unigram line and a "
+          f"content word in the probe's top 3); load average (1 min) after: {load_avg()}")
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=5, help="runs of seeds 0..N-1 (default 5)")
@@ -189,7 +237,13 @@ def main() -> None:
     p.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
                    help="change one of the recipe's options (repeatable), e.g. --set lr=3e-3")
     p.add_argument("--keep", type=Path, default=None, help="keep the run directories here (default: a temp folder)")
+    p.add_argument("--report", type=Path, default=None, metavar="LOG",
+                   help="print the tables again from this command's saved output (its JSON lines; the run directories "
+                        "in --keep), without running anything")
     a = p.parse_args()
+    if a.report is not None:
+        rows = [json.loads(line) for line in a.report.read_text().splitlines() if line.startswith("{")]
+        return report(rows, list(dict.fromkeys(r["recipe"] for r in rows)), a.keep or Path("."))
     if a.n < 0 or (a.threads is not None and a.threads < 1) or (a.minutes is not None and a.minutes <= 0):
         p.error("--n must be >= 0, --threads >= 1 and --minutes > 0")
     recipes = list(dict.fromkeys(a.recipe or ["scratch-fast"]))
@@ -209,14 +263,7 @@ def main() -> None:
             row = {"recipe": recipe, **run_one(recipe, seed, a.threads, a.minutes, root, busy, overrides)}
             print(json.dumps(row), flush=True)
             rows.append(row)
-    print()
-    print(table(rows))
-    if len(recipes) > 1:
-        print()
-        print(comparison(rows, recipes))
-    ok = sum(bool(r.get("meets_bar")) for r in rows)
-    print(f"\n{ok} of {len(rows)} runs meet the bar (held-out loss >= {BAR_MARGIN} nats below the unigram line and a "
-          f"content word in the probe's top 3); load average (1 min) after: {load_avg()}")
+    report(rows, recipes, root)
 
 
 if __name__ == "__main__":
