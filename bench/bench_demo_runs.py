@@ -211,8 +211,9 @@ def equal_steps(rows: list[dict], recipes: list[str], root: Path) -> str:
     return "\n".join(out)
 
 
-def report(rows: list[dict], recipes: list[str], root: Path) -> None:
-    """Print the per-run table, and with several recipes their comparison at the end and at equal steps."""
+def report(rows: list[dict], recipes: list[str], root: Path, live: bool = True) -> None:
+    """Print the per-run table, and with several recipes their comparison at the end and at equal steps (``live``:
+    after the runs, so the load average now is worth printing)."""
     print()
     print(table(rows))
     if len(recipes) > 1:
@@ -222,7 +223,7 @@ def report(rows: list[dict], recipes: list[str], root: Path) -> None:
         print(equal_steps(rows, recipes, root))
     ok = sum(bool(r.get("meets_bar")) for r in rows)
     print(f"\n{ok} of {len(rows)} runs meet the bar (held-out loss >= {BAR_MARGIN} nats below the unigram line and a "
-          f"content word in the probe's top 3); load average (1 min) after: {load_avg()}")
+          f"content word in the probe's top 3)" + (f"; load average (1 min) after: {load_avg()}" if live else ""))
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -243,7 +244,7 @@ def main() -> None:
     a = p.parse_args()
     if a.report is not None:
         rows = [json.loads(line) for line in a.report.read_text().splitlines() if line.startswith("{")]
-        return report(rows, list(dict.fromkeys(r["recipe"] for r in rows)), a.keep or Path("."))
+        return report(rows, list(dict.fromkeys(r["recipe"] for r in rows)), a.keep or Path("."), live=False)
     if a.n < 0 or (a.threads is not None and a.threads < 1) or (a.minutes is not None and a.minutes <= 0):
         p.error("--n must be >= 0, --threads >= 1 and --minutes > 0")
     recipes = list(dict.fromkeys(a.recipe or ["scratch-fast"]))

@@ -27,7 +27,7 @@ def test_a_run_of_a_recipe_is_recognised_by_its_options_whatever_its_minutes():
 def test_busy_calibration_says_what_it_cost():
     text = notes.busy_text({"args": SCRATCH, "calibration": BUSY})
     assert "found this machine busy (2 threads 0.6 steps/s, 1 thread 8.4 steps/s" in text
-    assert "planned 5,400 steps; an idle 2-core machine plans about 11,000 for this recipe in 10 minutes" in text
+    assert "planned 5,400 steps; an idle 2-core machine plans about 6,400 for this recipe in 10 minutes" in text
     assert notes.busy_text({"args": SCRATCH, "calibration": IDLE}) is None  # more threads were faster
     assert notes.busy_text({"args": SCRATCH}) is None
     custom = notes.busy_text({"args": {**SCRATCH, "lr": 1e-3}, "calibration": BUSY})
@@ -67,7 +67,7 @@ def test_train_page_shows_the_busy_and_plateau_notes(runs_root):
         runs.append_jsonl(d / "metrics.jsonl", rec)
     at = page("train", train_recipe="custom")
     assert not at.exception
-    assert any("found this machine busy" in t and "about 11,000" in t for t in texts(at.warning))
+    assert any("found this machine busy" in t and "about 6,400" in t for t in texts(at.warning))
     assert any(t.startswith("Still learning word frequencies") for t in texts(at.info))
 
 
