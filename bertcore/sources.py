@@ -172,8 +172,7 @@ def detect_head(folder: Path) -> str:
     """Which head class fits a checkpoint: ``pretraining`` (MLM + NSP weights), ``mlm``,
     ``classification`` (a ``classifier``), ``rtd`` (ELECTRA's discriminator) or ``base``; read from the weight
     names (BERT names, RobertaPreLayerNorm ones with the NSP head in :data:`bertcore.modeling.hf_format.NSP_FILE`, or
-    another
-    family's, :func:`bertcore.modeling.families.detect_head`)."""
+    another family's, :func:`bertcore.modeling.families.detect_head`)."""
     from .modeling import families
     from .modeling.hf_format import NSP_FILE, PRELN
 

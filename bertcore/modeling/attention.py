@@ -7,8 +7,7 @@ weight names mirror ``transformers/models/bert/modeling_bert.py`` (``BertSelfAtt
 
 ModernBERT's attention is a configuration of the same modules: no biases (``attention_bias``), queries and keys
 rotated by their positions before the dot product (``rotary``: :mod:`bertcore.modeling.rotary`), and on its local
-layers an
-additive mask that hides keys farther than ``local_attention // 2`` (:func:`sliding_window_mask`).
+layers an additive mask that hides keys farther than ``local_attention // 2`` (:func:`sliding_window_mask`).
 """
 
 from __future__ import annotations
@@ -219,8 +218,7 @@ class BertSelfAttention(nn.Module):
         """``hidden_states (B, T, H)`` -> ``(context (B, T, H), probs (B, heads, T, T) | None)``;
         ``head_mask (heads,)`` / ``head_ablation`` as :func:`attention`; ``tap``: this layer's
         :class:`bertcore.modeling.interventions.Interventions` sites (``query``, ``key``, ``value``; with rotary
-        positions
-        the query and key sites see the rotated vectors, whose dot product is the score), or None;
+        positions the query and key sites see the rotated vectors, whose dot product is the score), or None;
         ``rotary``: ``(cos, sin)`` each ``(B or 1, T, d)`` (:func:`bertcore.modeling.rotary.cos_sin`), or None."""
         b, t, h = hidden_states.shape
         q, k, v = self._project(hidden_states)  # each (B, heads, T, d)

@@ -288,9 +288,8 @@ def model_state_for_saving(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 def save_pretrained(model: torch.nn.Module, path: str | Path) -> None:
     """Write ``config.json`` (with ``architectures``) and ``model.safetensors`` into ``path``, in the format
     :func:`bertcore.modeling.hf_format.format_for` picks: plain BERT (post-LN), RobertaPreLayerNorm (pre-LN; the NSP
-    head
-    in :data:`bertcore.modeling.hf_format.NSP_FILE`), or bertcore's own (a model no transformers class computes; its
-    config.json makes transformers refuse it). Whatever transformers loads from the folder computes this model's
+    head in :data:`bertcore.modeling.hf_format.NSP_FILE`), or bertcore's own (a model no transformers class computes;
+    its config.json makes transformers refuse it). Whatever transformers loads from the folder computes this model's
     logits, or it raises. Each file is written atomically, the weights before the config.
     """
     from . import families, hf_format

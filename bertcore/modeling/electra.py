@@ -1,8 +1,7 @@
 """ELECTRA's discriminator: replaced-token detection (Clark et al. 2020, section 2; HF ``ElectraForPreTraining``).
 
 The encoder is a configuration of :class:`bertcore.modeling.model.BertModel` (``family="electra"``; its embeddings may
-be
-narrower than the hidden states and are then projected). The head reads every token's last hidden state and
+be narrower than the hidden states and are then projected). The head reads every token's last hidden state and
 says, with one logit, whether the generator replaced that token: ``dense (H -> H)``, ``hidden_act``,
 ``dense_prediction (H -> 1)``. A logit above 0 means "replaced". The generator (``ElectraForMaskedLM``) is a
 :class:`bertcore.modeling.heads.BertForMaskedLM` whose head projects to the embedding width.

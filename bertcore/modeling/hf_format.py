@@ -107,9 +107,8 @@ def _guard_message(head: str) -> str:
 
 def family_guard(family: str, head: str) -> dict[str, Any]:
     """The :data:`GUARD_KEY` dict of a folder of another family (:mod:`bertcore.modeling.families`) written by
-    bertcore: its
-    ``transformers`` class computes the model; a Bert class asked to load it would build a randomly initialised BERT
-    (the names do not match) and so refuses, with this message."""
+    bertcore: its ``transformers`` class computes the model; a Bert class asked to load it would build a randomly
+    initialised BERT (the names do not match) and so refuses, with this message."""
     name = families.HF_CLASSES[family].get(head, families.HF_CLASSES[family]["base"])
     message = (f"NOT A BERT CHECKPOINT: this is a {family} model written by BERT Explorer in transformers' own "
                f"format (model_type {family}). transformers' Bert classes would build a different, randomly "

@@ -7,10 +7,9 @@ evals.
 - dead latents: the share of latents never active on the held-out tokens (1M for the shipped SAEs' cards).
 - the MLM loss with the SAE spliced in: layer l's output replaced by its reconstruction (an edit at the
   ``("resid", l)`` site of :class:`bertcore.modeling.interventions.Interventions`, one forward call, no hook),
-  cross-entropy
-  at [MASK] positions (15% of the eligible tokens, every one replaced by [MASK]), reported as the difference in
-  nats from the clean model's. Zero-ablation (the layer's output set to 0) and mean-ablation (set to its mean
-  over held-out tokens) are the scale, reported the same way.
+  cross-entropy at [MASK] positions (15% of the eligible tokens, every one replaced by [MASK]), reported as the
+  difference in nats from the clean model's. Zero-ablation (the layer's output set to 0) and mean-ablation (set to its
+  mean over held-out tokens) are the scale, reported the same way.
 """
 
 from __future__ import annotations

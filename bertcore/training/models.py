@@ -118,9 +118,8 @@ def modern_config(base: BertConfig, window: int) -> BertConfig:
     twice its layers (ModernBERT is deeper and narrower than BERT at a similar size: base has 22 layers of 768 where
     BERT-base has 12), and the GeGLU width (a multiple of 8) that brings the MLM model's parameter count
     (:meth:`~bertcore.modeling.model.BertPreTrainedModel.num_parameters`) nearest to that of
-    ``BertForPreTraining(base)``:
-    the classic model with its position table, pooler and NSP head. ``window``: the local layers' sliding window
-    in tokens (a token sees ``window // 2`` on each side; ModernBERT's is 128).
+    ``BertForPreTraining(base)``: the classic model with its position table, pooler and NSP head. ``window``: the local
+    layers' sliding window in tokens (a token sees ``window // 2`` on each side; ModernBERT's is 128).
 
     Raises:
         bertcore.modeling.config.ConfigError: a window below 2, or a preset too small for any feed-forward width.
@@ -160,8 +159,8 @@ def modern_problems(opts: dict[str, Any]) -> list[str]:
 
 def pretraining_class(cfg: TrainConfig):
     """The model class a pretraining run trains: :class:`~bertcore.modeling.heads.BertForPreTraining` (MLM + NSP
-    heads) for
-    BERT; :class:`~bertcore.modeling.heads.BertForMaskedLM` for a ModernBERT-style run and for a model of another family
+    heads) for BERT; :class:`~bertcore.modeling.heads.BertForMaskedLM` for a ModernBERT-style run and for a model of
+    another family
     (their ``transformers`` classes have no NSP head), read from the starting model's ``config.json``."""
     from ..modeling.heads import BertForMaskedLM, BertForPreTraining
 

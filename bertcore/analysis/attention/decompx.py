@@ -59,8 +59,7 @@ class TokenDecomposition:
 
 def gate(name: str, u: torch.Tensor) -> torch.Tensor:
     """``act(u) / u`` unit by unit for the activation ``name`` (:func:`bertcore.modeling.encoder.activation`'s names),
-    the
-    slope at 0 where ``u = 0``: ``Phi(u)`` for GELU, the tanh form's ``0.5 (1 + tanh(...))``, ``[u > 0]`` for ReLU,
+    the slope at 0 where ``u = 0``: ``Phi(u)`` for GELU, the tanh form's ``0.5 (1 + tanh(...))``, ``[u > 0]`` for ReLU,
     ``sigmoid(u)`` for SiLU."""
     if name == "gelu":
         return 0.5 * (1.0 + torch.erf(u / _math.sqrt(2.0)))

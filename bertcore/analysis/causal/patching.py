@@ -68,8 +68,7 @@ def record(model: torch.nn.Module,
 
     Returns:
         ``(output, cache)``: the encoder's :class:`~bertcore.modeling.model.BertModelOutput` and ``cache[(kind,
-        layer)]``
-        of shape ``(1, T, H)`` (``head``: the context vectors ``(1, T, heads * head_size)``).
+        layer)]`` of shape ``(1, T, H)`` (``head``: the context vectors ``(1, T, heads * head_size)``).
     """
     base = _encoder(model)
     iv = Interventions(record=sites(base))
@@ -199,8 +198,7 @@ def scan(model: torch.nn.Module, clean_inputs: dict[str, torch.Tensor], corrupte
     head, and the residual stream entering it at each position) leaves layers 1..l-1 exactly as in the
     corrupted run, so their runs start at layer l from the corrupted run's recorded residual stream
     (:meth:`bertcore.modeling.encoder.BertEncoder.forward`'s ``start_layer``) as one batch of up to 3T + heads rows,
-    row r
-    patching one site. A scan is L batches through on average (L + 1) / 2 layers, plus the last residual stream,
+    row r patching one site. A scan is L batches through on average (L + 1) / 2 layers, plus the last residual stream,
     which only the head reads; and a metric applies only the head it reads, at one position.
 
     Args:

@@ -65,8 +65,7 @@ def collect(encoder, tokenizer, texts: list[str], unit: str = "token", layers: l
             max_length: int = 128, max_points: int | None = None, batch_size: int = 32,
             progress: Progress = None) -> PointSet:
     """Run ``encoder`` (a :class:`bertcore.modeling.model.BertModel`, never changed) on ``texts`` in padded batches
-    and keep
-    each point's hidden state at ``layers`` (default: every layer, 0..L).
+    and keep each point's hidden state at ``layers`` (default: every layer, 0..L).
 
     ``unit``: ``token`` (every ordinary token: [CLS], [SEP] and padding left out), ``cls`` or ``mean`` (one point per
     text). Texts are cut to ``max_length`` tokens; with ``max_points`` the points stop there.

@@ -238,8 +238,7 @@ def compare(model: torch.nn.Module, tokenizer, text_a: str, text_b: str, pair_a:
 
     Args:
         model: a :class:`~bertcore.modeling.model.BertModel` or any head class (its ``base_model`` gives the hidden
-        states
-            and attentions; an MLM head adds the fill-mask comparison), in eval mode. Never changed.
+            states and attentions; an MLM head adds the fill-mask comparison), in eval mode. Never changed.
         tokenizer: its tokenizer; ``[MASK]`` typed in either text is its mask token.
         max_length: the most tokens per input (default and upper bound: the model's positions and the
             tokenizer's maximum); longer inputs are cut, ``act_b.encoding.num_truncated`` says by how much.
