@@ -62,16 +62,22 @@ def make_sae(conf: dict, layer: int, pool: torch.Tensor, seed: int) -> TopKSAE:
 
 
 @torch.no_grad()
-def resample_dead(sae: TopKSAE, pool: torch.Tensor, encoder_scale: float, seed: int = 0) -> int:
-    """The latents silent on every token of ``pool``, resampled by :func:`bertcore.sae.model.resample` from the
-    errors of 16,384 pool tokens drawn at random. Returns how many."""
+def silent_on(sae: TopKSAE, pool: torch.Tensor) -> torch.Tensor:
+    """``(d_sae,)`` bool: the latents active on no token of ``pool``."""
     fired = torch.zeros(sae.d_sae, dtype=torch.bool)
     for chunk in pool.split(4096):
         out = sae(chunk)
         fired[out.indices[out.values > 0]] = True
+    return ~fired
+
+
+@torch.no_grad()
+def resample_dead(sae: TopKSAE, pool: torch.Tensor, encoder_scale: float, seed: int = 0) -> int:
+    """The latents silent on every token of ``pool``, resampled by :func:`bertcore.sae.model.resample` from the
+    errors of 16,384 pool tokens drawn at random. Returns how many."""
     gen = torch.Generator().manual_seed(seed)
     sample = pool[torch.randperm(pool.shape[0], generator=gen)[:16_384]]
-    return resample(sae, ~fired, sae(sample), None, gen, encoder_scale=encoder_scale)
+    return resample(sae, silent_on(sae, pool), sae(sample), None, gen, encoder_scale=encoder_scale)
 
 
 def heldout_fvu(sae: TopKSAE, x: torch.Tensor) -> float:
@@ -139,17 +145,12 @@ def main() -> None:
             with torch.no_grad():
                 last[out.indices[out.values > 0].unique()] = tokens
         sae.eval()
-        with torch.no_grad():
-            fired = torch.zeros(sae.d_sae, dtype=torch.bool)
-            for chunk in pool.split(4096):
-                out = sae(chunk)
-                fired[out.indices[out.values > 0]] = True
         print(json.dumps({"layer": args.layer, **conf, "steps": args.steps, "resampled": resampled,
                           "start_fvu": round(start_fvu, 4),
                           "heldout_fvu": round(heldout_fvu(sae, held_x), 4),
                           "dead_share": round(float(((tokens - last) >= min(tokens, conf["dead_tokens"]))
                                                      .float().mean()), 4),
-                          "silent_on_pool": round(1 - float(fired.float().mean()), 4),
+                          "silent_on_pool": round(float(silent_on(sae, pool).float().mean()), 4),
                           "seconds": round(time.perf_counter() - t0, 1)}), flush=True)
 
 

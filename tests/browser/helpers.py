@@ -275,16 +275,13 @@ class Results:
         (BROWSER_ARTIFACTS / "bad-inputs.json").write_text(json.dumps(self.rows, indent=1), encoding="utf-8")
 
 
-_RESULTS: list[Results] = []
+_RESULTS = Results()  # one for the whole test session: bad-inputs.md holds every module's rows
 
 
 @pytest.fixture(scope="module")
 def results():
-    """One :class:`Results` for the whole test session (every module that imports this fixture adds to it), so
-    ``bad-inputs.md`` holds every module's rows."""
-    if not _RESULTS:
-        _RESULTS.append(Results())
-    return _RESULTS[0]
+    """The session's one :class:`Results` (every module that imports this fixture adds to it)."""
+    return _RESULTS
 
 
 @pytest.fixture(scope="module")
