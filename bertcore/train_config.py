@@ -60,10 +60,17 @@ def opt(default: Any, group: str, help: str, *, type: Any = None, tasks: tuple[s
 def default_lr(task: str, scratch: bool) -> float:
     """The peak learning rate when ``--lr`` is not given: pretraining from scratch 1e-3 (small models,
     Turc et al. 2019), continued pretraining 1e-4, fine-tuning from scratch 3e-4, fine-tuning a
-    pretrained model 5e-5 (BERT section A.3 tries 5e-5, 3e-5, 2e-5)."""
+    pretrained model 1e-4 (in the grid of Turc et al. 2019 for compact BERTs, 3e-4 / 1e-4 / 5e-5 / 3e-5;
+    BERT-base's section A.3 tries 5e-5 to 2e-5: set --lr for a large model). Measured on the packaged MiniLM:
+    docs/finetuning.md."""
     if task == "pretrain":
         return 1e-3 if scratch else 1e-4
-    return 3e-4 if scratch else 5e-5
+    return 3e-4 if scratch else 1e-4
+
+
+# issue 39 changed fine-tuning's defaults; a run.json without "head_lr" was written before: these reproduce it
+BEFORE_HEAD_LR: dict[str, Any] = {"head_lr": None, "group_by_length": False}
+BEFORE_HEAD_LR_PRETRAINED_LR = 5e-5  # the peak lr then of fine-tuning a pretrained model with no --lr
 
 
 @dataclass
@@ -105,13 +112,16 @@ class TrainConfig:
     # optimisation
     batch_size: int = opt(32, "optim", "sequences per step (over all DDP processes)", type=int, min=1, max=4096)
     lr: float | None = opt(None, "optim", "peak learning rate (default: 1e-3 pretrain from scratch, 1e-4 continued "
-                           "pretraining, 3e-4 fine-tune from scratch, 5e-5 fine-tune a pretrained model)",
+                           "pretraining, 3e-4 fine-tune from scratch, 1e-4 fine-tune a pretrained model)",
                            type=float, min=1e-7, max=1.0)
     warmup: float = opt(0.1, "optim", "warmup steps: an int >= 1 (at most half the run), or a fraction of max steps",
                         type=float, min=0.0)
     decay: float = opt(1.0, "optim", "share of the steps, at the end, over which the lr decays to 0: 1.0 from the "
                        "warmup's end (BERT); below 1 it holds its peak until then (warmup-stable-decay, Hu et al. "
                        "2024): a run starts alike whatever its length", type=float, min=0.01, max=1.0)
+    head_lr: float | None = opt(None, "optim", "peak learning rate of the new classifier head (same schedule as "
+                                "--lr; default: --lr); a fresh head learns little at a pretrained body's rate",
+                                type=float, min=1e-7, max=1.0, tasks=FINETUNE, by_task={"finetune": 1e-3})
     weight_decay: float = opt(0.01, "optim", "AdamW weight decay (not on biases and LayerNorm)", type=float,
                               min=0.0, max=1.0)
     beta2: float = opt(0.999, "optim", "AdamW beta2 (beta1 = 0.9)", type=float, min=0.0, max=0.999999)
@@ -232,7 +242,7 @@ class TrainConfig:
     test_fraction: float = opt(0.1, "data", "fraction of examples for test", type=float, min=0.0, max=0.5,
                                tasks=FINETUNE)
     group_by_length: bool = opt(False, "data", "batch examples of similar length together (less padding, faster "
-                                "on a CPU)", type=bool, tasks=FINETUNE)
+                                "on a CPU)", type=bool, tasks=FINETUNE, by_task={"finetune": True}, negatable=True)
     no_baseline: bool = opt(False, "data", "skip the TF-IDF + logistic regression baseline", type=bool,
                             tasks=FINETUNE)
 
@@ -250,11 +260,16 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any], task: str | None = None) -> "TrainConfig":
         """From a ``run.json`` ``args`` dict (or a parsed CLI namespace's ``vars``); keys this version
-        does not know are ignored, missing keys get the task defaults."""
+        does not know are ignored, missing keys get the task defaults, except for a fine-tuning run written before
+        issue 39 (no ``head_lr``): it gets the defaults of then (:data:`BEFORE_HEAD_LR`), so its resume takes the
+        same steps and loads its optimizer state."""
         known = {f.name for f in dataclasses.fields(cls)}
         task = task or data.get("task") or "pretrain"
         values = {k: (str(v) if isinstance(v, Path) else v) for k, v in data.items() if k in known and k != "task"}
-        return cls.create(task, **values)
+        if task != "finetune" or "head_lr" in data:
+            return cls.create(task, **values)
+        cfg = cls.create(task, **{**BEFORE_HEAD_LR, **values})
+        return cfg if cfg.lr is not None or cfg.scratch else cfg.replace(lr=BEFORE_HEAD_LR_PRETRAINED_LR)
 
     def to_dict(self) -> dict[str, Any]:
         """Every option (JSON-ready), as ``run.json`` stores it under ``args``."""
@@ -277,6 +292,8 @@ class TrainConfig:
                 words.append(flag if value else "--no-" + flag[2:])
             elif value is not None:
                 words += [flag, str(value)]
+            elif f.name == "head_lr":  # None: the head at --lr, which is what --head-lr <lr> does
+                words += [flag, str(self.peak_lr)]
         return words
 
     # -- derived values

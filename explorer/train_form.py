@@ -277,6 +277,10 @@ def launch_form() -> None:
                                        "hidden word its two neighbours predict in the training text.")
             opts["probe"] = probe.strip() or None
         else:
+            with a1:
+                opts["head_lr"] = number("head_lr", task, "Peak learning rate of the new head", fmt="%.1e",
+                                         step=1e-4, extra="The classifier starts from random weights: it needs a "
+                                         "higher rate than the pretrained layers under it.")
             n = int(a3.number_input("Training examples (0: all)", min_value=0, max_value=10_000_000, value=0,
                                     key="train_finetune_examples",
                                     help="0 to 10,000,000: subsample the training split (seeded) for a quicker run."))

@@ -204,3 +204,33 @@ def test_the_calibration_keeps_the_faster_thread_count_and_a_resume_keeps_it(tmp
         assert torch.get_num_threads() == fast
     finally:
         torch.set_num_threads(before)
+
+
+def test_length_grouped_batches_are_timed_per_token(monkeypatch):
+    """Issue 39: with --group-by-length a few timed batches can all be long (or short): a batch of L tokens a row
+    takes L/100 s here, the epoch's mean batch is 35 tokens a row, and the timed ones are 60, 60, 10, ...:
+    the plan and the thread choice must read 0.35 s a step whatever the order (per timed step: 0.6 and 0.5 s)."""
+    import types
+
+    import torch
+
+    class Trainer:
+        clock = StepClock(0.0)
+        device, dist = torch.device("cpu"), types.SimpleNamespace(any_flag=lambda flag, device: flag)
+        lengths = iter([60] * 8 + [60, 60, 10] * 40)
+
+        def train_step(self, batches):
+            n = next(self.lengths)
+            self.clock.t += n / 100
+            return None, {"input_ids": torch.zeros(4, n)}
+
+    trainer = Trainer()
+    monkeypatch.setattr(C, "thread_candidates", lambda trainer: [1])
+    seconds, steps, tokens, rates = C._time_steps(trainer, None, budget_s=60.0, mean_tokens=4 * 35)
+    assert rates == {"1": pytest.approx(1 / 0.35)}  # the trial's four steps were all 60 tokens long
+    assert C.seconds_per_step(seconds, steps, tokens, 4 * 35) == pytest.approx(0.35, rel=0.05)
+    assert C.seconds_per_step(seconds, steps, tokens, None) == pytest.approx(seconds / steps)  # batches alike
+    cal = C.Calibration(2.9, 5, 1.7, 0.0, 2.0, 60.0, 160.0, 160, 90.0, batch_tokens=140.0)
+    assert "2.9 steps/s of an average batch (140 tokens) measured over 5 steps" in cal.summary()
+    assert C.Calibration.from_dict(cal.to_dict()) == cal
+    assert C.batch_tokens(types.SimpleNamespace(cfg=types.SimpleNamespace(group_by_length=False))) is None

@@ -69,6 +69,20 @@ def test_one_step_lowers_the_loss_on_a_fixed_batch(packaged):
     assert after.item() < before.item() - 0.01
 
 
+def test_the_new_head_gets_its_own_peak_rate():
+    """--head-lr: the classifier's groups carry head_lr / lr, the others 1 (issue 39)."""
+    from bertcore.modeling.heads import BertForSequenceClassification
+
+    model = BertForSequenceClassification(preset("nano", **json.loads(TINY), vocab_size=100, num_labels=2))
+    opt = make_optimizer(model, 1e-4, 0.01, head_lr=2e-3)
+    head = {id(p) for p in model.classifier.parameters()}
+    for g in opt.param_groups:
+        in_head = {id(p) in head for p in g["params"]}
+        assert len(in_head) == 1 and g["lr_scale"] == pytest.approx(20.0 if in_head == {True} else 1.0)
+    assert len(make_optimizer(model, 1e-4, 0.01).param_groups) == 2  # no head rate: BERT's two groups
+    # a real run's steps: test_tiny_finetune_run_with_baseline
+
+
 def test_tiny_pretraining_run_writes_the_contract(tmp_path):
     run = tmp_path / "runs" / "pre"
     events = []
@@ -141,9 +155,11 @@ def test_tiny_finetune_run_with_baseline(tmp_path):
     argv = ["finetune", "--run-dir", str(run), "--init", "scratch", "--model-overrides", TINY, "--dataset",
             str(FIXTURES / "tiny_labels.csv"), "--max-seq-len", "16", "--batch-size", "16", "--max-steps", "8",
             "--log-every", "2", "--eval-every", "4", "--save-every", "100", "--lock", "none", "--device", "cpu",
-            "--lr", "1e-3", "--pre-layer-norm", "--group-by-length"]
-    _, state = run_trainer(argv)
+            "--lr", "1e-3", "--pre-layer-norm", "--group-by-length", "--head-lr", "2e-2"]
+    trainer, state = run_trainer(argv)
     assert state == "done"
+    rates = {g["lr_scale"]: g["lr"] for g in trainer.optimizer.param_groups}  # the last step's, by the loop
+    assert rates[20.0] == pytest.approx(20 * rates[1.0]) and rates[1.0] == R.read_metrics(run, "train")[-1]["lr"] > 0
     res = R.read_results(run)
     assert res["labels"] == ["negative", "positive"]
     assert res["test"]["n"] == 8 and 0 <= res["test"]["acc"] <= 1 and "f1" in res["test"]

@@ -53,6 +53,9 @@ class Calibration:
         time_limit_s: the run stops at this many seconds even before ``total_steps`` (budget x SAFETY).
         threads: torch CPU threads the run uses when the calibration chose them (None: not chosen here).
         thread_steps_per_s: steps/s of each thread count tried (``{"2": 6.1, "1": 4.0}``), None when none was.
+        batch_tokens: with length-grouped batches (``--group-by-length``), the mean padded tokens (rows x longest
+            row) of the run's batches over an epoch: every rate above is per batch of that size (the timed batches,
+            a few of very unequal lengths, are converted by their tokens); None otherwise.
     """
 
     steps_per_s: float
@@ -66,6 +69,7 @@ class Calibration:
     time_limit_s: float
     threads: int | None = None
     thread_steps_per_s: dict[str, float] | None = None
+    batch_tokens: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, rounded (as run.json stores it)."""
@@ -79,7 +83,7 @@ class Calibration:
         """From run.json ``calibration``; None when missing or malformed (an older run)."""
         if not isinstance(data, dict):
             return None
-        optional = ("threads", "thread_steps_per_s")  # not in runs calibrated before threads were tried
+        optional = ("threads", "thread_steps_per_s", "batch_tokens")  # not in runs calibrated before they were
         try:
             return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k not in optional},
                        **{k: data.get(k) for k in optional})
@@ -93,7 +97,8 @@ class Calibration:
         if self.thread_steps_per_s and len(self.thread_steps_per_s) > 1:
             tried = f"; {self.threads} thread(s), the faster of " + ", ".join(
                 f"{k}: {v:.1f} steps/s" for k, v in self.thread_steps_per_s.items())
-        return (f"{minutes:g} min ≈ {self.total_steps:,} steps on this machine ({self.steps_per_s:.1f} steps/s "
+        size = f" of an average batch ({self.batch_tokens:,.0f} tokens)" if self.batch_tokens else ""
+        return (f"{minutes:g} min ≈ {self.total_steps:,} steps on this machine ({self.steps_per_s:.1f} steps/s{size} "
                 f"measured over {self.timed_steps} steps{tried})")
 
 
@@ -108,9 +113,46 @@ def thread_candidates(trainer) -> list[int]:
     return [n, n - 1]
 
 
-def choose_threads(trainer, batches, candidates: list[int]) -> dict[str, float]:
+def batch_tokens(trainer) -> float | None:
+    """With ``--group-by-length`` (batches of very unequal lengths, in a random order), the mean padded tokens
+    (rows x longest row) of this rank's batches over the first epoch; None otherwise (batches alike: a step is
+    a step)."""
+    from .. import data as D
+
+    c = trainer.cfg
+    if not c.group_by_length:
+        return None
+    dist = trainer.dist
+    lengths = [len(x) for x in trainer.task.train_ds["input_ids"]]
+    batches = [b[dist.rank::dist.world_size]
+               for b in D.epoch_batches(len(lengths), c.batch_size, c.train_data_seed, 0, lengths)]
+    sizes = [len(b) * max(lengths[i] for i in b) for b in batches if b]
+    return sum(sizes) / len(sizes) if sizes else None
+
+
+def seconds_per_step(seconds: float, steps: int, tokens: float, mean_tokens: float | None) -> float:
+    """Seconds of a training step from ``steps`` timed ones of ``tokens`` padded tokens in all: with
+    ``mean_tokens`` (:func:`batch_tokens`), of a batch of that many tokens (time taken as proportional to the
+    tokens); else their mean. Pure."""
+    per_step = max(seconds, 1e-9) / steps
+    return per_step * mean_tokens / (tokens / steps) if mean_tokens and tokens else per_step
+
+
+def _steps(trainer, batches, n: int, *, sync: bool = False) -> float:
+    """Take ``n`` training steps; their padded tokens (rows x longest row), from the batches' shapes."""
+    tokens = 0
+    for _ in range(n):
+        tokens += trainer.train_step(batches)[1]["input_ids"].numel()
+        if sync:
+            _sync(trainer)
+    return float(tokens)
+
+
+def choose_threads(trainer, batches, candidates: list[int], mean_tokens: float | None = None) -> dict[str, float]:
     """Time :data:`TRIAL_STEPS` steps at each thread count of ``candidates`` (after one untimed step), leave torch
-    at the fastest, and return the steps/s of each (keys: the counts as strings, for run.json)."""
+    at the fastest, and return the steps/s of each (keys: the counts as strings, for run.json); with
+    ``mean_tokens`` (:func:`batch_tokens`), tokens/s over that: steps/s of an average batch, whatever the length
+    of the few that were timed."""
     import torch
 
     rates: dict[str, float] = {}
@@ -118,9 +160,8 @@ def choose_threads(trainer, batches, candidates: list[int]) -> dict[str, float]:
         torch.set_num_threads(n)
         trainer.train_step(batches)
         t0 = trainer.clock()
-        for _ in range(TRIAL_STEPS):
-            trainer.train_step(batches)
-        rates[str(n)] = TRIAL_STEPS / max(trainer.clock() - t0, 1e-9)
+        tokens = _steps(trainer, batches, TRIAL_STEPS)
+        rates[str(n)] = 1.0 / seconds_per_step(trainer.clock() - t0, TRIAL_STEPS, tokens, mean_tokens)
     torch.set_num_threads(int(max(rates, key=rates.get)))
     return rates
 
@@ -167,22 +208,21 @@ def _sync(trainer) -> None:
         torch.cuda.synchronize(trainer.device)
 
 
-def _time_steps(trainer, batches, budget_s: float) -> tuple[float, int, dict[str, float] | None]:
+def _time_steps(trainer, batches, budget_s: float,
+                mean_tokens: float | None) -> tuple[float, int, float, dict[str, float] | None]:
     """Choose the thread count, warm up, then time steps for :func:`calibration_seconds`: ``(seconds, steps,
-    steps/s per thread count or None)``."""
+    padded tokens, steps/s per thread count or None)``."""
     candidates = thread_candidates(trainer)
-    rates = choose_threads(trainer, batches, candidates) if candidates else None
-    for _ in range(WARM_STEPS):
-        trainer.train_step(batches)
+    rates = choose_threads(trainer, batches, candidates, mean_tokens) if candidates else None
+    _steps(trainer, batches, WARM_STEPS)
     _sync(trainer)
-    target, t0, n = calibration_seconds(budget_s), trainer.clock(), 0
+    target, t0, n, tokens = calibration_seconds(budget_s), trainer.clock(), 0, 0.0
     # every DDP rank takes the same number of steps (each step all-reduces the gradients): the ranks go on
     # while any of them has not timed enough
     while trainer.dist.any_flag(n < MIN_TIMED_STEPS or trainer.clock() - t0 < target, trainer.device):
-        trainer.train_step(batches)
+        tokens += _steps(trainer, batches, 1, sync=True)
         n += 1
-        _sync(trainer)
-    return trainer.clock() - t0, n, rates
+    return trainer.clock() - t0, n, tokens, rates
 
 
 def calibrate(trainer) -> Calibration:
@@ -201,8 +241,9 @@ def calibrate(trainer) -> Calibration:
     weights = copy.deepcopy(trainer.model.state_dict())
     rng = torch.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    mean_tokens = batch_tokens(trainer)
     with trainer.training_batches(0, schedule=False) as batches:  # prepared ahead, as the run's will be
-        timed_s, n, rates = _time_steps(trainer, batches, budget_s)
+        timed_s, n, tokens, rates = _time_steps(trainer, batches, budget_s, mean_tokens)
     eval_s = 0.0
     if trainer.dist.main and trainer.task.val_ds is not None and len(trainer.task.val_ds):
         t_eval = trainer.clock()
@@ -214,14 +255,15 @@ def calibrate(trainer) -> Calibration:
     torch.set_rng_state(rng)
     if cuda_rng is not None:
         torch.cuda.set_rng_state_all(cuda_rng)
-    step_s = max(timed_s, 1e-9) / n
+    step_s = seconds_per_step(timed_s, n, tokens, mean_tokens)
     calibration_s = trainer.clock() - t_start
     estimate, total = plan(step_s, eval_s, cfg.eval_every, budget_s - trainer.elapsed())
     total = trainer.dist.value_of_main(total, trainer.device)
     return Calibration(steps_per_s=1.0 / step_s, timed_steps=n, timed_s=timed_s, eval_s=eval_s,
                        calibration_s=calibration_s, budget_s=budget_s, estimate=estimate, total_steps=total,
                        time_limit_s=SAFETY * budget_s, threads=torch.get_num_threads() if rates else None,
-                       thread_steps_per_s={k: round(v, 4) for k, v in rates.items()} if rates else None)
+                       thread_steps_per_s={k: round(v, 4) for k, v in rates.items()} if rates else None,
+                       batch_tokens=None if mean_tokens is None else round(mean_tokens, 1))
 
 
 def apply_calibration(trainer) -> Calibration:

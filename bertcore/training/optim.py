@@ -41,21 +41,33 @@ def decay_steps_of(decay: float, total_steps: int) -> int | None:
     return None if decay >= 1.0 else max(1, int(round(decay * total_steps)))
 
 
+HEAD_PREFIX = "classifier."  # the new head of BertForSequenceClassification (HF's name)
+
+
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float,
-                   beta2: float = 0.999) -> torch.optim.Optimizer:
+                   beta2: float = 0.999, head_lr: float | None = None) -> torch.optim.Optimizer:
     """AdamW (betas 0.9/``beta2``, eps 1e-6 as BERT) with no weight decay on biases and LayerNorm
     weights; the fused kernel where available, else foreach, else plain.
+
+    Each parameter group carries ``lr_scale``: the loop sets a group's rate to the schedule's rate times it. With
+    ``head_lr``, the parameters named ``classifier.*`` (a fine-tuning run's new head) get ``head_lr / lr``, so the
+    head follows the same warmup and decay at its own peak (the usual discriminative rates of fine-tuning: Howard &
+    Ruder 2018, ULMFiT section 3.2); every other group 1.
 
     Raises:
         RuntimeError: no AdamW variant can be built.
     """
-    decay, no_decay, seen = [], [], set()
+    scale = 1.0 if head_lr is None or lr <= 0 else head_lr / lr
+    buckets: dict[tuple[bool, bool], list] = {}
+    seen = set()
     for name, p in model.named_parameters():
         if not p.requires_grad or id(p) in seen:
             continue
         seen.add(id(p))
-        (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
-    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+        no_decay = p.ndim < 2 or "LayerNorm" in name
+        buckets.setdefault((name.startswith(HEAD_PREFIX) and scale != 1.0, no_decay), []).append(p)
+    groups = [{"params": ps, "weight_decay": 0.0 if no_decay else weight_decay, "lr_scale": scale if head else 1.0}
+              for (head, no_decay), ps in sorted(buckets.items())]
     for kwargs in ({"fused": True}, {"foreach": True}, {}):
         try:
             return torch.optim.AdamW(groups, lr=lr, betas=(0.9, beta2), eps=1e-6, **kwargs)

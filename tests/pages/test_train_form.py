@@ -64,6 +64,8 @@ def test_page_inputs_show_the_config_defaults_ranges_and_help(runs_root):
             assert (w.min, w.max) == (info["min"], info["max"]) and info["help"][1:20] in w.help
         lr = at.number_input(key=f"train_{task}_lr_{'scratch' if task == 'pretrain' else 'init'}")
         assert lr.value == pytest.approx(default_lr(task, task == "pretrain"))
+    head = at.number_input(key="train_finetune_head_lr")  # fine-tuning only (issue 39)
+    assert head.value == pytest.approx(field_info("head_lr", "finetune")["default"]) == 1e-3
 
 
 def test_page_recipe_options_reach_run_json(runs_root):
