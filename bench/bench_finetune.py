@@ -111,7 +111,8 @@ def table(rows: list[dict]) -> str:
                    f"{r['points_above']:+.1f} |")
     out.append("")
     for key in dict.fromkeys((r["busy"], r["minutes"]) for r in rows):
-        pts = [r["points_above"] for r in rows if (r["busy"], r["minutes"]) == key and r.get("points_above") is not None]
+        pts = [r["points_above"] for r in rows
+               if (r["busy"], r["minutes"]) == key and r.get("points_above") is not None]
         if pts:
             met = sum(p >= GOAL_POINTS for p in pts)
             out.append(f"{'busy' if key[0] else 'idle'}, {key[1]:g} min: F1 points above the baseline median "
