@@ -79,6 +79,26 @@ def parse_set(items: list[str]) -> dict:
     return out
 
 
+ENV = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+
+
+def launch(cfg: TrainConfig, busy: bool, row: dict) -> subprocess.CompletedProcess:
+    """Run ``cfg`` through the CLI (``python -m bertcore.train``), beside a busy loop on one core if ``busy``;
+    ``row`` gets ``wall_s`` and ``load_after``."""
+    hog = subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) if busy else None
+    try:
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "bertcore.train", *cfg.to_argv()], cwd=ROOT, env=ENV,
+                              capture_output=True, text=True)
+        row["wall_s"] = round(time.perf_counter() - t0, 1)
+        row["load_after"] = load_avg()
+    finally:
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+    return proc
+
+
 def run_one(recipe: str, seed: int, threads: int | None, minutes: float | None, root: Path, busy: bool,
             overrides: dict | None = None) -> dict:
     """One run of ``recipe`` (with ``overrides``) and its last checkpoint scored fresh; a dict of what the
@@ -88,19 +108,8 @@ def run_one(recipe: str, seed: int, threads: int | None, minutes: float | None, 
     run_dir = root / name
     cfg = TrainConfig.create("pretrain", **{**r.options, **(overrides or {})}, max_time=minutes or r.minutes,
                              threads=threads, lock="none", seed=seed, run_dir=str(run_dir))
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     row: dict = {"run": name, "seed": seed, "busy": busy, "load_before": load_avg()}
-    hog = subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) if busy else None
-    try:
-        t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "bertcore.train", *cfg.to_argv()], cwd=ROOT, env=env,
-                              capture_output=True, text=True)
-        row["wall_s"] = round(time.perf_counter() - t0, 1)
-        row["load_after"] = load_avg()
-    finally:
-        if hog is not None:
-            hog.kill()
-            hog.wait()
+    proc = launch(cfg, busy, row)
     if proc.returncode:
         return {**row, "error": (proc.stderr or proc.stdout)[-600:]}
     config, records = R.read_config(run_dir) or {}, R.read_metrics(run_dir)
@@ -111,8 +120,7 @@ def run_one(recipe: str, seed: int, threads: int | None, minutes: float | None, 
     left_s = next((x["time"] for x in val if x["step"] == left), None)
     fresh = subprocess.run([sys.executable, "-m", "bertcore.train", "evaluate", "--checkpoint",
                             str(R.last_checkpoint(run_dir)), *(["--threads", str(threads)] if threads else [])],
-                           cwd=ROOT, env=env,
-                           capture_output=True, text=True)
+                           cwd=ROOT, env=ENV, capture_output=True, text=True)
     if fresh.returncode:
         return {**row, "error": "evaluate: " + fresh.stderr[-600:]}
     got = json.loads(fresh.stdout.strip().splitlines()[-1])

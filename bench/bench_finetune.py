@@ -24,19 +24,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_demo_runs import BUSY_LOOP, load_avg, parse_set  # noqa: E402
+from bench_demo_runs import ENV, launch, load_avg, parse_set  # noqa: E402
 from bertcore import runs as R  # noqa: E402
 from bertcore.train_config import TrainConfig  # noqa: E402
 
@@ -66,24 +64,13 @@ def run_one(seed: int, busy: bool, minutes: float, root: Path, threads: int | No
     run_dir = root / name
     cfg = TrainConfig.create("finetune", **overrides, max_time=minutes, threads=threads, lock="none", seed=seed,
                              run_dir=str(run_dir))
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     row: dict = {"run": name, "seed": seed, "busy": busy, "minutes": minutes, "load_before": load_avg()}
-    hog = subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) if busy else None
-    try:
-        t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "bertcore.train", *cfg.to_argv()], cwd=ROOT, env=env,
-                              capture_output=True, text=True)
-        row["wall_s"] = round(time.perf_counter() - t0, 1)
-        row["load_after"] = load_avg()
-    finally:
-        if hog is not None:
-            hog.kill()
-            hog.wait()
+    proc = launch(cfg, busy, row)
     if proc.returncode:
         return {**row, "error": (proc.stderr or proc.stdout)[-600:]}
     results = R.read_results(run_dir) or {}
     fresh = subprocess.run([sys.executable, "-m", "bertcore.train", "evaluate", "--split", "test", "--checkpoint",
-                            str(R.last_checkpoint(run_dir))], cwd=ROOT, env=env, capture_output=True, text=True)
+                            str(R.last_checkpoint(run_dir))], cwd=ROOT, env=ENV, capture_output=True, text=True)
     if fresh.returncode:
         return {**row, "error": "evaluate: " + fresh.stderr[-600:]}
     got = json.loads(fresh.stdout.strip().splitlines()[-1])
