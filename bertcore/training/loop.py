@@ -157,7 +157,7 @@ class Trainer:
         length = f"{self.total_steps} steps" if self.length.bounded else ""
         if self.length.budget_s:
             length += (" or " if length else "") + f"{c.max_time:g} min"
-        head = f" (head {c.head_lr:g})" if c.task == "finetune" and c.head_lr is not None else ""
+        head = f" (head {c.head_lr:g})" if c.head_lr is not None else ""
         self.log(f"model: {origin}; {n_params:,} parameters; {length}, warmup {c.warmup:g}, decay {c.decay:g}, "
                  f"peak lr {self.lr}{head}, batch {c.batch_size}, seq {c.max_seq_len}")
         self.writer.write_config(run_record(self, n_params))
@@ -177,9 +177,8 @@ class Trainer:
 
     def reset_optimizer(self) -> None:
         """A new AdamW on the model (no moments yet): at setup, and after a calibration."""
-        c = self.cfg
-        self.optimizer = make_optimizer(self.model, self.lr, c.weight_decay, c.beta2,
-                                        head_lr=c.head_lr if c.task == "finetune" else None)
+        c = self.cfg  # head_lr: fine-tuning only (None when pretraining)
+        self.optimizer = make_optimizer(self.model, self.lr, c.weight_decay, c.beta2, head_lr=c.head_lr)
 
     def batch_iterator(self, start_step: int):
         """The training batches from ``start_step`` (:func:`bertcore.data.iterate_batches`): ``(step, epoch,
@@ -224,7 +223,7 @@ class Trainer:
         batch = self.to_device(item.batch)
         lr = self.lr_now()
         for group in opt.param_groups:
-            group["lr"] = lr * group.get("lr_scale", 1.0)  # the new head's own peak (--head-lr)
+            group["lr"] = lr * group["lr_scale"]  # make_optimizer's: the new head's own peak (--head-lr)
         out = self.forward(self.ddp_model, batch)
         opt.zero_grad(set_to_none=True)
         out.loss.backward()
