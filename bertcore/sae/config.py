@@ -27,8 +27,11 @@ class SAETrainConfig:
     batch_size: int = 4096  #: tokens per optimizer step
     lr: float = 4e-4
     warmup_steps: int = 100
-    max_steps: int | None = None  #: stop after this many steps (linear lr decay over the last 20%)
-    max_time: float | None = None  #: stop after this many minutes of training (constant lr after warmup)
+    max_steps: int | None = None  #: stop after this many steps
+    max_time: float | None = None  #: stop after this many minutes of training (with no max_steps, the decay's clock)
+    #: the share of the steps (or of max_time) over which the lr decays linearly to 0 at the end; constant before
+    #: (warmup-stable-decay, Hu et al. 2024, section 4)
+    decay: float = 0.2
     seq_len: int = 128
     block_size: int = 128  #: chunks per forward pass of the model
     mlm_probability: float = 0.15  #: the training text is masked as in pretraining
@@ -63,6 +66,8 @@ class SAETrainConfig:
             problems.append("give max_steps or max_time (minutes), or both")
         if self.max_time is not None and self.max_time <= 0:
             problems.append(f"max_time must be a positive number of minutes; got {self.max_time}")
+        if not 0 < self.decay <= 1:
+            problems.append(f"decay is a share of the run, above 0 and at most 1; got {self.decay}")
         if not self.lr > 0:
             problems.append(f"lr must be positive; got {self.lr}")
         return problems

@@ -10,7 +10,12 @@ of :func:`purity`:
 
 - a direction is *label-pure* when one value of one label kind covers at least 80% of its top 20 tokens (the
   special tokens [CLS]/[SEP] never count; "no entity" is not an entity type);
-- a feature is *alive* here when it is active on at least 20 of the labelled tokens.
+- a feature is *alive* here when it is active on at least 20 of the labelled tokens;
+- *one word*: one token id makes up at least 80% of the top 20; *varied*: no token id makes up more than half.
+  A direction whose top 20 are 17 copies of "the" is label-pure (DET) by the word alone; at the last layers a
+  few frequent tokens ("the", ",", ".") have hidden states far longer than the others, so most random directions
+  pick them (measured: ``docs/sae.md``). ``pure_varied`` counts the pure directions whose top 20 are varied, the
+  purity that is not the word's identity.
 
 :func:`write` / :func:`read` store the result as ``features.npz`` in the SAE's folder, keyed by the model's files
 (:func:`bertcore.precomputed.model_hash`) and the SAE's (:func:`sae_hash`) and the parameters: a changed model or
@@ -39,7 +44,8 @@ TOP = 20
 PURE = 0.8
 HIST_EDGES = np.geomspace(1e-2, 1e3, 31)  # activation histogram bins (log scale, in the SAE's scaled units)
 FILE_NAME = "features.npz"
-FORMAT = 1
+FORMAT = 2  # 2: purity's one_word / pure_varied
+VARIED = 0.5  #: at most this share of the top 20 is one token id
 
 
 @dataclass
@@ -204,13 +210,24 @@ def pure_labels(rows: np.ndarray, text: LabelledText) -> list[dict | None]:
 
 
 def purity(rows: np.ndarray, text: LabelledText) -> dict:
-    """``{"alive", "pure", "share", "by_kind": {kind: share}}``: how many directions have 20 top tokens, how many
-    of those are label-pure (one value of one kind on >= 80% of them), the share, and the share pure per kind."""
-    profiles = [p for p in pure_labels(rows, text) if p is not None]
-    alive = len(profiles)
-    pure = sum(any(share >= PURE for _, share in p.values()) for p in profiles)
-    by_kind = {k: sum(p[k][1] >= PURE for p in profiles) / max(alive, 1) for k in KINDS}
-    return {"alive": alive, "pure": pure, "share": pure / max(alive, 1), "by_kind": by_kind}
+    """How label-pure a set of directions is (``rows (m, 20)`` int, their top tokens; -1 = missing).
+
+    Returns ``{"alive", "pure", "share", "by_kind": {kind: share}, "one_word", "one_word_share", "pure_varied",
+    "pure_varied_share"}``: how many directions have 20 top tokens (alive), how many of those are label-pure (one
+    value of one kind on >= 80% of them) and their share of the alive, the share pure per kind; how many are one
+    word (one token id on >= 80%), and how many are pure with varied words (no token id on more than half), each with
+    its share of the alive.
+    """
+    found = [(p, r) for p, r in zip(pure_labels(rows, text), rows) if p is not None]
+    alive = len(found)
+    is_pure = [any(share >= PURE for _, share in p.values()) for p, _ in found]
+    word_share = [np.unique(text.token_ids[r], return_counts=True)[1].max() / rows.shape[1] for _, r in found]
+    one_word = int(sum(w >= PURE for w in word_share))
+    pure_varied = int(sum(pure and w <= VARIED for pure, w in zip(is_pure, word_share)))
+    by_kind = {k: sum(p[k][1] >= PURE for p, _ in found) / max(alive, 1) for k in KINDS}
+    return {"alive": alive, "pure": sum(is_pure), "share": sum(is_pure) / max(alive, 1), "by_kind": by_kind,
+            "one_word": one_word, "one_word_share": one_word / max(alive, 1), "pure_varied": pure_varied,
+            "pure_varied_share": pure_varied / max(alive, 1)}
 
 
 # ----------------------------------------------------------------------------- storage beside the SAE

@@ -139,9 +139,13 @@ def card(folders: Sequence[Path], model_folder: Path, commands: Sequence[str], t
         index = features.read(f, model_folder, feature_params(m["layer"], SHIPPED_SENTENCES))
         if index is not None:
             p = index.purity
-            purity_rows.append(f"| {m['layer']} | {100 * p['sae']['share']:.1f}% ({p['sae']['pure']:,} of "
-                               f"{p['sae']['alive']:,} alive) | {100 * p['random']['share']:.1f}% | "
+            purity_rows.append(f"| {m['layer']} | label-pure | {100 * p['sae']['share']:.1f}% ({p['sae']['pure']:,} "
+                               f"of {p['sae']['alive']:,} alive) | {100 * p['random']['share']:.1f}% | "
                                f"{100 * p['neurons']['share']:.1f}% |")
+            if "pure_varied" in p["sae"]:
+                for key, name in (("pure_varied", "label-pure, varied words"), ("one_word", "one word")):
+                    purity_rows.append(f"| {m['layer']} | {name} | " + " | ".join(
+                        f"{100 * p[scale][key + '_share']:.1f}%" for scale in ("sae", "random", "neurons")) + " |")
     lines = [
         "# Sparse autoencoders for MiniLM-MLM (issue 40)",
         "",
@@ -173,8 +177,11 @@ def card(folders: Sequence[Path], model_folder: Path, commands: Sequence[str], t
                   "label-pure when one value of one label (part of speech, dependency relation, entity type, lemma) "
                   "covers >= 80% of its 20 strongest held-out tokens ([CLS]/[SEP] excluded; features active on fewer "
                   "than 20 tokens are not counted). The scale: 6,144 random unit directions and the 384 neurons of "
-                  "the same layer.", "",
-                  "| layer | SAE features | random directions | neurons |", "|---|---|---|---|", *purity_rows, ""]
+                  "the same layer. *Varied words*: label-pure, and no token makes up more than half of the top 20 "
+                  "(the purity that is not one word's identity); *one word*: one token makes up >= 80% of them. "
+                  "Shares of the alive directions.", "",
+                  "| layer | measure | SAE features | random directions | neurons |", "|---|---|---|---|---|",
+                  *purity_rows, ""]
     if tried:
         lines += ["## What was tried", "", *tried, ""]
     lines += ["## Commands", "", "```", *commands, "```", ""]

@@ -65,16 +65,17 @@ def check_layers(layers, num_layers: int) -> None:
 
 
 def lr_at(cfg: SAETrainConfig, step: int, used_s: float = 0.0) -> float:
-    """Linear warmup, then constant; linear decay to 0 over the last 20% of the steps (``max_steps``) or, with only
-    a time budget, of the minutes (``used_s``: seconds of training so far; the steps then depend on the machine)."""
+    """Linear warmup, then constant; linear decay to 0 over the last ``cfg.decay`` share (default 20%) of the steps
+    (``max_steps``) or, with only a time budget, of the minutes (``used_s``: seconds of training so far; the steps
+    then depend on the machine)."""
     lr = cfg.lr * min(1.0, (step + 1) / max(1, cfg.warmup_steps))
     if cfg.max_steps:
-        start = int(0.8 * cfg.max_steps)
+        start = int((1.0 - cfg.decay) * cfg.max_steps)
         if step >= start:
             lr *= max(0.0, (cfg.max_steps - step) / max(1, cfg.max_steps - start))
     elif cfg.max_time:
         left = 1.0 - used_s / (60 * cfg.max_time)
-        lr *= min(1.0, max(0.0, left) / 0.2)
+        lr *= min(1.0, max(0.0, left) / cfg.decay)
     return lr
 
 

@@ -151,7 +151,9 @@ with one:
             st.caption("This model has no MLM head: no logit effect.")
         st.markdown("**How label-pure are the SAE's features?** The share of directions whose top 20 held-out tokens "
                     "share one spaCy label at 80% or more, against random directions and single neurons of the "
-                    "same layer.")
+                    "same layer. *Varied words* counts only the lists where no single word makes up more than half: "
+                    "twenty copies of \"the\" are pure by the word alone, and in the last layers a few frequent "
+                    "tokens have such long hidden states that most random directions point at them.")
         widgets.plotly_chart(figs.purity_bars(index.purity), key="feat_purity")
 
 with search:

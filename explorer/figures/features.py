@@ -57,14 +57,21 @@ def logit_bars(promoted: list[tuple[str, float]], suppressed: list[tuple[str, fl
 
 
 def purity_bars(numbers: dict[str, dict]) -> go.Figure:
-    """The share of label-pure directions for the SAE's features, random directions and neurons."""
+    """The share of label-pure directions for the SAE's features, random directions and neurons (``numbers``:
+    :func:`bertcore.sae.features.purity` per scale): all pure ones, and those with varied words when measured."""
     names = {"sae": "SAE features", "random": "random directions", "neurons": "neurons"}
     keys = [k for k in names if k in numbers]
-    fig = go.Figure(go.Bar(x=[names[k] for k in keys], y=[100 * numbers[k]["share"] for k in keys],
-                           text=[f"{100 * numbers[k]['share']:.1f}%" for k in keys], textposition="outside",
-                           marker_color=["#4c78a8", "#bab0ac", "#f58518"][:len(keys)]))
-    fig.update_layout(height=280, margin={"l": 50, "r": 20, "t": 40, "b": 40}, yaxis={"title": "% label-pure",
-                      "range": [0, 100]}, title="Top 20 tokens sharing one spaCy label (>= 80%)")
+    measures = [("share", "label-pure", "#4c78a8"), ("pure_varied_share", "label-pure, varied words", "#f58518")]
+    fig = go.Figure()
+    for key, label, color in measures:
+        if all(key in numbers[k] for k in keys):
+            fig.add_bar(x=[names[k] for k in keys], y=[100 * numbers[k][key] for k in keys], name=label,
+                        text=[f"{100 * numbers[k][key]:.1f}%" for k in keys], textposition="outside",
+                        marker_color=color)
+    fig.update_layout(height=300, margin={"l": 50, "r": 20, "t": 40, "b": 40}, barmode="group",
+                      yaxis={"title": "% of alive directions", "range": [0, 100]},
+                      legend={"orientation": "h", "y": -0.2},
+                      title="Top 20 tokens sharing one spaCy label (>= 80%)")
     return fig
 
 

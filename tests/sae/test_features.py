@@ -31,7 +31,7 @@ def test_purity_counts_one_label_value_on_80_percent():
     labels = {"pos": np.array([0] * 16 + [1] * 4 + [1] * 20), "dep": np.zeros(40, int),
               "ent": np.full(40, -1), "lemma": np.arange(40)}
     labels["dep"][:] = np.arange(40) % 5  # no dependency value dominates
-    text = features.LabelledText(np.zeros(40, np.int32), np.array([0, 40]), labels,
+    text = features.LabelledText(np.arange(40, dtype=np.int32), np.array([0, 40]), labels,
                                  {"pos": ["NOUN", "VERB"], "dep": list("abcde"), "ent": [], "lemma": [str(i) for i in
                                                                                                         range(40)]},
                                  np.zeros(40, bool))
@@ -40,6 +40,20 @@ def test_purity_counts_one_label_value_on_80_percent():
     assert result["alive"] == 2  # the third has fewer than 20 tokens
     assert result["pure"] == 1  # 16 of 20 NOUN: pure; 6 NOUN + 14 VERB: 70%, not pure
     assert features.pure_labels(rows[:1], text)[0]["pos"] == ("NOUN", 0.8)
+    assert result["one_word"] == 0 and result["pure_varied"] == 1  # every token id differs: the purity is varied
+
+
+def test_a_direction_of_one_word_is_pure_but_not_varied():
+    ids = np.array([7] * 17 + [1, 2, 3] + list(range(10, 30)), np.int32)  # 17 copies of one word, then 23 others
+    labels = {"pos": np.zeros(40, int), "dep": np.arange(40) % 5, "ent": np.full(40, -1), "lemma": np.arange(40)}
+    vocab = {"pos": ["DET"], "dep": list("abcde"), "ent": [], "lemma": [str(i) for i in range(40)]}
+    text = features.LabelledText(ids, np.array([0, 40]), labels, vocab, np.zeros(40, bool))
+    rows = np.array([np.arange(20), np.arange(20, 40), np.r_[np.arange(10), np.arange(20, 30)]])
+    result = features.purity(rows, text)
+    assert result["pure"] == 3  # every token is DET
+    assert result["one_word"] == 1  # 17 of 20 are token 7
+    assert result["pure_varied"] == 2  # 20 different words; 7 x 10 + 10 others is half, still varied
+    assert result["pure_varied_share"] == pytest.approx(2 / 3)
 
 
 def test_stored_dashboards_follow_the_model_and_sae_files(tiny, tmp_path):

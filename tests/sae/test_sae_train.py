@@ -125,3 +125,15 @@ def test_resampling_changes_the_run_and_is_logged(tiny_folder, tmp_path):
     a, _ = sae_io.load(final_saes(plain)[0])
     b, _ = sae_io.load(final_saes(resampled)[0])
     assert not torch.equal(a.W_dec, b.W_dec)
+
+
+def test_the_lr_decays_over_the_share_asked_for():
+    from bertcore.sae.train import lr_at
+
+    steps = SAETrainConfig(lr=1.0, warmup_steps=1, max_steps=100)  # the default: the last 20%
+    assert [lr_at(steps, s) for s in (50, 79, 90)] == pytest.approx([1.0, 1.0, 0.5])
+    half = SAETrainConfig(lr=1.0, warmup_steps=1, max_steps=100, decay=0.5)
+    assert [lr_at(half, s) for s in (49, 50, 75, 100)] == pytest.approx([1.0, 1.0, 0.5, 0.0])
+    timed = SAETrainConfig(lr=1.0, warmup_steps=1, max_time=10.0, decay=0.5)  # 600 s; decay from 300 s
+    assert [lr_at(timed, 5, used_s=u) for u in (200, 300, 450, 600)] == pytest.approx([1.0, 1.0, 0.5, 0.0])
+    assert any("decay" in p for p in SAETrainConfig(max_steps=10, decay=0).check())
