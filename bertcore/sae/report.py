@@ -142,10 +142,9 @@ def card(folders: Sequence[Path], model_folder: Path, commands: Sequence[str], t
             purity_rows.append(f"| {m['layer']} | label-pure | {100 * p['sae']['share']:.1f}% ({p['sae']['pure']:,} "
                                f"of {p['sae']['alive']:,} alive) | {100 * p['random']['share']:.1f}% | "
                                f"{100 * p['neurons']['share']:.1f}% |")
-            if "pure_varied" in p["sae"]:
-                for key, name in (("pure_varied", "label-pure, varied words"), ("one_word", "one word")):
-                    purity_rows.append(f"| {m['layer']} | {name} | " + " | ".join(
-                        f"{100 * p[scale][key + '_share']:.1f}%" for scale in ("sae", "random", "neurons")) + " |")
+            for key, name in (("pure_varied", "label-pure, varied words"), ("one_word", "one word")):
+                purity_rows.append(f"| {m['layer']} | {name} | " + " | ".join(
+                    f"{100 * p[scale][key + '_share']:.1f}%" for scale in ("sae", "random", "neurons")) + " |")
     lines = [
         "# Sparse autoencoders for MiniLM-MLM (issue 40)",
         "",
