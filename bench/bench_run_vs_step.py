@@ -2,12 +2,15 @@
 
     python bench/bench_run_vs_step.py                      # the shipped model's shape, 2 threads, CPU
     python bench/bench_run_vs_step.py --prefetch 0 2       # the serial data path against the prefetched one
-    python bench/bench_run_vs_step.py --device cuda --batch-size 256 --precision bf16   # on a GPU
+    python bench/bench_run_vs_step.py --device cuda --batch-size 256 --precision bf16 --replay DIR   # on a GPU
+    python bench/bench_run_vs_step.py ... --compile default      # the encoder under torch.compile, step and runs
 
 Measures, in this order: the matmul peak in the dtype the step runs in; the step alone
 (``bench_train_step.bench_bertcore``: random NSP-shaped pairs, masking, forward, backward, clip, AdamW); a real
 ``Trainer`` run (``bertcore.training.loop``) of continued pretraining of ``--config``'s model on BBC News for each
-``--prefetch`` depth, evaluation and checkpoints out of the way (``--eval-every``/``--save-every`` past the end, and
+``--prefetch`` depth (its data from ``--replay DIR``, made by ``bench/device_pretrain.py pack DIR -- pretrain
+--init models/minilm-mlm --corpus bbc --max-seq-len 128``, on a machine without the corpora), evaluation and
+checkpoints out of the way (``--eval-every``/``--save-every`` past the end, and
 left out of the logged speed anyway); the step alone again. The run's speed is the median of its logged
 ``padded_tokens_per_s`` (every position computed, as the step-only figure counts them), its first window
 (warm-up) left out; ``tokens_per_s`` (non-pad tokens) is printed beside it. Ratio = run / step-only (mean of the
@@ -19,6 +22,7 @@ bertcore FLOPs per token (``bench_train_step.flops_per_token``, MLM head on the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -32,6 +36,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
+from device_pretrain import replaying  # noqa: E402
 from bench_train_step import bench_bertcore, flops_per_token, make_batch, matmul_peak  # noqa: E402
 from bertcore import runs as R  # noqa: E402
 from bertcore.modeling.hf_format import read_config_file  # noqa: E402
@@ -52,8 +57,9 @@ def real_run(a, prefetch: int, root: Path) -> dict[str, float]:
     cfg = TrainConfig(task="pretrain", init=a.config, corpus=a.corpus, max_steps=a.steps, batch_size=a.batch_size,
                       max_seq_len=a.seq, log_every=a.log_every, eval_every=10 * a.steps, save_every=10 * a.steps,
                       eval_batches=1, dropout=0.0, lock="none", device=a.device, threads=a.threads,
-                      precision=a.precision, prefetch=prefetch, run_dir=str(run_dir), seed=0)
-    state = Trainer(cfg, run_dir, install_signals=False).run()
+                      precision=a.precision, prefetch=prefetch, compile=a.compile, run_dir=str(run_dir), seed=0)
+    with replaying(Path(a.replay)) if a.replay else contextlib.nullcontext():
+        state = Trainer(cfg, run_dir, install_signals=False).run()
     if state != "done":
         raise SystemExit(f"the run with --prefetch {prefetch} ended {state}: {R.read_status(run_dir).get('error')}")
     rows = [r for r in R.read_metrics(run_dir, "train")][1:]
@@ -72,6 +78,9 @@ def main(argv=None) -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"))
     p.add_argument("--prefetch", type=int, nargs="+", default=[0, 2], help="prefetch depths of the real runs")
+    p.add_argument("--compile", default="none", choices=("none", "default", "reduce-overhead", "max-autotune"),
+                   help="the encoder under torch.compile (the training loop's --compile), in the step and the runs")
+    p.add_argument("--replay", default=None, help="a folder of bench/device_pretrain.py pack: the runs' data")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     device = torch.device(a.device)
@@ -86,11 +95,12 @@ def main(argv=None) -> None:
     tokens = a.batch_size * a.seq
     fpt = flops_per_token(cfg, a.seq, 0.15 * (a.seq - 3) / a.seq)["masked_only"]
     print(f"{a.config}: L={cfg.num_hidden_layers} H={cfg.hidden_size}; batch {a.batch_size} x seq {a.seq}; "
-          f"{'bf16' if bf16 else 'fp32'} matmul peak {peak / 1e9:.1f} GFLOP/s; {fpt / 1e6:.2f} MFLOP per token")
+          f"compile {a.compile}; {'bf16' if bf16 else 'fp32'} matmul peak {peak / 1e9:.1f} GFLOP/s; "
+          f"{fpt / 1e6:.2f} MFLOP per token")
     batch = make_batch(a.batch_size, a.seq, cfg.vocab_size, torch.Generator().manual_seed(0), device)
 
     def step_only() -> float:
-        times, _ = bench_bertcore(cfg, batch, device, a.precision, False, max(5, a.steps // 2), 3)
+        times, _ = bench_bertcore(cfg, batch, device, a.precision, a.compile, max(5, a.steps // 2), 3)
         return tokens / statistics.median(times)
 
     before = step_only()

@@ -113,13 +113,14 @@ def pack(out: Path, argv: list[str]) -> str:
     return index["digest"]
 
 
-def replay(src: Path, argv: list[str]) -> int:
-    """Run ``python -m bertcore.train`` with ``argv``, its data read from ``src`` (see the module docstring); returns
-    its exit status.
+@contextlib.contextmanager
+def replaying(src: Path):
+    """For the duration, every pretraining task reads its data from ``src`` (see the module docstring) and checks
+    the digest of the rows it built.
 
     Raises:
         SystemExit: the data built from ``src`` differs from what ``pack`` recorded (other options or code).
-        FileNotFoundError: ``argv`` asks for data that ``src`` does not hold."""
+        FileNotFoundError: the run asks for data that ``src`` does not hold."""
     index = json.loads((src / "index.json").read_text())
 
     def tokenized_corpus(name, tokenizer, max_docs=None, seed=0):
@@ -147,9 +148,16 @@ def replay(src: Path, argv: list[str]) -> int:
     tasks.PretrainTask.load_data = load_data
     try:
         with readers(tokenized_corpus, training_documents, mine):
-            return T.main(argv)
+            yield
     finally:
         tasks.PretrainTask.load_data = real_load
+
+
+def replay(src: Path, argv: list[str]) -> int:
+    """Run ``python -m bertcore.train`` with ``argv``, its data read from ``src`` (:func:`replaying`); returns its
+    exit status."""
+    with replaying(src):
+        return T.main(argv)
 
 
 def main() -> None:

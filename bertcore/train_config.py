@@ -95,6 +95,9 @@ class TrainConfig:
     threads: int | None = opt(None, "run", "torch CPU threads (default: torch's choice)", type=int, min=1, max=1024)
     prefetch: int = opt(2, "run", "training batches collated and masked ahead of the step in a background thread "
                         "(0: in line, the step waits for them)", type=int, min=0, max=64)
+    compile: str = opt("none", "run", "torch.compile the encoder (the MLM head's selected rows vary, so it stays "
+                       "eager): default, reduce-overhead (CUDA graphs) or max-autotune; pays off on a GPU",
+                       choices=("none", "default", "reduce-overhead", "max-autotune"))
     # run length
     max_steps: int | None = opt(None, "length", "optimizer steps (default: from --epochs)", type=int, min=1,
                                 max=10_000_000, suggested=300)

@@ -9,11 +9,13 @@ import pytest
 import torch
 
 from bertcore import runs as R
+from bertcore import sources
 from bertcore.modeling.attention import additive_mask
 from bertcore.modeling.config import BertConfig
 from bertcore.modeling.embeddings import InputError
 from bertcore.modeling.model import BertModel
 from bertcore.train import parse_args, to_config
+from bertcore.training import dist
 from bertcore.training.loop import Trainer
 from bertcore.training.prefetch import Prefetcher, Prepared, StepWindow
 
@@ -94,7 +96,27 @@ def test_prefetched_run_equals_the_serial_one(tmp_path, make_argv):
     assert losses[0] == losses[1] and len(losses[0]) == 6
 
 
-HOST_READS = ("item", "tolist", "numpy", "cpu", "__bool__", "__float__", "__int__", "__index__")
+def test_a_compiled_encoder_gives_the_eager_run(tmp_path, monkeypatch):
+    """--compile: the encoder runs through torch.compile (Dynamo's graph, here without Inductor's code generation,
+    which the GPU benchmark measures) and the run's losses and weights are the eager run's; checkpoints keep the
+    eager keys (the run loads back)."""
+    torch._dynamo.reset()
+    frames = Counter()
+    monkeypatch.setattr(dist, "COMPILE_BACKEND", lambda gm, inputs: frames.update(["graph"]) or gm.forward)
+    eager, s1 = run_trainer(tiny_pretrain_argv(tmp_path / "eager", "--dropout", "0.3"))
+    compiled, s2 = run_trainer(tiny_pretrain_argv(tmp_path / "compiled", "--dropout", "0.3", "--compile", "default"))
+    assert s1 == s2 == "done" and frames["graph"] >= 1
+    assert compiled.model.bert._compiled_call_impl is not None and eager.model.bert._compiled_call_impl is None
+    a, b = eager.model.state_dict(), compiled.model.state_dict()
+    assert list(a) == list(b)
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-6, msg=k)
+    losses = [[r["loss"] for r in R.read_metrics(tmp_path / d, "train")] for d in ("eager", "compiled")]
+    assert losses[0] == pytest.approx(losses[1], abs=1e-5) and len(losses[0]) == 6
+    assert sources.load(sources.ModelSource("run", str(R.last_checkpoint(tmp_path / "compiled")))).head == "pretraining"
+
+
+HOST_READS = ("item", "tolist", "numpy", "cpu", "__bool__", "__float__", "__int__", "__index__", "nonzero")
 HOST_ONLY = ("check_inputs", "additive_mask")  # read values of CPU tensors only (see the meta-device test)
 
 
@@ -112,9 +134,10 @@ def test_input_checks_do_not_read_a_tensor_off_the_cpu():
 
 @pytest.mark.parametrize("make_argv", [tiny_pretrain_argv, tiny_finetune_argv], ids=["pretrain", "finetune"])
 def test_no_host_read_between_metric_lines(tmp_path, monkeypatch, make_argv):
-    """Every call that copies a tensor's value to the host (on CUDA: waits for the device) made by the loop's
-    thread is counted, by the step count at the time. Between two metric lines (log every 4 steps) there is none;
-    at a metric line there are some (the sums, the grad norm)."""
+    """Every call of the loop's thread that waits for the device on CUDA is counted, by the step count at the
+    time: a tensor's value copied to the host, a number copied to the device (``torch.tensor(v, device=...)``), a
+    selection by a boolean mask or ``nonzero`` (its size is the device's answer). Between two metric lines (log
+    every 4 steps) there is none; at a metric line there are some (the sums, the grad norm)."""
     argv = make_argv(tmp_path / "run", "--max-steps", "12", "--log-every", "4", "--eval-every", "100",
                      "--save-every", "100", "--grad-clip", "1.0")
     trainer = Trainer(to_config(parse_args(argv)), tmp_path / "run", argv, install_signals=False)
@@ -122,13 +145,15 @@ def test_no_host_read_between_metric_lines(tmp_path, monkeypatch, make_argv):
     counting = threading.local()
     main = threading.main_thread()
 
+    def count(device: torch.device, caller: str) -> None:
+        on_host = device.type == "cpu" and caller in HOST_ONLY  # off the CPU they do not read (below)
+        if (threading.current_thread() is main and trainer.step > 0 and not on_host
+                and not getattr(counting, "inside", False)):
+            reads[trainer.step] += 1
+
     def counted(name, original):
         def wrapper(self, *a, **k):
-            caller = sys._getframe(1).f_code.co_name
-            on_host = self.device.type == "cpu" and caller in HOST_ONLY  # off the CPU they do not read (below)
-            if (threading.current_thread() is main and trainer.step > 0 and not on_host
-                    and not getattr(counting, "inside", False)):
-                reads[trainer.step] += 1
+            count(self.device, sys._getframe(1).f_code.co_name)
             counting.inside = True  # a read that calls another (tolist -> item) counts once
             try:
                 return original(self, *a, **k)
@@ -136,8 +161,25 @@ def test_no_host_read_between_metric_lines(tmp_path, monkeypatch, make_argv):
                 counting.inside = False
         return wrapper
 
+    def boolean_index(original):
+        def wrapper(self, index):
+            if any(torch.is_tensor(i) and i.dtype == torch.bool for i in (index if isinstance(index, tuple)
+                                                                          else (index,))):
+                count(self.device, sys._getframe(1).f_code.co_name)
+            return original(self, index)
+        return wrapper
+
+    def to_device(original):
+        def wrapper(*a, **k):
+            if k.get("device") is not None:
+                count(torch.device(k["device"]), sys._getframe(1).f_code.co_name)
+            return original(*a, **k)
+        return wrapper
+
     for name in HOST_READS:
         monkeypatch.setattr(torch.Tensor, name, counted(name, getattr(torch.Tensor, name)))
+    monkeypatch.setattr(torch.Tensor, "__getitem__", boolean_index(torch.Tensor.__getitem__))
+    monkeypatch.setattr(torch, "tensor", to_device(torch.tensor))
     assert trainer.run() == "done"
     between = {s: n for s, n in reads.items() if s % 4 and s < 12}
     assert between == {}, f"host reads inside steps (step: count): {between}"

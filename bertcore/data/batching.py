@@ -7,8 +7,10 @@ an epoch by (seed, epoch), so a resumed run sees exactly the batches and masks o
 from __future__ import annotations
 
 import hashlib
+from itertools import chain
 from typing import Any, Iterator, Sequence
 
+import numpy as np
 import torch
 
 from ..masking import (IGNORE_INDEX, MASKED, continuation_table, eligible_positions, mask_tokens, special_ids,
@@ -31,19 +33,17 @@ def batch_generator(seed: int, step: int, rank: int = 0, device: str | torch.dev
 def pad_batch(rows: Sequence[dict[str, Any]], pad_id: int, pad_to: int | None = None) -> dict[str, torch.Tensor]:
     """``input_ids``, ``token_type_ids``, ``attention_mask`` ``(B, T)`` long, padded to the longest
     row (or ``pad_to``), with ``next_sentence_label`` / ``label`` ``(B,)`` when present."""
-    T = max(len(r["input_ids"]) for r in rows)
+    lengths = np.fromiter((len(r["input_ids"]) for r in rows), dtype=np.int64, count=len(rows))
+    T = int(lengths.max())
     if pad_to is not None:
         T = max(T, pad_to)
-    B = len(rows)
-    ids = torch.full((B, T), pad_id, dtype=torch.long)
-    types = torch.zeros((B, T), dtype=torch.long)
-    mask = torch.zeros((B, T), dtype=torch.long)
-    for i, r in enumerate(rows):
-        n = len(r["input_ids"])
-        ids[i, :n] = torch.as_tensor(r["input_ids"])
-        types[i, :n] = torch.as_tensor(r["token_type_ids"])
-        mask[i, :n] = 1
-    out = {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
+    valid = np.arange(T) < lengths[:, None]  # (B, T): the rows' tokens, row-major as the lists are chained
+    ids = np.full(valid.shape, pad_id, dtype=np.int64)
+    types = np.zeros(valid.shape, dtype=np.int64)
+    ids[valid] = np.fromiter(chain.from_iterable(r["input_ids"] for r in rows), dtype=np.int64)
+    types[valid] = np.fromiter(chain.from_iterable(r["token_type_ids"] for r in rows), dtype=np.int64)
+    out = {"input_ids": torch.from_numpy(ids), "token_type_ids": torch.from_numpy(types),
+           "attention_mask": torch.from_numpy(valid.astype(np.int64))}
     for key in ("next_sentence_label", "label"):
         if key in rows[0]:
             out[key] = torch.as_tensor([r[key] for r in rows], dtype=torch.long)
@@ -56,7 +56,9 @@ class PretrainCollator:
     Call ``collator(rows, generator)``; returns ``input_ids`` (corrupted), ``token_type_ids``,
     ``attention_mask`` (all ``(B, T)`` long), ``labels`` (original ids where selected, -100
     elsewhere), ``decision`` (``(B, T)`` uint8 :mod:`bertcore.masking` codes NOT_SELECTED / MASKED /
-    RANDOM / UNCHANGED, for per-corruption accuracy) and ``next_sentence_label`` ``(B,)``.
+    RANDOM / UNCHANGED, for per-corruption accuracy), ``mlm_positions`` ``(N,)`` long (the selected positions as
+    flat indices into ``B*T``, row-major: the model's ``masked_positions``, found here on the host so that the step
+    never waits for the device to find them) and ``next_sentence_label`` ``(B,)``.
     Rows of counterfactual agreement pairs (:mod:`bertcore.data.agreement_training`) carry
     ``agreement_position`` (the verb's index, -1 in other rows), ``agreement_good`` and ``agreement_bad`` (ids of
     the correct and the other-number verb): the verb is always [MASK]ed (``mask_tokens(force=...)``) and the three
@@ -103,6 +105,7 @@ class PretrainCollator:
         batch["input_ids"] = ids
         batch["labels"] = labels
         batch["decision"] = decision
+        batch["mlm_positions"] = (labels.reshape(-1) != IGNORE_INDEX).nonzero().squeeze(1)  # (N,) on the host
         return batch
 
 

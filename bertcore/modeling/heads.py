@@ -76,15 +76,21 @@ class BertPreTrainingHeads(nn.Module):
 
 
 def _mlm_logits(
-    head: BertLMPredictionHead, sequence_output: torch.Tensor, labels: torch.Tensor | None, masked_only: bool
+    head: BertLMPredictionHead, sequence_output: torch.Tensor, labels: torch.Tensor | None, masked_only: bool,
+    masked_positions: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """MLM logits and the labels they align with.
 
     With ``masked_only`` and labels, the head runs on the selected positions only (labels !=
     -100): logits ``(N, V)`` and labels ``(N,)`` in row-major order, which saves the
     ``(B*T, H) x (H, V)`` projection of every unselected token. Otherwise logits ``(B, T, V)``.
+    ``masked_positions`` ``(N,)`` long: those positions as flat indices into ``B*T``, found on the host by the
+    collator (``mlm_positions``); given, the selection needs no ``nonzero`` on the device, which waits for it.
     """
     if masked_only and labels is not None:
+        if masked_positions is not None:
+            flat = sequence_output.reshape(-1, sequence_output.size(-1))  # (B*T, H)
+            return head(flat.index_select(0, masked_positions)), labels.reshape(-1).index_select(0, masked_positions)
         selected = labels != IGNORE_INDEX  # (B, T)
         return head(sequence_output[selected]), labels[selected]  # (N, V), (N,)
     return head(sequence_output), labels
@@ -176,14 +182,17 @@ class BertForPreTraining(_TiedMLM, BertPreTrainedModel):
         head_ablation: str = "zero",
         inputs_embeds: torch.Tensor | None = None,
         interventions: Interventions | None = None,
+        masked_positions: torch.Tensor | None = None,
     ) -> BertForPreTrainingOutput:
         """MLM + NSP. ``labels (B, T)``: original ids at selected positions, -100 elsewhere;
-        ``next_sentence_label (B,)``: 0 IsNext, 1 NotNext. See :class:`BertForPreTrainingOutput`; the other
-        arguments as :meth:`BertModel.forward`."""
+        ``next_sentence_label (B,)``: 0 IsNext, 1 NotNext; ``masked_positions (N,)``: the selected positions as
+        flat indices, found on the host (no device wait; ``masked_only`` only). See :class:`BertForPreTrainingOutput`;
+        the other arguments as :meth:`BertModel.forward`."""
         out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
                         output_hidden_states, head_mask=head_mask, head_ablation=head_ablation,
                         inputs_embeds=inputs_embeds, interventions=interventions)
-        logits, mlm_labels = _mlm_logits(self.cls.predictions, out.last_hidden_state, labels, masked_only)
+        logits, mlm_labels = _mlm_logits(self.cls.predictions, out.last_hidden_state, labels, masked_only,
+                                         masked_positions)
         nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
         mlm_loss = nsp_loss = None
         if labels is not None:
@@ -219,13 +228,16 @@ class BertForMaskedLM(_TiedMLM, BertPreTrainedModel):
         head_ablation: str = "zero",
         inputs_embeds: torch.Tensor | None = None,
         interventions: Interventions | None = None,
+        masked_positions: torch.Tensor | None = None,
     ) -> MaskedLMOutput:
-        """Masked-token logits; cross-entropy over positions whose label is not -100; ``head_mask`` /
-        ``head_ablation`` / ``inputs_embeds`` / ``interventions`` as :meth:`BertModel.forward`."""
+        """Masked-token logits; cross-entropy over positions whose label is not -100; ``masked_positions`` as
+        :class:`BertForPreTraining`; ``head_mask`` / ``head_ablation`` / ``inputs_embeds`` / ``interventions`` as
+        :meth:`BertModel.forward`."""
         out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
                         output_hidden_states, head_mask=head_mask, head_ablation=head_ablation,
                         inputs_embeds=inputs_embeds, interventions=interventions)
-        logits, mlm_labels = _mlm_logits(self.cls.predictions, out.last_hidden_state, labels, masked_only)
+        logits, mlm_labels = _mlm_logits(self.cls.predictions, out.last_hidden_state, labels, masked_only,
+                                         masked_positions)
         loss = None
         if labels is not None:
             loss = _mlm_loss(logits, mlm_labels)

@@ -1,4 +1,5 @@
-"""Devices, PyTorch DDP (torchrun: gloo on CPU, NCCL on GPUs), autocast and the stop signal."""
+"""Devices, PyTorch DDP (torchrun: gloo on CPU, NCCL on GPUs; gloo where ranks share a GPU), autocast and the
+stop signal."""
 
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ class Dist:
 
 
 def pick_device(name: str | None, dist: Dist | None = None) -> torch.device:
-    """``auto`` -> CUDA if available else CPU; under DDP on CUDA, ``cuda:<local_rank>``.
+    """``auto`` -> CUDA if available else CPU; under DDP on CUDA, ``cuda:<local_rank mod GPU count>`` (more ranks
+    than GPUs share them: :func:`process_group_backend`).
 
     Raises:
         TrainingError: CUDA asked for but not available.
@@ -63,8 +65,16 @@ def pick_device(name: str | None, dist: Dist | None = None) -> torch.device:
         if not torch.cuda.is_available():
             raise TrainingError(f"device {name!r} asked for, but CUDA is not available here; use --device cpu")
         if dist is not None and dist.enabled:
-            return torch.device("cuda", dist.local_rank)
+            return torch.device("cuda", dist.local_rank % torch.cuda.device_count())
     return torch.device(name)
+
+
+def process_group_backend(use_cuda: bool, local_world_size: int) -> str:
+    """NCCL with one rank per GPU; gloo on the CPU, and where more ranks than GPUs share them (NCCL refuses two
+    ranks on one device; gloo all-reduces CUDA tensors through the host, slower but correct)."""
+    if use_cuda and local_world_size <= torch.cuda.device_count():
+        return "nccl"
+    return "gloo"
 
 
 def init_distributed(device_name: str | None) -> Dist:
@@ -74,13 +84,15 @@ def init_distributed(device_name: str | None) -> Dist:
         return Dist()
     rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     use_cuda = resolve_device(device_name).startswith("cuda")
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     if use_cuda:
-        torch.cuda.set_device(local)
+        if not torch.cuda.is_available():
+            raise TrainingError(f"device {device_name!r} asked for, but CUDA is not available here; use --device cpu")
+        torch.cuda.set_device(local % torch.cuda.device_count())
     else:
-        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
     if not torch.distributed.is_initialized():
-        torch.distributed.init_process_group("nccl" if use_cuda else "gloo")
+        torch.distributed.init_process_group(process_group_backend(use_cuda, local_world))
     return Dist(rank, world, local, True)
 
 
@@ -109,3 +121,17 @@ class StopFlag:
                 signal.signal(sig, handler)
             except ValueError:  # not the main thread (e.g. inside a test runner thread)
                 pass
+
+
+COMPILE_BACKEND = "inductor"  # tests set "eager" (Dynamo's tracing without code generation: fast on the CPU)
+
+
+def compile_encoder(model: torch.nn.Module, mode: str) -> None:
+    """``torch.compile`` the model's encoder in place (``nn.Module.compile``: the state dict's keys and the
+    checkpoints stay the same) with ``mode`` (``default``, ``reduce-overhead`` = CUDA graphs, ``max-autotune``;
+    ``none`` does nothing). The heads stay eager: the MLM head runs on the selected positions only, a number that
+    varies by batch. Sequence lengths that vary (the length schedule) make Dynamo mark the length dynamic after the
+    first recompile."""
+    if mode == "none":
+        return
+    model.base_model.compile(mode=None if mode == "default" else mode, backend=COMPILE_BACKEND)

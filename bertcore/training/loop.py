@@ -32,7 +32,7 @@ from .. import data as D
 from .. import runs as R
 from .checkpoints import prune_checkpoints, restore_trainer, save_checkpoint
 from ..train_config import ExitCode, TrainConfig
-from .dist import StopFlag, autocast, init_distributed, pick_device
+from .dist import StopFlag, autocast, compile_encoder, init_distributed, pick_device
 from .evaluate import evaluate
 from .calibrate import Calibration, apply_calibration
 from .models import TrainingError, build_model, load_tokenizer_for
@@ -136,6 +136,7 @@ class Trainer:
         if resume_from is None:
             task.init_model(model)  # data-dependent init of a new from-scratch model (--unigram-init, ...)
         self.model = model.to(self.device)
+        compile_encoder(self.model, c.compile)
         self.ddp_model = self.model
         if self.dist.enabled:
             from torch.nn.parallel import DistributedDataParallel as DDP

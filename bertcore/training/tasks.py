@@ -44,9 +44,9 @@ Log = Callable[[str], None]
 def _sums(values: list, device: torch.device) -> torch.Tensor:
     """``(K,)`` float64 on ``device`` from tensors / numbers (left there: a copy to the host would wait for the
     device; the loop reads its sums every ``log_every`` steps)."""
-    def as_t(v):
-        return v.detach().to(torch.float64) if torch.is_tensor(v) else torch.tensor(float(v), dtype=torch.float64,
-                                                                                    device=device)
+    def as_t(v):  # a number is filled in on the device (torch.tensor(v, device=...) copies and waits for it)
+        return v.detach().to(torch.float64) if torch.is_tensor(v) else torch.full((), float(v), dtype=torch.float64,
+                                                                                  device=device)
     return torch.stack([as_t(v) for v in values])
 
 
@@ -160,7 +160,8 @@ class PretrainTask:
         c = self.cfg
         nsp = {"next_sentence_label": batch["next_sentence_label"]} if c.nsp else {}  # BertForMaskedLM: no NSP
         out = _pretraining_output(model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
-                                        labels=batch["labels"], masked_only=True, **nsp))
+                                        labels=batch["labels"], masked_only=True,
+                                        masked_positions=batch.get("mlm_positions"), **nsp))
         out.loss = out.mlm_loss + c.nsp_weight * out.nsp_loss if c.nsp else out.mlm_loss
         if c.agreement_margin_weight > 0 and AGREE in batch:  # (collate_train drops them when no row has a verb)
             diff = verb_logit_diff(out.prediction_logits, batch["labels"], *(batch[k] for k in AGREEMENT_COLUMNS))
@@ -174,7 +175,9 @@ class PretrainTask:
         labels = out.mlm_labels  # (N,) the selected positions, row-major, as the model picked them
         logits = out.prediction_logits  # (N, V)
         hit = logits.argmax(-1) == labels  # (N,)
-        decision = batch["decision"][batch["labels"] != -100]  # (N,) same order
+        positions = batch.get("mlm_positions")  # (N,) flat, found on the host (a boolean index waits for the device)
+        decision = (batch["decision"].reshape(-1).index_select(0, positions) if positions is not None
+                    else batch["decision"][batch["labels"] != -100])  # (N,) same order
         is_mask, is_random, is_unchanged = decision == MASKED, decision == RANDOM, decision == UNCHANGED
         top5 = (logits.topk(min(5, logits.size(-1)), dim=-1).indices == labels[:, None]).any(-1)  # (N,)
         nsp_label = batch["next_sentence_label"]
