@@ -71,7 +71,8 @@ def pick_device(name: str | None, dist: Dist | None = None) -> torch.device:
 
 def process_group_backend(use_cuda: bool, local_world_size: int) -> str:
     """NCCL with one rank per GPU; gloo on the CPU, and where more ranks than GPUs share them (NCCL refuses two
-    ranks on one device; gloo all-reduces CUDA tensors through the host, slower but correct)."""
+    ranks on one device; gloo all-reduces CUDA tensors through the host). Two ranks on one H200 ran a fine-tuning
+    to its end, but its weights differed from one process's beyond the CPU test's tolerance: docs/gpu.md."""
     if use_cuda and local_world_size <= torch.cuda.device_count():
         return "nccl"
     return "gloo"
