@@ -40,6 +40,7 @@ from device_pretrain import replaying  # noqa: E402
 from bench_train_step import bench_bertcore, flops_per_token, make_batch, matmul_peak  # noqa: E402
 from bertcore import runs as R  # noqa: E402
 from bertcore.modeling.hf_format import read_config_file  # noqa: E402
+from bertcore.train_config import COMPILE_MODES  # noqa: E402
 from bertcore.training import TrainConfig  # noqa: E402
 from bertcore.training.loop import Trainer  # noqa: E402
 
@@ -78,7 +79,7 @@ def main(argv=None) -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"))
     p.add_argument("--prefetch", type=int, nargs="+", default=[0, 2], help="prefetch depths of the real runs")
-    p.add_argument("--compile", default="none", choices=("none", "default", "reduce-overhead", "max-autotune"),
+    p.add_argument("--compile", default="none", choices=COMPILE_MODES,
                    help="the encoder under torch.compile (the training loop's --compile), in the step and the runs")
     p.add_argument("--replay", default=None, help="a folder of bench/device_pretrain.py pack: the runs' data")
     a = p.parse_args(argv)

@@ -21,6 +21,7 @@ given), fused AdamW. HF gets its default AdamW (foreach) and computes MLM logits
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import sys
@@ -36,8 +37,9 @@ import torch  # noqa: E402
 from bertcore.modeling.config import preset  # noqa: E402
 from bertcore.modeling.hf_format import read_config_file  # noqa: E402
 from bertcore.modeling.heads import BertForPreTraining  # noqa: E402
-from bertcore.masking import mask_tokens  # noqa: E402
+from bertcore.masking import mask_tokens, selected_positions  # noqa: E402
 from bertcore.training import autocast, make_optimizer  # noqa: E402
+from bertcore.train_config import COMPILE_MODES  # noqa: E402
 from bertcore.training.dist import compile_encoder  # noqa: E402
 
 MASK_ID, CLS_ID, SEP_ID = 103, 101, 102
@@ -102,8 +104,8 @@ def masked_batches(batch: dict[str, torch.Tensor], vocab: int, gen: torch.Genera
     out = []
     for _ in range(n):
         m = mask_tokens(ids, eligible, mask_token_id=MASK_ID, vocab_size=vocab, generator=gen)
-        positions = (m.labels.reshape(-1) != -100).nonzero().squeeze(1)
-        out.append(tuple(t.to(batch["input_ids"].device) for t in (m.input_ids, m.labels, positions)))
+        out.append(tuple(t.to(batch["input_ids"].device)
+                         for t in (m.input_ids, m.labels, selected_positions(m.labels))))
     return out
 
 
@@ -126,11 +128,10 @@ def bench_bertcore(cfg, batch, device, precision, compile_mode: str, steps: int,
     model = BertForPreTraining(cfg).to(device).train()
     opt = make_optimizer(model, 1e-4, 0.01)
     compile_encoder(model, compile_mode)
-    masks = masked_batches(batch, cfg.vocab_size, torch.Generator().manual_seed(0))
-    calls = iter(range(10**9))
+    masks = itertools.cycle(masked_batches(batch, cfg.vocab_size, torch.Generator().manual_seed(0)))
 
     def step():
-        ids, labels, positions = masks[next(calls) % len(masks)]
+        ids, labels, positions = next(masks)
         with autocast(device, precision):
             out = model(ids, batch["attention_mask"], batch["token_type_ids"], labels=labels,
                         next_sentence_label=batch["next_sentence_label"], masked_only=True,
@@ -153,11 +154,10 @@ def bench_hf(cfg, batch, device, precision, steps: int, warmup: int):
     torch.manual_seed(0)
     model = transformers.BertForPreTraining(hf_cfg).to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
-    masks = masked_batches(batch, cfg.vocab_size, torch.Generator().manual_seed(0))
-    calls = iter(range(10**9))
+    masks = itertools.cycle(masked_batches(batch, cfg.vocab_size, torch.Generator().manual_seed(0)))
 
     def step():
-        ids, labels, _ = masks[next(calls) % len(masks)]
+        ids, labels, _ = next(masks)
         with autocast(device, precision):
             out = model(input_ids=ids, attention_mask=batch["attention_mask"], token_type_ids=batch["token_type_ids"],
                         labels=labels, next_sentence_label=batch["next_sentence_label"])
@@ -183,7 +183,7 @@ def main(argv=None) -> None:
     p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"))
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--compile", nargs="?", const="default", default="none",
-                   choices=("none", "default", "reduce-overhead", "max-autotune"),
+                   choices=COMPILE_MODES,
                    help="also time bertcore with its encoder under torch.compile (the training loop's --compile)")
     p.add_argument("--skip-hf", action="store_true")
     a = p.parse_args(argv)

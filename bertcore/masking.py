@@ -120,6 +120,13 @@ def mask_tokens(
     return MaskingResult(corrupted, labels, decision, eligible)
 
 
+def selected_positions(labels: torch.Tensor) -> torch.Tensor:
+    """The positions selected for MLM (``labels != IGNORE_INDEX``) as flat row-major indices into ``labels``
+    ``(B, T)``: ``(N,)`` long, the order of a boolean-mask selection. Found on the host by the collator, so the
+    model's ``masked_positions`` gather needs no ``nonzero`` on the device (which waits for it)."""
+    return (labels.reshape(-1) != IGNORE_INDEX).nonzero().squeeze(1)
+
+
 def special_ids(tokenizer) -> torch.Tensor:
     """``(S,)`` long: ids that are never selected, the tokenizer's special tokens ([CLS], [SEP], [PAD],
     [MASK]); [UNK] stays eligible, as HF ``DataCollatorForLanguageModeling``."""

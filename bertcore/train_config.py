@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 BOTH = ("pretrain", "finetune")
+COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune")  # --compile (training.dist.compile_encoder)
 PRETRAIN, FINETUNE = ("pretrain",), ("finetune",)
 GROUPS = {"run": "run", "optim": "optimisation (AdamW, linear warmup, then linear decay to 0 over --decay of the run)",
           "length": "run length", "log": "logging and checkpoints", "model": "model", "data": "data",
@@ -97,7 +98,7 @@ class TrainConfig:
                         "(0: in line, the step waits for them)", type=int, min=0, max=64)
     compile: str = opt("none", "run", "torch.compile the encoder (the MLM head's selected rows vary, so it stays "
                        "eager): default, reduce-overhead (CUDA graphs) or max-autotune; pays off on a GPU",
-                       choices=("none", "default", "reduce-overhead", "max-autotune"))
+                       choices=COMPILE_MODES)
     # run length
     max_steps: int | None = opt(None, "length", "optimizer steps (default: from --epochs)", type=int, min=1,
                                 max=10_000_000, suggested=300)

@@ -13,8 +13,8 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import torch
 
-from ..masking import (IGNORE_INDEX, MASKED, continuation_table, eligible_positions, mask_tokens, special_ids,
-                       word_ids_from_pieces)
+from ..masking import (IGNORE_INDEX, MASKED, continuation_table, eligible_positions, mask_tokens, selected_positions,
+                       special_ids, word_ids_from_pieces)
 from .corpora import DataError
 
 #: per-row columns of counterfactual agreement rows: the verb's position (-1: none), correct and other-number ids
@@ -105,7 +105,7 @@ class PretrainCollator:
         batch["input_ids"] = ids
         batch["labels"] = labels
         batch["decision"] = decision
-        batch["mlm_positions"] = (labels.reshape(-1) != IGNORE_INDEX).nonzero().squeeze(1)  # (N,) on the host
+        batch["mlm_positions"] = selected_positions(labels)  # (N,) on the host
         return batch
 
 
