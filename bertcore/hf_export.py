@@ -14,7 +14,7 @@ from .modeling.checkpoint import CheckpointError, read_config_json
 from .modeling.families import HF_CLASSES as FAMILY_CLASSES, OTHER_FAMILIES
 from .modeling.config import ConfigError
 from .modeling.hf_format import (BERT, LEGACY_PRELN, NSP_FILE, OUR_CLASSES, PRELN, bertcore_line, config_from_dict,
-                        read_format)
+                                 read_format, why_not_transformers)
 from .sources import HEAD_CLASSES, TOKENIZER_FILES, detect_head
 
 
@@ -55,8 +55,10 @@ def reexport_checkpoint(folder: str | Path, card: Callable[[Path], str] | None =
 DEFAULT_TEXT = "The government said it would [MASK] the new law next week."
 
 
-def usage_note(fmt: str, head: str) -> str:
-    """One paragraph for people: which library loads a folder of this format, and what it gives."""
+def usage_note(fmt: str, head: str, folder: str | Path | None = None) -> str:
+    """One paragraph for people: which library loads a folder of this format, and what it gives; for a
+    :data:`~bertcore.modeling.hf_format.BERTCORE_ONLY` folder, why no transformers class computes it (read from the
+    folder's config: :func:`bertcore.modeling.hf_format.why_not_transformers`)."""
     if fmt == BERT:
         return ("A plain BERT (post-LayerNorm): every transformers class loads it and computes the same logits as "
                 "BERT Explorer (AutoModel, AutoModelForMaskedLM, AutoModelForPreTraining, BertForPreTraining, "
@@ -81,9 +83,15 @@ def usage_note(fmt: str, head: str) -> str:
                 "it WITHOUT an error but computes a different model (its Bert classes are post-LayerNorm and drop "
                 "the final LayerNorm). Load it with bertcore, or re-export it (Train page) in the RobertaPreLayerNorm "
                 "format that transformers computes exactly.")
-    return ("A model no transformers class computes (a pre-LayerNorm BERT whose activation is not GELU): every "
-            "transformers class refuses the folder with a message saying so. Load it with bertcore, from the BERT "
-            "Explorer repository (bertcore is not on PyPI).")
+    reason = None
+    if folder is not None:
+        try:
+            reason = why_not_transformers(config_from_dict(read_config_json(Path(folder))))
+        except (CheckpointError, ConfigError):
+            reason = None
+    return (f"A model no transformers class computes ({reason or 'a pre-LayerNorm BERT whose activation is not GELU'}"
+            "): every transformers class refuses the folder with a message saying so. Load it with bertcore, from "
+            "the BERT Explorer repository (bertcore is not on PyPI).")
 
 
 def usage_code(folder: str | Path, text: str | None = None) -> str:

@@ -12,6 +12,7 @@ it fails with :class:`SourceError` and a message saying so.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -200,6 +201,29 @@ def detect_head(folder: Path) -> str:
     if any(k.startswith("classifier.") for k in keys):
         return "classification"
     return "base"
+
+
+#: sentence-transformers' pooling flags (``models.Pooling``'s ``config.json``) -> our ``classifier_pooling``
+_POOLING_FLAGS = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean"}
+
+
+def declared_pooling(folder: str | Path) -> str | None:
+    """How a sentence-transformers model folder says its sentence vector is made: ``"mean"`` (the mean of the
+    unpadded token vectors, as all-MiniLM-L6-v2 was trained; Reimers & Gurevych 2019, section 3) or ``"cls"``,
+    read from ``modules.json`` and its ``sentence_transformers.models.Pooling`` module's ``config.json``
+    (``pooling_mode_mean_tokens`` / ``pooling_mode_cls_token``). None when the folder declares nothing, or a
+    pooling no classifier head here computes (max, mean-sqrt-len, several at once), or the files are unreadable:
+    the caller keeps BERT's [CLS] head then.
+    """
+    folder = Path(folder)
+    try:
+        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+        pool = next(m for m in modules if isinstance(m, dict) and str(m.get("type", "")).endswith(".Pooling"))
+        flags = read_json_object(folder / str(pool.get("path", "")) / "config.json")
+    except (OSError, ValueError, StopIteration, TypeError, ConfigError):
+        return None
+    on = [name for name, value in flags.items() if name.startswith("pooling_mode_") and value is True]
+    return _POOLING_FLAGS.get(on[0]) if len(on) == 1 else None
 
 
 def _model_type(folder: Path) -> str | None:

@@ -175,6 +175,12 @@ class TrainConfig:
                              "(as BERT) or 'sinusoidal' (Vaswani et al. 2017's table, scaled to the same spread), "
                              "so attention can tell neighbours apart from the first step", type=str,
                              choices=("normal", "sinusoidal"), tasks=PRETRAIN)
+    pooling: str = opt("auto", "model", "what the new classifier reads: 'cls' (the [CLS] vector through the pooler, "
+                       "BERT), 'mean' (the mean of the unpadded token vectors, then the pooler; saved in bertcore's "
+                       "own format, as transformers' BertForSequenceClassification pools [CLS] only) or 'auto' (what "
+                       "the starting model declares: a sentence-transformers folder's 1_Pooling, e.g. mean for the "
+                       "packaged MiniLM; [CLS] otherwise)", type=str, choices=("auto", "cls", "mean"),
+                       tasks=FINETUNE)
     # pretraining data and masking
     corpus: str = opt("bbc", "data", "'bbc' (packaged BBC News), 'sotu' (State of the Union addresses), 'wiki' "
                       "(Wikipedia summaries), 'bbc+sotu', 'all', 'everyday' (bbc + wiki + WordNet + fortunes; the "
@@ -270,6 +276,8 @@ class TrainConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         task = task or data.get("task") or "pretrain"
         values = {k: (str(v) if isinstance(v, Path) else v) for k, v in data.items() if k in known and k != "task"}
+        if task == "finetune" and "pooling" not in data:
+            values["pooling"] = "cls"  # written before --pooling: every head then read [CLS]
         if task != "finetune" or "head_lr" in data:
             return cls.create(task, **values)
         cfg = cls.create(task, **{**BEFORE_HEAD_LR, **values})

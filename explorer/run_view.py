@@ -306,7 +306,7 @@ def checkpoint_in_python(ckpt: Path, key: str, text: str | None = None, can_rewr
         except (CheckpointError, SourceError, ConfigError, OSError) as exc:
             widgets.show_error(CheckpointError(str(exc)), "This checkpoint cannot be loaded")
             return
-        st.caption(hf_export.usage_note(fmt, head))
+        st.caption(hf_export.usage_note(fmt, head, ckpt))
         st.code(code, language="python")
 
 

@@ -32,6 +32,9 @@ FINETUNE_DATA = {"tweets": "Tweets, positive vs negative (packaged, offline)",
                  "upload": "Upload a .csv file (columns: text, label; optional text_pair)",
                  "hub:imdb": "IMDB reviews from the Hugging Face Hub (needs internet)",
                  "hub:sst2": "SST-2 from the Hugging Face Hub (needs internet)"}
+POOLING = {"auto": "What the model declares (mean for the packaged MiniLM, else [CLS])",
+           "cls": "The [CLS] vector (BERT's pooler)",
+           "mean": "The mean of the token vectors"}
 
 
 KEYS = {"max_steps": "steps", "epochs": "epochs", "batch_size": "batch", "max_seq_len": "seqlen", "eval_every": "eval",
@@ -281,6 +284,10 @@ def launch_form() -> None:
                 opts["head_lr"] = number("head_lr", task, "Peak learning rate of the new head", fmt="%.1e",
                                          step=1e-4, extra="The classifier starts from random weights: it needs a "
                                          "higher rate than the pretrained layers under it.")
+                opts["pooling"] = st.selectbox(
+                    "Classifier reads", list(POOLING), format_func=POOLING.__getitem__, key="train_ft_pooling",
+                    help=option_help("pooling", "The packaged MiniLM was trained as a mean-pooled sentence "
+                                     "encoder: its [CLS] vector was never the sentence's summary."))
             n = int(a3.number_input("Training examples (0: all)", min_value=0, max_value=10_000_000, value=0,
                                     key="train_finetune_examples",
                                     help="0 to 10,000,000: subsample the training split (seeded) for a quicker run."))

@@ -208,6 +208,31 @@ def test_fine_tuned_classifier_is_exact_in_auto_model_for_sequence_classificatio
     assert load(ModelSource("local", str(tmp_path))).head == "classification"
 
 
+@pytest.mark.parametrize("kind", ["post", "pre"])
+@torch.no_grad()
+def test_a_mean_pooled_classifier_is_refused_by_transformers_and_loads_here(tmp_path, kind):
+    """transformers' BERT classifiers read [CLS] only: a mean-pooled head (the packaged MiniLM's fine-tuning
+    default) must not load there as a different model, and must come back here with the same logits."""
+    model = trained_like(BertForSequenceClassification(small_config(
+        num_labels=2, id2label={0: "neg", 1: "pos"}, classifier_pooling="mean", **KINDS[kind])))
+    assert hf_format.format_for(model.config) == hf_format.BERTCORE_ONLY
+    save_checkpoint_folder(tmp_path, model)
+    x = _inputs()
+    x["attention_mask"][1, -4:] = 0  # the mean is over the unpadded tokens only
+    for name in ("AutoModelForSequenceClassification", "BertForSequenceClassification"):
+        with pytest.raises(Exception, match="mean of the token vectors"):
+            _hf(name, tmp_path)
+    back = BertForSequenceClassification.from_pretrained(tmp_path).double()
+    assert back.config.classifier_pooling == "mean"
+    torch.testing.assert_close(back(**x).logits, model.double()(**x).logits, atol=0, rtol=0)
+    cls_head = BertForSequenceClassification(back.config.replace(classifier_pooling="cls"))
+    cls_head.load_state_dict(back.state_dict())
+    assert not torch.allclose(cls_head.double()(**x).logits, back(**x).logits)  # the pooling matters here
+    assert "from bertcore.modeling.heads import BertForSequenceClassification" in hf_export.usage_code(tmp_path)
+    assert "mean of the token vectors" in hf_export.usage_note(hf_format.folder_format(tmp_path), "classification",
+                                                                 tmp_path)
+
+
 @torch.no_grad()
 def test_legacy_pre_ln_folder_loads_here_is_wrong_in_transformers_and_the_reexport_fixes_it(folders, tmp_path):
     _, ours = folders["pre"]

@@ -54,6 +54,7 @@ def test_a_fine_tuning_run_recorded_before_the_head_lr_keeps_its_steps():
     assert to_config(parse_args(old.to_argv())) == old.replace(head_lr=5e-5)  # the same optimizer groups
     assert TrainConfig.from_dict({"task": "finetune", "init": "scratch"}).lr is None  # from scratch: 3e-4 then too
     assert TrainConfig.from_dict(new.to_dict()) == new
+    assert new.pooling == "auto" and old.pooling == "cls"  # before --pooling, every head read [CLS]
 
 
 def test_resume_reads_run_json_and_overrides(tmp_path):

@@ -194,6 +194,39 @@ def test_continued_pretraining_from_packaged_gets_fresh_heads():
     assert model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight  # tied
 
 
+def test_fine_tuning_follows_the_pooling_the_starting_model_declares(tmp_path):
+    """--pooling auto: the packaged all-MiniLM-L6-v2 declares mean pooling (1_Pooling), so its classifier
+    reads the mean of the tokens; the shipped MiniLM-MLM declares none and keeps [CLS]; --pooling and
+    --model-overrides choose."""
+    import shutil
+
+    from bertcore.sources import declared_pooling, packaged_model_dir, shipped_mlm_dir
+    from bertcore.training.models import build_model
+
+    def pooling(*flags):
+        cfg = to_config(parse_args(["finetune", *flags]))
+        return build_model(cfg, labels=["neg", "pos"])[0].config.classifier_pooling
+
+    assert declared_pooling(packaged_model_dir()) == "mean" and declared_pooling(shipped_mlm_dir()) is None
+    assert pooling() == "mean"
+    assert pooling("--pooling", "cls") == "cls"
+    assert pooling("--model-overrides", '{"classifier_pooling": "cls"}') == "cls"
+    assert pooling("--init", str(shipped_mlm_dir())) == "cls"
+    assert pooling("--init", str(shipped_mlm_dir()), "--pooling", "mean") == "mean"
+    assert pooling("--init", "scratch", "--pooling", "mean", "--model-overrides", TINY) == "mean"
+    folder = shutil.copytree(packaged_model_dir() / "1_Pooling", tmp_path / "1_Pooling")
+    (tmp_path / "modules.json").write_text(json.dumps([{"path": "1_Pooling", "type": "x.models.Pooling"}]))
+    assert declared_pooling(tmp_path) == "mean"
+    flags = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**flags, "pooling_mode_max_tokens": True}))
+    assert declared_pooling(tmp_path) is None  # mean and max at once: no head here computes that
+    (folder / "config.json").write_text(json.dumps({**flags, "pooling_mode_mean_tokens": False,
+                                                    "pooling_mode_cls_token": True}))
+    assert declared_pooling(tmp_path) == "cls"
+    (tmp_path / "modules.json").write_text("[{not json")
+    assert declared_pooling(tmp_path) is None
+
+
 def test_bad_options_fail_with_a_message(tmp_path):
     run = tmp_path / "bad"
     _, state = run_trainer(tiny_pretrain_argv(run, "--corpus", str(tmp_path / "missing.txt")))

@@ -72,6 +72,8 @@ OUR_CLASSES = {"BertModel": "base", "BertForMaskedLM": "mlm", "BertForPreTrainin
 def format_for(config: BertConfig) -> str:
     """The format a model with this config is saved in: :data:`BERT`, :data:`PRELN` or :data:`BERTCORE_ONLY`;
     another family's own (its ``model_type``, :mod:`bertcore.modeling.families`)."""
+    if config.classifier_pooling == "mean" and config.family != "modernbert":
+        return BERTCORE_ONLY  # only ModernBertForSequenceClassification has a mean-pooled head
     if config.family != BERT:
         return config.family
     if not config.pre_layer_norm:
@@ -83,6 +85,9 @@ def why_not_transformers(config: BertConfig) -> str | None:
     """Why no ``transformers`` class computes this model (None when one does)."""
     if format_for(config) != BERTCORE_ONLY:
         return None
+    if config.classifier_pooling == "mean":
+        return ("a classifier on the mean of the token vectors (classifier_pooling 'mean'): transformers' "
+                f"{config.family} classes read the [CLS] vector only, so they would compute other logits")
     return (f"a pre-LayerNorm BERT with hidden_act {config.hidden_act!r}: transformers' only pre-LayerNorm "
             "BERT-family model (RobertaPreLayerNorm) always uses GELU in its MLM head, and its Bert classes are "
             "post-LayerNorm")

@@ -81,7 +81,8 @@ def model_card(checkpoint: str | Path, run_dir: str | Path | None = None, code_f
              f"A BERT checkpoint written by BERT Explorer (`python -m bertcore.train {task or ''}`): step {step} of "
              f"run `{run_dir.name}`. Model class: `{classes.get(fmt, {}).get(head, head)}` "
              f"(format: {fmt}).", "",
-             "## Use it in Python", "", hf_export.usage_note(fmt, head), "", "```python", code.rstrip(), "```", ""]
+             "## Use it in Python", "", hf_export.usage_note(fmt, head, checkpoint), "", "```python", code.rstrip(),
+             "```", ""]
     if fmt in (hf_format.BERTCORE_ONLY, hf_format.LEGACY_PRELN):
         lines += ["With bertcore: " + f"`{hf_format.bertcore_line(head)}`", ""]
     lines += ["## Training", ""]

@@ -202,7 +202,7 @@ def build_model(cfg: TrainConfig, labels: list[str] | None = None):
                             pad_token_id=tok.pad_token_id)
             if modern:
                 config = modern_config(config, cfg.max_seq_len // 2)
-            config = config.replace(**changes)
+            config = config.replace(**{**head_pooling(cfg, None), **changes})
             if config.max_position_embeddings < cfg.max_seq_len:
                 config = config.replace(max_position_embeddings=cfg.max_seq_len)
             model = cls(config)
@@ -210,7 +210,7 @@ def build_model(cfg: TrainConfig, labels: list[str] | None = None):
         else:
             source = resolve_init(cfg.init)
             folder = sources.resolve(source)
-            model = cls.from_pretrained(folder, **changes)
+            model = cls.from_pretrained(folder, **{**head_pooling(cfg, folder), **changes})
             tok = load_tokenizer_for(str(folder))
             if cfg.pre_layer_norm and not model.config.pre_layer_norm:
                 raise TrainingError("--pre-layer-norm applies to models trained from scratch only")
@@ -222,6 +222,20 @@ def build_model(cfg: TrainConfig, labels: list[str] | None = None):
                             f"{model.config.max_position_embeddings} positions")
     model.train()
     return model, tok, origin
+
+
+def head_pooling(cfg: TrainConfig, folder: Path | None) -> dict[str, str]:
+    """The ``classifier_pooling`` change a fine-tuning run makes to its starting model's config: ``--pooling``
+    when it is ``cls`` or ``mean``; with ``auto``, what the starting folder declares as a sentence-transformers
+    model (:func:`bertcore.sources.declared_pooling`: mean for the packaged all-MiniLM-L6-v2, trained as a
+    mean-pooled sentence encoder), else no change (the model's own ``config.json``, [CLS] for BERT; a preset when
+    ``folder`` is None). ``--model-overrides`` still wins. docs/finetuning.md measures the two heads."""
+    from ..sources import declared_pooling
+
+    if cfg.pretrain:
+        return {}
+    pooling = cfg.pooling if cfg.pooling != "auto" else declared_pooling(folder) if folder is not None else None
+    return {"classifier_pooling": pooling} if pooling else {}
 
 
 def start_model_config(init: str | None, preset: str) -> BertConfig | None:
