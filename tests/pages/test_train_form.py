@@ -68,6 +68,29 @@ def test_page_inputs_show_the_config_defaults_ranges_and_help(runs_root):
     assert head.value == pytest.approx(field_info("head_lr", "finetune")["default"]) == 1e-3
 
 
+@pytest.mark.parametrize("choice", ["auto", "cls", "mean"])
+def test_the_fine_tuning_form_offers_the_classifier_pooling(runs_root, monkeypatch, choice):
+    """"Classifier reads" (issue 39): 'auto' by default, so the packaged MiniLM gets the mean-pooled head it was
+    trained for; each choice reaches the launched options as --pooling."""
+    launched = []
+
+    def fake_launch(task, args, **kwargs):
+        launched.append((task, args))
+        (runs_root / "fake-run").mkdir(exist_ok=True)
+        return runs_root / "fake-run"
+
+    monkeypatch.setattr(runs, "launch", fake_launch)
+    at = page("train", train_recipe="custom")
+    at.radio(key="train_task").set_value("finetune").run()
+    box = at.selectbox(key="train_ft_pooling")
+    assert box.value == field_info("pooling", "finetune")["default"] == "auto" and "1_Pooling" in box.help
+    box.set_value(choice).run()
+    at.button(key="train_start").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    [(task, args)] = launched
+    assert task == "finetune" and args["pooling"] == choice
+
+
 def test_page_recipe_options_reach_run_json(runs_root):
     """Length in minutes and the recipe knobs set on the page arrive in run.json's args (a TrainConfig)."""
     at = page("train", train_recipe="custom")
