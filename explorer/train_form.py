@@ -32,7 +32,7 @@ FINETUNE_DATA = {"tweets": "Tweets, positive vs negative (packaged, offline)",
                  "upload": "Upload a .csv file (columns: text, label; optional text_pair)",
                  "hub:imdb": "IMDB reviews from the Hugging Face Hub (needs internet)",
                  "hub:sst2": "SST-2 from the Hugging Face Hub (needs internet)"}
-POOLING = {"auto": "What the model declares (mean for the packaged MiniLM, else [CLS])",
+POOLING = {"auto": "What the model declares (mean for the packaged MiniLM; [CLS] for a plain BERT)",
            "cls": "The [CLS] vector (BERT's pooler)",
            "mean": "The mean of the token vectors"}
 
