@@ -32,7 +32,7 @@ FINETUNE_DATA = {"tweets": "Tweets, positive vs negative (packaged, offline)",
                  "upload": "Upload a .csv file (columns: text, label; optional text_pair)",
                  "hub:imdb": "IMDB reviews from the Hugging Face Hub (needs internet)",
                  "hub:sst2": "SST-2 from the Hugging Face Hub (needs internet)"}
-POOLING = {"auto": "What the model declares (mean for the packaged MiniLM; [CLS] for a plain BERT)",
+POOLING = {"auto": "Auto: what the model declares",
            "cls": "The [CLS] vector (BERT's pooler)",
            "mean": "The mean of the token vectors"}
 
@@ -168,8 +168,10 @@ def launch_form() -> None:
             data = st.selectbox("Corpus", list(data_options), format_func=data_options.__getitem__,
                                 key="train_pt_data")
         else:
-            st.caption("Fine-tuning adds a classifier on the [CLS] vector and trains everything on labelled "
-                       "sentences. Default: the packaged MiniLM on tweets (positive / negative).")
+            st.caption("Fine-tuning adds a classifier on the sentence's vector (the [CLS] vector in BERT; the mean "
+                       "of the token vectors for the packaged MiniLM, which was trained that way: Advanced options) "
+                       "and trains everything on labelled sentences. Default: the packaged MiniLM on tweets "
+                       "(positive / negative).")
             starts = {"packaged": "Packaged MiniLM (offline)",
                       "checkpoint": "A run's checkpoint (e.g. your pretrained model)",
                       "local": "Local Hugging Face folder",
