@@ -88,7 +88,7 @@ def usage_note(fmt: str, head: str, folder: str | Path | None = None) -> str:
         try:
             reason = why_not_transformers(config_from_dict(read_config_json(Path(folder))))
         except (CheckpointError, ConfigError):
-            reason = None
+            pass  # an unreadable config: the general sentence
     return (f"A model no transformers class computes ({reason or 'a pre-LayerNorm BERT whose activation is not GELU'}"
             "): every transformers class refuses the folder with a message saying so. Load it with bertcore, from "
             "the BERT Explorer repository (bertcore is not on PyPI).")

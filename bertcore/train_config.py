@@ -179,8 +179,8 @@ class TrainConfig:
                        "BERT), 'mean' (the mean of the unpadded token vectors, then the pooler; saved in bertcore's "
                        "own format, as transformers' BertForSequenceClassification pools [CLS] only) or 'auto' (what "
                        "the starting model declares: a sentence-transformers folder's 1_Pooling, e.g. mean for the "
-                       "packaged MiniLM; [CLS] otherwise)", type=str, choices=("auto", "cls", "mean"),
-                       tasks=FINETUNE)
+                       "packaged MiniLM; otherwise the starting model's own head, [CLS] for BERT)", type=str,
+                       choices=("auto", "cls", "mean"), tasks=FINETUNE)
     # pretraining data and masking
     corpus: str = opt("bbc", "data", "'bbc' (packaged BBC News), 'sotu' (State of the Union addresses), 'wiki' "
                       "(Wikipedia summaries), 'bbc+sotu', 'all', 'everyday' (bbc + wiki + WordNet + fortunes; the "

@@ -234,8 +234,10 @@ def head_pooling(cfg: TrainConfig, folder: Path | None) -> dict[str, str]:
 
     if cfg.pretrain:
         return {}
-    pooling = cfg.pooling if cfg.pooling != "auto" else declared_pooling(folder) if folder is not None else None
-    return {"classifier_pooling": pooling} if pooling else {}
+    if cfg.pooling != "auto":
+        return {"classifier_pooling": cfg.pooling}
+    declared = declared_pooling(folder) if folder is not None else None
+    return {"classifier_pooling": declared} if declared else {}
 
 
 def start_model_config(init: str | None, preset: str) -> BertConfig | None:
