@@ -11,16 +11,22 @@ decides the escape). Each run is a subprocess at ``nice 19`` with ``--threads t`
 - ``escape``: the first evaluation whose held-out MLM loss is at least 1 nat below the run's unigram line
   (the issue's definition; None if not by the horizon), and ``left``: the step from which it stays 0.3 nats
   below (:func:`bertcore.analysis.papers.emergence.left_unigram_line`, the run view's rule);
-- the held-out losses, the unigram line, the wall time and the load average before and after.
+- the held-out losses, the unigram line, the wall time and the load average before and after;
+- with ``--end``, the issue's end condition: each run goes to its total with the recipe's probe, and its last
+  checkpoint is scored loaded fresh in a new process (``bench_demo_runs.score_fresh``): held-out loss below the
+  unigram line, accuracy at [MASK], the probe's top 3, and whether it meets the bar (at least 0.8 nats below the
+  line and a content word in the top 3).
 
 Results are appended to ``--out`` (JSON lines) as each run ends; a second call skips the runs already there, so
 the benchmark resumes after an interruption. ``--table`` prints, per (threads, total): runs, escaped by 1,500 and by
-the horizon, and the escape step's min / median / max.
+the horizon, and the escape step's min / median / max; with ``--end`` rows, a second table: runs meeting the bar,
+with a content word, and the nats below the line (min / median).
 
     nice -n 19 python bench/bench_escape.py --out ~/escape/base.jsonl                 # 20 seeds x 4 totals x 2 thr
     python bench/bench_escape.py --out ~/escape/wsd.jsonl --threads 1 --totals 3000 --jobs 2   # 2 runs at once
     python bench/bench_escape.py --out ~/escape/base.jsonl --table
     python bench/bench_escape.py --out ~/escape/wsd.jsonl --set warmup=300 --seeds 5   # a lever, fewer seeds
+    python bench/bench_escape.py --out ~/escape/end.jsonl --end --threads 1 --totals 3000 --jobs 2  # the end condition
     python bench/bench_escape.py --out /tmp/e.jsonl --seeds 1 --totals 300 --threads 1 --horizon 200 --eval-every 50
                                                                                        # a quick check that it runs
 Keep the machine otherwise idle: a busy core changes nothing in a step-bounded run but its wall time.
@@ -44,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_demo_runs import load_avg, parse_set  # noqa: E402
+from bench_demo_runs import BAR_MARGIN, load_avg, parse_set, score_fresh  # noqa: E402
 from bertcore import runs as R  # noqa: E402
 from bertcore.analysis.papers.emergence import left_unigram_line  # noqa: E402
 from bertcore.train_config import TrainConfig  # noqa: E402
@@ -63,7 +69,8 @@ def one_run(spec: dict) -> dict:
         cfg = TrainConfig.create("pretrain", **{
             **spec["options"], "max_steps": spec["total"], "threads": spec["threads"], "seed": spec["seed"],
             "lock": "none", "eval_every": spec["eval_every"], "save_every": 10**9, "save_early": False,
-            "keep_checkpoints": 1, "probe": None, "run_dir": str(run_dir)})
+            "keep_checkpoints": 1, "run_dir": str(run_dir),
+            **({} if spec.get("end") else {"probe": None})})
         holder: dict = {}
 
         def stop_at_horizon(record):
@@ -74,17 +81,23 @@ def one_run(spec: dict) -> dict:
         holder["trainer"] = trainer
         state = trainer.run()
         records = R.read_metrics(run_dir)
-    ref = next(x for x in records if x.get("split") == "reference")
-    unigram = ref["unigram_loss"]
-    val = [(x["step"], x["mlm_loss"]) for x in records if x.get("split") == "val"]
-    escape = next((s for s, v in val if v <= unigram - ESCAPE_NATS), None)
-    left = left_unigram_line([s for s, _ in val], [v for _, v in val], unigram, LEFT_NATS)
+        ref = next(x for x in records if x.get("split") == "reference")
+        unigram = ref["unigram_loss"]
+        val = [(x["step"], x["mlm_loss"]) for x in records if x.get("split") == "val"]
+        escape = next((s for s, v in val if v <= unigram - ESCAPE_NATS), None)
+        left = left_unigram_line([s for s, _ in val], [v for _, v in val], unigram, LEFT_NATS)
+        end = {}
+        if spec.get("end"):  # the run's last checkpoint scored fresh in a new process, as bench_demo_runs does
+            end = score_fresh(run_dir, spec["threads"])
+            end = {"end_error": end["error"]} if "error" in end else {
+                k: end[k] for k in ("loss", "below_line", "acc_mask", "probe_top3", "content_word_in_top3",
+                                    "meets_bar")}
     return {"state": state, "steps": trainer.step, "unigram_loss": round(unigram, 4), "escape": escape,
-            "left": left, "val": [[s, round(v, 4)] for s, v in val]}
+            "left": left, "val": [[s, round(v, 4)] for s, v in val], **end}
 
 
 def key(row: dict) -> tuple:
-    return row["threads"], row["total"], row["seed"]
+    return row["threads"], row["total"], row["seed"], bool(row.get("end"))
 
 
 def table(rows: list[dict], by: int = 1500) -> None:
@@ -98,6 +111,22 @@ def table(rows: list[dict], by: int = 1500) -> None:
         early = sum(e <= by for e in esc)
         spread = f"{esc[0]} / {statistics.median(esc):g} / {esc[-1]}" if esc else "-"
         print(f"{t:>7} {total:>6} {len(rs):>5} {early:>16} {len(esc):>11} {spread:>27}")
+    ends = [r for r in rows if "below_line" in r]
+    if not ends:
+        return
+    print(f"\nAt the end, the last checkpoint scored fresh (bar: >= {BAR_MARGIN} nats below the line and a content "
+          "word in the probe's top 3):")
+    print(f"{'threads':>7} {'total':>6} {'runs':>5} {'meet the bar':>13} {'content word':>13} "
+          f"{'nats below min / median':>24} {'[MASK] acc median':>18}")
+    groups = {}
+    for r in ends:
+        groups.setdefault((r["threads"], r["total"]), []).append(r)
+    for (t, total), rs in sorted(groups.items()):
+        below = sorted(r["below_line"] for r in rs)
+        spread = f"{below[0]:.2f} / {statistics.median(below):.2f}"
+        print(f"{t:>7} {total:>6} {len(rs):>5} {sum(r['meets_bar'] for r in rs):>13} "
+              f"{sum(r['content_word_in_top3'] for r in rs):>13} {spread:>24} "
+              f"{statistics.median(r['acc_mask'] for r in rs):>18.1%}")
 
 
 def main(argv=None) -> None:
@@ -113,6 +142,8 @@ def main(argv=None) -> None:
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--horizon", type=int, default=2000, help="steps run of each (the escape is decided early)")
     p.add_argument("--eval-every", type=int, default=100)
+    p.add_argument("--end", action="store_true", help="run each to its total (no horizon) with the recipe's probe "
+                   "and score its last checkpoint loaded fresh: the issue's end condition")
     p.add_argument("--set", action="append", default=[], help="option=value overriding the recipe (repeatable)")
     p.add_argument("--out", type=Path, help="JSON lines, appended; runs already there are skipped (required)")
     p.add_argument("--table", action="store_true", help="print the table of --out and stop")
@@ -134,14 +165,14 @@ def main(argv=None) -> None:
     seeds = a.seed_list or range(a.first_seed, a.first_seed + a.seeds)
     # seeds outermost: a cut-short benchmark still covers every total and thread count
     todo = [(seed, total, threads) for seed in seeds for total in a.totals for threads in a.threads
-            if (threads, total, seed) not in done]
+            if (threads, total, seed, a.end) not in done]
     lock = threading.Lock()
 
     def run(job: tuple[int, int, int]) -> None:
         seed, total, threads = job
         spec = {"options": options, "seed": seed, "total": total, "threads": threads,
-                "horizon": min(a.horizon, total), "eval_every": a.eval_every}
-        row = {"recipe": a.recipe, "set": a.set, "seed": seed, "total": total, "threads": threads,
+                "horizon": total if a.end else min(a.horizon, total), "eval_every": a.eval_every, "end": a.end}
+        row = {"recipe": a.recipe, "set": a.set, "seed": seed, "total": total, "threads": threads, "end": a.end,
                "horizon": spec["horizon"], "jobs": a.jobs, "load_before": load_avg()}
         t0 = time.perf_counter()
         proc = subprocess.run(["nice", "-n", "19", sys.executable, __file__, "--one", json.dumps(spec)],
@@ -153,8 +184,9 @@ def main(argv=None) -> None:
             row.update(json.loads(proc.stdout.strip().splitlines()[-1]))
         with lock, a.out.open("a") as f:
             f.write(json.dumps(row) + "\n")
-        print(f"seed {seed} total {total} threads {threads}: escape {row.get('escape')} "
-              f"left {row.get('left')} ({row['wall_s']} s){' ERROR' if 'error' in row else ''}", flush=True)
+        print(f"seed {seed} total {total} threads {threads}: escape {row.get('escape')} left {row.get('left')}"
+              + (f" end {row.get('below_line')} nats below, bar {row.get('meets_bar')}" if a.end else "")
+              + f" ({row['wall_s']} s){' ERROR' if 'error' in row else ''}", flush=True)
 
     with ThreadPoolExecutor(a.jobs) as pool:  # each job is its own subprocess with --threads t
         list(pool.map(run, todo))
