@@ -89,9 +89,10 @@ def one_run(spec: dict) -> dict:
         end = {}
         if spec.get("end"):  # the run's last checkpoint scored fresh in a new process, as bench_demo_runs does
             end = score_fresh(run_dir, spec["threads"])
-            end = {"end_error": end["error"]} if "error" in end else {
-                k: end[k] for k in ("loss", "below_line", "acc_mask", "probe_top3", "content_word_in_top3",
-                                    "meets_bar")}
+            if "error" in end:  # the row gets "error", so the next call runs it again
+                raise RuntimeError(end["error"])
+            end = {k: end[k] for k in ("loss", "below_line", "acc_mask", "probe_top3", "content_word_in_top3",
+                                       "meets_bar")}
     return {"state": state, "steps": trainer.step, "unigram_loss": round(unigram, 4), "escape": escape,
             "left": left, "val": [[s, round(v, 4)] for s, v in val], **end}
 
