@@ -112,31 +112,28 @@ def run_one(recipe: str, seed: int, threads: int | None, minutes: float | None, 
     proc = launch(cfg, busy, row)
     if proc.returncode:
         return {**row, "error": (proc.stderr or proc.stdout)[-600:]}
-    config, records = R.read_config(run_dir) or {}, R.read_metrics(run_dir)
-    val = [x for x in records if x.get("split") == "val"]
     scored = score_fresh(run_dir, threads)
     if "error" in scored:
         return {**row, **scored}
-    left = scored.pop("left_at_step")
-    cal = config.get("calibration") or {}
+    cal = (R.read_config(run_dir) or {}).get("calibration") or {}
     return {**row, "steps": scored.pop("step"), "planned_steps": cal.get("total_steps"),
             "steps_per_s_measured": cal.get("steps_per_s"), "threads": cal.get("threads") or threads,
-            "stopped_early_at": (R.read_status(run_dir) or {}).get("stopped_early_at"),
-            "left_at_step": left, "left_at_s": next((x["time"] for x in val if x["step"] == left), None), **scored}
+            "stopped_early_at": (R.read_status(run_dir) or {}).get("stopped_early_at"), **scored}
 
 
 def score_fresh(run_dir: Path, threads: int | None = None) -> dict:
     """Score a pretraining run's last checkpoint loaded fresh in a new process (``python -m bertcore.train
     evaluate``: the project's loader, the run's own held-out split, fixed masks and probe) against the unigram line
-    its metrics log; a dict with ``step``, ``loss``, ``below_line`` (nats), ``acc_mask``, ``left_at_step`` (the run
-    view's rule on the logged held-out losses), the probe's top 3 per [MASK], ``content_word_in_top3`` and
-    ``meets_bar`` (issue 31's bar: at least :data:`BAR_MARGIN` nats below the line and a content word in the top
-    3); or ``{"error": ...}`` when the evaluation fails."""
+    its metrics log; a dict with ``step``, ``loss``, ``below_line`` (nats), ``acc_mask``, ``left_at_step`` and
+    ``left_at_s`` (the run view's rule on the logged held-out losses), the probe's top 3 per [MASK],
+    ``content_word_in_top3`` and ``meets_bar`` (issue 31's bar: at least :data:`BAR_MARGIN` nats below the line and
+    a content word in the top 3); or ``{"error": ...}`` when the evaluation fails."""
     records = R.read_metrics(run_dir)
     ref = next(x for x in records if x.get("split") == "reference")
     unigram, rate = ref["unigram_loss"], ref["most_frequent_token_rate"]
     val = [x for x in records if x.get("split") == "val"]
     left = left_unigram_line([x["step"] for x in val], [x["mlm_loss"] for x in val], unigram, PLATEAU_MARGIN)
+    left_s = next((x["time"] for x in val if x["step"] == left), None)
     fresh = subprocess.run([sys.executable, "-m", "bertcore.train", "evaluate", "--checkpoint",
                             str(R.last_checkpoint(run_dir)), *(["--threads", str(threads)] if threads else [])],
                            cwd=ROOT, env=ENV, capture_output=True, text=True)
@@ -149,7 +146,7 @@ def score_fresh(run_dir: Path, threads: int | None = None) -> dict:
     return {"step": got["step"], "unigram_loss": round(unigram, 3), "top_rate": round(rate, 4),
             "top_token": ref.get("most_frequent_token"), "loss": round(got["mlm_loss"], 3),
             "below_line": round(unigram - got["mlm_loss"], 3), "acc_mask": round(got["mlm_acc_mask"], 4),
-            "left_at_step": left, "probe_top3": top3, "probe_answers": probe.get("answers"),
+            "left_at_step": left, "left_at_s": left_s, "probe_top3": top3, "probe_answers": probe.get("answers"),
             "probe_labels": probe.get("labels"), "content_word_in_top3": content,
             "meets_bar": unigram - got["mlm_loss"] >= BAR_MARGIN and content}
 
