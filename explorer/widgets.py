@@ -222,10 +222,10 @@ def model_picker() -> None:
     source_picker(st.sidebar, "model", SOURCE_KEY, ERROR_KEY)  # its packaged selectbox key is PACKAGED_KEY
 
 
-def truncation_notice(n_tokens: int, max_length: int, note: str = "") -> None:
-    """The one message for an input longer than the model reads (``n_tokens`` before the cut);
-    ``note``: what the cut means on this page, appended."""
-    st.warning(f"The input has {n_tokens:,} tokens but this model reads at most {max_length}: the last "
+def truncation_notice(n_tokens: int, max_length: int, note: str = "", reader: str = "this model") -> None:
+    """The one message for an input longer than ``reader`` reads (``n_tokens`` before the cut; ``reader``: "this
+    page" where a page reads less than the model); ``note``: what the cut means on this page, appended."""
+    st.warning(f"The input has {n_tokens:,} tokens but {reader} reads at most {max_length}: the last "
                f"{n_tokens - max_length:,} were cut off.{' ' + note if note else ''}", icon=":material/content_cut:")
 
 

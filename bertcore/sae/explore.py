@@ -22,10 +22,12 @@ from .stream import hidden_states
 
 @dataclass
 class TextFeatures:
-    """``tokens`` (T WordPieces, [CLS]/[SEP] included) and ``z (T, d_sae)`` float32 their feature activations."""
+    """``tokens`` (T WordPieces, [CLS]/[SEP] included) and ``z (T, d_sae)`` float32 their feature activations;
+    ``num_truncated``: the tokens cut off the end of a text longer than ``max_length``."""
 
     tokens: list[str]
     z: np.ndarray
+    num_truncated: int = 0
 
     def strongest(self, n: int = 12) -> list[int]:
         """The ``n`` features with the largest activation anywhere in the text, strongest first (active ones)."""
@@ -49,7 +51,7 @@ def text_features(model, tokenizer, sae: TopKSAE, layer: int, text: str, max_len
     """
     enc = encode(tokenizer, text, max_length=max_length)
     h = hidden_states(model, enc.tensors(), [layer])[layer][0].float()  # (T, H)
-    return TextFeatures(list(enc.tokens), sae.encode(h).numpy())
+    return TextFeatures(list(enc.tokens), sae.encode(h).numpy(), enc.num_truncated)
 
 
 def search(model, tokenizer, sae: TopKSAE, layer: int, phrase: str, n: int = 10) -> list[tuple[int, float]]:

@@ -46,10 +46,13 @@ share.shareable({"cs_text": share.text, "cs_layer": share.integer(0, cfg.num_hid
                  "cs_k": share.integer(5, 100)})
 text = st.text_input("Your sentence", shipped.CORPUS_TEXT, key="cs_text")
 try:
-    enc = encode(lm.tokenizer, text, max_length=min(lm.max_length, 128))
+    enc = encode(lm.tokenizer, text, max_length=min(lm.max_length, CS.MAX_TOKENS))
 except TextError as exc:
     widgets.show_error(exc)
     st.stop()
+if enc.num_truncated:
+    widgets.truncation_notice(len(enc) + enc.num_truncated, len(enc), "The corpus is read in pieces of that length "
+                              "too: pick a token among those kept.", reader="this search")
 special = set(lm.tokenizer.all_special_ids)
 ordinary = [i for i, tid in enumerate(enc.input_ids) if tid not in special]  # typed [MASK]s too are special
 if not ordinary:
@@ -76,7 +79,7 @@ else:
     if corpus == "bbc":
         try:
             texts = [f"{s.text_a} {s.text_b}" for s in heldout.findings_segments(resources.source_key(lm.source), n,
-                                                                                     128, lm)]
+                                                                                     CS.MAX_TOKENS, lm)]
         except DataError as exc:
             st.error("Cannot read the held-out BBC documents: " + widgets.escape_md(str(exc)), icon=":material/error:")
             st.stop()

@@ -81,6 +81,8 @@ with your_text:
         widgets.show_error(exc)
         tf = None
     if tf is not None:
+        if tf.num_truncated:
+            widgets.truncation_notice(len(tf.tokens) + tf.num_truncated, len(tf.tokens))
         strongest = tf.strongest(12)
         if strongest:
             st.session_state.setdefault("feat_id", strongest[0])  # the dashboard opens on this sentence's strongest

@@ -25,6 +25,7 @@ The children who live next door play football every evening.
 He said that the old bridge would be closed for a week.
 The sun rises in the east and sets in the west."""
 MAX_SENTENCES = 40
+MAX_TOKENS = 128  # tokens read of one sentence, [CLS]/[SEP] included
 COLOURS = {"role": "query or key", "position": "position in the sentence", "pos": "part of speech (spaCy)"}
 
 st.title("Query-key map")
@@ -45,10 +46,18 @@ cfg = lm.config
 share.shareable({"qk_text": share.text, "qk_layer": share.integer(1, cfg.num_hidden_layers),
                  "qk_head": share.integer(1, cfg.num_attention_heads)})
 text = st.text_area(f"Sentences, one per line (at most {MAX_SENTENCES})", DEFAULT, key="qk_text", height=190)
-sentences = [s.strip() for s in (text or "").splitlines() if s.strip()][:MAX_SENTENCES]
+lines = [s.strip() for s in (text or "").splitlines() if s.strip()]
+sentences = lines[:MAX_SENTENCES]
 if not sentences:
     st.warning("The text is empty: type a few sentences, one per line.", icon=":material/edit_note:")
     st.stop()
+limit = min(lm.max_length, MAX_TOKENS)
+cut = [i + 1 for i, n in enumerate(map(len, lm.tokenizer(sentences)["input_ids"])) if n > limit]
+if cut or len(lines) > MAX_SENTENCES:
+    st.warning(" ".join(([f"Only the first {MAX_SENTENCES} of your {len(lines)} lines are mapped."]
+                         if len(lines) > MAX_SENTENCES else [])
+                        + ([f"Line(s) {', '.join(map(str, cut))} were cut to {limit} tokens, the most this map reads "
+                            "of a sentence."] if cut else [])), icon=":material/content_cut:")
 c1, c2, c3, c4 = st.columns(4)
 layer = int(c1.number_input("Layer", 1, cfg.num_hidden_layers, min(3, cfg.num_hidden_layers), key="qk_layer"))
 head = int(c2.number_input("Head", 1, cfg.num_attention_heads, 1, key="qk_head")) - 1
@@ -63,7 +72,8 @@ colour = c4.radio("Colour", list(COLOURS), format_func=COLOURS.__getitem__, key=
 def _map(key: tuple, sentences: tuple[str, ...], layer: int, head: int, method: str, _lm):
     """Queries and keys of one head, normalised and projected, cached per (model, sentences, layer, head,
     projection)."""
-    qk = QK.query_keys(_lm.encoder, _lm.tokenizer, list(sentences), layer, head, max_length=min(_lm.max_length, 128))
+    qk = QK.query_keys(_lm.encoder, _lm.tokenizer, list(sentences), layer, head,
+                       max_length=min(_lm.max_length, MAX_TOKENS))
     q, k, c = QK.normalize(qk.queries, qk.keys)
     return qk, c, QK.project(q, k, method)
 
@@ -81,7 +91,7 @@ elif colour == "pos":
     try:
         labels = []
         for s in sentences:
-            seg = syntax.parse_segment(lm.tokenizer, s, max_length=min(lm.max_length, 128))
+            seg = syntax.parse_segment(lm.tokenizer, s, max_length=min(lm.max_length, MAX_TOKENS))
             labels += ["special" if w is None else seg.words[w].pos for w in seg.word_ids]
         kwargs = {"categorical": labels} if len(labels) == len(qk.tokens) else {}
     except syntax.SyntaxUnavailable as exc:
@@ -91,7 +101,7 @@ fig = figs.qk_scatter(pq, pk, qk.tokens, qk.sentence, title=(
     f"(c = {c:.2f})"), **kwargs)
 event = widgets.plotly_chart(fig, key="qk_scatter", on_select="rerun", selection_mode="points")
 as_code.expander("query_key", "Query-key map",
-                 more.query_key(lm.source, sentences, layer, head, method, min(lm.max_length, 128)),
+                 more.query_key(lm.source, sentences, layer, head, method, min(lm.max_length, MAX_TOKENS)),
                  {"queries": pq, "keys": pk})
 picked = None
 try:
@@ -118,7 +128,7 @@ def _all_heads(key: tuple, sentences: tuple[str, ...], layer: int, _lm) -> list:
     out = []
     for h in range(_lm.config.num_attention_heads):
         one = QK.query_keys(_lm.encoder, _lm.tokenizer, list(sentences), layer, h,
-                            max_length=min(_lm.max_length, 128))
+                            max_length=min(_lm.max_length, MAX_TOKENS))
         out.append(QK.project(*QK.normalize(one.queries, one.keys)[:2], "pca"))
     return out
 

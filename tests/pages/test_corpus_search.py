@@ -43,6 +43,10 @@ def test_bad_input(monkeypatch, tmp_path):
         assert_clean(at)
         if name in ("empty", "whitespace", "only_zero_width", "no_maskable_token"):
             assert messages(at)["warning"], name
+        cut = [w for w in messages(at)["warning"] if "cut off" in w]
+        assert bool(cut) == (name in ("20k_chars", "over_max_positions")), (name, cut)
+        if cut:  # the search reads 128 tokens of the sentence, as of each corpus segment
+            assert "this search reads at most 128" in cut[0], cut
     at.radio(key="cs_corpus").set_value("upload").run()
     assert_clean(at)
     assert any("Upload a .txt" in i for i in messages(at)["info"])

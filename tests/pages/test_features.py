@@ -34,6 +34,10 @@ def test_features_page_every_tab(mlm_source, runs_root):
     assert any("unsteered" in m.value for m in at.markdown)
     at.text_input(key="feat_steer_text").set_value("no mask here").run()
     assert any("[MASK]" in m for m in messages(at)["info"])
+    assert not [w for w in messages(at)["warning"] if "cut off" in w]
+    at.text_input(key="feat_text").set_value("word " * 600).run()  # over the model's positions: said
+    assert_clean(at)
+    assert [w for w in messages(at)["warning"] if "this model reads at most" in w and "cut off" in w]
     at.text_input(key="feat_text").set_value("   ").run()
     assert_clean(at)
 

@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+MAX_TOKENS = 128  # tokens of one corpus segment, [CLS]/[SEP] included (and of the query sentence)
+
 
 @dataclass
 class CorpusIndex:
@@ -40,7 +42,8 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 
 @torch.no_grad()
-def build_index(encoder, tokenizer, texts: list[str], layer: int, max_length: int = 128, progress=None) -> CorpusIndex:
+def build_index(encoder, tokenizer, texts: list[str], layer: int, max_length: int = MAX_TOKENS,
+                progress=None) -> CorpusIndex:
     """Run the encoder on each text (cut to ``max_length`` tokens) and keep every ordinary token's vector at
     ``layer`` ([CLS] / [SEP] left out: they would match everything).
 
@@ -137,7 +140,7 @@ def summary(hits: list[Hit]) -> list[tuple[str, int]]:
     return Counter(h.token for h in hits).most_common()
 
 
-def hit_labels(index: CorpusIndex, hits: list[Hit], tokenizer, max_length: int = 128) -> list[tuple[str, str]]:
+def hit_labels(index: CorpusIndex, hits: list[Hit], tokenizer, max_length: int = MAX_TOKENS) -> list[tuple[str, str]]:
     """``(part of speech, dependency label)`` of each hit's word, from spaCy (:mod:`.parses`;
     raises its ``SyntaxUnavailable`` without spaCy). The hit's text is parsed and aligned as it was indexed."""
     from . import parses
