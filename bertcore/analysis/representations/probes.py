@@ -116,6 +116,11 @@ def probe(features: WordFeatures, task: str, test_fraction: float = 0.25, seed: 
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GroupShuffleSplit
     from sklearn.preprocessing import StandardScaler
+    from threadpoolctl import threadpool_limits  # scikit-learn's own dependency
+
+    # One BLAS thread for the fits: lbfgs on a few thousand words x H gains nothing from more, and OpenBLAS's
+    # spinning threads are slowed many times over when another process holds a core (a browser, the app's
+    # server): the Findings page's probing tab took 177 s on 20 segments beside Chromium, 5 s alone at 1 thread.
 
     if task not in features.labels:
         raise ValueError(f"task must be one of {sorted(features.labels)}; got {task!r}")
@@ -132,7 +137,8 @@ def probe(features: WordFeatures, task: str, test_fraction: float = 0.25, seed: 
         x = StandardScaler().fit(features.vectors[layer][train]).transform(features.vectors[layer])
         for target, out in ((y, acc), (y_ctrl, ctrl)):
             clf = LogisticRegression(max_iter=max_iter, C=1.0)
-            clf.fit(x[train], target[train])
+            with threadpool_limits(limits=1, user_api="blas"):  # see below
+                clf.fit(x[train], target[train])
             out[layer] = float((clf.predict(x[test]) == target[test]).mean())
         if progress is not None:
             progress(layer + 1, layers)
