@@ -43,9 +43,10 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 @torch.no_grad()
 def build_index(encoder, tokenizer, texts: list[str], layer: int, max_length: int = MAX_TOKENS,
-                progress=None) -> CorpusIndex:
-    """Run the encoder on each text (cut to ``max_length`` tokens) and keep every ordinary token's vector at
-    ``layer`` ([CLS] / [SEP] left out: they would match everything).
+                progress=None, batch_size: int = 16) -> CorpusIndex:
+    """Run the encoder on the texts (each cut to ``max_length`` tokens; ``batch_size`` at a time, padded to the
+    longest of the batch, the padding masked and dropped) and keep every ordinary token's vector at ``layer``
+    ([CLS] / [SEP] left out: they would match everything). ``progress(done, total)`` counts texts.
 
     Raises:
         ValueError: no text, or a layer outside 0..L.
@@ -57,18 +58,23 @@ def build_index(encoder, tokenizer, texts: list[str], layer: int, max_length: in
     special = set(tokenizer.all_special_ids)
     max_length = min(max_length, int(encoder.config.max_sequence_length))  # a model with fewer positions
     vecs, toks, seg, pos = [], [], [], []
-    for i, text in enumerate(texts):
-        enc = tokenizer(text, return_tensors="pt", truncation=True, max_length=max_length)
-        out = encoder(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"], output_hidden_states=True)
-        h = out.hidden_states[layer][0].float().numpy()
-        ids = enc["input_ids"][0].tolist()
-        keep = [t for t, tid in enumerate(ids) if tid not in special]
-        vecs.append(h[keep])
-        toks += tokenizer.convert_ids_to_tokens([ids[t] for t in keep])
-        seg += [i] * len(keep)
-        pos += keep
+    for start in range(0, len(texts), batch_size):
+        batch = texts[start:start + batch_size]
+        enc = tokenizer(batch, return_tensors="pt", truncation=True, max_length=max_length, padding=True)
+        types = enc.get("token_type_ids")  # byte-level BPE tokenizers of one-segment models have none
+        out = encoder(enc["input_ids"], enc["attention_mask"],
+                      types if types is not None else torch.zeros_like(enc["input_ids"]), output_hidden_states=True)
+        hs = out.hidden_states[layer].float().numpy()
+        for b in range(len(batch)):
+            real = enc["attention_mask"][b].bool().numpy()  # the text's tokens, whichever side the padding is
+            ids, h = enc["input_ids"][b][real].tolist(), hs[b][real]
+            keep = [t for t, tid in enumerate(ids) if tid not in special]
+            vecs.append(h[keep])
+            toks += tokenizer.convert_ids_to_tokens([ids[t] for t in keep])
+            seg += [start + b] * len(keep)
+            pos += keep
         if progress is not None:
-            progress(i + 1, len(texts))
+            progress(start + len(batch), len(texts))
     return CorpusIndex(_unit(np.concatenate(vecs)).astype(np.float32), toks, np.asarray(seg), np.asarray(pos),
                        list(texts), layer)
 
