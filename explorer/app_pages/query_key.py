@@ -91,7 +91,7 @@ elif colour == "pos":
     try:
         labels = []
         for s in sentences:
-            seg = syntax.parse_segment(lm.tokenizer, s, max_length=min(lm.max_length, MAX_TOKENS))
+            seg = syntax.parse_segment(lm.tokenizer, s, max_length=limit)
             labels += ["special" if w is None else seg.words[w].pos for w in seg.word_ids]
         kwargs = {"categorical": labels} if len(labels) == len(qk.tokens) else {}
     except syntax.SyntaxUnavailable as exc:
@@ -101,7 +101,7 @@ fig = figs.qk_scatter(pq, pk, qk.tokens, qk.sentence, title=(
     f"(c = {c:.2f})"), **kwargs)
 event = widgets.plotly_chart(fig, key="qk_scatter", on_select="rerun", selection_mode="points")
 as_code.expander("query_key", "Query-key map",
-                 more.query_key(lm.source, sentences, layer, head, method, min(lm.max_length, MAX_TOKENS)),
+                 more.query_key(lm.source, sentences, layer, head, method, limit),
                  {"queries": pq, "keys": pk})
 picked = None
 try:

@@ -30,7 +30,7 @@ from .helpers import (  # noqa: F401 - fixtures
 from .test_browser_views import _write, click_tab, click_toggle, text_of
 
 FIRST_RUN_MS = 600_000
-FINDINGS_SEGMENTS = 20  # the probing tab took 235-258 s of CI on 40 (artifacts/browser/render-times.md)
+FINDINGS_SEGMENTS = 20  # the probing tab: 177 s here on 20 before its fits took one BLAS thread, 13 s after
 # a 32-token pair for the patching timing (bench/bench_patching.py times the same pair)
 LONG_CLEAN = ("The old keys that the tired farmer left near the red doors of the small white house on the hill last "
               "night [MASK] still on the wooden kitchen table .")
