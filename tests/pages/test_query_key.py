@@ -42,7 +42,7 @@ def test_bad_input():
     at.text_area(key="qk_text").input("A short line.\n" + "word " * 300 + "\n" + "More.\n" * 45).run()
     assert_clean(at)  # line 2 is cut to 128 tokens, lines past the 40th left out: both said
     said = " ".join(messages(at)["warning"])
-    assert "Line(s) 2 were cut to 128 tokens" in said and "first 40 of your 47 lines" in said, said
+    assert "Line 2 was cut to 128 tokens" in said and "first 40 of your 47 lines" in said, said
     at.radio(key="qk_method").set_value("tsne").run()
     assert_clean(at)
 
