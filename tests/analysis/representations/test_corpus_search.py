@@ -8,6 +8,8 @@ import torch
 
 from bertcore.analysis.representations import corpus_search as CS
 
+from ...test_families import save_family, tokenizers  # noqa: F401 - the fixture
+
 TEXTS = ["She sat on the river bank and watched the water.", "The bank raised its interest rates again.",
          "He paid the money into his bank account."]
 
@@ -81,3 +83,20 @@ def test_hit_labels(packaged, index):
     hits = CS.search(index, index.vectors[i], k=3)
     labels = CS.hit_labels(index, hits, packaged.tokenizer)
     assert labels[0] == ("NOUN", "nsubj")  # "The bank raised its interest rates again."
+
+
+@pytest.mark.parametrize("family", ["roberta", "distilbert", "electra", "modernbert"])
+def test_texts_indexed_in_one_padded_batch_get_their_own_vectors(family, tmp_path, tokenizers):  # noqa: F811
+    """``build_index`` runs several texts of different lengths as one padded batch: every text's vectors equal
+    those of the text run alone (batch_size=1, no padding), whichever family's tokenizer and attention."""
+    from bertcore import sources
+
+    folder, _ = save_family(tmp_path / family, family, "mlm" if family != "electra" else "rtd", tokenizers)
+    lm = sources.load(sources.ModelSource("local", str(folder)))
+    texts = TEXTS + ["Short.", "A much longer text about the river bank, the money bank and the bank of clouds."]
+    alone = CS.build_index(lm.encoder, lm.tokenizer, texts, layer=2, batch_size=1)
+    batched = CS.build_index(lm.encoder, lm.tokenizer, texts, layer=2)
+    assert batched.tokens == alone.tokens and len(set(batched.segment.tolist())) == len(texts)
+    np.testing.assert_array_equal(batched.segment, alone.segment)
+    np.testing.assert_array_equal(batched.position, alone.position)
+    np.testing.assert_allclose(batched.vectors, alone.vectors, atol=1e-5)
