@@ -53,12 +53,12 @@ if not sentences:
     st.stop()
 limit = min(lm.max_length, MAX_TOKENS)
 cut = [i + 1 for i, n in enumerate(map(len, lm.tokenizer(sentences)["input_ids"])) if n > limit]
-if cut or len(lines) > MAX_SENTENCES:
-    st.warning(" ".join(([f"Only the first {MAX_SENTENCES} of your {len(lines)} lines are mapped."]
-                         if len(lines) > MAX_SENTENCES else [])
-                        + ([f"{'Line' if len(cut) == 1 else 'Lines'} {', '.join(map(str, cut))} "
-                            f"{'was' if len(cut) == 1 else 'were'} cut to {limit} tokens, the most this map reads of a "
-                            "sentence."] if cut else [])), icon=":material/content_cut:")
+said = [f"Only the first {MAX_SENTENCES} of your {len(lines)} lines are mapped."] if len(lines) > MAX_SENTENCES else []
+if cut:
+    which = f"Line {cut[0]} was" if len(cut) == 1 else f"Lines {', '.join(map(str, cut))} were"
+    said.append(f"{which} cut to {limit} tokens, the most this map reads of a sentence.")
+if said:
+    st.warning(" ".join(said), icon=":material/content_cut:")
 c1, c2, c3, c4 = st.columns(4)
 layer = int(c1.number_input("Layer", 1, cfg.num_hidden_layers, min(3, cfg.num_hidden_layers), key="qk_layer"))
 head = int(c2.number_input("Head", 1, cfg.num_attention_heads, 1, key="qk_head")) - 1
