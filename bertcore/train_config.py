@@ -126,6 +126,10 @@ class TrainConfig:
     head_lr: float | None = opt(None, "optim", "peak learning rate of the new classifier head (same schedule as "
                                 "--lr; default: --lr); a fresh head learns little at a pretrained body's rate",
                                 type=float, min=1e-7, max=1.0, tasks=FINETUNE, by_task={"finetune": 1e-3})
+    layer_lr_decay: float = opt(1.0, "optim", "layer-wise lr decay: encoder layer i of L learns at --lr times this "
+                                "to the power L-1-i, the embeddings at the power L (1: one rate for all; Sun et al. "
+                                "2019 section 5.3.3, ELECTRA's fine-tuning)", type=float, min=0.1, max=1.0,
+                                tasks=FINETUNE)
     weight_decay: float = opt(0.01, "optim", "AdamW weight decay (not on biases and LayerNorm)", type=float,
                               min=0.0, max=1.0)
     beta2: float = opt(0.999, "optim", "AdamW beta2 (beta1 = 0.9)", type=float, min=0.0, max=0.999999)

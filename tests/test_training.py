@@ -83,6 +83,31 @@ def test_the_new_head_gets_its_own_peak_rate():
     # a real run's steps: test_tiny_finetune_run_with_baseline
 
 
+def test_layer_wise_lr_decay_scales_each_layer_below_the_top():
+    """--layer-lr-decay d: layer i of L at d**(L-1-i), the embeddings at d**L, pooler and head unscaled by it
+    (Sun et al. 2019 section 5.3.3); d = 1 leaves the groups as before."""
+    from bertcore.modeling.heads import BertForSequenceClassification
+
+    config = preset("nano", **json.loads(TINY), vocab_size=100, num_labels=2)
+    model = BertForSequenceClassification(config)
+    L = config.num_hidden_layers
+    assert L >= 2
+    opt = make_optimizer(model, 1e-4, 0.01, head_lr=2e-3, layer_decay=0.5)
+    scale_of = {id(p): g["lr_scale"] for g in opt.param_groups for p in g["params"]}
+    for name, p in model.named_parameters():
+        if name.startswith("classifier."):
+            want = 20.0
+        elif ".layer." in name:
+            want = 0.5 ** (L - 1 - int(name.split(".layer.")[1].split(".")[0]))
+        elif "embeddings" in name:
+            want = 0.5 ** L
+        else:
+            want = 1.0
+        assert scale_of[id(p)] == pytest.approx(want), name
+    plain = make_optimizer(model, 1e-4, 0.01, head_lr=2e-3, layer_decay=1.0)
+    assert [g["lr_scale"] for g in plain.param_groups] == [1.0, 1.0, 20.0, 20.0]
+
+
 def test_tiny_pretraining_run_writes_the_contract(tmp_path):
     run = tmp_path / "runs" / "pre"
     events = []

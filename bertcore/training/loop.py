@@ -179,7 +179,8 @@ class Trainer:
     def reset_optimizer(self) -> None:
         """A new AdamW on the model (no moments yet): at setup, and after a calibration."""
         c = self.cfg  # head_lr: fine-tuning only (None when pretraining)
-        self.optimizer = make_optimizer(self.model, self.lr, c.weight_decay, c.beta2, head_lr=c.head_lr)
+        self.optimizer = make_optimizer(self.model, self.lr, c.weight_decay, c.beta2, head_lr=c.head_lr,
+                                        layer_decay=c.layer_lr_decay)
 
     def batch_iterator(self, start_step: int):
         """The training batches from ``start_step`` (:func:`bertcore.data.iterate_batches`): ``(step, epoch,

@@ -3,6 +3,8 @@ warmup-stable-decay, Hu et al. 2024 "MiniCPM" section 4: the decay only over the
 
 from __future__ import annotations
 
+import re
+
 import torch
 
 
@@ -42,32 +44,51 @@ def decay_steps_of(decay: float, total_steps: int) -> int | None:
 
 
 HEAD_PREFIX = "classifier."  # the new head of BertForSequenceClassification (HF's name)
+_LAYER = re.compile(r"\.layers?\.(\d+)\.")  # encoder.layer.N. (BERT's name) or layers.N.
+
+
+def layer_scale(name: str, num_layers: int, layer_decay: float) -> float:
+    """The layer-wise lr factor of parameter ``name`` (Sun et al. 2019, "How to Fine-Tune BERT for Text
+    Classification", section 5.3.3; ELECTRA's fine-tuning, Clark et al. 2020 appendix A): encoder layer ``i``
+    (0-based) of ``num_layers`` gets ``layer_decay ** (num_layers - 1 - i)``, the embeddings
+    ``layer_decay ** num_layers``; what sits above the encoder (pooler, heads) 1. Pure."""
+    if layer_decay == 1.0:
+        return 1.0
+    m = _LAYER.search(name)
+    if m:
+        return layer_decay ** (num_layers - 1 - int(m.group(1)))
+    return layer_decay ** num_layers if "embeddings" in name else 1.0
 
 
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float,
-                   beta2: float = 0.999, head_lr: float | None = None) -> torch.optim.Optimizer:
+                   beta2: float = 0.999, head_lr: float | None = None,
+                   layer_decay: float = 1.0) -> torch.optim.Optimizer:
     """AdamW (betas 0.9/``beta2``, eps 1e-6 as BERT) with no weight decay on biases and LayerNorm
     weights; the fused kernel where available, else foreach, else plain.
 
     Each parameter group carries ``lr_scale``: the loop sets a group's rate to the schedule's rate times it. With
     ``head_lr``, the parameters named ``classifier.*`` (a fine-tuning run's new head) get ``head_lr / lr``, so the
     head follows the same warmup and decay at its own peak (the usual discriminative rates of fine-tuning: Howard &
-    Ruder 2018, ULMFiT section 3.2); every other group 1.
+    Ruder 2018, ULMFiT section 3.2); with ``layer_decay`` < 1 each encoder layer and the embeddings get
+    :func:`layer_scale`'s factor (the model's ``config.num_hidden_layers``); every other group 1.
 
     Raises:
         RuntimeError: no AdamW variant can be built.
     """
     scale = 1.0 if head_lr is None or lr <= 0 else head_lr / lr
-    buckets: dict[tuple[bool, bool], list] = {}
+    num_layers = getattr(getattr(model, "config", None), "num_hidden_layers", 0)
+    buckets: dict[tuple[bool, float, bool], list] = {}  # (head, factor, no decay): the groups' order as before
     seen = set()
     for name, p in model.named_parameters():
         if not p.requires_grad or id(p) in seen:
             continue
         seen.add(id(p))
         no_decay = p.ndim < 2 or "LayerNorm" in name
-        buckets.setdefault((name.startswith(HEAD_PREFIX) and scale != 1.0, no_decay), []).append(p)
-    groups = [{"params": ps, "weight_decay": 0.0 if no_decay else weight_decay, "lr_scale": scale if head else 1.0}
-              for (head, no_decay), ps in sorted(buckets.items())]
+        head = name.startswith(HEAD_PREFIX) and scale != 1.0
+        factor = scale if head else layer_scale(name, num_layers, layer_decay)
+        buckets.setdefault((head, factor, no_decay), []).append(p)
+    groups = [{"params": ps, "weight_decay": 0.0 if no_decay else weight_decay, "lr_scale": factor}
+              for (_, factor, no_decay), ps in sorted(buckets.items())]
     for kwargs in ({"fused": True}, {"foreach": True}, {}):
         try:
             return torch.optim.AdamW(groups, lr=lr, betas=(0.9, beta2), eps=1e-6, **kwargs)

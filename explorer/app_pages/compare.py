@@ -76,7 +76,7 @@ if key_a == key_b:
             "model B above (e.g. a checkpoint of a training run).", icon=":material/info:")
 cut = [i + 1 for i, r in enumerate(cmp.runs_a) if r.encoding.num_truncated]
 if cut:
-    st.warning(f"Lines {', '.join(map(str, cut))} were cut to the models' positions.", icon=":material/content_cut:")
+    st.warning(f"{widgets.lines_phrase(cut)} cut to the models' positions.", icon=":material/content_cut:")
 hidden = max(lm_a.config.hidden_size, lm_b.config.hidden_size)
 c1, c2, c3 = st.columns(3)
 c1.metric("Tokens compared", f"{cmp.tokens:,}", help="Over every line, [CLS]/[SEP] excluded unless included above.")

@@ -55,8 +55,7 @@ limit = min(lm.max_length, MAX_TOKENS)
 cut = [i + 1 for i, n in enumerate(map(len, lm.tokenizer(sentences)["input_ids"])) if n > limit]
 said = [f"Only the first {MAX_SENTENCES} of your {len(lines)} lines are mapped."] if len(lines) > MAX_SENTENCES else []
 if cut:
-    which = f"Line {cut[0]} was" if len(cut) == 1 else f"Lines {', '.join(map(str, cut))} were"
-    said.append(f"{which} cut to {limit} tokens, the most this map reads of a sentence.")
+    said.append(f"{widgets.lines_phrase(cut)} cut to {limit} tokens, the most this map reads of a sentence.")
 if said:
     st.warning(" ".join(said), icon=":material/content_cut:")
 c1, c2, c3, c4 = st.columns(4)

@@ -101,7 +101,7 @@ if occ.errors:
     st.warning("Left out, line(s) " + ", ".join(str(i + 1) for i in sorted(occ.errors)) + ": "
                + widgets.escape_md("; ".join(sorted(set(occ.errors.values())))), icon=":material/edit_note:")
 if occ.truncated:
-    st.info("Line(s) " + ", ".join(str(i + 1) for i in occ.truncated) + " were cut to the model's "
+    st.info(f"{widgets.lines_phrase([i + 1 for i in occ.truncated])} cut to the model's "
             f"{lm.config.max_position_embeddings} positions.", icon=":material/content_cut:")
 if occ.missing:
     st.warning(f"The target word “{shown_target}” (tokens: {widgets.escape_md(' '.join(occ.pieces))}) is not in "

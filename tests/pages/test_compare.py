@@ -38,6 +38,15 @@ def test_compare_first_visit_shows_what_mlm_training_changed():
     assert ((cka > 0) & (cka <= 1 + 1e-6)).all() and cka.min() < 0.999
 
 
+def test_compare_says_which_lines_were_cut():
+    at = page("compare", sources.PACKAGED)
+    at.text_area(key="cmp_text").set_value("A short line.\n" + "word " * 600 + "\nAnother short line.").run()
+    assert_clean(at)
+    assert "Line 2 was cut to the models' positions." in messages(at)["warning"]
+    at.text_area(key="cmp_text").set_value("word " * 600 + "\nshort\n" + "word " * 600).run()
+    assert "Lines 1, 3 were cut to the models' positions." in messages(at)["warning"]
+
+
 def test_compare_run_checkpoint_picked_on_the_page(models, run_source):
     at = page("compare", source=models["base"])
     at.radio(key="cmp_b_kind").set_value("run").run()
