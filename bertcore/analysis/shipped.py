@@ -259,9 +259,9 @@ def write(loaded, computations: list[Computation] | None = None, log=print) -> P
 
 EXTRA = {"faithfulness": faithfulness}
 """Computations not among :func:`default_views` that ``--add NAME`` ships beside them."""
-ADDABLE = {**EXTRA, "projector": projector}
-"""What ``--add NAME`` may compute alone and add to a file: :data:`EXTRA`, and default views added after a file
-was written (``projector``: issue 41)."""
+ADDABLE = {**EXTRA, "projector": projector, "probes": lambda loaded: probes(loaded, PROBE_SEGMENTS)}
+"""What ``--add NAME`` may compute alone and add to a file: :data:`EXTRA`, default views added after a file
+was written (``projector``: issue 41), and ``probes`` (recomputed alone after its fits took one BLAS thread)."""
 
 
 def add(loaded, computations: list[Computation], log=print) -> Path:

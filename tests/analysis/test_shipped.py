@@ -98,11 +98,11 @@ def test_the_app_default_views_are_all_shipped_and_the_file_is_small(mlm):
 #: minimal_pairs.py, syntax.py or syntax_probe.py), not in the default suite, which must stay under
 #: CI's 30 minutes. Their keys are still checked below (another model or parameters ignore them).
 SLOW = {"probes", "grammar_suite", "syntax", "findings", "faithfulness"}  # faithfulness: 200 sentences, 4 min
-#: Measured 2026-11-28 with BERT_EXPLORER_FULL_RECOMPUTE=1 (AMD EPYC, 2 cores): findings, syntax and grammar_suite equal
-#: the file; probes differ by up to 4 test words of 1,476 (0.27 points of POS accuracy at layer 5) and faithfulness in
-#: 10 of 2,400 rank correlations (tied scores), with this session's code and with the code before it alike: the
-#: file is to be regenerated (``python -m bertcore.analysis.shipped``) and these two compared with a tolerance of a
-#: few words / tied ranks before they leave this set.
+#: Checked 2026-11-28 with BERT_EXPLORER_FULL_RECOMPUTE=1 (AMD EPYC, 2 cores): every entry equals its recomputation
+#: (findings, syntax, grammar suite in the morning; probes and faithfulness after they were re-shipped that day with
+#: ``python -m bertcore.analysis.shipped --add probes --add faithfulness``, 3.5 min). The copies before, written
+#: before the probes' fits took one BLAS thread, differed by up to 4 test words of 1,476 and in 10 of 2,400 tied
+#: rank correlations.
 
 
 @pytest.mark.parametrize("name", shipped_names())
