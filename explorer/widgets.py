@@ -229,11 +229,10 @@ def truncation_notice(n_tokens: int, max_length: int, note: str = "", reader: st
                f"{n_tokens - max_length:,} were cut off.{' ' + note if note else ''}", icon=":material/content_cut:")
 
 
-def lines_phrase(lines: list[int], verb: str = "was") -> str:
-    """"Line 2 was" / "Lines 2, 5 were" (1-based ``lines``, ``verb`` "was" or "is"): the start of a sentence that
-    says what happened to some lines of a multi-line input."""
-    plural = {"was": "were", "is": "are"}[verb]
-    return f"Line {lines[0]} {verb}" if len(lines) == 1 else f"Lines {', '.join(map(str, lines))} {plural}"
+def lines_phrase(lines: list[int]) -> str:
+    """"Line 2 was" / "Lines 2, 5 were" (1-based ``lines``): the start of a sentence that says what happened to some
+    lines of a multi-line input."""
+    return f"Line {lines[0]} was" if len(lines) == 1 else f"Lines {', '.join(map(str, lines))} were"
 
 
 # ----------------------------------------------------------------------------- text inputs
