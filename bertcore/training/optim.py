@@ -3,9 +3,9 @@ warmup-stable-decay, Hu et al. 2024 "MiniCPM" section 4: the decay only over the
 
 from __future__ import annotations
 
-import re
-
 import torch
+
+from ..anatomy import group_of
 
 
 def lr_at(step: int, peak: float, warmup_steps: int, total_steps: int, decay_steps: int | None = None) -> float:
@@ -44,20 +44,20 @@ def decay_steps_of(decay: float, total_steps: int) -> int | None:
 
 
 HEAD_PREFIX = "classifier."  # the new head of BertForSequenceClassification (HF's name)
-_LAYER = re.compile(r"\.layers?\.(\d+)\.")  # encoder.layer.N. (BERT's name) or layers.N.
 
 
 def layer_scale(name: str, num_layers: int, layer_decay: float) -> float:
     """The layer-wise lr factor of parameter ``name`` (Sun et al. 2019, "How to Fine-Tune BERT for Text
     Classification", section 5.3.3; ELECTRA's fine-tuning, Clark et al. 2020 appendix A): encoder layer ``i``
     (0-based) of ``num_layers`` gets ``layer_decay ** (num_layers - 1 - i)``, the embeddings
-    ``layer_decay ** num_layers``; what sits above the encoder (pooler, heads) 1. Pure."""
+    ``layer_decay ** num_layers``; what sits above the encoder (pooler, heads) 1. Groups as
+    :func:`bertcore.anatomy.group_of` names them. Pure."""
     if layer_decay == 1.0:
         return 1.0
-    m = _LAYER.search(name)
-    if m:
-        return layer_decay ** (num_layers - 1 - int(m.group(1)))
-    return layer_decay ** num_layers if "embeddings" in name else 1.0
+    group, _ = group_of(name)
+    if group.startswith("encoder layer "):
+        return layer_decay ** (num_layers - 1 - int(group.rsplit(" ", 1)[1]))
+    return layer_decay ** num_layers if group == "embeddings" else 1.0
 
 
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float,
