@@ -47,6 +47,26 @@ def test_stale_running_status_reads_as_failed(tmp_path):
     assert status["state"] == "failed" and status["stale"] and "resume" in status["error"]
 
 
+def test_a_run_cancelled_while_starting_up_reads_cancelled_not_killed(tmp_path):
+    """Cancel right after Start: the process has no SIGTERM handler yet (still importing torch), so the signal
+    kills it before it writes ``cancelled``; the status must still say what the user did, not "killed?"."""
+    starting = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        R.RunWriter(tmp_path).set_status(state="queued", step=0)
+        R.write_json(tmp_path / "status.json", dict(R.read_json(tmp_path / "status.json"), pid=starting.pid,
+                                                     pgid=starting.pid))
+        assert R.cancel(tmp_path, timeout_s=10)
+        assert starting.wait(10) == -signal.SIGTERM
+        status = R.read_status(tmp_path)
+        assert status["state"] == "cancelled" and status["error"] is None
+        # a later process of the run (resumed, then killed) is not covered by that old Cancel
+        R.write_json(tmp_path / "status.json", dict(status, state="running", pid=starting.pid + 10**6,
+                                                     pgid=starting.pid + 10**6))
+        assert R.read_status(tmp_path)["state"] == "failed"
+    finally:
+        starting.kill()
+
+
 def test_device_lock_refuses_then_takes_over_stale(tmp_path):
     mine = R.DeviceLock(tmp_path, "cpu", "run-a")
     assert mine.try_acquire() is None

@@ -10,6 +10,7 @@ A run directory (``docs/CONTRACTS.md``)::
     checkpoints/step-000200/   HF model folder + tokenizer files + trainer_state.pt
     checkpoints/.step-000200.tmp-<pid>/   a checkpoint being written (renamed into place when complete)
     log.txt           the process's stdout/stderr
+    cancel.json       pid and pgid of the process a Cancel was sent to (:func:`bertcore.runs.process.cancel`)
 
 Readers never raise on a file being written: a JSON file is replaced atomically and a ``.jsonl``
 line without its newline is ignored. No Streamlit here.
@@ -172,6 +173,7 @@ class RunDir:
     probe_file = property(lambda self: self.path / "probe.jsonl")
     results_file = property(lambda self: self.path / "results.json")
     log_file = property(lambda self: self.path / "log.txt")
+    cancel_file = property(lambda self: self.path / "cancel.json")
     checkpoints_dir = property(lambda self: self.path / "checkpoints")
     tensorboard_dir = property(lambda self: self.path / "tensorboard")
 
@@ -236,17 +238,25 @@ class RunDir:
 
     def read_status(self) -> dict[str, Any] | None:
         """``status.json``; a ``running``/``queued`` run whose process is gone (SIGKILL, reboot) reads as
-        ``failed`` with ``"stale": True`` and an error saying it can be resumed."""
+        ``failed`` with ``"stale": True`` and an error saying it can be resumed, unless a Cancel was sent to that
+        process (``cancel.json`` names its pid or process group): then it reads ``cancelled`` (a process still
+        starting up, before its SIGTERM handler, dies of the signal without writing its status)."""
         status = read_json(self.status_file)
         if status is None:
             return None
         here = socket.gethostname()
         if status.get("state") in ("running", "queued") and status.get("host", here) == here:
             if not pid_alive(status.get("pid")):
+                if self._cancel_was_sent_to(status):
+                    return dict(status, state="cancelled", stale=True, error=None)
                 status = dict(status, state="failed", stale=True,
                               error=status.get("error") or "the training process ended without saying why "
                               "(killed?); resume it to continue from its last checkpoint")
         return status
+
+    def _cancel_was_sent_to(self, status: dict[str, Any]) -> bool:
+        sent = read_json(self.cancel_file) or {}
+        return any(sent.get(k) is not None and sent.get(k) == status.get(k) for k in ("pid", "pgid"))
 
     def read_metrics(self, split: str | None = None, start: int = 0) -> list[dict[str, Any]]:
         rows = read_jsonl(self.metrics_file, start)

@@ -145,10 +145,14 @@ def cancel(run_dir: str | Path, timeout_s: float = 0.0) -> bool:
 
     With ``timeout_s > 0``, waits that long for the process to end.
     """
-    status = read_json(RunDir(run_dir).status_file) or {}
+    rd = RunDir(run_dir)
+    status = read_json(rd.status_file) or {}
     pid, pgid = status.get("pid"), status.get("pgid")
     if status.get("state") not in ("running", "queued") or not pid_alive(pid):
         return False
+    # said before the signal: a process still starting up dies of it without writing ``cancelled``, and
+    # :meth:`RunDir.read_status` then reads this file instead of calling the run killed
+    write_json(rd.cancel_file, {"pid": pid, "pgid": pgid, "requested": now_iso()})
     try:
         if pgid and pgid != os.getpgid(0):
             os.killpg(pgid, signal.SIGTERM)

@@ -144,6 +144,12 @@ def test_two_users_start_training_at_once(server, nav_pages, new_session, result
     for u in users:
         wait_idle(u.page, timeout_ms=60_000, quiet_ms=200)
     started = _run_states(server.runs_dir)
+    # wait until each run has met the device lock (running, or failed: busy) before cancelling: a Cancel while
+    # both processes still import torch (a slow CI machine) ends both before either asks for the lock
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and any(v.get("state") == "queued"
+                                               for v in _run_states(server.runs_dir).values()):
+        time.sleep(0.25)
     # the test needs no finished run: stop it from the page that started it (Cancel run)
     for u in users:
         cancel = u.page.locator(f"{MAIN} button").filter(has_text=re.compile("cancel run", re.I))
