@@ -186,7 +186,8 @@ def live_view(run_dir_s: str) -> None:
     elif c1.button("Cancel run", key="train_cancel", type="secondary", icon=":material/stop:",
                    help="Stops the run cleanly: it saves a checkpoint and ends as 'cancelled'."):
         if runs.cancel(run_dir):
-            c2.info("Cancelling: the run saves a checkpoint and stops ...")
+            c2.info("Cancelling: the run saves a checkpoint and stops ..." if status.get("step", 0) else
+                    "Cancelling: the run stops before its first step (nothing to save) ...")
         else:
             c2.warning("The run is not running any more.")
     records = _tail_metrics(run_dir)
@@ -203,14 +204,18 @@ def static_view(run_dir: Path, status: dict[str, Any] | None) -> None:
         st.warning("This run has no status.json: it never started, or its folder is incomplete.")
         return
     show_status_line(status, run_dir)
+    ckpts = runs.checkpoints(run_dir)
     if status["state"] == "failed":
         st.error("The run failed: " + widgets.escape_md(status.get("error") or "no error message"),
                  icon=":material/error:")
         log = runs.read_log(run_dir, 4000)
         if log:
             st.code(_last_lines(log), language=None)
+    elif status["state"] == "cancelled" and ckpts:
+        st.info(f"The run was cancelled; its last checkpoint (step {runs.checkpoint_step(ckpts[-1])}) is kept: resume "
+                "it below, or use it as a model.")
     elif status["state"] == "cancelled":
-        st.info("The run was cancelled; its last checkpoint is kept and can be used as a model.")
+        st.info("The run was cancelled before its first checkpoint, so it left no model: start a new run above.")
     records = runs.read_metrics(run_dir)
     show_curves(records, task, status.get("total_steps"), "final")
     if task == "pretrain":
@@ -218,7 +223,6 @@ def static_view(run_dir: Path, status: dict[str, Any] | None) -> None:
         show_probe(run_dir, "final")
     else:
         show_results(run_dir)
-    ckpts = runs.checkpoints(run_dir)
     control = can_control(run_dir)
     if ckpts and status["state"] in ("cancelled", "failed") and not control:
         st.caption("Only the session that started this run can resume it (this is a shared server).")

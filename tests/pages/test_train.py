@@ -145,6 +145,7 @@ def test_second_launch_is_refused_while_a_run_uses_the_device_and_cancel_stops_i
         assert any("only one run at a time" in t for t in texts(at.warning))
         assert [p.name for p in runs_root.iterdir() if not p.name.startswith(".")] == [d.name]
         at.button(key="train_cancel").click().run()
+        assert any("the run saves a checkpoint and stops" in t for t in texts(at.info))  # at step 8
         assert sleeper.wait(timeout=10) == -signal.SIGTERM
     finally:
         if sleeper.poll() is None:
@@ -154,6 +155,15 @@ def test_second_launch_is_refused_while_a_run_uses_the_device_and_cancel_stops_i
     at.run()
     assert not at.exception
     assert table_rows(at)[0]["state"].endswith("cancelled")
+    assert any("before its first checkpoint, so it left no model" in t for t in texts(at.info))  # steps=(): none
+
+
+def test_a_cancelled_run_with_a_checkpoint_offers_to_resume_it(runs_root):
+    fake_run(runs_root, "20261122-100000-pretrain-stopped", state="cancelled", steps=(0, 10))
+    at = page("train", train_recipe="custom")
+    assert not at.exception
+    assert any("its last checkpoint (step 10) is kept" in t for t in texts(at.info))
+    assert at.button(key="train_resume").label == "Resume from step 10"
 
 
 def test_queued_launch_waits_for_the_busy_device(runs_root):
