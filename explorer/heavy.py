@@ -39,6 +39,33 @@ def default_slots() -> int:
     return max(1, (os.cpu_count() or 2) // 2)
 
 
+def default_threads() -> int:
+    """The torch threads of the app's own computations: ``BERT_EXPLORER_THREADS`` if set (>= 1), else half the CPU
+    cores, at least 1 (the other half for the browser, a training run started from the Train page, or a second
+    session's job).
+
+    Measured (``python bench/bench_app_threads.py``, 2 cores, MiniLM-MLM): idle, 2 threads are 1.2-1.7x faster
+    than 1 (a 40-word forward pass 26 against 40 ms; 20 minimal pairs 1.27 against 1.52 s); with one core busy, 2
+    threads are 1.4-2.3x *slower* (the minimal pairs 3.5 against 1.5 s): torch's threads wait for each other
+    while one of them has no core. A slow page beside a training run is what a student sees; a few ms idle is not.
+    """
+    env = os.environ.get("BERT_EXPLORER_THREADS", "").strip()
+    if env.isdigit() and int(env) >= 1:
+        return int(env)
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+def limit_threads() -> int:
+    """Set this process's torch intra-op threads (process-wide: every session's thread) to
+    :func:`default_threads`; returns the count. Called where the app loads a model, before any computation."""
+    import torch
+
+    n = default_threads()
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    return n
+
+
 @dataclass(eq=False)
 class _Job:
     done: threading.Event = field(default_factory=threading.Event)

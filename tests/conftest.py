@@ -37,6 +37,10 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
+# AppTests run the pages in this process: keep torch's default thread count here (explorer/heavy.py would set
+# half the cores when a page loads a model); the browser tests' server drops this and runs the app's default
+os.environ.setdefault("BERT_EXPLORER_THREADS", str(torch.get_num_threads()))
+
 from bertcore import BertConfig  # noqa: E402
 from bertcore.sources import packaged_model_dir  # noqa: E402
 from bertcore.tokenizer import load_tokenizer  # noqa: E402

@@ -120,3 +120,37 @@ def test_a_session_that_leaves_frees_its_place_and_a_waiter_takes_the_job_over()
 
     _in_threads(lambda: jobs.run("busy", _slow(0.3, 1)), queued_leaver)
     assert ("start", "never") not in log and jobs.status() == (0, 0)
+
+
+def test_the_apps_torch_threads_default_to_half_the_cores_and_follow_the_env(monkeypatch):
+    import os
+
+    from explorer.heavy import default_threads
+
+    monkeypatch.delenv("BERT_EXPLORER_THREADS", raising=False)
+    assert default_threads() == max(1, (os.cpu_count() or 2) // 2)
+    monkeypatch.setenv("BERT_EXPLORER_THREADS", "3")
+    assert default_threads() == 3
+    for junk in ("0", "-2", "two", ""):
+        monkeypatch.setenv("BERT_EXPLORER_THREADS", junk)
+        assert default_threads() == max(1, (os.cpu_count() or 2) // 2)
+
+
+def test_loading_a_model_in_the_app_sets_its_torch_threads(monkeypatch):
+    """The app's model loader limits the process's torch threads before any computation (the test process keeps
+    torch's default through BERT_EXPLORER_THREADS in tests/conftest.py; here the env asks for 1)."""
+    import torch
+
+    from bertcore.sources import PACKAGED
+    from explorer import resources
+
+    before = torch.get_num_threads()
+    monkeypatch.setenv("BERT_EXPLORER_THREADS", "1")
+    resources._load_cached.clear()
+    try:
+        torch.set_num_threads(2)
+        resources.load_model(PACKAGED)
+        assert torch.get_num_threads() == 1
+    finally:
+        resources._load_cached.clear()
+        torch.set_num_threads(before)

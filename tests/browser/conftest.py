@@ -96,7 +96,7 @@ class StreamlitServer:
         self.log_path = log_path
         self.runs_dir = runs_dir
         env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k != "BERT_EXPLORER_THREADS"},  # the app's own default
             "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
             "TOKENIZERS_PARALLELISM": "false", "BERT_EXPLORER_RUNS": str(runs_dir),
             "PYTHONUNBUFFERED": "1",
