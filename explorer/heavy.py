@@ -33,7 +33,12 @@ Report = Callable[[str, float], None]
 
 def default_slots() -> int:
     """``BERT_EXPLORER_HEAVY_SLOTS`` if set (>= 1), else half the CPU cores, at least 1."""
-    env = os.environ.get("BERT_EXPLORER_HEAVY_SLOTS", "").strip()
+    return _count_from_env("BERT_EXPLORER_HEAVY_SLOTS")
+
+
+def _count_from_env(name: str) -> int:
+    """The environment variable ``name`` if it is a whole number >= 1, else half the CPU cores, at least 1."""
+    env = os.environ.get(name, "").strip()
     if env.isdigit() and int(env) >= 1:
         return int(env)
     return max(1, (os.cpu_count() or 2) // 2)
@@ -49,10 +54,7 @@ def default_threads() -> int:
     threads are 1.4-2.3x *slower* (the minimal pairs 3.5 against 1.5 s): torch's threads wait for each other
     while one of them has no core. A slow page beside a training run is what a student sees; a few ms idle is not.
     """
-    env = os.environ.get("BERT_EXPLORER_THREADS", "").strip()
-    if env.isdigit() and int(env) >= 1:
-        return int(env)
-    return max(1, (os.cpu_count() or 2) // 2)
+    return _count_from_env("BERT_EXPLORER_THREADS")
 
 
 def limit_threads() -> int:

@@ -212,8 +212,8 @@ def static_view(run_dir: Path, status: dict[str, Any] | None) -> None:
         if log:
             st.code(_last_lines(log), language=None)
     elif status["state"] == "cancelled" and ckpts:
-        st.info(f"The run was cancelled; its last checkpoint (step {runs.checkpoint_step(ckpts[-1])}) is kept: resume "
-                "it below, or use it as a model.")
+        st.info(f"The run was cancelled; its last checkpoint (step {runs.checkpoint_step(ckpts[-1])}) is kept: it "
+                "can be resumed or used as a model.")
     elif status["state"] == "cancelled":
         st.info("The run was cancelled before its first checkpoint, so it left no model: start a new run above.")
     records = runs.read_metrics(run_dir)
