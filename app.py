@@ -10,10 +10,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import streamlit as st  # noqa: E402
 
-from explorer import share, shared_mode, tour, warmup, widgets  # noqa: E402
+from explorer import heavy, share, shared_mode, tour, warmup, widgets  # noqa: E402
 
 st.set_page_config(page_title="BERT Explorer", page_icon=":material/hub:", layout="wide")
 shared_mode.guard()  # BERT_EXPLORER_SHARED: a server for others (explorer/shared_mode.py); stops on a bad config
+heavy.limit_threads()  # the server's torch threads, before any page computes (explorer/heavy.py: measured)
 
 FILES: dict[str, str] = {}  # page title -> file stem (the tour's banner needs to know which page is open)
 

@@ -59,7 +59,8 @@ def default_threads() -> int:
 
 def limit_threads() -> int:
     """Set this process's torch intra-op threads (process-wide: every session's thread) to
-    :func:`default_threads`; returns the count. Called where the app loads a model, before any computation."""
+    :func:`default_threads`; returns the count. Called by ``app.py`` on every script run, before the page runs
+    (torch is imported by then; a call that changes nothing costs nothing)."""
     import torch
 
     n = default_threads()

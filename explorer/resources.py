@@ -21,7 +21,6 @@ from bertcore.analysis.representations import compare as compare_mod
 from bertcore.analysis.attention.words import WordGroups, merge_attention, word_groups
 from bertcore.modeling.config import PRESETS
 from bertcore.sources import LoadedModel, ModelSource, files_stamp, load
-from explorer import heavy
 
 
 def source_key(source: ModelSource) -> tuple[str, str, str]:
@@ -33,7 +32,6 @@ def source_key(source: ModelSource) -> tuple[str, str, str]:
 
 @st.cache_resource(show_spinner="Loading the model ...", max_entries=4)
 def _load_cached(kind: str, ref: str, label: str, stamp: str) -> LoadedModel:
-    heavy.limit_threads()  # before the first computation of this server process (explorer/heavy.py: measured)
     return load(ModelSource(kind, ref, label))  # type: ignore[arg-type]
 
 

@@ -136,21 +136,24 @@ def test_the_apps_torch_threads_default_to_half_the_cores_and_follow_the_env(mon
         assert default_threads() == max(1, (os.cpu_count() or 2) // 2)
 
 
-def test_loading_a_model_in_the_app_sets_its_torch_threads(monkeypatch):
-    """The app's model loader limits the process's torch threads before any computation (the test process keeps
+def test_the_app_sets_its_torch_threads_before_a_page_runs(monkeypatch):
+    """app.py limits the server's torch threads on its first run, before any page computes (the test process keeps
     torch's default through BERT_EXPLORER_THREADS in tests/conftest.py; here the env asks for 1)."""
-    import torch
+    from pathlib import Path
 
-    from bertcore.sources import PACKAGED
-    from explorer import resources
+    import torch
+    from streamlit.testing.v1 import AppTest
 
     before = torch.get_num_threads()
     monkeypatch.setenv("BERT_EXPLORER_THREADS", "1")
-    resources._load_cached.clear()
     try:
         torch.set_num_threads(2)
-        resources.load_model(PACKAGED)
-        assert torch.get_num_threads() == 1
+        at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=120).run()
+        assert not at.exception
+        seen = []  # pages compute in Streamlit's script threads: a new thread reads torch's process-wide count
+        reader = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+        reader.start()
+        reader.join()
+        assert seen == [1]
     finally:
-        resources._load_cached.clear()
         torch.set_num_threads(before)
