@@ -176,8 +176,8 @@ def test_modernbert_local_layers_see_only_their_window(tmp_path, tokenizers):
 
 @torch.no_grad()
 def test_rotary_model_honours_head_mask_and_interventions(tmp_path, tokenizers):
-    """A switched-off head (head_mask) equals zeroing its context columns at the ``head`` site; the recorded
-    query and key are the rotated ones (their dot products are the scores); a residual edit changes the logits."""
+    """A switched-off head (head_mask) equals zeroing it at the ``attn.hook_z`` site; the recorded rotated query
+    and key (``hook_rot_q`` / ``hook_rot_k``) give the scores; a residual edit changes the logits."""
     folder, _ = save_family(tmp_path / "m", "modernbert", "mlm", tokenizers)
     model = sources.load(sources.ModelSource("local", str(folder))).model.double()
     ids = encode(sources.load(sources.ModelSource("local", str(folder))).tokenizer, TEXTS[0][0]).tensors()
@@ -186,23 +186,24 @@ def test_rotary_model_honours_head_mask_and_interventions(tmp_path, tokenizers):
     mask[1, 2] = 0
     d = 32 // 4
 
-    def zero_head(x):
+    def zero_head(x):  # (B, T, heads, d)
         x = x.clone()
-        x[..., 2 * d:3 * d] = 0
+        x[:, :, 2] = 0
         return x
 
     masked = model(**ids, head_mask=mask).logits
-    edited = model(**ids, interventions=Interventions({("head", 2): zero_head})).logits
+    edited = model(**ids, interventions=Interventions({"blocks.1.attn.hook_z": zero_head})).logits
     assert_parity(masked, edited)
     assert (masked - model(**ids).logits).abs().max() > 1e-4
-    iv = Interventions(record=[("query", 2), ("key", 2)])
-    probs = model(**ids, output_attentions=True, interventions=iv).attentions[1]  # layer 2 is local
-    scores = iv.recorded[("query", 2)] @ iv.recorded[("key", 2)].transpose(-1, -2) / d ** 0.5
+    iv = Interventions(record=["blocks.1.attn.hook_rot_q", "blocks.1.attn.hook_rot_k"])
+    probs = model(**ids, output_attentions=True, interventions=iv).attentions[1]  # block 1 is local
+    q, k = (iv.recorded[f"blocks.1.attn.hook_rot_{x}"].transpose(1, 2) for x in "qk")  # (B, heads, T, d)
+    scores = q @ k.transpose(-1, -2) / d ** 0.5
     t = scores.size(-1)
     scores = scores.masked_fill((torch.arange(t)[:, None] - torch.arange(t)[None, :]).abs() > 2, float("-inf"))
     torch.testing.assert_close(probs, torch.softmax(scores.float(), -1).double(), atol=1e-6, rtol=0)
     noise = torch.randn(ids["input_ids"].shape + (32,), dtype=torch.float64)
-    shifted = model(**ids, interventions=Interventions({("resid", 1): lambda x: x + noise})).logits
+    shifted = model(**ids, interventions=Interventions({"blocks.1.hook_resid_pre": lambda x: x + noise})).logits
     assert (shifted - model(**ids).logits).abs().max() > 1e-3
 
 

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import BertConfig
-from .interventions import Tap
+from .interventions import Tap, layer_norm
 from .rotary import apply_rotary
 
 HeadAblation = Literal["zero", "uniform"]
@@ -94,6 +94,7 @@ def attention(
     head_mask: torch.Tensor | None = None,
     head_ablation: HeadAblation = "zero",
     softmax_dtype: torch.dtype | None = None,
+    tap: Tap | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """softmax(Q K^T / sqrt(d) + mask) V, per head.
 
@@ -113,6 +114,9 @@ def attention(
         softmax_dtype: compute the softmax in this dtype and cast back (ModernBERT: float32, as transformers'
             eager attention does even in a float64 model); None: the scores' dtype. When it differs from the
             scores' dtype, the probabilities are computed explicitly (no fused kernel).
+        tap: the block's ``attn.hook_attn_scores`` and ``attn.hook_pattern`` sites
+            (:mod:`bertcore.modeling.interventions`), or None; when either is edited or recorded the probabilities
+            are computed explicitly.
     Returns:
         ``(context, probs)``: context ``(B, heads, T, d)``; probs ``(B, heads, T, T)`` post-softmax
         (each row sums to 1, padded keys exactly 0; times the head mask when one is given) or None.
@@ -122,17 +126,23 @@ def attention(
     """
     if softmax_dtype == query.dtype:
         softmax_dtype = None
+    if tap is not None and not (tap.wants("attn.hook_attn_scores") or tap.wants("attn.hook_pattern")):
+        tap = None
     if head_mask is not None:
         return _ablated_attention(query, key, value, mask, dropout_p, need_probs, head_mask, head_ablation,
-                                  softmax_dtype)
-    if not need_probs and softmax_dtype is None:
+                                  softmax_dtype, tap)
+    if not need_probs and softmax_dtype is None and tap is None:
         context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
         return context, None
     scores = torch.matmul(query, key.transpose(-1, -2))  # (B, heads, T, T)
     scores.mul_(query.size(-1) ** -0.5)  # in place; the same rounding as HF's (q @ k^T) * scaling
     if mask is not None:
         scores.add_(mask)
+    if tap is not None:
+        scores = tap("attn.hook_attn_scores", scores)
     probs = _softmax(scores, softmax_dtype)  # (B, heads, T, T)
+    if tap is not None:
+        probs = tap("attn.hook_pattern", probs)
     weights = F.dropout(probs, p=dropout_p) if dropout_p > 0 else probs
     context = torch.matmul(weights, value)  # (B, heads, T, d)
     return context, probs
@@ -145,22 +155,27 @@ def _softmax(scores: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
     return torch.softmax(scores, dim=-1, dtype=dtype).to(scores.dtype)
 
 
-def _ablated_attention(query, key, value, mask, dropout_p, need_probs, head_mask, head_ablation, softmax_dtype=None):
+def _ablated_attention(query, key, value, mask, dropout_p, need_probs, head_mask, head_ablation, softmax_dtype=None,
+                       tap=None):
     """:func:`attention` with a head mask (kept off the fast path when there is none)."""
     if head_ablation not in HEAD_ABLATIONS:
         raise ValueError(f"head_ablation must be one of {HEAD_ABLATIONS}; got {head_ablation!r}")
     m = head_mask.to(query.dtype).view(1, -1, 1, 1)  # (1, heads, 1, 1)
     if head_ablation == "zero":
-        if not need_probs and softmax_dtype is None:
+        if not need_probs and softmax_dtype is None and tap is None:
             context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
             return context * m, None  # (p * m) @ V == m * (p @ V)
         scores = torch.matmul(query, key.transpose(-1, -2)) * query.size(-1) ** -0.5  # (B, heads, T, T)
         if mask is not None:
             scores = scores + mask
+        if tap is not None:
+            scores = tap("attn.hook_attn_scores", scores)
         probs = _softmax(scores, softmax_dtype)
+        if tap is not None:
+            probs = tap("attn.hook_pattern", probs)
         probs = (F.dropout(probs, p=dropout_p) if dropout_p > 0 else probs) * m  # (B, heads, T, T)
         return torch.matmul(probs, value), probs  # (B, heads, T, d)
-    context, probs = attention(query, key, value, mask, dropout_p, need_probs, softmax_dtype=softmax_dtype)
+    context, probs = attention(query, key, value, mask, dropout_p, need_probs, softmax_dtype=softmax_dtype, tap=tap)
     b, _, t, _ = query.shape
     keys_mask = mask if mask is not None else torch.zeros((1, 1, 1, t), dtype=query.dtype, device=query.device)
     keys_mask = keys_mask.expand(b, 1, keys_mask.size(-2), t)  # (B, 1, 1 or T, T): padding (and a local window)
@@ -216,19 +231,24 @@ class BertSelfAttention(nn.Module):
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``hidden_states (B, T, H)`` -> ``(context (B, T, H), probs (B, heads, T, T) | None)``;
-        ``head_mask (heads,)`` / ``head_ablation`` as :func:`attention`; ``tap``: this layer's
-        :class:`bertcore.modeling.interventions.Interventions` sites (``query``, ``key``, ``value``; with rotary
-        positions the query and key sites see the rotated vectors, whose dot product is the score), or None;
-        ``rotary``: ``(cos, sin)`` each ``(B or 1, T, d)`` (:func:`bertcore.modeling.rotary.cos_sin`), or None."""
+        ``head_mask (heads,)`` / ``head_ablation`` as :func:`attention`; ``tap``: this block's
+        :class:`bertcore.modeling.interventions.Interventions` sites (``attn.hook_q`` / ``hook_k`` / ``hook_v``,
+        with rotary positions ``attn.hook_rot_q`` / ``hook_rot_k`` after the rotation, the scores and pattern,
+        ``attn.hook_z``), or None; ``rotary``: ``(cos, sin)`` each ``(B or 1, T, d)``
+        (:func:`bertcore.modeling.rotary.cos_sin`), or None."""
         b, t, h = hidden_states.shape
         q, k, v = self._project(hidden_states)  # each (B, heads, T, d)
+        if tap is not None:
+            q, k, v = tap("attn.hook_q", q), tap("attn.hook_k", k), tap("attn.hook_v", v)
         if rotary is not None:
             q, k = apply_rotary(q, k, *rotary)  # each (B, heads, T, d)
-        if tap is not None:
-            q, k, v = tap("query", q), tap("key", k), tap("value", v)
+            if tap is not None:
+                q, k = tap("attn.hook_rot_q", q), tap("attn.hook_rot_k", k)
         p = self.dropout_p if self.training else 0.0
         context, probs = attention(q, k, v, mask, p, need_probs, head_mask, head_ablation,
-                                   self.softmax_dtype)  # (B, heads, T, d)
+                                   self.softmax_dtype, tap)  # (B, heads, T, d)
+        if tap is not None:
+            context = tap("attn.hook_z", context)
         return context.transpose(1, 2).reshape(b, t, h), probs  # (B, T, H)
 
 
@@ -245,13 +265,14 @@ class BertSelfOutput(nn.Module):
 
     def forward(self, context: torch.Tensor, residual: torch.Tensor, tap: Tap | None = None) -> torch.Tensor:
         """``(B, T, H), (B, T, H) -> (B, T, H)``. In pre-LN mode the LayerNorm is applied
-        before attention by :class:`BertAttention`, so here it is only the residual add. ``tap``: the
-        ``head`` (context) and ``attn`` (projected) sites of :mod:`bertcore.modeling.interventions`, or None."""
+        before attention by :class:`BertAttention`, so here it is only the residual add. ``tap``: the block's
+        ``hook_attn_out``, ``hook_resid_mid`` and (post-LN) ``ln1`` sites of :mod:`bertcore.modeling.interventions`,
+        or None."""
         if tap is None:
             out = self.dropout(self.dense(context)) + residual  # (B, T, H)
-        else:
-            out = self.dropout(tap("attn", self.dense(tap("head", context)))) + residual  # (B, T, H)
-        return out if self.pre_layer_norm else self.LayerNorm(out)
+            return out if self.pre_layer_norm else self.LayerNorm(out)
+        out = tap("hook_resid_mid", self.dropout(tap("hook_attn_out", self.dense(context))) + residual)  # (B, T, H)
+        return out if self.pre_layer_norm else layer_norm(self.LayerNorm, out, tap, "ln1")
 
 
 class BertAttention(nn.Module):
@@ -270,6 +291,7 @@ class BertAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``(B, T, H) -> ((B, T, H), probs (B, heads, T, T) | None)``; ``tap``, ``rotary`` as
         :class:`BertSelfAttention`."""
-        x = self.output.LayerNorm(hidden_states) if self.output.pre_layer_norm else hidden_states
+        pre = self.output.pre_layer_norm
+        x = layer_norm(self.output.LayerNorm, hidden_states, tap, "ln1") if pre else hidden_states
         context, probs = self.self(x, mask, need_probs, head_mask, head_ablation, tap, rotary)  # (B, T, H)
         return self.output(context, hidden_states, tap), probs

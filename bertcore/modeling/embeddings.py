@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from .config import BertConfig
+from .interventions import Tap, layer_norm
 
 
 class InputError(ValueError):
@@ -126,19 +127,25 @@ class BertEmbeddings(nn.Module):
         token_type_ids: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
+        tap: Tap | None = None,
     ) -> torch.Tensor:
         """``input_ids (B, T)`` long (or ``inputs_embeds (B, T, H)``, the word embeddings, as HF) -> embeddings
-        ``(B, T, H)``."""
+        ``(B, T, H)``. ``tap``: the ``embed.*`` sites of :mod:`bertcore.modeling.interventions`, or None."""
         x = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds  # (B, T, E)
-        if self.token_type_embeddings is None:
-            pass  # DistilBERT, ModernBERT: no segments
-        elif token_type_ids is None:
-            x = x + self.token_type_embeddings.weight[0]  # segment 0 everywhere
-        else:
-            x = x + self.token_type_embeddings(token_type_ids)  # (B, T, E)
+        if tap is not None:
+            x = tap("embed.hook_embed", x)
+        if self.token_type_embeddings is not None:  # DistilBERT, ModernBERT: no segments
+            segments = (self.token_type_embeddings.weight[0] if token_type_ids is None  # segment 0 everywhere
+                        else self.token_type_embeddings(token_type_ids))  # (B, T, E) or (E,)
+            if tap is not None and tap.wants("embed.hook_token_type_embed"):
+                segments = tap("embed.hook_token_type_embed", segments.expand_as(x))  # (B, T, E)
+            x = x + segments
         if self.position_embeddings is not None:  # ModernBERT: rotary positions, in attention
-            x = x + self.position_embeddings(self._position_ids(input_ids, position_ids, x.size(1)))  # (B, T, E)
-        return self.dropout(self.LayerNorm(x))  # (B, T, E)
+            positions = self.position_embeddings(self._position_ids(input_ids, position_ids, x.size(1)))  # (1|B, T, E)
+            if tap is not None:
+                positions = tap("embed.hook_pos_embed", positions)
+            x = x + positions  # (B, T, E)
+        return self.dropout(layer_norm(self.LayerNorm, x, tap, "embed.ln"))  # (B, T, E)
 
     def _position_ids(self, input_ids: torch.Tensor | None, position_ids: torch.Tensor | None,
                       t: int | None = None) -> torch.Tensor:

@@ -20,7 +20,7 @@ from torch import nn
 from .rotary import cos_sin, inverse_frequencies
 from .attention import BertAttention, HeadAblation, sliding_window_mask
 from .config import BertConfig
-from .interventions import Interventions, Tap
+from .interventions import Interventions, Tap, layer_norm
 
 
 def activation(name: str):
@@ -45,11 +45,19 @@ class BertIntermediate(nn.Module):
         self.dense = nn.Linear(config.hidden_size, width, bias=config.mlp_bias)
         self.intermediate_act_fn = activation(config.hidden_act)
 
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden_states: torch.Tensor, tap: Tap | None = None) -> torch.Tensor:
+        """``(B, T, H) -> (B, T, I)``; ``tap``: the block's ``mlp.hook_pre`` / ``hook_pre_linear`` / ``hook_post``
+        sites of :mod:`bertcore.modeling.interventions`, or None."""
+        if tap is None:
+            if self.gated:
+                up, gate = self.dense(hidden_states).chunk(2, dim=-1)  # each (B, T, I)
+                return self.intermediate_act_fn(up) * gate  # (B, T, I)
+            return self.intermediate_act_fn(self.dense(hidden_states))  # (B, T, I)
         if self.gated:
             up, gate = self.dense(hidden_states).chunk(2, dim=-1)  # each (B, T, I)
-            return self.intermediate_act_fn(up) * gate  # (B, T, I)
-        return self.intermediate_act_fn(self.dense(hidden_states))  # (B, T, I)
+            up, gate = tap("mlp.hook_pre", up), tap("mlp.hook_pre_linear", gate)
+            return tap("mlp.hook_post", self.intermediate_act_fn(up) * gate)  # (B, T, I)
+        return tap("mlp.hook_post", self.intermediate_act_fn(tap("mlp.hook_pre", self.dense(hidden_states))))
 
 
 class BertOutput(nn.Module):
@@ -63,13 +71,13 @@ class BertOutput(nn.Module):
         self.pre_layer_norm = config.pre_layer_norm
 
     def forward(self, intermediate: torch.Tensor, residual: torch.Tensor, tap: Tap | None = None) -> torch.Tensor:
-        """``(B, T, I), (B, T, H) -> (B, T, H)``; ``tap``: the ``mlp`` site of
-        :mod:`bertcore.modeling.interventions`."""
-        down = self.dense(intermediate)  # (B, T, H)
-        if tap is not None:
-            down = tap("mlp", down)
-        out = self.dropout(down) + residual  # (B, T, H)
-        return out if self.pre_layer_norm else self.LayerNorm(out)
+        """``(B, T, I), (B, T, H) -> (B, T, H)``; ``tap``: the block's ``hook_mlp_out``, ``hook_resid_post`` and
+        (post-LN) ``ln2`` sites of :mod:`bertcore.modeling.interventions`, or None."""
+        if tap is None:
+            out = self.dropout(self.dense(intermediate)) + residual  # (B, T, H)
+            return out if self.pre_layer_norm else self.LayerNorm(out)
+        out = tap("hook_resid_post", self.dropout(tap("hook_mlp_out", self.dense(intermediate))) + residual)
+        return out if self.pre_layer_norm else layer_norm(self.LayerNorm, out, tap, "ln2")  # (B, T, H)
 
 
 class BertLayer(nn.Module):
@@ -88,12 +96,14 @@ class BertLayer(nn.Module):
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``(B, T, H) -> ((B, T, H), probs (B, heads, T, T) | None)``; ``head_mask (heads,)`` as
-        :func:`bertcore.modeling.attention.attention`; ``tap``: this layer's intervention sites, or None; ``rotary``:
+        :func:`bertcore.modeling.attention.attention`; ``tap``: this block's intervention sites, or None; ``rotary``:
         ``(cos, sin)`` of its positions (:class:`bertcore.modeling.attention.BertSelfAttention`), or None."""
+        if tap is not None:
+            hidden_states = tap("hook_resid_pre", hidden_states)
         x, probs = self.attention(hidden_states, mask, need_probs, head_mask, head_ablation, tap,
                                   rotary)  # (B, T, H)
-        ffn_in = self.output.LayerNorm(x) if self.output.pre_layer_norm else x
-        return self.output(self.intermediate(ffn_in), x, tap), probs  # (B, T, H)
+        ffn_in = layer_norm(self.output.LayerNorm, x, tap, "ln2") if self.output.pre_layer_norm else x
+        return self.output(self.intermediate(ffn_in, tap), x, tap), probs  # (B, T, H)
 
 
 class BertEncoder(nn.Module):
@@ -157,8 +167,8 @@ class BertEncoder(nn.Module):
         patching uses it to resume a run from a recorded residual stream instead of from the embeddings.
 
         ``interventions`` (not in HF): edits and recordings for this call only
-        (:class:`bertcore.modeling.interventions.Interventions`); ``("resid", l)`` is called on layer l's output before
-        the final LayerNorm of a pre-LN stack. None: the plain path.
+        (:class:`bertcore.modeling.interventions.Interventions`: the sites of blocks ``start_layer..L-1`` and
+        ``ln_final``). None: the plain path.
 
         ``position_ids`` ``(B or 1, T)``: the positions rotary attention rotates by (None: 0..T-1); unused with
         learned positions (the embeddings add them).
@@ -172,14 +182,13 @@ class BertEncoder(nn.Module):
         for i in range(start_layer, len(self.layer)):
             layer = self.layer[i]
             layer_mask = head_mask[i] if head_mask is not None else None
-            tap = interventions.tap(i + 1) if interventions is not None else None
+            tap = interventions.tap(i) if interventions is not None else None
             attn_mask, rotary = (mask, None) if inputs is None else inputs[i]
             hidden_states, probs = layer(hidden_states, attn_mask, output_attentions, layer_mask, head_ablation,
                                          tap, rotary)  # (B, T, H)
-            if interventions is not None:
-                hidden_states = interventions("resid", i + 1, hidden_states)
             if i == len(self.layer) - 1 and hasattr(self, "LayerNorm"):
-                hidden_states = self.LayerNorm(hidden_states)
+                final_tap = interventions.tap() if interventions is not None else None
+                hidden_states = layer_norm(self.LayerNorm, hidden_states, final_tap, "ln_final")
             if all_hidden is not None:
                 all_hidden.append(hidden_states)
             if all_probs is not None:

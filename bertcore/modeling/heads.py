@@ -17,7 +17,7 @@ from torch import nn
 
 from .config import BertConfig
 from .encoder import activation
-from .interventions import Interventions
+from .interventions import Interventions, Tap, layer_norm
 from ..masking import IGNORE_INDEX
 from .model import BertModel, BertPreTrainedModel
 
@@ -37,8 +37,13 @@ class BertPredictionHeadTransform(nn.Module):
         self.transform_act_fn = activation(config.head_act or config.hidden_act)
         self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps, bias=config.norm_bias)
 
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))  # (..., H)
+    def forward(self, hidden_states: torch.Tensor, tap: Tap | None = None) -> torch.Tensor:
+        """``(..., H) -> (..., E)``; ``tap``: the ``mlm_head.*`` sites of :mod:`bertcore.modeling.interventions`,
+        or None."""
+        if tap is None:
+            return self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))  # (..., E)
+        post = tap("mlm_head.hook_post", self.transform_act_fn(tap("mlm_head.hook_pre", self.dense(hidden_states))))
+        return layer_norm(self.LayerNorm, post, tap, "mlm_head.ln")  # (..., E)
 
 
 class BertLMPredictionHead(nn.Module):
@@ -52,8 +57,9 @@ class BertLMPredictionHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
         self.decoder.bias = self.bias
 
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.decoder(self.transform(hidden_states))  # (..., V)
+    def forward(self, hidden_states: torch.Tensor, tap: Tap | None = None) -> torch.Tensor:
+        """``(..., H) -> (..., V)``; ``tap`` as :class:`BertPredictionHeadTransform`."""
+        return self.decoder(self.transform(hidden_states, tap))  # (..., V)
 
 
 class BertOnlyMLMHead(nn.Module):
@@ -77,9 +83,9 @@ class BertPreTrainingHeads(nn.Module):
 
 def _mlm_logits(
     head: BertLMPredictionHead, sequence_output: torch.Tensor, labels: torch.Tensor | None, masked_only: bool,
-    masked_positions: torch.Tensor | None = None,
+    masked_positions: torch.Tensor | None = None, tap: Tap | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """MLM logits and the labels they align with.
+    """MLM logits and the labels they align with (``tap``: the head's intervention sites, or None).
 
     With ``masked_only`` and labels, the head runs on the selected positions only (labels !=
     -100): logits ``(N, V)`` and labels ``(N,)`` in row-major order, which saves the
@@ -90,10 +96,11 @@ def _mlm_logits(
     if masked_only and labels is not None:
         if masked_positions is not None:
             flat = sequence_output.reshape(-1, sequence_output.size(-1))  # (B*T, H)
-            return head(flat.index_select(0, masked_positions)), labels.reshape(-1).index_select(0, masked_positions)
+            return (head(flat.index_select(0, masked_positions), tap),
+                    labels.reshape(-1).index_select(0, masked_positions))
         selected = labels != IGNORE_INDEX  # (B, T)
-        return head(sequence_output[selected]), labels[selected]  # (N, V), (N,)
-    return head(sequence_output), labels
+        return head(sequence_output[selected], tap), labels[selected]  # (N, V), (N,)
+    return head(sequence_output, tap), labels
 
 
 def _mlm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -192,7 +199,7 @@ class BertForPreTraining(_TiedMLM, BertPreTrainedModel):
                         output_hidden_states, head_mask=head_mask, head_ablation=head_ablation,
                         inputs_embeds=inputs_embeds, interventions=interventions)
         logits, mlm_labels = _mlm_logits(self.cls.predictions, out.last_hidden_state, labels, masked_only,
-                                         masked_positions)
+                                         masked_positions, interventions.tap() if interventions is not None else None)
         nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
         mlm_loss = nsp_loss = None
         if labels is not None:
@@ -237,7 +244,7 @@ class BertForMaskedLM(_TiedMLM, BertPreTrainedModel):
                         output_hidden_states, head_mask=head_mask, head_ablation=head_ablation,
                         inputs_embeds=inputs_embeds, interventions=interventions)
         logits, mlm_labels = _mlm_logits(self.cls.predictions, out.last_hidden_state, labels, masked_only,
-                                         masked_positions)
+                                         masked_positions, interventions.tap() if interventions is not None else None)
         loss = None
         if labels is not None:
             loss = _mlm_loss(logits, mlm_labels)

@@ -218,16 +218,16 @@ class BertModel(BertPreTrainedModel):
         Raises:
             bertcore.modeling.embeddings.InputError: ids out of range, sequence too long, both or neither of
                 ``input_ids`` and ``inputs_embeds``.
-            ValueError: a head mask of another shape, an unknown ``head_ablation``, an intervention site beyond
-                the model's layers.
+            ValueError: a head mask of another shape, an unknown ``head_ablation``, an intervention site the model
+                does not have.
         """
         self.embeddings.check_inputs(input_ids, token_type_ids, inputs_embeds)
-        x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, T, E)
+        if interventions is not None:
+            interventions.check(self.config)
+        tap = interventions.tap() if interventions is not None else None
+        x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds, tap)  # (B, T, E)
         if hasattr(self, "embeddings_project"):
             x = self.embeddings_project(x)  # (B, T, H)
-        if interventions is not None:
-            interventions.check(self.config.num_hidden_layers)
-            x = interventions("resid", 0, x)
         mask = additive_mask(attention_mask, x.dtype)  # (B, 1, 1, T) or None
         layer_masks = None if head_mask is None else get_head_mask(
             head_mask, self.config.num_hidden_layers, self.config.num_attention_heads, x.dtype)

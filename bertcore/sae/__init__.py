@@ -1,4 +1,4 @@
-"""Sparse autoencoders (SAEs) on BERT's residual stream: features, not neurons (issue 40).
+"""Sparse autoencoders (SAEs) on BERT's residual stream: features, not neurons (docs/sae.md).
 
     model.py    :class:`TopKSAE` (Gao et al. 2024), MSE and the AuxK loss
     io.py       SAELens's on-disk layout (``cfg.json`` + ``sae_weights.safetensors``): ``save``, ``load``, checks
@@ -8,6 +8,6 @@
     config.py   every option of a training run (torch-free)
     __main__.py the command line: ``python -m bertcore.sae {train,resume,evaluate}``
 
-No Streamlit here. Layers are numbered from 1 as in :mod:`bertcore.modeling.interventions` (``("resid", l)`` is the
-output of transformers' ``bert.encoder.layer.{l-1}``).
+No Streamlit here. An SAE's ``layer`` is the index of ``hidden_states`` it reads (1..L: the output of transformers'
+``bert.encoder.layer.{layer-1}``, the site :func:`bertcore.sae.io.site` names).
 """

@@ -1,8 +1,9 @@
 """The Features page's computations: which features fire on a text, what one feature does, steering.
 
 Every function reads the model through one forward call with :class:`bertcore.modeling.interventions.Interventions` (no
-hook, no attribute, no mode change: a cached shared model stays untouched, ``docs/CONTRACTS.md``). Layers are
-1-based (``("resid", l)``, the output of transformers' ``bert.encoder.layer.{l-1}``); feature activations are in
+hook, no attribute, no mode change: a cached shared model stays untouched, ``docs/CONTRACTS.md``). An SAE's layer
+is the ``hidden_states`` index it reads (the output of transformers' ``bert.encoder.layer.{l-1}``, the site
+:func:`bertcore.sae.io.site` names); feature activations are in
 the SAE's units (the input scaled to mean norm ``sqrt(d_in)``).
 """
 
@@ -16,6 +17,7 @@ import torch
 from ..fill_mask import FillMaskError, mask_token_positions, mlm_head_of, predictions_from_logits
 from ..modeling.interventions import Interventions, eval_mode
 from ..tokenizer import encode
+from .io import site
 from .model import TopKSAE
 from .stream import hidden_states
 
@@ -95,7 +97,8 @@ def logit_effect(model, tokenizer, sae: TopKSAE, feature: int, base: torch.Tenso
 
 
 def steering_edit(sae: TopKSAE, feature: int, mode: str, value: float, positions: list[int] | None = None):
-    """An edit for the ``("resid", layer)`` site: ``"add"`` adds ``value`` times the feature's decoder direction (in
+    """An edit for the site an SAE reads (:func:`bertcore.sae.io.site`): ``"add"`` adds ``value`` times the
+    feature's decoder direction (in
     the model's units: ``value * W_dec[f] / c``); ``"clamp"`` sets the feature's activation to ``value`` where it is
     computed (the rest of the hidden state, the SAE's error included, kept). ``positions``: the tokens to steer (None:
     all).
@@ -134,7 +137,8 @@ class Steered:
 @torch.no_grad()
 def steered_fill_mask(model, tokenizer, text: str, layer: int, edit, k: int = 5,
                       max_length: int | None = None) -> Steered:
-    """The MLM head's top ``k`` at each [MASK] of ``text`` without and with ``edit`` at ``("resid", layer)``.
+    """The MLM head's top ``k`` at each [MASK] of ``text`` without and with ``edit`` at the site an SAE of
+    ``layer`` reads (:func:`bertcore.sae.io.site`).
 
     Raises:
         FillMaskError: no MLM head, or no [MASK] in the text.
@@ -147,7 +151,7 @@ def steered_fill_mask(model, tokenizer, text: str, layer: int, edit, k: int = 5,
         raise FillMaskError("write [MASK] where the model should guess a word")
     out = []
     with eval_mode(model):
-        for edits in ({}, {("resid", layer): edit}):
+        for edits in ({}, {site(encoder.config, layer): edit}):
             hidden = encoder(**inputs, interventions=Interventions(edits=edits)).last_hidden_state
             logits = head(hidden[0, positions])
             out.append(predictions_from_logits(tokenizer, inputs["input_ids"], positions, logits, None, k))

@@ -6,7 +6,8 @@ A folder holds ``cfg.json`` and ``sae_weights.safetensors`` (``W_enc (d_in, d_sa
 any). ``cfg.json`` has SAELens's fields: ``architecture: "topk"``, ``d_in``, ``d_sae``, ``k``, ``dtype`` (the
 compute dtype: fp16 weights are loaded as float32), ``apply_b_dec_to_input: true``, ``normalize_activations:
 "none"``, ``rescale_acts_by_decoder_norm: false``, and ``metadata`` with ``hook_name`` (the transformers module
-whose output the SAE reads, 0-based: ``bert.encoder.layer.3`` is bertcore's ``("resid", 4)``), ``model_name`` and
+whose output the SAE reads, 0-based: ``bert.encoder.layer.3`` is the output of block 3, bertcore's site
+:func:`site` gives), ``model_name`` and
 ``norm_scaling_factor``.
 
 The input normalisation (:class:`~bertcore.sae.model.TopKSAE`'s ``norm_scale`` ``c``) is *folded* into the
@@ -40,8 +41,16 @@ class SAEError(ValueError):
     """An SAE folder that cannot be read or does not fit the model (the message says which and why)."""
 
 
+def site(config, layer: int) -> str:
+    """The :mod:`bertcore.modeling.interventions` site an SAE of ``layer`` (``hidden_states[layer]``, >= 1) reads:
+    the output of block ``layer - 1`` as the next block reads it (``blocks.{layer-1}.ln2.hook_normalized`` post-LN,
+    ``blocks.{layer-1}.hook_resid_post`` pre-LN, before a final LayerNorm)."""
+    from ..modeling.interventions import block_output_site
+    return block_output_site(config, layer - 1)
+
+
 def hook_name(layer: int) -> str:
-    """The transformers module whose output is bertcore's ``("resid", layer)`` (``layer`` >= 1)."""
+    """The transformers module whose output an SAE of ``layer`` reads (``layer`` >= 1, :func:`site`)."""
     if layer < 1:
         raise SAEError(f"an SAE reads a layer's output, layers are numbered from 1; got {layer}")
     return f"bert.encoder.layer.{layer - 1}"

@@ -6,7 +6,8 @@ evals.
 - L0: mean number of active (non-zero) latents per token.
 - dead latents: the share of latents never active on the held-out tokens (1M for the shipped SAEs' cards).
 - the MLM loss with the SAE spliced in: layer l's output replaced by its reconstruction (an edit at the
-  ``("resid", l)`` site of :class:`bertcore.modeling.interventions.Interventions`, one forward call, no hook),
+  site :func:`bertcore.sae.io.site` names, through :class:`bertcore.modeling.interventions.Interventions`, one
+  forward call, no hook),
   cross-entropy at [MASK] positions (15% of the eligible tokens, every one replaced by [MASK]), reported as the
   difference in nats from the clean model's. Zero-ablation (the layer's output set to 0) and mean-ablation (set to its
   mean over held-out tokens) are the scale, reported the same way.
@@ -25,6 +26,7 @@ from ..fill_mask import mlm_head_of
 from ..modeling.interventions import Interventions, eval_mode
 from ..masking import mask_for_tokenizer
 from .model import TopKSAE
+from .io import site
 from .stream import hidden_states, pad
 
 
@@ -162,9 +164,10 @@ def spliced(model, tokenizer, saes: dict[int, TopKSAE], chunks: Sequence[np.ndar
         runs: dict[str, dict] = {"clean": {}}
         for layer, sae in saes.items():
             mean = torch.as_tensor(means[layer], dtype=torch.float32)
-            runs[f"sae{layer}"] = {("resid", layer): sae.reconstruct}
-            runs[f"zero{layer}"] = {("resid", layer): torch.zeros_like}
-            runs[f"mean{layer}"] = {("resid", layer): (lambda h, m=mean: m.to(h.dtype).expand_as(h).clone())}
+            name = site(mlm_head_of(model)[0].config, layer)
+            runs[f"sae{layer}"] = {name: sae.reconstruct}
+            runs[f"zero{layer}"] = {name: torch.zeros_like}
+            runs[f"mean{layer}"] = {name: (lambda h, m=mean: m.to(h.dtype).expand_as(h).clone())}
         for name, edits in runs.items():
             loss, k = mlm_ce(model, batch, edits)
             totals[name] = totals.get(name, 0.0) + loss

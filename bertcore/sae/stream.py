@@ -24,6 +24,7 @@ import torch
 
 from ..modeling.interventions import Interventions, eval_mode
 from ..masking import mask_for_tokenizer
+from .io import site
 
 HELD_OUT = "sotu"
 
@@ -96,25 +97,26 @@ def pad(chunks: Sequence[np.ndarray], pad_id: int) -> dict[str, torch.Tensor]:
 
 @torch.no_grad()
 def hidden_states(model, batch: dict[str, torch.Tensor], layers: Sequence[int]) -> dict[int, torch.Tensor]:
-    """``{layer: (B, T, H)}``: each layer's output (bertcore's ``("resid", layer)``, 1-based), one forward pass
-    that stops after the deepest one. ``model`` is any bertcore model (a head model's encoder is used).
+    """``{layer: (B, T, H)}``: ``hidden_states[layer]`` for each ``layer`` >= 1 (the site :func:`bertcore.sae.io.site`
+    names), one forward pass that stops after the deepest one. ``model`` is any bertcore model (a head model's
+    encoder is used).
     Records through :class:`~bertcore.modeling.interventions.Interventions` (no hook; a shared model stays untouched).
     """
     encoder = getattr(model, "base_model", model)
-    last = max(layers)
-    iv = Interventions(record=[("resid", layer) for layer in layers])
+    names = {layer: site(encoder.config, layer) for layer in layers}
+    last = names[max(layers)]
 
     def stop(x: torch.Tensor) -> torch.Tensor:
-        iv.recorded[("resid", last)] = x.detach().clone()
+        iv.recorded[last] = x.detach().clone()
         raise _Stop
 
-    iv.edits[("resid", last)] = stop
+    iv = Interventions({last: stop}, record=names.values())
     with eval_mode(encoder):
         try:
             encoder(**batch, interventions=iv)
         except _Stop:
             pass
-    return {layer: iv.recorded[("resid", layer)] for layer in layers}
+    return {layer: iv.recorded[name] for layer, name in names.items()}
 
 
 @dataclass

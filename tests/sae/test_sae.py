@@ -93,7 +93,7 @@ def test_a_perfect_sae_spliced_in_changes_no_loss(tiny_mlm):
     broken = identity_sae(d)
     with torch.no_grad():
         broken.W_dec[:d] *= 0.5  # the positive halves decoded at half strength
-    batch_loss = mlm_ce(tiny_mlm.model, _masked(tok, chunks), {("resid", 1): broken.reconstruct})
+    batch_loss = mlm_ce(tiny_mlm.model, _masked(tok, chunks), {"blocks.0.ln2.hook_normalized": broken.reconstruct})
     assert batch_loss != mlm_ce(tiny_mlm.model, _masked(tok, chunks))
 
 

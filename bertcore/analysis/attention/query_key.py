@@ -43,7 +43,9 @@ class QueryKeys:
 
 @torch.no_grad()
 def query_keys(encoder, tokenizer, sentences: list[str], layer: int, head: int, max_length: int = 128) -> QueryKeys:
-    """Record the queries and keys of head ``head`` (from 0) of layer ``layer`` (from 1) on each sentence.
+    """Record the queries and keys of head ``head`` of block ``layer`` (both from 0) on each sentence: the sites
+    ``blocks.{layer}.attn.hook_q`` / ``hook_k`` (a rotary model's ``hook_rot_q`` / ``hook_rot_k``, whose dot product
+    is the score).
 
     Raises:
         ValueError: no sentence, or a layer / head out of range.
@@ -51,16 +53,18 @@ def query_keys(encoder, tokenizer, sentences: list[str], layer: int, head: int, 
     cfg = encoder.config
     if not sentences:
         raise ValueError("give at least one sentence")
-    if not 1 <= layer <= cfg.num_hidden_layers or not 0 <= head < cfg.num_attention_heads:
-        raise ValueError(f"layer must be 1..{cfg.num_hidden_layers} and head 0..{cfg.num_attention_heads - 1}")
+    if not 0 <= layer < cfg.num_hidden_layers or not 0 <= head < cfg.num_attention_heads:
+        raise ValueError(f"layer must be 0..{cfg.num_hidden_layers - 1} and head 0..{cfg.num_attention_heads - 1}")
+    rot = "rot_" if cfg.position_embedding_type == "rotary" else ""
+    q_site, k_site = f"blocks.{layer}.attn.hook_{rot}q", f"blocks.{layer}.attn.hook_{rot}k"
     qs, ks, sent, pos, toks, lengths = [], [], [], [], [], []
     for i, s in enumerate(sentences):
         enc = tokenizer(s, return_tensors="pt", truncation=True, max_length=max_length)
-        iv = Interventions(record=[("query", layer), ("key", layer)])  # this call's own, never a hook
+        iv = Interventions(record=[q_site, k_site])  # this call's own, never a hook
         encoder(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"], interventions=iv)
         t = enc["input_ids"].shape[1]
-        qs.append(iv.recorded[("query", layer)][0, head].float().numpy())  # (T, d)
-        ks.append(iv.recorded[("key", layer)][0, head].float().numpy())
+        qs.append(iv.recorded[q_site][0, :, head].float().numpy())  # (T, d)
+        ks.append(iv.recorded[k_site][0, :, head].float().numpy())
         sent += [i] * t
         pos += list(range(t))
         toks += tokenizer.convert_ids_to_tokens(enc["input_ids"][0])

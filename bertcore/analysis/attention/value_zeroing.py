@@ -124,14 +124,15 @@ def distances(m: LayerMath, mw: LayerMath, x: torch.Tensor, probs: torch.Tensor)
 
 def every_layer(model, inputs: dict, position: int, token_id: int, tokens: list[int] | None = None,
                 batch: int = 16) -> np.ndarray:
-    """The effect of removing each token from the mixing of every layer at once (issue 37, section 4): the logit of
+    """The effect of removing each token from the mixing of every layer at once (for faithfulness): the logit of
     ``token_id`` at ``position`` in the real forward pass minus the logit when token j's value vectors are zeroed
     in every head of every layer (value bias included, as :func:`value_zeroing`; queries and keys unchanged, so
     token j still receives and is still attended to, but sends nothing). Positive: the token helped the
     prediction.
 
     The zeroing is an argument of the forward pass (:class:`bertcore.modeling.interventions.Interventions` at the
-    ``("value", l)`` sites), never a hook: the shared model is only read. Copies of the input run ``batch`` at a
+    ``blocks.{l}.attn.hook_v`` sites), never a hook: the shared model is only read. Copies of the input run
+    ``batch`` at a
     time, copy b zeroing its own token. Works on post-LN and pre-LN models.
 
     Args:
@@ -167,13 +168,13 @@ def every_layer(model, inputs: dict, position: int, token_id: int, tokens: list[
         real = float(head(encoder(**kw).last_hidden_state[:, position])[0, token_id])
         for start in range(0, len(tokens), batch):
             js = tokens[start:start + batch]
-            keep = torch.ones(len(js), 1, t, 1, dtype=base.dtype, device=device)  # (B, heads, T, d) broadcast
-            keep[torch.arange(len(js)), 0, torch.tensor(js), 0] = 0
+            keep = torch.ones(len(js), t, 1, 1, dtype=base.dtype, device=device)  # (B, T, heads, d) broadcast
+            keep[torch.arange(len(js)), torch.tensor(js)] = 0
 
             def zero(v: torch.Tensor, keep: torch.Tensor = keep) -> torch.Tensor:
                 return v * keep.to(v.dtype)
 
-            iv = Interventions({("value", layer): zero for layer in range(1, layers + 1)})
+            iv = Interventions({f"blocks.{layer}.attn.hook_v": zero for layer in range(layers)})
             copies = {k: v.expand(len(js), -1) for k, v in kw.items()}
             hidden = encoder(**copies, interventions=iv).last_hidden_state[:, position]  # (B, H)
             out[start:start + len(js)] = real - head(hidden)[:, token_id].double().cpu().numpy()

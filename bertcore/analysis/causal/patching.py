@@ -7,14 +7,15 @@ replaced by the clean run's, and measure how much of the clean behaviour comes b
 
     patched effect = (metric(patched) - metric(corrupted)) / (metric(clean) - metric(corrupted))
 
-so 0 = the corrupted run, 1 = the clean run. Sites (layers numbered from 1; 0 = the embedding output):
+so 0 = the corrupted run, 1 = the clean run. Sites ``(kind, layer)``, blocks numbered from 0 as HF's
+``encoder.layer[i]``, each one of :mod:`bertcore.modeling.interventions`' named sites (:func:`site_name`):
 
-- ``resid`` (layer 0..L, position): the residual stream, i.e. ``hidden_states[layer]`` at one position;
-- ``attn`` (layer 1..L, position): the attention sub-layer's output projection (``attention.output.dense``),
+- ``resid`` (0..L, position): the residual stream ``hidden_states[layer]`` (HF's index: 0 = the embedding output,
+  k = block k-1's output) at one position;
+- ``attn`` (block 0..L-1, position): ``blocks.{layer}.hook_attn_out``, the attention sub-layer's output projection,
   before it is added to the residual stream;
-- ``mlp`` (layer 1..L, position): the feed-forward output (``output.dense``), before the residual add;
-- ``head`` (layer 1..L, head): one head's context vectors (its slice of the input of ``attention.output.dense``)
-  at every position.
+- ``mlp`` (block 0..L-1, position): ``blocks.{layer}.hook_mlp_out``, the feed-forward output, before the residual add;
+- ``head`` (block 0..L-1, head 0..n-1): ``blocks.{layer}.attn.hook_z``, one head's context vectors at every position.
 
 Every activation is read and replaced through the forward pass's ``interventions`` argument
 (:class:`bertcore.modeling.interventions.Interventions`), never with hooks on the model: the model object is shared by
@@ -30,7 +31,7 @@ import numpy as np
 import torch
 
 from ...modeling.attention import additive_mask
-from ...modeling.interventions import Interventions
+from ...modeling.interventions import Interventions, hidden_state_site
 
 KINDS = ("resid", "attn", "mlp", "head")
 
@@ -50,15 +51,34 @@ def _check_site(base, kind: str, layer: int) -> None:
     n = len(base.encoder.layer)
     if kind not in KINDS:
         raise PatchingError(f"kind must be one of {KINDS}; got {kind!r}")
-    low = 0 if kind == "resid" else 1
-    if not low <= layer <= n:
-        raise PatchingError(f"{kind} layers are {low}..{n}; got {layer}")
+    high = n if kind == "resid" else n - 1
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer <= high:
+        what = "hidden_states indices" if kind == "resid" else "blocks"
+        raise PatchingError(f"{kind} {what} are 0..{high}; got {layer!r}")
+
+
+_BLOCK_SITES = {"attn": "hook_attn_out", "mlp": "hook_mlp_out", "head": "attn.hook_z"}
+
+
+def site_name(model: torch.nn.Module, kind: str, layer: int) -> str:
+    """The :mod:`bertcore.modeling.interventions` site of ``(kind, layer)``: ``("resid", k)`` is
+    :func:`~bertcore.modeling.interventions.hidden_state_site`, ``("attn", l)`` ``blocks.{l}.hook_attn_out``,
+    ``("mlp", l)`` ``blocks.{l}.hook_mlp_out``, ``("head", l)`` ``blocks.{l}.attn.hook_z``.
+
+    Raises:
+        PatchingError: an unknown kind or a layer outside the model.
+    """
+    base = _encoder(model)
+    _check_site(base, kind, layer)
+    if kind == "resid":
+        return hidden_state_site(base.config, layer)
+    return f"blocks.{layer}.{_BLOCK_SITES[kind]}"
 
 
 def sites(model: torch.nn.Module) -> list[tuple[str, int]]:
-    """Every patchable site of ``model``: ``("resid", 0..L)``, then ``("attn" | "mlp" | "head", 1..L)``."""
+    """Every patchable site of ``model``: ``("resid", 0..L)``, then ``("attn" | "mlp" | "head", 0..L-1)``."""
     n = len(_encoder(model).encoder.layer)
-    return [("resid", k) for k in range(n + 1)] + [(kind, k) for k in range(1, n + 1) for kind in KINDS[1:]]
+    return [("resid", k) for k in range(n + 1)] + [(kind, k) for k in range(n) for kind in KINDS[1:]]
 
 
 @torch.no_grad()
@@ -68,32 +88,32 @@ def record(model: torch.nn.Module,
 
     Returns:
         ``(output, cache)``: the encoder's :class:`~bertcore.modeling.model.BertModelOutput` and ``cache[(kind,
-        layer)]`` of shape ``(1, T, H)`` (``head``: the context vectors ``(1, T, heads * head_size)``).
+        layer)]`` of shape ``(1, T, H)`` (``head``: the context vectors ``(1, T, heads, head_size)``).
     """
     base = _encoder(model)
-    iv = Interventions(record=sites(base))
+    names = {site: site_name(base, *site) for site in sites(base)}
+    iv = Interventions(record=names.values())
     output = base(**inputs, interventions=iv)
-    return output, iv.recorded
+    return output, {site: iv.recorded[name] for site, name in names.items()}
 
 
 def patch(model: torch.nn.Module, kind: str, layer: int, clean: torch.Tensor, positions=None,
           head: int | None = None) -> Interventions:
-    """The intervention that gives activation ``(kind, layer)`` the values of ``clean`` (its recorded
-    ``(1, T, H)``) at ``positions`` (None: all; an empty list: none), or, for ``kind="head"``, head ``head``'s
-    slice at every position. Pass it to one forward pass (``interventions=``, or :func:`measure`).
+    """The intervention that gives activation ``(kind, layer)`` (numbered as :func:`site_name`) the values of
+    ``clean`` (its recorded ``(1, T, H)``) at ``positions`` (None: all; an empty list: none), or, for
+    ``kind="head"``, head ``head``'s context vectors (``clean`` ``(1, T, heads, d)``) at every position. Pass it to
+    one forward pass (``interventions=``, or :func:`measure`).
 
     Raises:
         PatchingError: an unknown kind, a layer or head out of range; during the forward pass, a shape that does
         not match the recorded one.
     """
     base = _encoder(model)
-    _check_site(base, kind, layer)
+    name = site_name(base, kind, layer)
     cfg = base.config
-    if kind == "head":
-        if head is None or not 0 <= head < cfg.num_attention_heads:
-            raise PatchingError(f"head must be in 0..{cfg.num_attention_heads - 1}; got {head}")
-        size = cfg.hidden_size // cfg.num_attention_heads
-        cols = slice(head * size, (head + 1) * size)
+    if kind == "head" and (isinstance(head, bool) or not isinstance(head, int)
+                           or not 0 <= head < cfg.num_attention_heads):
+        raise PatchingError(f"head must be in 0..{cfg.num_attention_heads - 1}; got {head!r}")
     idx = slice(None) if positions is None else torch.as_tensor(list(positions), dtype=torch.long)
 
     def edit(x: torch.Tensor) -> torch.Tensor:
@@ -101,12 +121,12 @@ def patch(model: torch.nn.Module, kind: str, layer: int, clean: torch.Tensor, po
             raise PatchingError(f"the clean run has shape {tuple(clean.shape)}, this one {tuple(x.shape)}")
         x = x.clone()
         if kind == "head":
-            x[..., cols] = clean[..., cols]
+            x[:, :, head] = clean[:, :, head]
         else:
             x[:, idx] = clean[:, idx]
         return x
 
-    return Interventions({(kind, layer): edit})
+    return Interventions({name: edit})
 
 
 # ----------------------------------------------------------------------------- metrics
@@ -149,26 +169,23 @@ def measure(model: torch.nn.Module, inputs: dict[str, torch.Tensor], metric: Met
 
 @dataclass
 class PatchingResult:
-    """``effects[kind]``: ``(layers, T)`` for resid (layers 0..L), attn and mlp (1..L); ``(L, heads)`` for head;
-    normalised (0 = corrupted, 1 = clean). ``clean`` / ``corrupted``: the metric of each run."""
+    """``effects[kind]``: ``(L + 1, T)`` for resid (row k: ``hidden_states[k]``), ``(L, T)`` for attn and mlp (row l:
+    block l), ``(L, heads)`` for head; normalised (0 = corrupted, 1 = clean). ``clean`` / ``corrupted``: the metric
+    of each run."""
 
     effects: dict[str, np.ndarray]
     clean: float
     corrupted: float
 
 
-def _row_patch(base, kind: str, clean: torch.Tensor, first: int, n: int):
+def _row_patch(kind: str, clean: torch.Tensor, first: int, n: int):
     """The edit that patches, in rows ``first .. first + n - 1`` of a batch, site ``b`` of ``kind`` in row
     ``first + b``: position b (attn / mlp) or head b (head); other rows pass unchanged."""
     rows, sites_ = torch.arange(first, first + n), torch.arange(n)
     if kind == "head":
-        cfg = base.config
-        size = cfg.hidden_size // cfg.num_attention_heads
-        cols = torch.arange(cfg.hidden_size)[None, :] // size == sites_[:, None]  # (n, H): row b holds head b
-
-        def edit_head(x):
+        def edit_head(x):  # (B, T, heads, d)
             x = x.clone()
-            x[rows] = torch.where(cols[:, None, :], clean.expand(n, -1, -1), x[rows])
+            x[rows, :, sites_] = clean[0].transpose(0, 1)[sites_]  # row first + b: head b at every position
             return x
 
         return edit_head
@@ -194,9 +211,9 @@ def scan(model: torch.nn.Module, clean_inputs: dict[str, torch.Tensor], corrupte
          metric: Metric, kinds=KINDS, progress=None) -> PatchingResult:
     """Patch every site of ``kinds``, one site per run, and measure ``metric``.
 
-    How the patched runs are batched: every site of layer l (its attn and mlp outputs at each position, each
-    head, and the residual stream entering it at each position) leaves layers 1..l-1 exactly as in the
-    corrupted run, so their runs start at layer l from the corrupted run's recorded residual stream
+    How the patched runs are batched: every site of block l (its attn and mlp outputs at each position, each
+    head, and the residual stream entering it at each position) leaves blocks 0..l-1 exactly as in the
+    corrupted run, so their runs start at block l from the corrupted run's recorded residual stream
     (:meth:`bertcore.modeling.encoder.BertEncoder.forward`'s ``start_layer``) as one batch of up to 3T + heads rows,
     row r patching one site. A scan is L batches through on average (L + 1) / 2 layers, plus the last residual stream,
     which only the head reads; and a metric applies only the head it reads, at one position.
@@ -233,30 +250,27 @@ def scan(model: torch.nn.Module, clean_inputs: dict[str, torch.Tensor], corrupte
         return ((values.float() - m_corr) / (m_clean - m_corr)).numpy()
 
     effects = {k: np.zeros((n + 1 if k == "resid" else n, heads if k == "head" else t)) for k in kinds}
-    for layer in range(1, n + 1):  # the sites of layer `layer` and the residual stream entering it
+    for layer in range(n):  # the sites of block `layer` and the residual stream entering it
         parts, edits = [], {}
         if "resid" in kinds:
-            parts.append(("resid", _patched_resid(corr[("resid", layer - 1)], clean[("resid", layer - 1)])))
+            parts.append(("resid", _patched_resid(corr[("resid", layer)], clean[("resid", layer)])))
         for kind in ("attn", "mlp", "head"):
             if kind in kinds:
                 width = heads if kind == "head" else t
                 first = sum(len(x) for _, x in parts)
-                edits[(kind, layer)] = _row_patch(base, kind, clean[(kind, layer)], first, width)
-                parts.append((kind, corr[("resid", layer - 1)].expand(width, -1, -1)))
-        last = base.encoder(torch.cat([x for _, x in parts]), mask, start_layer=layer - 1,
+                edits[site_name(base, kind, layer)] = _row_patch(kind, clean[(kind, layer)], first, width)
+                parts.append((kind, corr[("resid", layer)].expand(width, -1, -1)))
+        last = base.encoder(torch.cat([x for _, x in parts]), mask, start_layer=layer,
                             interventions=Interventions(edits))[0]
         values = normalise(metric(model, last))
         first = 0
-        for kind, x in parts:  # row layer - 1: resid's is the stream entering layer `layer`, the others' layer itself
-            effects[kind][layer - 1] = values[first:first + len(x)]
+        for kind, x in parts:  # row `layer`: resid's is the stream entering the block, the others' the block itself
+            effects[kind][layer] = values[first:first + len(x)]
             first += len(x)
         if progress is not None:
-            progress(layer, n + 1)
-    if "resid" in kinds:  # the last layer's output: only the final LayerNorm (pre-LN) and the head read it
-        x = _patched_resid(corr[("resid", n)], clean[("resid", n)])
-        if hasattr(base.encoder, "LayerNorm"):
-            x = base.encoder.LayerNorm(x)
-        effects["resid"][n] = normalise(metric(model, x))
+            progress(layer + 1, n + 1)
+    if "resid" in kinds:  # the last block's output (after a pre-LN stack's final LayerNorm): only the head reads it
+        effects["resid"][n] = normalise(metric(model, _patched_resid(corr[("resid", n)], clean[("resid", n)])))
     if progress is not None:
         progress(n + 1, n + 1)
     return PatchingResult(effects, m_clean, m_corr)

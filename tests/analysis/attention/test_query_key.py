@@ -12,7 +12,7 @@ SENTENCES = ["The keys to the cabinet are on the table.", "A dog barked.", "Bees
 
 @pytest.fixture(scope="module")
 def recorded(packaged):
-    return QK.query_keys(packaged.model, packaged.tokenizer, SENTENCES, layer=3, head=5)
+    return QK.query_keys(packaged.model, packaged.tokenizer, SENTENCES, layer=2, head=5)
 
 
 def test_recorded_vectors_give_the_models_attention(packaged, recorded):
@@ -56,6 +56,6 @@ def test_errors(packaged):
     with pytest.raises(ValueError, match="at least one sentence"):
         QK.query_keys(packaged.model, packaged.tokenizer, [], 1, 0)
     with pytest.raises(ValueError, match="layer must be"):
-        QK.query_keys(packaged.model, packaged.tokenizer, ["a"], 7, 0)
+        QK.query_keys(packaged.model, packaged.tokenizer, ["a"], 6, 0)
     with pytest.raises(ValueError, match="method must be"):
         QK.project(np.zeros((3, 4)), np.zeros((3, 4)), "umap")

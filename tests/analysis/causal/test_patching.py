@@ -40,13 +40,13 @@ def test_patching_a_whole_layer_restores_the_clean_run(model):
 def test_an_empty_patch_is_the_corrupted_run(model):
     corrupted = METRIC(model, CORRUPT)
     _, cache = P.record(model, CLEAN)
-    for kind, layer in (("resid", 1), ("attn", 2), ("mlp", 3)):
+    for kind, layer in (("resid", 1), ("attn", 1), ("mlp", 2)):
         iv = P.patch(model, kind, layer, cache[(kind, layer)], positions=[])
         assert METRIC(model, CORRUPT, interventions=iv) == corrupted
 
 
 def test_a_head_with_the_same_output_in_both_runs_changes_nothing(model):
-    """Head 2 of layer 1 with zero value weights outputs zeros on any input: patching it is a no-op."""
+    """Head 2 of block 0 with zero value weights outputs zeros on any input: patching it is a no-op."""
     size = model.config.hidden_size // model.config.num_attention_heads
     with torch.no_grad():
         v = model.bert.encoder.layer[0].attention.self.value
@@ -54,9 +54,9 @@ def test_a_head_with_the_same_output_in_both_runs_changes_nothing(model):
         v.bias[2 * size:3 * size] = 0
     corrupted = METRIC(model, CORRUPT)
     _, cache = P.record(model, CLEAN)
-    assert METRIC(model, CORRUPT, interventions=P.patch(model, "head", 1, cache[("head", 1)], head=2)) == corrupted
+    assert METRIC(model, CORRUPT, interventions=P.patch(model, "head", 0, cache[("head", 0)], head=2)) == corrupted
     # a working head does change it
-    assert METRIC(model, CORRUPT, interventions=P.patch(model, "head", 1, cache[("head", 1)], head=1)) != corrupted
+    assert METRIC(model, CORRUPT, interventions=P.patch(model, "head", 0, cache[("head", 0)], head=1)) != corrupted
 
 
 def test_patching_leaves_the_model_unchanged(model):
@@ -84,8 +84,10 @@ def test_errors(model):
     with pytest.raises(P.PatchingError, match="kinds must be among"):
         P.scan(model, CLEAN, CORRUPT, LOGIT_DIFF, kinds=("resid", "ffn"))
     _, cache = P.record(model, CLEAN)
-    with pytest.raises(P.PatchingError, match="layers are 1..3"):
-        P.patch(model, "mlp", 0, cache[("mlp", 1)])
+    with pytest.raises(P.PatchingError, match="blocks are 0..2"):
+        P.patch(model, "mlp", 3, cache[("mlp", 2)])
+    with pytest.raises(P.PatchingError, match="indices are 0..3"):
+        P.patch(model, "resid", 4, cache[("resid", 3)])
     with pytest.raises(P.PatchingError, match="kind must be"):
         P.patch(model, "ffn", 1, cache[("mlp", 1)])
     with pytest.raises(P.PatchingError, match="shape"):
@@ -106,15 +108,14 @@ def test_the_batched_scan_equals_one_patch_at_a_time(model_cls, metric, config):
     _, cache = P.record(model, CLEAN)
     clean, corrupted = res.clean, res.corrupted
     assert clean == pytest.approx(METRIC(model, CLEAN, metric)) and corrupted == METRIC(model, CORRUPT, metric)
-    for kind, layer, j in (("resid", 0, 1), ("resid", 2, 4), ("resid", 3, 0), ("resid", 3, 4), ("attn", 1, 1),
-                           ("attn", 3, 4), ("mlp", 2, 1), ("mlp", 3, 4), ("head", 1, 0), ("head", 3, 3)):
+    for kind, layer, j in (("resid", 0, 1), ("resid", 2, 4), ("resid", 3, 0), ("resid", 3, 4), ("attn", 0, 1),
+                           ("attn", 2, 4), ("mlp", 1, 1), ("mlp", 2, 4), ("head", 0, 0), ("head", 2, 3)):
         kw = {"head": j} if kind == "head" else {"positions": [j]}
         iv = P.patch(model, kind, layer, cache[(kind, layer)], **kw)
         alone = (METRIC(model, CORRUPT, metric, iv) - corrupted) / (clean - corrupted)
-        row = layer if kind == "resid" else layer - 1
         # compared in metric units: batching rounds fp32 matmuls differently (~1e-7 of a logit), which the
         # normalisation divides by the clean - corrupted gap
-        assert abs(res.effects[kind][row, j] - alone) * abs(clean - corrupted) < 1e-5, (kind, layer, j)
+        assert abs(res.effects[kind][layer, j] - alone) * abs(clean - corrupted) < 1e-5, (kind, layer, j)
 
 
 def test_the_encoder_resumes_from_a_recorded_layer(model):
