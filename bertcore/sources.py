@@ -63,8 +63,13 @@ PACKAGED_MLM = ModelSource("packaged", "mlm", "MiniLM-MLM: fills [MASK] (package
 PACKAGED_SOURCES = (PACKAGED_MLM, PACKAGED)
 DEFAULT = PACKAGED_MLM
 """The app's default model: the same encoder as :data:`PACKAGED`, and it does BERT's two tasks (fill-mask, NSP)."""
-#: folder of the shipped fill-mask model (an HF BertForPreTraining folder, fp16 safetensors)
-SHIPPED_MLM_DIR = Path(__file__).resolve().parent.parent / "models" / "minilm-mlm"
+#: the shipped model inside an installed package (setup.py copies ``models/minilm-mlm`` there when it builds a wheel)
+_INSTALLED_MLM_DIR = Path(__file__).resolve().parent / "_shipped" / "minilm-mlm"
+#: folder of the shipped fill-mask model (an HF BertForPreTraining folder, fp16 safetensors): inside the package when
+#: it was installed with ``pip install .``, else ``models/minilm-mlm`` beside ``bertcore/`` (a clone, an editable
+#: install)
+SHIPPED_MLM_DIR = (_INSTALLED_MLM_DIR if (_INSTALLED_MLM_DIR / "config.json").is_file()
+                   else Path(__file__).resolve().parent.parent / "models" / "minilm-mlm")
 
 
 def packaged_model_dir() -> Path:
@@ -81,14 +86,15 @@ def packaged_model_dir() -> Path:
 
 
 def shipped_mlm_dir() -> Path:
-    """Folder of :data:`PACKAGED_MLM` (``models/minilm-mlm`` beside ``bertcore/``).
+    """Folder of :data:`PACKAGED_MLM` (:data:`SHIPPED_MLM_DIR`: ``models/minilm-mlm`` beside ``bertcore/``, or its
+    copy inside an installed package).
 
     Raises:
         SourceError: the folder is missing (e.g. ``bertcore`` was copied without ``models/``).
     """
     if not (SHIPPED_MLM_DIR / "config.json").is_file():
         raise SourceError(f"the packaged fill-mask model is missing: expected it in {SHIPPED_MLM_DIR} "
-                          "(it ships with the repository; a fresh clone has it)")
+                          "(it ships with the repository and with `pip install .`; a fresh clone has it)")
     return SHIPPED_MLM_DIR
 
 
