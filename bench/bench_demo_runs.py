@@ -14,13 +14,13 @@ fixed masks, and its probe). Prints one JSON line per run, then a table:
   :data:`PLATEAU_MARGIN` (0.3) nats below the unigram line
   (:func:`bertcore.analysis.papers.emergence.left_unigram_line`), in steps and seconds; "never" if it does not;
 - the probe's top 3 at each [MASK] (with ``--probe auto``, the held-out word in brackets);
-- whether the run meets issue 31's bar: loss at least :data:`BAR_MARGIN` (0.8) nats below the unigram line
+- whether the run meets the bar: loss at least :data:`BAR_MARGIN` (0.8) nats below the unigram line
   and a content word (:func:`bertcore.analysis.papers.emergence.is_content_word`) in the top 3 of some probe mask.
 
 The load average (1 minute) is printed before and after each run. Do not run this beside other work:
 timings, and so the step counts, depend on the machine being otherwise idle (except the loaded run).
 
-    python bench/bench_demo_runs.py --n 5                               # the issue's benchmark (about 70 min)
+    python bench/bench_demo_runs.py --n 5                               # the full benchmark (about 70 min)
     python bench/bench_demo_runs.py --n 1 --minutes 1 --no-busy         # a quick check that it works
     python bench/bench_demo_runs.py --n 5 --set lr=3e-3 --set unigram_init=false --set beta2=0.999  # the old recipe
     python bench/bench_demo_runs.py --n 5 --no-busy --recipe scratch-fast --recipe modern  # classic vs ModernBERT
@@ -51,7 +51,7 @@ from bertcore.train_config import TrainConfig  # noqa: E402
 from bertcore.training.recipes import RECIPES  # noqa: E402
 
 PLATEAU_MARGIN = 0.3  # nats below the unigram line: "left the plateau"
-BAR_MARGIN = 0.8  # nats below the unigram line: issue 31's bar for the final held-out loss
+BAR_MARGIN = 0.8  # nats below the unigram line: the bar for the final held-out loss
 BUSY_LOOP = "while True:\n    pass\n"
 
 
@@ -126,7 +126,7 @@ def score_fresh(run_dir: Path, threads: int | None = None) -> dict:
     evaluate``: the project's loader, the run's own held-out split, fixed masks and probe) against the unigram line
     its metrics log; a dict with ``step``, ``loss``, ``below_line`` (nats), ``acc_mask``, ``left_at_step`` and
     ``left_at_s`` (the run view's rule on the logged held-out losses), the probe's top 3 per [MASK],
-    ``content_word_in_top3`` and ``meets_bar`` (issue 31's bar: at least :data:`BAR_MARGIN` nats below the line and
+    ``content_word_in_top3`` and ``meets_bar`` (the bar: at least :data:`BAR_MARGIN` nats below the line and
     a content word in the top 3); or ``{"error": ...}`` when the evaluation fails."""
     records = R.read_metrics(run_dir)
     ref = next(x for x in records if x.get("split") == "reference")

@@ -1,6 +1,6 @@
 """Where do runs of a recipe leave the unigram plateau? A distribution over seeds, run lengths and thread counts.
 
-Issue 39: the same recipe and seed left the plateau in one run and not in another, and the only visible
+Why: the same recipe and seed left the plateau in one run and not in another, and the only visible
 difference was the step count the calibration planned (5,400 against 6,000), through a learning-rate schedule tied
 to the total. This benchmark measures the escape step as a distribution: for each thread count, total step count
 and seed, one run of the recipe (``bertcore.training.recipes.RECIPES``, default ``scratch-fast``) with
@@ -9,10 +9,10 @@ evaluated on its held-out split every ``--eval-every`` steps and stopped at ``--
 decides the escape). Each run is a subprocess at ``nice 19`` with ``--threads t``. Per run it records:
 
 - ``escape``: the first evaluation whose held-out MLM loss is at least 1 nat below the run's unigram line
-  (the issue's definition; None if not by the horizon), and ``left``: the step from which it stays 0.3 nats
+  (None if not by the horizon), and ``left``: the step from which it stays 0.3 nats
   below (:func:`bertcore.analysis.papers.emergence.left_unigram_line`, the run view's rule);
 - the held-out losses, the unigram line, the wall time and the load average before and after;
-- with ``--end``, the issue's end condition: each run goes to its total with the recipe's probe, and its last
+- with ``--end``, the live-demo end condition: each run goes to its total with the recipe's probe, and its last
   checkpoint is scored loaded fresh in a new process (``bench_demo_runs.score_fresh``): held-out loss below the
   unigram line, accuracy at [MASK], the probe's top 3, and whether it meets the bar (at least 0.8 nats below the
   line and a content word in the top 3).
@@ -56,7 +56,7 @@ from bertcore.analysis.papers.emergence import left_unigram_line  # noqa: E402
 from bertcore.train_config import TrainConfig  # noqa: E402
 from bertcore.training.recipes import RECIPES  # noqa: E402
 
-ESCAPE_NATS = 1.0  # the issue's escape: held-out loss this far below the unigram line
+ESCAPE_NATS = 1.0  # the escape: held-out loss this far below the unigram line
 LEFT_NATS = 0.3  # the run view's "left the plateau" margin (bench_demo_runs.PLATEAU_MARGIN)
 
 
@@ -144,7 +144,7 @@ def main(argv=None) -> None:
     p.add_argument("--horizon", type=int, default=2000, help="steps run of each (the escape is decided early)")
     p.add_argument("--eval-every", type=int, default=100)
     p.add_argument("--end", action="store_true", help="run each to its total (no horizon) with the recipe's probe "
-                   "and score its last checkpoint loaded fresh: the issue's end condition")
+                   "and score its last checkpoint loaded fresh: the live-demo end condition")
     p.add_argument("--set", action="append", default=[], help="option=value overriding the recipe (repeatable)")
     p.add_argument("--out", type=Path, help="JSON lines, appended; runs already there are skipped (required)")
     p.add_argument("--table", action="store_true", help="print the table of --out and stop")

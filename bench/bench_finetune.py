@@ -1,4 +1,4 @@
-"""Does the Train page's fine-tuning default beat its TF-IDF baseline on a busy laptop and at short budgets (issue 39)?
+"""Does the Train page's fine-tuning default beat its TF-IDF baseline on a busy laptop and at short budgets?
 
 Runs the fine-tuning defaults (``TrainConfig.create("finetune")``: the packaged MiniLM, the packaged tweets,
 positive vs negative; what the Train page launches) through the CLI for seeds 0..N-1 under each condition, one run
@@ -7,17 +7,17 @@ second process keeps one core busy (a Python busy loop, as a browser or a video 
 checkpoint is scored fresh in a new process (``python -m bertcore.train evaluate --split test``: the project's
 loader, the run's own test split) and set beside the TF-IDF + logistic regression baseline the run fitted on the
 same split (``results.json``). Prints one JSON line per run, then a table: steps done (the calibration's plan),
-threads, test accuracy and macro F1 of BERT and of the baseline, and the difference in F1 points. The issue's
+threads, test accuracy and macro F1 of BERT and of the baseline, and the difference in F1 points. The
 goal: BERT's macro F1 at least :data:`GOAL_POINTS` (3) points above the baseline's in every run.
 
 Do not run this beside other work: a time budget's step count depends on the machine being otherwise idle (except
 the busy condition's loop).
 
-    python bench/bench_finetune.py --n 3                                # the issue's benchmark (about 50 min)
+    python bench/bench_finetune.py --n 3                                # the full benchmark (about 50 min)
     python bench/bench_finetune.py --n 1 --condition idle:1             # a quick check that it works
     python bench/bench_finetune.py --report LOG1 --report LOG2          # one table from saved outputs
     python bench/bench_finetune.py --n 3 --condition idle:5 --set lr=5e-5 --set head_lr=5e-5 \
-        --set group_by_length=false                                     # the defaults before issue 39
+        --set group_by_length=false                                     # the defaults before head_lr
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from bench_demo_runs import ENV, launch, load_avg, parse_set  # noqa: E402
 from bertcore import runs as R  # noqa: E402
 from bertcore.train_config import TrainConfig  # noqa: E402
 
-GOAL_POINTS = 3.0  # issue 39: test macro F1 at least this many points above the TF-IDF baseline's
+GOAL_POINTS = 3.0  # the goal: test macro F1 at least this many points above the TF-IDF baseline's
 
 
 def parse_condition(text: str) -> tuple[bool, float]:

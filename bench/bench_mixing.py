@@ -1,11 +1,11 @@
-"""Context mixing (issue 37, section 1): what each method of ``bertcore.analysis.attention.mixing`` costs next to
+"""Context mixing (docs/context-mixing.md): what each method of ``bertcore.analysis.attention.mixing`` costs next to
 one plain forward pass of the same model on the same input, measured in the same run.
 
     python bench/bench_mixing.py [--reps 5] [--threads N] [--tokens 32 128]
 
 On the shipped MiniLM-MLM (6 layers, 12 heads, H 384) and inputs of 32 and 128 tokens of BBC News text, prints the
 median milliseconds of each method and of the reference (``model.base_model(**inputs)``: the encoder, no attentions
-kept, the fused attention kernel), timed in pairs one after the other, the median of the pairs' ratios, the issue's
+kept, the fused attention kernel), timed in pairs one after the other, the median of the pairs' ratios, the
 goal (3x for the norm family and ALTI, T/4 for value zeroing) and the 1-minute load average after the row (the
 machine may be shared). DecompX (one fill-mask position, two candidates) is timed too; it has no goal.
 """

@@ -1,4 +1,4 @@
-"""The Embedding projector (issue 41 part 2): seconds by number of points and method, on the shipped MiniLM-MLM and
+"""The Embedding projector (docs/projector.md): seconds by number of points and method, on the shipped MiniLM-MLM and
 held-out State of the Union sentences, split into the steps the page runs (``bertcore.analysis.projector.view``).
 
     nice -n 19 python bench/bench_projector.py [--points 2000 10000 50000] [--layer 3] [--threads 2]

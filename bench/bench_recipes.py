@@ -58,7 +58,7 @@ RECIPES: dict[str, tuple[str, list[str]]] = {
                    ["--preset", "tiny", "--tokenizer", "corpus:8000", "--max-seq-len", "32", "--batch-size", "64",
                     "--lr", "3e-3", "--no-nsp", "--mask-replace-prob", "1.0", "--random-replace-prob", "0.0",
                     "--dropout", "0", "--pre-layer-norm", "--eval-every", "100"]),
-    # issue 17: the levers of docs/recipes.md's search, one at a time on top of "tiny-2k-mask30"
+    # the levers of docs/recipes.md's recipe search, one at a time on top of "tiny-2k-mask30"
     "tiny-2k-mask30": ("tiny, a corpus WordPiece vocabulary of 2k, seq 64, batch 32, lr 3e-3, 30% masking (Wettig et "
                        "al. 2023), all [MASK], pre-LN, dropout 0, no NSP",
                        ["--preset", "tiny", "--tokenizer", "corpus:2000", "--max-seq-len", "64", "--batch-size", "32",
@@ -78,7 +78,7 @@ RECIPES: dict[str, tuple[str, list[str]]] = {
                              "64", "--batch-size", "32", "--lr", "3e-3", "--mlm-probability", "0.3", "--no-nsp",
                              "--mask-replace-prob", "1.0", "--random-replace-prob", "0.0", "--dropout", "0",
                              "--pre-layer-norm", "--eval-every", "100"]),
-    "tiny-seq32-wiki": ("tiny-seq32 on Wikipedia summaries (the Train page's default since issue 17)",
+    "tiny-seq32-wiki": ("tiny-seq32 on Wikipedia summaries (the Train page's default after the recipe search)",
                         ["--preset", "tiny", "--corpus", "wiki", "--tokenizer", "corpus:8000", "--max-seq-len", "32",
                          "--batch-size", "64", "--lr", "3e-3", "--warmup", "0.05", "--no-nsp", "--mask-replace-prob",
                          "1.0", "--random-replace-prob", "0.0", "--dropout", "0", "--pre-layer-norm", "--eval-every",

@@ -1,4 +1,4 @@
-"""A real training run's speed against its step's own speed, in one process (issue 42).
+"""A real training run's speed against its step's own speed, in one process (docs/gpu.md).
 
     python bench/bench_run_vs_step.py                      # the shipped model's shape, 2 threads, CPU
     python bench/bench_run_vs_step.py --prefetch 0 2       # the serial data path against the prefetched one

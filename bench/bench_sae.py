@@ -1,4 +1,4 @@
-"""SAE training throughput (issue 40): tokens per second of the two parts of a training step at a fixed thread
+"""SAE training throughput (docs/sae.md): tokens per second of the two parts of a training step at a fixed thread
 count, on the shipped MiniLM-MLM, measured in the same run.
 
     python bench/bench_sae.py [--threads 2] [--layers 2 4 6] [--blocks 2] [--steps 8]

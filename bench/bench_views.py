@@ -1,9 +1,10 @@
-"""The issue-9 views once the forward is cached: what each costs next to the forward itself.
+"""The attention views (word merge, rollout, flow, neurons, head ablation) once the forward is cached: what each
+costs next to the forward itself.
 
     python bench/bench_views.py [--reps 5] [--threads N]
 
 For inputs of 128 and 512 tokens of BBC News text on the packaged MiniLM, prints the median
-milliseconds of the forward (``bertcore.analysis.run``: all attentions and hidden states, the
+milliseconds of the forward (``bertcore.analysis.attention.activations.run``: all attentions and hidden states, the
 reference, measured in the same run) and of each view's computation and figure (built and
 serialised to JSON, as Streamlit sends it), with the ratio view / forward. Attention flow is
 timed at the largest length the page offers (``rollout.FLOW_MAX_TOKENS``) and at 32 tokens.
@@ -62,7 +63,7 @@ def main() -> None:
         groups = words.word_groups(tokens, enc.word_ids)
         roll = rollout.rollout(att)
         special = np.array(enc.special_tokens_mask, dtype=bool)
-        mask = ablation.make_head_mask(cfg.num_hidden_layers, cfg.num_attention_heads, layers=[1])
+        mask = ablation.make_head_mask(cfg.num_hidden_layers, cfg.num_attention_heads, layers=[0])
         before = ablation.readout(lm.model, lm.head, tok, enc, None)
         query = 5
         rows: list[tuple[str, callable]] = [("forward (reference)", fwd)]
@@ -77,10 +78,10 @@ def main() -> None:
                 ("rollout figure (+ JSON)", lambda: rollout_figures.contributions_figure(
                     {"raw": att[:, :, query].mean(1), "rollout": roll[:, query], "flow": None}, tokens,
                     tokens[query]).to_json()),
-                ("neuron view (compute)", lambda: neurons.neuron_view(enc_model, act.hidden_states[2], 3, 4, query)),
+                ("neuron view (compute)", lambda: neurons.neuron_view(enc_model, act.hidden_states[2], 2, 3, query)),
                 ("neuron view figure (+ JSON)", lambda: rollout_figures.neuron_figure(
                     *(lambda v: (v.query_vector, v.key_vectors, v.product, v.scores, v.probs))(
-                        neurons.neuron_view(enc_model, act.hidden_states[2], 3, 4, query)), tokens,
+                        neurons.neuron_view(enc_model, act.hidden_states[2], 2, 3, query)), tokens,
                     tokens[query]).to_json()),
                 ("head view figure, word level (+ JSON)", lambda: att_figures.head_view(
                     words.merge_attention(att[0, 0], groups), groups.labels, 1).to_json()),

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 42's GPU half in one call of the lent machine (docs/gpu.md), every figure in one process per line below.
+# docs/gpu.md's H200 measurements in one call of the lent machine, every figure in one process per line below.
 # Prepared on the CPU machine: the BBC data of the real runs is packed there (the GPU machine has no corpora):
 #   python bench/device_pretrain.py pack .devdata/bbc -- pretrain --init models/minilm-mlm --corpus bbc --max-seq-len 128
 # and travels with the work tree (carry .devdata, and .whl: the wheels of datasets, dill and multiprocess, installed

@@ -1,4 +1,4 @@
-"""A small hyper-parameter sweep of SAE training on cached hidden states (issue 40): which learning rate, k and
+"""A small hyper-parameter sweep of SAE training on cached hidden states (docs/sae.md): which learning rate, k and
 starting point reach a lower held-out FVU for the same number of token updates, measured in one process.
 
     python bench/sae_sweep.py --layer 4 --pool 120000 --steps 600 --config lr=8e-4 --config lr=2e-3,init=shipped

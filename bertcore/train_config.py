@@ -69,7 +69,8 @@ def default_lr(task: str, scratch: bool) -> float:
     return 3e-4 if scratch else 1e-4
 
 
-# issue 39 changed fine-tuning's defaults; a run.json without "head_lr" was written before: these reproduce it
+# fine-tuning's defaults before head_lr and length buckets; a run.json without "head_lr" predates them: these
+# reproduce it
 BEFORE_HEAD_LR: dict[str, Any] = {"head_lr": None, "group_by_length": False}
 BEFORE_HEAD_LR_PRETRAINED_LR = 5e-5  # the peak lr then of fine-tuning a pretrained model with no --lr
 
@@ -275,7 +276,7 @@ class TrainConfig:
     def from_dict(cls, data: dict[str, Any], task: str | None = None) -> "TrainConfig":
         """From a ``run.json`` ``args`` dict (or a parsed CLI namespace's ``vars``); keys this version
         does not know are ignored, missing keys get the task defaults, except for a fine-tuning run written before
-        issue 39 (no ``head_lr``): it gets the defaults of then (:data:`BEFORE_HEAD_LR`), so its resume takes the
+        ``head_lr`` existed: it gets the defaults of then (:data:`BEFORE_HEAD_LR`), so its resume takes the
         same steps and loads its optimizer state."""
         known = {f.name for f in dataclasses.fields(cls)}
         task = task or data.get("task") or "pretrain"

@@ -48,15 +48,16 @@ def load_model(source: ModelSource) -> LoadedModel:
 
 @st.cache_resource(show_spinner="Running the model ...", max_entries=6, ttl="1h")
 def forward(key: tuple[str, ...], text: str, text_pair: str | None, _loaded: LoadedModel) -> activations.Activations:
-    """:func:`bertcore.analysis.run` for one text (or pair), cached per ``(key, text, text_pair)``.
+    """:func:`bertcore.analysis.attention.activations.run` for one text (or pair), cached per
+    ``(key, text, text_pair)``.
 
     A resource cache, not ``st.cache_data``: 512 tokens of a 6-layer model are ~80 MB of
     attention, which ``cache_data`` would unpickle on every rerun. The arrays are made
     read-only instead, so no page can change what another session sees (copy before editing,
-    as :func:`bertcore.analysis.hide_tokens` does).
+    as :func:`bertcore.analysis.attention.activations.hide_tokens` does).
 
     ``key`` must be :func:`source_key` of ``_loaded.source`` (the model is not hashed).
-    Raises the same errors as :func:`bertcore.analysis.run` (``TextError``, ``InputError``).
+    Raises the same errors as :func:`bertcore.analysis.attention.activations.run` (``TextError``, ``InputError``).
     """
     act = activations.run(_loaded.encoder, _loaded.tokenizer, text, text_pair)
     act.attentions.flags.writeable = False
@@ -66,7 +67,7 @@ def forward(key: tuple[str, ...], text: str, text_pair: str | None, _loaded: Loa
 
 @st.cache_data(show_spinner=False, max_entries=24)
 def head_stats(key: tuple[str, ...], text: str, text_pair: str | None, _loaded: LoadedModel) -> activations.HeadStats:
-    """:func:`bertcore.analysis.head_stats` of :func:`forward`'s attentions (same cache key)."""
+    """:func:`bertcore.analysis.attention.activations.head_stats` of :func:`forward`'s attentions (same cache key)."""
     act = forward(key, text, text_pair, _loaded)
     return activations.head_stats(act.attentions, act.tokens, _loaded.tokenizer.cls_token, _loaded.tokenizer.sep_token)
 
@@ -74,7 +75,7 @@ def head_stats(key: tuple[str, ...], text: str, text_pair: str | None, _loaded: 
 @st.cache_data(show_spinner="Running the model on every sentence ...", max_entries=8)
 def occurrences(key: tuple[str, ...], target: str, sentences: tuple[str, ...],
                 _loaded: LoadedModel) -> similarity.Occurrences:
-    """:func:`bertcore.analysis.word_occurrences` cached per ``(key, target, sentences)``."""
+    """:func:`bertcore.analysis.representations.similarity.word_occurrences` cached per ``(key, target, sentences)``."""
     return similarity.word_occurrences(_loaded.encoder, _loaded.tokenizer, target, list(sentences))
 
 
@@ -139,12 +140,12 @@ def corpus_sentences(corpus: str = "bbc") -> list[list[str]]:
     return [data.split_sentences(text) for text in data.load_documents(corpus)["text"]]
 
 
-# ----------------------------------------------------------------------------- attention views (issue 9)
+# ----------------------------------------------------------------------------- attention views (rollout, flow, neurons)
 @st.cache_resource(show_spinner=False, max_entries=6, ttl="1h")
 def attention_maps(key: tuple[str, ...], text: str, text_pair: str | None, hide: bool,
                    _loaded: LoadedModel) -> np.ndarray:
     """:func:`forward`'s attentions ``(L, heads, T, T)``, with [CLS]/[SEP] hidden and rows rescaled
-    when ``hide`` (:func:`bertcore.analysis.hide_tokens`). Read-only."""
+    when ``hide`` (:func:`bertcore.analysis.attention.activations.hide_tokens`). Read-only."""
     act = forward(key, text, text_pair, _loaded)
     if not hide:
         return act.attentions
@@ -203,15 +204,16 @@ def flow_map(key: tuple[str, ...], text: str, text_pair: str | None, hide: bool,
 @st.cache_data(show_spinner=False, max_entries=32)
 def neuron_view(key: tuple[str, ...], text: str, text_pair: str | None, layer: int, head: int, query: int,
                 _loaded: LoadedModel) -> neurons.NeuronView:
-    """:func:`bertcore.analysis.attention.neurons.neuron_view` from :func:`forward`'s hidden states."""
+    """:func:`bertcore.analysis.attention.neurons.neuron_view` from :func:`forward`'s hidden states (``layer``: the
+    0-based block, whose input is ``hidden_states[layer]``; ``head``: 0-based)."""
     act = forward(key, text, text_pair, _loaded)
-    return neurons.neuron_view(_loaded.encoder, act.hidden_states[layer - 1], layer, head, query)
+    return neurons.neuron_view(_loaded.encoder, act.hidden_states[layer], layer, head, query)
 
 
 @st.cache_data(show_spinner="Running the model with and without those heads ...", max_entries=16)
 def ablation_readout(key: tuple[str, ...], text: str, text_pair: str | None, off: tuple[tuple[int, int], ...],
                      mode: str, _loaded: LoadedModel) -> ablation.Readout:
-    """:func:`bertcore.analysis.attention.ablation.readout` with the heads ``off`` (1-based ``(layer, head)``;
+    """:func:`bertcore.analysis.attention.ablation.readout` with the heads ``off`` (0-based ``(block, head)``;
     empty: the unablated run)."""
     enc = forward(key, text, text_pair, _loaded).encoding
     cfg = _loaded.config
@@ -283,7 +285,7 @@ def preset_table() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# ----------------------------------------------------------------------------- what flows (issue 37)
+# ----------------------------------------------------------------------------- what flows (context mixing)
 @st.cache_resource(show_spinner="Measuring what flows between the tokens ...", max_entries=16, ttl="1h")
 def mixing_maps(key: tuple[str, ...], text: str, text_pair: str | None, method: str,
                 _loaded: LoadedModel) -> np.ndarray:

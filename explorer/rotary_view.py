@@ -1,4 +1,4 @@
-"""The Rotary positions section of the Positional embeddings page (issue 38, section 4): RoPE's frequencies, its
+"""The Rotary positions section of the Positional embeddings page: RoPE's frequencies, its
 relative property with a numeric check, its long-range decay, ModernBERT's two bases side by side, and, for a
 model with rotary positions, its real frequencies and what its heads do with relative offsets."""
 

@@ -1,6 +1,6 @@
 """What the run view tells a student in words: what the time budget became and what a busy machine cost, whether
 the run is still on the unigram plateau past the step most runs of its recipe leave it, and what fine-tuning added
-over the bag-of-words baseline (issue 39). Pure functions of a run's files (run.json, metrics.jsonl,
+over the bag-of-words baseline. Pure functions of a run's files (run.json, metrics.jsonl,
 results.json): each returns a sentence or None, and :mod:`explorer.run_view` shows it."""
 
 from __future__ import annotations

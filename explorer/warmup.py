@@ -1,5 +1,5 @@
 """Warm the server once it has painted its first page, so that a first visit of any other page does not pay
-for imports and loads (issue 30: first visits answer at once).
+for imports and loads (first visits answer at once; docs/first-paint.md).
 
 Streamlit runs a page's script on every visit; the first visit of a page in a server process used to spend most of
 its time importing what the page's functions import lazily (spaCy and its English pipeline, ``transformers``,

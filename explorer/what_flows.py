@@ -1,4 +1,4 @@
-"""What flows (issue 37): the Attention page's tab of context-mixing maps (raw attention against what the value
+"""What flows: the Attention page's tab of context-mixing maps (raw attention against what the value
 vectors, the residual and LayerNorm actually carry), and the Masking page's "which words made this prediction"
 panel (DecompX beside integrated gradients and occlusion, and how faithful each explanation is).
 
@@ -51,8 +51,10 @@ def _maps(lm: LoadedModel, key, text: str, text_pair: str | None, method: str) -
 
 def section(lm: LoadedModel, key, text: str, text_pair: str | None, layer: int, labels: list[str], groups,
             query: int) -> None:
-    """The Attention page's "What flows" tab: the chosen layer by five methods side by side, a one-line readout
-    per method, raw attention rollout against ALTI rollout, and the route graph."""
+    """The Attention page's "What flows" tab: the chosen layer (``layer``: the 0-based block, as
+    :func:`explorer.widgets.layer_picker` returns it) by five methods side by side, a one-line readout per method,
+    raw attention rollout against ALTI rollout, and the route graph."""
+    shown = widgets.layer_number(layer)  # the label's number, in text
     enc = resources.forward(key, text, text_pair, _loaded=lm).encoding
     plain = list(enc.tokens) if groups is None else list(groups.labels)  # without part-of-speech tags
     tokens = len(enc)
@@ -64,7 +66,7 @@ def section(lm: LoadedModel, key, text: str, text_pair: str | None, layer: int, 
     st.markdown(
         "A token takes in a **weighted sum of value vectors**: attention sets the weights, but what arrives is "
         "weight × the vector's size, plus the token's own residual, squeezed by LayerNorm. The maps below measure "
-        f"that in layer {layer}, five ways. Row = the token receiving, column = the token contributing; each row "
+        f"that in layer {shown}, five ways. Row = the token receiving, column = the token contributing; each row "
         "is shown as shares of 100%, one colour scale for all, the selected token's row outlined.")
     maps, missing = {}, []
     for method in SHOWN:
@@ -78,15 +80,15 @@ def section(lm: LoadedModel, key, text: str, text_pair: str | None, layer: int, 
         st.info(f"This model is **pre-LN** (LayerNorm before each block): {', '.join(SHOWN[m] for m in missing)} "
                 "take a post-LN LayerNorm apart and do not apply to it, so they are left out.",
                 icon=":material/info:")
-    fig = mixing_figures.side_by_side({SHOWN[m]: v[layer - 1] for m, v in maps.items()}, labels, query,
-                                      title=f"Layer {layer}: what flows into each token")
+    fig = mixing_figures.side_by_side({SHOWN[m]: v[layer] for m, v in maps.items()}, labels, query,
+                                      title=f"Layer {shown}: what flows into each token")
     widgets.plotly_chart(fig, key="att_flows_maps")
-    st.markdown(f"**Where “{widgets.escape_md(labels[query])}”'s row goes, layer {layer}.** Kobayashi et al. "
+    st.markdown(f"**Where “{widgets.escape_md(labels[query])}”'s row goes, layer {shown}.** Kobayashi et al. "
                 "(2020) found that raw attention parks a lot on [CLS], [SEP] and punctuation, but those tokens send "
                 "small vectors: measured here, on your sentence.")
     lines = []
     for method, m in maps.items():
-        s = flows.row_shares(m[layer - 1], query, plain)
+        s = flows.row_shares(m[layer], query, plain)
         lines.append(f"- **{SHOWN[method]}**: {s.special:.0%} on [CLS] / [SEP], {s.punctuation:.0%} on punctuation, "
                      f"{s.itself:.0%} on itself (mean over all rows: {s.mean_special:.0%} on [CLS] + [SEP]). "
                      + EXPLAIN[method])
@@ -138,8 +140,8 @@ def _route_graph(maps: dict[str, np.ndarray], labels: list[str], query: int) -> 
             st.session_state["att_route_node"] = 0  # another token or threshold: fewer nodes
         picked = node_names[st.selectbox("Node whose row is shown", range(len(node_names)), key="att_route_node",
                                          format_func=lambda n: f"layer {node_names[n][0]}: {labels[node_names[n][1]]}")]
-    level, token = picked
-    row = maps[method][level - 1, token]
+    level, token = picked  # level: a hidden_states index (1..L here), so "layer {level}" is its label
+    row = maps[method][level - 1, token]  # the row of block level - 1, whose output is hidden_states[level]
     st.caption(f"Layer {level}, row of “{widgets.escape_md(labels[token])}”: the share each token contributes "
                f"({SHOWN[method]}).")
     widgets.plotly_chart(mixing_figures.rankings(labels, {f"layer {level}: into {labels[token]}": row}, scaled=False),

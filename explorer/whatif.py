@@ -1,4 +1,4 @@
-"""What if I change one word? The shared what-if input and views of the pages (issue 41): a "Compare with an edited
+"""What if I change one word? The shared what-if input and views of the pages: a "Compare with an edited
 input" toggle, a second text box B (prefilled with A), one-click edits of B, and the views of A and B side by side
 with their difference (:mod:`bertcore.analysis.representations.whatif`, figures in
 :mod:`explorer.figures.whatif`).
@@ -152,7 +152,8 @@ def views(lm: LoadedModel, prefix: str, text_a: str, text_b: str, text_pair: str
           prepare: Callable[[str], str] | None = None, first: str | None = None) -> whatif_mod.WhatIf | None:
     """The what-if views of A and B: the token diff, fill-mask top-k and Δ probability (``fill_mask``), each aligned
     token's hidden-state cosine per layer, each head's Jensen-Shannon distance, and, with ``head = (layer, head)``
-    (1-based), that head's attention on A and on B. ``prepare`` rewrites both texts (and the pair) first (the
+    (0-based block and head, as :func:`explorer.widgets.layer_picker` / ``head_picker`` return them), that head's
+    attention on A and on B. ``prepare`` rewrites both texts (and the pair) first (the
     Masking page spells ``[mask]`` as ``[MASK]``). ``first``: the edited texts are the second sentences of two
     pairs that both start with ``first`` (the Next sentence page edits sentence B). Bad input gives a message
     (never a traceback) and None; a bad A gives none here (the page says what is wrong with A)."""
@@ -215,10 +216,10 @@ def views(lm: LoadedModel, prefix: str, text_a: str, text_b: str, text_pair: str
                    "unpaired tokens.")
     if head is not None:
         layer, h = head
-        st.markdown(f"**Layer {layer}, head {h} on A and on B** (rows: the token that looks; columns: the token "
-                    "looked at).")
-        widgets.plotly_chart(wi_figures.pair_heatmaps(result.act_a.attentions[layer - 1, h - 1], result.act_a.tokens,
-                                                      result.act_b.attentions[layer - 1, h - 1], result.act_b.tokens,
+        st.markdown(f"**Layer {widgets.layer_number(layer)}, head {widgets.head_number(h)} on A and on B** (rows: the "
+                    "token that looks; columns: the token looked at).")
+        widgets.plotly_chart(wi_figures.pair_heatmaps(result.act_a.attentions[layer, h], result.act_a.tokens,
+                                                      result.act_b.attentions[layer, h], result.act_b.tokens,
                                                       "A", "B"), key=f"{prefix}_wi_head")
     return result
 

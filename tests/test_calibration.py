@@ -1,5 +1,5 @@
 """A time budget becomes a fixed step count (bertcore.training.calibrate): the plan, the rounding, what
-run.json records, the time limit, and that runs of the same seed and step count are equal (issue 31).
+run.json records, the time limit, and that runs of the same seed and step count are equal.
 
 The clock of these runs is a fake one that moves only when a training step runs (``dt`` seconds per
 step), so the calibration measures a known throughput and the planned step count is exact."""
@@ -133,7 +133,7 @@ def test_same_seed_same_steps_same_losses_and_the_calibration_leaves_no_trace(tm
 
 
 def test_a_warmup_stable_decay_run_starts_alike_whatever_its_length(tmp_path):
-    """Issue 39: runs of seed 0 planned at 24 and 48 steps with ``--decay 0.25`` (warmup-stable-decay) log the same
+    """Runs of seed 0 planned at 24 and 48 steps with ``--decay 0.25`` (warmup-stable-decay) log the same
     loss at every step before the shorter one's decay (step 18); with BERT's decay over the whole run they part
     from the first step after the warmup: the length, not the seed, decided the start."""
     def start(name, total, *extra):
@@ -207,7 +207,7 @@ def test_the_calibration_keeps_the_faster_thread_count_and_a_resume_keeps_it(tmp
 
 
 def test_length_grouped_batches_are_timed_per_token(monkeypatch):
-    """Issue 39: with --group-by-length a few timed batches can all be long (or short): a batch of L tokens a row
+    """With --group-by-length a few timed batches can all be long (or short): a batch of L tokens a row
     takes L/100 s here, the epoch's mean batch is 35 tokens a row, and the timed ones are 60, 60, 10, ...:
     the plan and the thread choice must read 0.35 s a step whatever the order (per timed step: 0.6 and 0.5 s)."""
     import types

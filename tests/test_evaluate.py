@@ -1,4 +1,4 @@
-"""What a run logs while it trains equals what its checkpoint gives, loaded fresh (issue 16).
+"""What a run logs while it trains equals what its checkpoint gives, loaded fresh.
 
 The bug these tests name: a cache of the stacked Q/K/V weights, keyed on ``Parameter._version``, went
 stale under fused AdamW (which updates in place without bumping ``_version``), so every no-grad forward

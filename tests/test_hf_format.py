@@ -1,4 +1,4 @@
-"""A checkpoint means the same everywhere (issue 29): whatever transformers class a user loads a bertcore
+"""A checkpoint means the same everywhere: whatever transformers class a user loads a bertcore
 checkpoint with gives bertcore's logits (float64, 1e-9), or raises with the reason and the bertcore line.
 
 Kinds: ``post`` (post-LN: plain BERT), ``pre`` (pre-LN, GELU: RobertaPreLayerNorm), ``pre_relu`` (pre-LN with
@@ -245,7 +245,7 @@ def test_legacy_pre_ln_folder_loads_here_is_wrong_in_transformers_and_the_reexpo
     assert hf_format.folder_format(folder) == hf_format.LEGACY_PRELN
     here = BertForPreTraining.from_pretrained(folder).double()
     torch.testing.assert_close(here(**x).prediction_logits, ours(**x).prediction_logits, atol=TOL, rtol=0)
-    wrong = _hf("BertForPreTraining", folder)  # the bug of issue 29: no error, another model
+    wrong = _hf("BertForPreTraining", folder)  # the old bug: no error, another model
     # another model: far beyond parity's 1e-9 (how far depends on the random weights: 0.08-0.3 seen)
     assert (wrong(**x).prediction_logits - ours(**x).prediction_logits).abs().max() > 1e-3
     hf_export.reexport_checkpoint(folder, card=lambda tmp: "# card\n")

@@ -1,5 +1,5 @@
 """Every checkpoint of a run carries a model card (README.md) whose code loads it and gives the logits the run's own
-evaluation used (issue 29); the CLI answers bad checkpoint folders with a message, and rewrites older ones."""
+evaluation used; the CLI answers bad checkpoint folders with a message, and rewrites older ones."""
 
 from __future__ import annotations
 

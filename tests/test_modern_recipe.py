@@ -1,4 +1,4 @@
-"""The 'modern' recipe (issue 38 section 5): ``--architecture modernbert`` trains a ModernBERT-style model from a
+"""The 'modern' recipe: ``--architecture modernbert`` trains a ModernBERT-style model from a
 preset at the classic model's parameter count, and its checkpoints are transformers' ModernBertForMaskedLM at
 float64 parity (exact), refused by transformers' Bert classes, opened by bertcore's loader and resumed by the loop.
 """

@@ -1,4 +1,4 @@
-"""bertcore.training.prefetch (issue 42): batches prepared ahead give the same run, exceptions reach the loop, the
+"""bertcore.training.prefetch: batches prepared ahead give the same run, exceptions reach the loop, the
 thread stops; and a training step reads nothing from the device on the host between two metric lines."""
 
 import sys

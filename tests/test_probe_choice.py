@@ -1,6 +1,6 @@
 """Probe sentences chosen from a run's held-out documents (bertcore.training.probe_choice), and the probe of
 several sentences (PretrainTask.probe): batched like one at a time, labelled, recomputed the same from a
-checkpoint loaded fresh (issue 31)."""
+checkpoint loaded fresh."""
 
 from __future__ import annotations
 

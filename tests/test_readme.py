@@ -61,7 +61,7 @@ def test_second_example_runs(monkeypatch):
 
 
 def test_the_context_mixing_example_runs_after_the_patching_one(monkeypatch, capsys):
-    """The README's mixing / DecompX block (issue 37) runs on the names the block before it defines."""
+    """The README's mixing / DecompX block runs on the names the block before it defines."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     section = text.split("## Use in Jupyter", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)

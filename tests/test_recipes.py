@@ -28,7 +28,7 @@ def test_default_recipe_is_from_scratch_with_a_time_budget():
 
 @pytest.mark.parametrize("name", ["scratch-fast", "modern"])
 def test_from_scratch_recipes_start_alike_whatever_the_budget_becomes(name):
-    """Issue 39: the step count a calibration plans (3,000 on a busy laptop, 12,000 on an idle machine) must not
+    """The step count a calibration plans (3,000 on a busy laptop, 12,000 on an idle machine) must not
     change the learning rate of the steps where runs leave the unigram plateau (the goal: by step 1,500)."""
     from bertcore.training.schedule import RunLength
 

@@ -1,4 +1,4 @@
-"""explorer.resources: every cache key changes when what it stands for changes (issue 16).
+"""explorer.resources: every cache key changes when what it stands for changes.
 
 A model folder rewritten in place (a model saved over an older one, a run restarted into the same
 directory) must be loaded and run again: the UI's model and forward caches are keyed on
@@ -87,7 +87,7 @@ def test_evolution_maps_follow_a_rewritten_checkpoint(tmp_path):
 
 
 def test_what_flows_caches_follow_the_text_the_method_the_position_and_the_model(tmp_path):
-    """Issue 37's caches (mixing maps, which words, faithfulness) answer anew when any part of their key changes."""
+    """The what-flows caches (mixing maps, which words, faithfulness) answer anew when any part of their key changes."""
     folder = save_tiny_bert(tmp_path / "m", BertForMaskedLM, seed=0, tokenizer="full", max_position_embeddings=512)
     source = ModelSource("local", str(folder), "tiny")
     lm = resources.load_model(source)

@@ -1,5 +1,5 @@
 """Rotary position embeddings (bertcore.modeling.rotary): transformers' frequencies, the relative property checked
-numerically (issue 38, section 4), the long-range decay (Su et al. 2021, section 3.4.3), and each head's attention
+numerically, the long-range decay (Su et al. 2021, section 3.4.3), and each head's attention
 by offset (bertcore.positional.attention_by_offset)."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def test_frequencies_are_transformers_modernbert_ones():
 
 @pytest.mark.parametrize("base", [10_000.0, 160_000.0])
 def test_dot_product_depends_only_on_the_distance(base):
-    """|q(m).k(n) - q(m+s).k(n+s)| < 1e-5 for every shift tested (issue 38's check), while the score does change
+    """|q(m).k(n) - q(m+s).k(n+s)| < 1e-5 for every shift tested, while the score does change
     with the distance itself."""
     g = torch.Generator().manual_seed(0)
     q, k = torch.randn(64, generator=g, dtype=torch.float64), torch.randn(64, generator=g, dtype=torch.float64)

@@ -63,7 +63,7 @@ def test_short_sequences_first():
 
 
 def test_warmup_stable_decay_starts_every_run_length_alike():
-    """Issue 39: with ``decay`` below 1 (warmup-stable-decay, Hu et al. 2024) the rate of every step before the final
+    """With ``decay`` below 1 (warmup-stable-decay, Hu et al. 2024) the rate of every step before the final
     decay is the same for every total, so whether a run leaves the unigram plateau cannot depend on the step count
     a calibration planned; with ``decay`` 1.0 (BERT's) it does."""
     totals = (3000, 4500, 6000, 12000)

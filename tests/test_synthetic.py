@@ -1,4 +1,4 @@
-"""bertcore.data.synthetic: the generated agreement language (issue 17's phase-change demo)."""
+"""bertcore.data.synthetic: the generated agreement language (the phase-change demo)."""
 
 import random
 from collections import Counter

@@ -45,7 +45,7 @@ def test_old_run_json_args_are_read_with_todays_defaults():
 
 
 def test_a_fine_tuning_run_recorded_before_the_head_lr_keeps_its_steps():
-    """Issue 39 made the new head's rate and length buckets fine-tuning defaults; a run.json without them (an
+    """The new head's rate and length buckets are fine-tuning defaults; a run.json without them (an
     earlier version's) must resume as it ran: one rate for every parameter, batches in random order."""
     new = TrainConfig.create("finetune")
     assert new.head_lr == 1e-3 and new.group_by_length
@@ -81,7 +81,7 @@ def test_out_of_range_is_refused_with_exit_code_2(capsys):
 def test_learning_rate_defaults_agree():
     assert TrainConfig.create("pretrain").peak_lr == default_lr("pretrain", True) == 1e-3
     assert TrainConfig.create("pretrain", init="packaged").peak_lr == 1e-4
-    assert TrainConfig.create("finetune").peak_lr == 1e-4  # issue 39: measured in docs/finetuning.md
+    assert TrainConfig.create("finetune").peak_lr == 1e-4  # measured in docs/finetuning.md
     assert TrainConfig.create("finetune", init="scratch").peak_lr == 3e-4
 
 

@@ -70,7 +70,7 @@ def test_one_step_lowers_the_loss_on_a_fixed_batch(packaged):
 
 
 def test_the_new_head_gets_its_own_peak_rate():
-    """--head-lr: the classifier's groups carry head_lr / lr, the others 1 (issue 39)."""
+    """--head-lr: the classifier's groups carry head_lr / lr, the others 1."""
     from bertcore.modeling.heads import BertForSequenceClassification
 
     model = BertForSequenceClassification(preset("nano", **json.loads(TINY), vocab_size=100, num_labels=2))

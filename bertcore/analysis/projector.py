@@ -1,4 +1,4 @@
-"""The embedding projector's whole view with plain parameters (issue 41): which corpus, how many points, which
+"""The embedding projector's whole view with plain parameters: which corpus, how many points, which
 layer, which projection and which colour. The page calls :func:`view`; so can a notebook::
 
     from bertcore import sources

@@ -192,7 +192,7 @@ FAITHFULNESS_SENTENCES = 200  # Findings' "which explanation is faithful" set: h
 
 
 def faithfulness(loaded, n_sentences: int = FAITHFULNESS_SENTENCES) -> Computation:
-    """Issue 37, section 4 over a whole set: :func:`bertcore.analysis.causal.faithfulness.over_sentences` on
+    """Which explanation is faithful, over a whole set: :func:`bertcore.analysis.causal.faithfulness.over_sentences` on
     ``n_sentences`` held-out ``sotu`` sentences (one word masked in each). The value: ``{"correlations": (N,
     methods, effects), "sentences": [...]}``. Not among :func:`default_views` (about 1-2 s a sentence on 2 CPU
     cores): the Findings page computes it on request unless a shipped file holds it."""
@@ -261,7 +261,7 @@ EXTRA = {"faithfulness": faithfulness}
 """Computations not among :func:`default_views` that ``--add NAME`` ships beside them."""
 ADDABLE = {**EXTRA, "projector": projector, "probes": lambda loaded: probes(loaded, PROBE_SEGMENTS)}
 """What ``--add NAME`` may compute alone and add to a file: :data:`EXTRA`, default views added after a file
-was written (``projector``: issue 41), and ``probes`` (recomputed alone after its fits took one BLAS thread)."""
+was written (``projector``), and ``probes`` (recomputed alone after its fits took one BLAS thread)."""
 
 
 def add(loaded, computations: list[Computation], log=print) -> Path:

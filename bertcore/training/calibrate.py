@@ -24,7 +24,7 @@ Threads: on a CPU, when ``--threads`` is not given and torch would use more than
 times :data:`TRIAL_STEPS` steps with torch's thread count and with one thread fewer
 (:func:`thread_candidates`), and the run keeps the faster. On an idle machine that is torch's count; with another
 process busy on one of 2 cores, 2 threads wait for each other at every parallel section (measured: a third of
-the idle throughput, issue 31's benchmark), and 1 thread is faster. The choice is recorded (``threads``) and a
+the idle throughput, ``bench/bench_demo_runs.py``), and 1 thread is faster. The choice is recorded (``threads``) and a
 resumed run keeps it.
 """
 

@@ -15,8 +15,8 @@ def lr_at(step: int, peak: float, warmup_steps: int, total_steps: int, decay_ste
     decay to 0 at ``total_steps`` (BERT appendix A.2), so every step's rate depends on the total. With
     ``decay_steps`` set, ``peak`` holds until ``total_steps - decay_steps`` and decays linearly to 0 over the last
     ``decay_steps`` (warmup-stable-decay, Hu et al. 2024 section 4): the rate of any step before the decay is the
-    same whatever the total (issue 39: whether a from-scratch run leaves the unigram plateau must not depend on the
-    step count a calibration planned)."""
+    same whatever the total (whether a from-scratch run leaves the unigram plateau must not depend on the step count
+    a calibration planned)."""
     if total_steps <= 0:
         return peak
     if warmup_steps > 0 and step < warmup_steps:

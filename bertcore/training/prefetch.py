@@ -1,6 +1,6 @@
 """Training batches prepared ahead of the step, and the metric window that the loop logs.
 
-The loop's data path (issue 42): a batch is collated and masked on the host (the task's ``collate_train``,
+The loop's data path (docs/gpu.md): a batch is collated and masked on the host (the task's ``collate_train``,
 its masks drawn from a generator seeded by (data seed, step, rank), :func:`bertcore.data.batch_generator`),
 then copied to the device. Done in line, the device waits for it every step. :class:`Prefetcher` does it in one
 background thread, ``depth`` batches ahead, in step order, with pinned memory on CUDA (the copy is then

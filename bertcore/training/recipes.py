@@ -2,9 +2,9 @@
 
 Each recipe is a dict of :class:`~bertcore.train_config.TrainConfig` fields; the page launches it
 with a time budget (``max_time``, minutes; calibrated to a step count: :mod:`.calibrate`) and the CLI runs
-the same options. The from-scratch recipe is the fastest found by ``bench/bench_recipes.py``, made robust in
-issue 31 (``bench/bench_demo_runs.py``; both tables in ``docs/recipes.md``); the modern recipe is the same run
-with a ModernBERT-style model (issue 38, ``--architecture modernbert``); the MiniLM recipe is the one that
+the same options. The from-scratch recipe is the fastest found by ``bench/bench_recipes.py``, made robust by
+``bench/bench_demo_runs.py`` (both tables in ``docs/recipes.md``); the modern recipe is the same run
+with a ModernBERT-style model (``--architecture modernbert``); the MiniLM recipe is the one that
 trained the packaged fill-mask model (``models/minilm-mlm/README.md``), shortened.
 """
 
@@ -56,9 +56,9 @@ RECIPES: dict[str, Recipe] = {
         "docs/recipes.md. To watch a sudden phase change, pick 'Watch a phase change'; to see a model fill masks "
         "now, teach the MiniLM.",
         SCRATCH_FAST,
-        # issue 39's table in docs/recipes.md: at 1 thread (a busy core) 20 of 20 seeds left the plateau by step
-        # 900; issue 38's 5 idle seeds (2 threads, 2026-11-27) left at steps 600-900 and planned 5,600-7,200 steps
-        # in 10 minutes (median 6,400)
+        # docs/recipes.md, plateau exits over seeds: at 1 thread (a busy core) 20 of 20 seeds left the plateau by
+        # step 900; the 5 idle seeds of the modern-recipe comparison (2 threads, 2026-11-27) left at steps 600-900
+        # and planned 5,600-7,200 steps in 10 minutes (median 6,400)
         escape_by=1000, idle_steps_per_min=640.0,
     ),
     "modern": Recipe(
@@ -77,8 +77,8 @@ RECIPES: dict[str, Recipe] = {
         "accuracy at [MASK] after 10 minutes against 30.3% (medians), though each of its steps is about 10% slower; "
         "it leaves the unigram line around step 400 where the classic run needs about 700.",
         {**SCRATCH_FAST, "architecture": "modernbert"},
-        # issue 38's 5 idle seeds (2 threads, 2026-11-27, docs/recipes.md): left the plateau at steps 300-400 and
-        # planned 4,800-6,000 steps in 10 minutes (median 5,800)
+        # 5 idle seeds (2 threads, 2026-11-27, docs/recipes.md, the modern recipe against the classic one): left the
+        # plateau at steps 300-400 and planned 4,800-6,000 steps in 10 minutes (median 5,800)
         escape_by=500, idle_steps_per_min=580.0,
     ),
     "minilm-mlm": Recipe(

@@ -82,7 +82,7 @@ def test_the_app_default_views_are_all_shipped_and_the_file_is_small(mlm):
     views = shipped.default_views(mlm)
     assert {c.name for c in views} == {
         "findings", "position_regression", "syntax", "probes", "corpus_search", "grammar_suite", "projector"}
-    extra = [shipped.EXTRA[name](mlm) for name in sorted(shipped.EXTRA)]  # shipped with --add (issue 37)
+    extra = [shipped.EXTRA[name](mlm) for name in sorted(shipped.EXTRA)]  # shipped with --add
     assert {c.name for c in views + extra} == set(shipped_names())
     for c in views + extra:  # the parameters the pages ask for find their entry
         assert shipped.shipped(mlm, c) is not None, c.name

@@ -1,4 +1,4 @@
-"""'Show the code' (issue 41, part 3) in a real browser on three pages (Attention, Masking, Word senses): the expander
+"""'Show the code' in a real browser on three pages (Attention, Masking, Word senses): the expander
 opens on a click, holds the snippet with the page's current input, offers the .py and notebook downloads, and a
 changed input changes the code; no exception box at any step. Screenshots: artifacts/screenshots/as-code-*.png
 

@@ -1,4 +1,4 @@
-"""The Features page (issue 40) in a real browser, with every default: the shipped SAE of layer 2, your text's
+"""The Features page in a real browser, with every default: the shipped SAE of layer 2, your text's
 feature strip, one feature's dashboard, then the Steering tab beside fill-mask; no exception box at any step.
 Screenshots: artifacts/screenshots/features-*.png
 

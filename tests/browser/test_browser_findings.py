@@ -1,4 +1,4 @@
-"""The Findings page in Chromium for the three kinds of model issue 10 names: the packaged MiniLM, a
+"""The Findings page in Chromium for the three kinds of model a user can choose: the packaged MiniLM, a
 tiny random model in a local folder, and a checkpoint of a training run, each chosen in the sidebar as
 a user does. Each is computed once (progress bar), then timed when the user comes back to the page
 with the evaluation set cached (click -> last DOM change); screenshots; no exception box.

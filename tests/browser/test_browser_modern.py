@@ -1,4 +1,4 @@
-"""Every page in Chromium with a ModernBERT-style run's checkpoint in use (issue 38, "What must hold"): the checkpoint
+"""Every page in Chromium with a ModernBERT-style run's checkpoint in use: the checkpoint
 (pre-LN, rotary positions, GeGLU, no biases, no token types, local / global attention: ``MODERN_FIELDS``) is chosen
 in the sidebar as a user does, then each page is opened from the sidebar's navigation in the same session (a new
 URL would start a new session, with the default model); no exception box, a screenshot each.

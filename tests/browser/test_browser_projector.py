@@ -1,4 +1,4 @@
-"""The Embedding projector (issue 41 part 2) in a real browser with 10,000 points: the WebGL scatter draws, a hover
+"""The Embedding projector in a real browser with 10,000 points: the WebGL scatter draws, a hover
 costs under 100 ms (from the mouse event to the last DOM change of the hover label), a lasso selection lists the
 selected sentences, the hovered point's number typed lists its neighbours and its button opens its text on the
 Attention page, and no exception box appears. The points come from a tiny random BERT (opened by the page's

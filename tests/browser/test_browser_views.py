@@ -1,4 +1,4 @@
-"""Issue-9 views in a real browser: the Attention page's Rollout and flow / Neuron view tabs (with and
+"""The attention views in a real browser: the Attention page's Rollout and flow / Neuron view tabs (with and
 without the word toggle) and the Head ablation page, at 40 (flow on), 128 and 512 tokens, timed from
 the click to the drawn chart, with screenshots and no exception box.
 

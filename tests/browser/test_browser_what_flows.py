@@ -1,4 +1,4 @@
-"""Issue 37 in a real browser: the Attention page's "What flows" tab and the Masking page's "Which words made this
+"""What flows in a real browser: the Attention page's "What flows" tab and the Masking page's "Which words made this
 prediction" panel with every default, no exception box; screenshots to look at.
 
 Run:  python -m pytest tests/browser/test_browser_what_flows.py -v -s

@@ -1,4 +1,4 @@
-"""The what-if view (issue 41) in a real browser, on the Masking page: the toggle opens box B (prefilled with A),
+"""The what-if view in a real browser, on the Masking page: the toggle opens box B (prefilled with A),
 a one-click edit changes B and redraws the comparison, bad B (empty, longer than the model reads, odd Unicode)
 gets a message; no exception box at any step. Screenshots: artifacts/screenshots/whatif-*.png
 

@@ -142,7 +142,7 @@ def _analyses(mlm):
     are, is_ = tok.convert_tokens_to_ids(["are", "is"])
     metric = patching.logit_diff(mask, are, is_)
     cache = patching.record(model, clean.tensors())[1]
-    head_mask = ablation.make_head_mask(model.config.num_hidden_layers, model.config.num_attention_heads, [(1, 2)])
+    head_mask = ablation.make_head_mask(model.config.num_hidden_layers, model.config.num_attention_heads, [(0, 1)])
     encodings = [encode(tok, s).tensors() for s in (CLEAN, SAME_LENGTH, OTHER_LENGTH)]
     index_texts = ["The cat sat on the mat.", "Dogs bark at night in the old town."]
     from bertcore.sae import explore as sae_explore

@@ -7,7 +7,7 @@
     query_key    one head's queries and keys over many sentences (AttentionViz)
     neurons      the neuron view: q * k products of one query against every key
     ablation     switching heads off (head_mask) and what it changes
-    mixing       context mixing by six measures, one (layers, T, T) matrix per method (issue 37): attention,
+    mixing       context mixing by six measures, one (layers, T, T) matrix per method: attention,
                  norm-based (Kobayashi 2020, 2021), GlobEnc, value zeroing (value_zeroing), ALTI; rollout of any
     decompose    one layer recomputed in float64 and taken apart into one vector per contributing token
     decompx      DecompX: a prediction (fill-mask logit, logit difference, classifier) as one term per token

@@ -1,4 +1,4 @@
-"""What flows, read off the context-mixing matrices of :mod:`.mixing` (issue 37, section 2): the shares of one
+"""What flows, read off the context-mixing matrices of :mod:`.mixing`: the shares of one
 token's row that land on special tokens, punctuation and the token itself (Kobayashi et al. 2020's finding,
 measured on any sentence), and the route graph of one token's representation down to the input tokens (in the
 manner of LM Transparency Tool, Tufanov et al. 2024, for an encoder).
@@ -66,9 +66,10 @@ def row_shares(matrix: np.ndarray, row: int, labels: list[str]) -> RowShares:
 
 @dataclass(frozen=True)
 class Route:
-    """The route graph of one token: nodes ``(level, token)`` with level L the top (the chosen token's output)
-    down to level 0 (the input tokens), and edges ``(level, i, j, weight)`` from node ``(level, i)`` down to node
-    ``(level - 1, j)``: token j's share in token i's row of layer ``level`` (1-based)."""
+    """The route graph of one token: nodes ``(level, token)``, ``level`` a hidden_states index (0 = embeddings: the
+    input tokens; L = the last block's output, the chosen token at the top), and edges ``(level, i, j, weight)``
+    from node ``(level, i)`` down to node ``(level - 1, j)``: token j's share in token i's row of block
+    ``level - 1`` (``matrices[level - 1]``, the block whose output is ``hidden_states[level]``)."""
 
     nodes: list[tuple[int, int]]
     edges: list[tuple[int, int, int, float]]
@@ -131,22 +132,22 @@ def value_norms(model, hidden: np.ndarray, layer: int) -> np.ndarray:
 
     Args:
         model: a bertcore BERT (any head class), eval mode; only read.
-        hidden: ``(T, H)`` the layer's input (``hidden_states[layer - 1]``).
-        layer: 1-based.
+        hidden: ``(T, H)`` the block's input (``hidden_states[layer]``).
+        layer: the 0-based block (``encoder.layer[layer]``, ``0..L-1``).
     Returns:
         ``(heads, T)`` float64.
     Raises:
-        ValueError: a layer out of range, a hidden state of another width.
+        ValueError: a layer out of range (the message names ``0..L-1``), a hidden state of another width.
     """
     import torch
 
     base = base_model(model)
     layers = base.encoder.layer
-    if not 1 <= layer <= len(layers):
-        raise ValueError(f"layer must lie in 1..{len(layers)}; got {layer}")
+    if not 0 <= layer < len(layers):
+        raise ValueError(f"layer must lie in 0..{len(layers) - 1}; got {layer}")
     x = torch.tensor(np.asarray(hidden), dtype=F64)  # a copy: the cached hidden states are read-only arrays
     if x.ndim != 2 or x.shape[1] != base.config.hidden_size:
         raise ValueError(f"hidden must have shape (T, {base.config.hidden_size}); got {tuple(x.shape)}")
     with torch.no_grad():
-        f = LayerMath(layers[layer - 1], base.config).head_vectors(x)  # (heads, T, H)
+        f = LayerMath(layers[layer], base.config).head_vectors(x)  # (heads, T, H)
     return torch.linalg.vector_norm(f, dim=-1).numpy()

@@ -1,5 +1,5 @@
 """Context mixing: how much each token contributes to each token's representation, layer by layer, by six
-measures, from raw attention weights to value zeroing (issue 37, section 1).
+measures, from raw attention weights to value zeroing (docs/context-mixing.md).
 
     mixing(model, inputs, method, rollout=False) -> (layers, T, T) float64 numpy
 

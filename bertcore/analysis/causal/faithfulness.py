@@ -1,4 +1,4 @@
-"""Which explanation is faithful? Measured, not asserted (issue 37, section 4).
+"""Which explanation is faithful? Measured, not asserted (docs/context-mixing.md).
 
 For one [MASK] prediction, every input token is ranked by six explanations (raw attention rollout, norm
 rollout, ALTI rollout, value zeroing rollout, DecompX, integrated gradients), and each ranking is compared, by

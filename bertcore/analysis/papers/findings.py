@@ -10,8 +10,8 @@
   anisotropy, self-similarity and intra-sentence similarity, the last two adjusted by anisotropy.
 
 Every attention argument is ``(L, heads, T, T)`` (or ``(T, T)`` where noted) float probabilities,
-rows = queries summing to 1, as in :class:`bertcore.analysis.Activations`. Functions return float64
-numpy arrays; entropies are in nats (natural log), as Clark et al. report them.
+rows = queries summing to 1, as in :class:`bertcore.analysis.attention.activations.Activations`. Functions return
+float64 numpy arrays; entropies are in nats (natural log), as Clark et al. report them.
 """
 
 from __future__ import annotations

@@ -184,7 +184,7 @@ class Comparison:
 
     Attributes:
         sentences: the sentences (one forward each, no padding).
-        runs_a / runs_b: the :class:`~bertcore.analysis.Activations` of each sentence.
+        runs_a / runs_b: the :class:`~bertcore.analysis.attention.activations.Activations` of each sentence.
         tokens: the number of tokens pooled for CKA (special tokens excluded unless asked).
         cka: ``(L+1,)`` CKA of the same layer index (index 0 = embeddings); None when the layer counts differ.
         cka_matrix: ``(La+1, Lb+1)`` CKA of every layer pair.

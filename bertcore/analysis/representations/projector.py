@@ -1,4 +1,4 @@
-"""The embedding projector (issue 41): many vectors of a corpus at once, drawn in 2-D.
+"""The embedding projector (docs/projector.md): many vectors of a corpus at once, drawn in 2-D.
 
 A *point* is one token of a sentence (its hidden state) or one sentence ([CLS]'s hidden state, or the mean of its
 ordinary tokens' hidden states: Reimers & Gurevych 2019's mean pooling). :func:`collect` runs the encoder once per

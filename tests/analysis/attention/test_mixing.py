@@ -1,4 +1,4 @@
-"""bertcore.analysis.attention.mixing / decompose: context-mixing measures (issue 37, section 1).
+"""bertcore.analysis.attention.mixing / decompose: context-mixing measures.
 
 The decompositions rebuild the real outputs of the model's own modules (float64 copies), every method equals an
 independent computation written as the authors' code is (einsums over the model's own hidden states and
@@ -210,7 +210,7 @@ def test_float32_model_matches_its_float64_copy_and_rows_sum_to_one(shipped, shi
 
 
 def test_shares_on_cls_and_sep_of_the_default_sentence(shipped):
-    """Issue 37: an implementation that agrees with the authors' code gives the mean row's share on [CLS] + [SEP]
+    """An implementation that agrees with the authors' code gives the mean row's share on [CLS] + [SEP]
     in the shipped model's first layer as 30% (attention), 15% (norm) and 11% (value zeroing)."""
     enc = encode(shipped.tokenizer, SENTENCE)
     special = np.array(enc.special_tokens_mask, dtype=bool)

@@ -1,4 +1,4 @@
-"""bertcore.analysis.grammar.minimal_pairs: the generated suite and its two scores (issue 23)."""
+"""bertcore.analysis.grammar.minimal_pairs: the generated suite and its two scores."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""The embedding projector (issue 41 part 2): points are the encoder's hidden states, PCA is scikit-learn's up to
+"""The embedding projector: points are the encoder's hidden states, PCA is scikit-learn's up to
 sign at every layer (signs matched between layers), the custom axis puts its two words at 0 and 1, neighbours equal
 brute-force cosine, the disk cache follows the model files and the corpus, and the colours say what they should."""
 
