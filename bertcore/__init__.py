@@ -1,17 +1,43 @@
-"""bertcore: a from-scratch, readable PyTorch BERT that is numerically Hugging Face's.
+"""bertcore: a from-scratch, readable PyTorch BERT that is numerically Hugging Face's, with the interpretability
+methods of the field on top. What a notebook needs is named here (``docs/library.md`` lists it with shapes)::
 
-Never imports streamlit or plotly (the UI lives in ``explorer``).
+    import bertcore
+    lm = bertcore.load()                                   # the packaged all-MiniLM-L6-v2 encoder (offline)
+    enc = bertcore.encode(lm.tokenizer, "The keys to the cabinet [MASK] on the table.")
+    iv = bertcore.Interventions(record=["blocks.3.attn.hook_pattern", "blocks.3.hook_mlp_out"])
+    out = lm.model(**enc.tensors(), interventions=iv)      # iv.recorded[...]: (1, 12, 12, 12), (1, 12, 384)
+    from bertcore.analysis.causal import patching          # the analysis subpackages, one per question
+
+Blocks and heads are numbered from 0 (HF's ``encoder.layer[i]``, TransformerLens's ``blocks.i``). Never imports
+streamlit or plotly (the UI lives in ``explorer``).
 """
+
+from importlib import import_module
 
 from .modeling.config import PRESETS, BertConfig, ConfigError, preset
 from .modeling.embeddings import InputError
 from .modeling.heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
+from .modeling.interventions import Interventions, act_name, block_output_site, hidden_state_site
 from .modeling.model import BertModel, BertModelOutput
 from .modeling.checkpoint import CheckpointError, LoadReport
 from .tokenizer import Encoding, TextError, TokenizerError, encode, load_tokenizer
+
+#: loaded on first use (``bertcore.load``, ``bertcore.analysis``...): ``import bertcore`` stays light
+LAZY = {"load": ("sources", "load"), "ModelSource": ("sources", "ModelSource"),
+        "LoadedModel": ("sources", "LoadedModel"), "SourceError": ("sources", "SourceError"),
+        "analysis": ("analysis", None), "sae": ("sae", None), "sources": ("sources", None)}
 
 __all__ = [
     "PRESETS", "BertConfig", "ConfigError", "preset", "InputError", "BertModel", "BertModelOutput",
     "BertForMaskedLM", "BertForPreTraining", "BertForSequenceClassification", "CheckpointError",
     "LoadReport", "Encoding", "TextError", "TokenizerError", "encode", "load_tokenizer",
+    "Interventions", "act_name", "block_output_site", "hidden_state_site", *LAZY,
 ]
+
+
+def __getattr__(name: str):
+    if name not in LAZY:
+        raise AttributeError(f"module 'bertcore' has no attribute {name!r}")
+    module, attr = LAZY[name]
+    value = import_module(f".{module}", __name__)
+    return value if attr is None else getattr(value, attr)

@@ -376,3 +376,13 @@ def test_eval_mode_leaves_an_eval_model_alone_and_restores_a_training_one(model)
     with eval_mode(model):
         assert not model.training
     assert model.training
+
+
+def test_every_site_is_in_the_library_docs():
+    """docs/library.md's table names every site (so a new site cannot go undocumented)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "library.md").read_text(encoding="utf-8")
+    for site in (*EMBED_SITES, *FINAL_SITES, *MLM_HEAD_SITES, *BLOCK_SITES):
+        short = site.rsplit(".", 1)[-1]
+        assert f"`{site}`" in text or f"{site.rsplit('.', 1)[0]}.{short}" in text or f"`{short}`" in text, site
