@@ -6,8 +6,8 @@ measured in the same run (the ratio cancels the machine's noise; goal <= 1.5x).
     python bench/bench_sites.py --threads 2 [--plain-only]
 
 ``--plain-only`` prints only the plain forward's median, for comparing two checkouts of the code run one after
-the other (``python <checkout>/bench/bench_sites.py --plain-only``, from each checkout): the plain path's cost before and
-after a change to the model.
+the other (``python <checkout>/bench/bench_sites.py --plain-only``, from each checkout): the plain path's cost
+before and after a change to the model.
 """
 
 from __future__ import annotations
