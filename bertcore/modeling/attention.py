@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import BertConfig
-from .interventions import Tap, layer_norm
+from .interventions import Edit, Tap, layer_norm
 from .rotary import apply_rotary
 
 HeadAblation = Literal["zero", "uniform"]
@@ -91,8 +91,6 @@ def attention(
     mask: torch.Tensor | None = None,
     dropout_p: float = 0.0,
     need_probs: bool = False,
-    head_mask: torch.Tensor | None = None,
-    head_ablation: HeadAblation = "zero",
     softmax_dtype: torch.dtype | None = None,
     tap: Tap | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -104,33 +102,21 @@ def attention(
         dropout_p: dropout on the probabilities (pass 0.0 in eval).
         need_probs: return the attention probabilities. When False the fused
             ``torch.nn.functional.scaled_dot_product_attention`` kernel runs and probs is None.
-        head_mask: ``(heads,)`` float, 1 keep / 0 drop, or None (the fast path, untouched).
-            ``"zero"``: multiplied into the probabilities after dropout (HF 4.x; Michel et al.
-            2019), so a dropped head's output is 0; on the SDPA path the context is multiplied
-            instead, the same product.
-        head_ablation: ``"zero"`` (above) or ``"uniform"``: heads whose mask is 0 attend
-            uniformly to every unpadded key (Kovaleva et al. 2019, "Revealing the Dark Secrets
-            of BERT", section 6); other mask values are ignored in this mode.
         softmax_dtype: compute the softmax in this dtype and cast back (ModernBERT: float32, as transformers'
             eager attention does even in a float64 model); None: the scores' dtype. When it differs from the
             scores' dtype, the probabilities are computed explicitly (no fused kernel).
         tap: the block's ``attn.hook_attn_scores`` and ``attn.hook_pattern`` sites
             (:mod:`bertcore.modeling.interventions`), or None; when either is edited or recorded the probabilities
-            are computed explicitly.
+            are computed explicitly. A head mask is edits at these sites (:func:`head_mask_edits`).
     Returns:
         ``(context, probs)``: context ``(B, heads, T, d)``; probs ``(B, heads, T, T)`` post-softmax
-        (each row sums to 1, padded keys exactly 0; times the head mask when one is given) or None.
-    Raises:
-        ValueError: an unknown ``head_ablation``.
+        (each row sums to 1, padded keys exactly 0; as edited at ``attn.hook_pattern``) or None.
     Source: HF ``eager_attention_forward`` / ``sdpa_attention_forward``.
     """
     if softmax_dtype == query.dtype:
         softmax_dtype = None
     if tap is not None and not (tap.wants("attn.hook_attn_scores") or tap.wants("attn.hook_pattern")):
         tap = None
-    if head_mask is not None:
-        return _ablated_attention(query, key, value, mask, dropout_p, need_probs, head_mask, head_ablation,
-                                  softmax_dtype, tap)
     if not need_probs and softmax_dtype is None and tap is None:
         context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
         return context, None
@@ -155,36 +141,42 @@ def _softmax(scores: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
     return torch.softmax(scores, dim=-1, dtype=dtype).to(scores.dtype)
 
 
-def _ablated_attention(query, key, value, mask, dropout_p, need_probs, head_mask, head_ablation, softmax_dtype=None,
-                       tap=None):
-    """:func:`attention` with a head mask (kept off the fast path when there is none)."""
+def head_mask_edits(masks: list[torch.Tensor | None], head_ablation: HeadAblation = "zero",
+                    need_probs: bool = False) -> dict[str, "Edit"]:
+    """A head mask as edits at the intervention sites of :mod:`bertcore.modeling.interventions`.
+
+    Args:
+        masks: per block a ``(heads,)`` float mask (:func:`get_head_mask`; 1 keep, 0 off) or None.
+        head_ablation: ``"zero"``: the probabilities times the mask (HF 4.x ``head_mask``; Michel et al. 2019), an
+            edit of ``attn.hook_pattern`` when they are returned (``need_probs``, as HF returns them masked), else of
+            ``attn.hook_z`` (``(p * m) @ V == m * (p @ V)``, so the fused kernel still runs); ``"uniform"``: heads
+            whose mask is 0 attend uniformly to every key they may see (Kovaleva et al. 2019, section 6), an edit of
+            ``attn.hook_attn_scores`` that keeps only the additive mask (padding, a local window) of those heads.
+    Returns:
+        ``{site: edit}`` for the blocks with a mask.
+    Raises:
+        ValueError: an unknown ``head_ablation``.
+    """
     if head_ablation not in HEAD_ABLATIONS:
         raise ValueError(f"head_ablation must be one of {HEAD_ABLATIONS}; got {head_ablation!r}")
-    m = head_mask.to(query.dtype).view(1, -1, 1, 1)  # (1, heads, 1, 1)
-    if head_ablation == "zero":
-        if not need_probs and softmax_dtype is None and tap is None:
-            context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
-            return context * m, None  # (p * m) @ V == m * (p @ V)
-        scores = torch.matmul(query, key.transpose(-1, -2)) * query.size(-1) ** -0.5  # (B, heads, T, T)
-        if mask is not None:
-            scores = scores + mask
-        if tap is not None:
-            scores = tap("attn.hook_attn_scores", scores)
-        probs = _softmax(scores, softmax_dtype)
-        if tap is not None:
-            probs = tap("attn.hook_pattern", probs)
-        probs = (F.dropout(probs, p=dropout_p) if dropout_p > 0 else probs) * m  # (B, heads, T, T)
-        return torch.matmul(probs, value), probs  # (B, heads, T, d)
-    context, probs = attention(query, key, value, mask, dropout_p, need_probs, softmax_dtype=softmax_dtype, tap=tap)
-    b, _, t, _ = query.shape
-    keys_mask = mask if mask is not None else torch.zeros((1, 1, 1, t), dtype=query.dtype, device=query.device)
-    keys_mask = keys_mask.expand(b, 1, keys_mask.size(-2), t)  # (B, 1, 1 or T, T): padding (and a local window)
-    uniform = torch.softmax(keys_mask, dim=-1)  # (B, 1, 1 or T, T): 1/n over the keys a query may see
-    dropped = m == 0  # (1, heads, 1, 1)
-    context = torch.where(dropped, torch.matmul(uniform, value), context)  # (B, heads, T, d)
-    if probs is not None:
-        probs = torch.where(dropped, uniform.expand_as(probs), probs)  # (B, heads, T, T)
-    return context, probs
+    edits = {}
+    for i, m in enumerate(masks):
+        if m is None:
+            continue
+        if head_ablation == "uniform":
+            if not bool((m == 0).any()):
+                continue  # nothing dropped in this block: its attention stays on the fused path
+            def uniform(scores: torch.Tensor, dropped: torch.Tensor = m == 0) -> torch.Tensor:  # (B, heads, T, T)
+                low = torch.finfo(scores.dtype).min
+                hidden = scores < low / 2  # keys the additive mask hides
+                flat = torch.where(hidden, low, torch.zeros((), dtype=scores.dtype, device=scores.device))
+                return torch.where(dropped.to(scores.device).view(1, -1, 1, 1), flat, scores)
+            edits[f"blocks.{i}.attn.hook_attn_scores"] = uniform
+        elif need_probs:
+            edits[f"blocks.{i}.attn.hook_pattern"] = lambda p, m=m: p * m.to(p).view(1, -1, 1, 1)  # (B, heads, T, T)
+        else:
+            edits[f"blocks.{i}.attn.hook_z"] = lambda z, m=m: z * m.to(z).view(1, 1, -1, 1)  # (B, T, heads, d)
+    return edits
 
 
 class BertSelfAttention(nn.Module):
@@ -227,11 +219,9 @@ class BertSelfAttention(nn.Module):
 
     def forward(
         self, hidden_states: torch.Tensor, mask: torch.Tensor | None = None, need_probs: bool = False,
-        head_mask: torch.Tensor | None = None, head_ablation: HeadAblation = "zero", tap: Tap | None = None,
-        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        tap: Tap | None = None, rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``hidden_states (B, T, H)`` -> ``(context (B, T, H), probs (B, heads, T, T) | None)``;
-        ``head_mask (heads,)`` / ``head_ablation`` as :func:`attention`; ``tap``: this block's
+        """``hidden_states (B, T, H)`` -> ``(context (B, T, H), probs (B, heads, T, T) | None)``; ``tap``: this block's
         :class:`bertcore.modeling.interventions.Interventions` sites (``attn.hook_q`` / ``hook_k`` / ``hook_v``,
         with rotary positions ``attn.hook_rot_q`` / ``hook_rot_k`` after the rotation, the scores and pattern,
         ``attn.hook_z``), or None; ``rotary``: ``(cos, sin)`` each ``(B or 1, T, d)``
@@ -245,8 +235,7 @@ class BertSelfAttention(nn.Module):
             if tap is not None:
                 q, k = tap("attn.hook_rot_q", q), tap("attn.hook_rot_k", k)
         p = self.dropout_p if self.training else 0.0
-        context, probs = attention(q, k, v, mask, p, need_probs, head_mask, head_ablation,
-                                   self.softmax_dtype, tap)  # (B, heads, T, d)
+        context, probs = attention(q, k, v, mask, p, need_probs, self.softmax_dtype, tap)  # (B, heads, T, d)
         if tap is not None:
             context = tap("attn.hook_z", context)
         return context.transpose(1, 2).reshape(b, t, h), probs  # (B, T, H)
@@ -286,12 +275,11 @@ class BertAttention(nn.Module):
 
     def forward(
         self, hidden_states: torch.Tensor, mask: torch.Tensor | None = None, need_probs: bool = False,
-        head_mask: torch.Tensor | None = None, head_ablation: HeadAblation = "zero", tap: Tap | None = None,
-        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        tap: Tap | None = None, rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``(B, T, H) -> ((B, T, H), probs (B, heads, T, T) | None)``; ``tap``, ``rotary`` as
         :class:`BertSelfAttention`."""
         pre = self.output.pre_layer_norm
         x = layer_norm(self.output.LayerNorm, hidden_states, tap, "ln1") if pre else hidden_states
-        context, probs = self.self(x, mask, need_probs, head_mask, head_ablation, tap, rotary)  # (B, T, H)
+        context, probs = self.self(x, mask, need_probs, tap, rotary)  # (B, T, H)
         return self.output(context, hidden_states, tap), probs

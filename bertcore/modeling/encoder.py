@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .rotary import cos_sin, inverse_frequencies
-from .attention import BertAttention, HeadAblation, sliding_window_mask
+from .attention import BertAttention, sliding_window_mask
 from .config import BertConfig
 from .interventions import Interventions, Tap, layer_norm
 
@@ -92,16 +92,14 @@ class BertLayer(nn.Module):
 
     def forward(
         self, hidden_states: torch.Tensor, mask: torch.Tensor | None = None, need_probs: bool = False,
-        head_mask: torch.Tensor | None = None, head_ablation: HeadAblation = "zero", tap: Tap | None = None,
-        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        tap: Tap | None = None, rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``(B, T, H) -> ((B, T, H), probs (B, heads, T, T) | None)``; ``head_mask (heads,)`` as
-        :func:`bertcore.modeling.attention.attention`; ``tap``: this block's intervention sites, or None; ``rotary``:
+        """``(B, T, H) -> ((B, T, H), probs (B, heads, T, T) | None)``; ``tap``: this block's intervention sites, or
+        None; ``rotary``:
         ``(cos, sin)`` of its positions (:class:`bertcore.modeling.attention.BertSelfAttention`), or None."""
         if tap is not None:
             hidden_states = tap("hook_resid_pre", hidden_states)
-        x, probs = self.attention(hidden_states, mask, need_probs, head_mask, head_ablation, tap,
-                                  rotary)  # (B, T, H)
+        x, probs = self.attention(hidden_states, mask, need_probs, tap, rotary)  # (B, T, H)
         ffn_in = layer_norm(self.output.LayerNorm, x, tap, "ln2") if self.output.pre_layer_norm else x
         return self.output(self.intermediate(ffn_in, tap), x, tap), probs  # (B, T, H)
 
@@ -149,8 +147,6 @@ class BertEncoder(nn.Module):
         mask: torch.Tensor | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
-        head_mask: list[torch.Tensor | None] | None = None,
-        head_ablation: HeadAblation = "zero",
         start_layer: int = 0,
         interventions: Interventions | None = None,
         position_ids: torch.Tensor | None = None,
@@ -159,8 +155,7 @@ class BertEncoder(nn.Module):
         attentions (L x (B, heads, T, T)) | None)``.
 
         ``hidden_states[0]`` is the embedding output and ``hidden_states[i]`` the output of layer i,
-        as HF (in pre-LN mode the last entry is after the final LayerNorm). ``head_mask``: one
-        ``(heads,)`` tensor or None per layer (:func:`bertcore.modeling.attention.get_head_mask`).
+        as HF (in pre-LN mode the last entry is after the final LayerNorm).
 
         ``start_layer`` (0-based, not in HF): ``hidden_states`` is the input of layer ``start_layer`` and
         only layers ``start_layer..L-1`` run (the returned lists then start at that input). Activation
@@ -181,11 +176,9 @@ class BertEncoder(nn.Module):
         inputs = None if plain else self.layer_inputs(mask, hidden_states, position_ids)
         for i in range(start_layer, len(self.layer)):
             layer = self.layer[i]
-            layer_mask = head_mask[i] if head_mask is not None else None
             tap = interventions.tap(i) if interventions is not None else None
             attn_mask, rotary = (mask, None) if inputs is None else inputs[i]
-            hidden_states, probs = layer(hidden_states, attn_mask, output_attentions, layer_mask, head_ablation,
-                                         tap, rotary)  # (B, T, H)
+            hidden_states, probs = layer(hidden_states, attn_mask, output_attentions, tap, rotary)  # (B, T, H)
             if i == len(self.layer) - 1 and hasattr(self, "LayerNorm"):
                 final_tap = interventions.tap() if interventions is not None else None
                 hidden_states = layer_norm(self.LayerNorm, hidden_states, final_tap, "ln_final")

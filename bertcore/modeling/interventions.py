@@ -229,6 +229,17 @@ class Interventions:
             self.recorded[name] = x.detach().clone()
         return x
 
+    def after(self, first: Mapping[str, Edit]) -> "Interventions":
+        """This call's interventions with ``first[site]`` applied before its own edit at each site (how the model
+        applies a head mask under the caller's edits); recordings land in this object's :attr:`recorded`."""
+        edits = dict(self.edits)
+        for name, f in first.items():
+            g = edits.get(name)
+            edits[name] = f if g is None else (lambda x, f=f, g=g: g(f(x)))
+        combined = Interventions(edits, self.record)
+        combined.recorded = self.recorded
+        return combined
+
     def tap(self, layer: int | None = None) -> "Tap | None":
         """The sites of block ``layer`` (None: the sites outside the blocks) as a :class:`Tap`, or None when none of
         them is edited or recorded (the modules then take their plain path)."""

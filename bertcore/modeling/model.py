@@ -14,7 +14,7 @@ from typing import TypeVar
 import torch
 from torch import nn
 
-from .attention import HeadAblation, additive_mask, get_head_mask
+from .attention import HeadAblation, additive_mask, get_head_mask, head_mask_edits
 from .checkpoint import load_pretrained as _load_checkpoint, save_pretrained as _save_checkpoint
 from .config import BertConfig
 from .embeddings import BertEmbeddings
@@ -204,8 +204,9 @@ class BertModel(BertPreTrainedModel):
                 computes them explicitly; otherwise the fused SDPA kernel runs).
             output_hidden_states: also return the embedding output and every layer's output.
             head_mask: ``(heads,)`` or ``(layers, heads)`` float, 1 keeps a head, 0 switches it off
-                (HF 4.x ``head_mask``: multiplied into the attention probabilities; Michel et al. 2019);
-                None: no ablation and the unchanged fast path.
+                (HF 4.x ``head_mask``: multiplied into the attention probabilities; Michel et al. 2019), applied as
+                edits at the intervention sites (:func:`bertcore.modeling.attention.head_mask_edits`), before any
+                edit of ``interventions`` at the same site; None: no ablation and the unchanged fast path.
             head_ablation: ``"zero"`` (as HF) or ``"uniform"``: switched-off heads attend uniformly
                 to every unpadded token instead (Kovaleva et al. 2019).
             inputs_embeds: ``(B, T, H)`` float word embeddings used in place of ``word_embeddings(input_ids)``
@@ -222,6 +223,11 @@ class BertModel(BertPreTrainedModel):
                 does not have.
         """
         self.embeddings.check_inputs(input_ids, token_type_ids, inputs_embeds)
+        if head_mask is not None:
+            cfg = self.config
+            masks = get_head_mask(head_mask, cfg.num_hidden_layers, cfg.num_attention_heads, torch.float64)
+            edits = head_mask_edits(masks, head_ablation, need_probs=output_attentions)
+            interventions = Interventions(edits) if interventions is None else interventions.after(edits)
         if interventions is not None:
             interventions.check(self.config)
         tap = interventions.tap() if interventions is not None else None
@@ -229,12 +235,7 @@ class BertModel(BertPreTrainedModel):
         if hasattr(self, "embeddings_project"):
             x = self.embeddings_project(x)  # (B, T, H)
         mask = additive_mask(attention_mask, x.dtype)  # (B, 1, 1, T) or None
-        layer_masks = None if head_mask is None else get_head_mask(
-            head_mask, self.config.num_hidden_layers, self.config.num_attention_heads, x.dtype)
-        if layer_masks is not None:
-            layer_masks = [m.to(x.device) for m in layer_masks]
         last, hidden_states, attentions = self.encoder(x, mask, output_attentions, output_hidden_states,
-                                                       layer_masks, head_ablation, interventions=interventions,
-                                                       position_ids=position_ids)
+                                                       interventions=interventions, position_ids=position_ids)
         pooled = self.pooler(last, attention_mask) if self.pooler is not None else None  # (B, H)
         return BertModelOutput(last, pooled, hidden_states, attentions)
