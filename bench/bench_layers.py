@@ -81,7 +81,7 @@ def main() -> None:
         pub = published.SYNTAX_HEADS.get(rel)
         rows[rel] = {"arcs": res.counts[rel], "best": f"{layer + 1}-{head + 1}", "direction": direction,
                      "accuracy": round(share, 3), "fixed_offset": round(res.baseline[rel][0], 3),
-                     **({"bert_base": f"{pub.accuracy:.3f} ({pub.layer}-{pub.head}, {pub.direction}; "
+                     **({"bert_base": f"{pub.accuracy:.3f} ({pub.name}, {pub.direction}; "
                                       f"offset {pub.baseline:.3f})"} if pub else {})}
     out["syntax_heads"] = {"s": round(syn_s, 1), "segments": len(segments),
                            "best_head_uas": round(float(res.uas.max()), 3), "relations": rows}
@@ -121,7 +121,7 @@ def main() -> None:
         sents.append(s.text_a)
         n_tok += len(tok(s.text_a)["input_ids"])
     def qk_map():
-        qk = query_key.query_keys(encoder, tok, sents, 3, 0)
+        qk = query_key.query_keys(encoder, tok, sents, 2, 0)  # block 2 (the page's default "Layer 3"), head 0
         return query_key.project(*query_key.normalize(qk.queries, qk.keys)[:2])
 
     qk_ms = median_ms(qk_map, 3, 1)

@@ -39,8 +39,9 @@ def one_site_at_a_time(model, clean, corrupt, metric) -> int:
     _, cache = patching.record(model, clean)
     layers, heads, t = model.config.num_hidden_layers, model.config.num_attention_heads, clean["input_ids"].shape[1]
     sites = [("resid", k, {"positions": [p]}) for k in range(layers + 1) for p in range(t)]
-    sites += [(kind, k, {"positions": [p]}) for kind in ("attn", "mlp") for k in range(1, layers + 1) for p in range(t)]
-    sites += [("head", k, {"head": h}) for k in range(1, layers + 1) for h in range(heads)]
+    # resid: hidden_states indices 0..L; attn / mlp / head: blocks 0..L-1
+    sites += [(kind, k, {"positions": [p]}) for kind in ("attn", "mlp") for k in range(layers) for p in range(t)]
+    sites += [("head", k, {"head": h}) for k in range(layers) for h in range(heads)]
     for kind, k, kw in sites:
         patching.measure(model, corrupt, metric, patching.patch(model, kind, k, cache[(kind, k)], **kw))
     return len(sites)

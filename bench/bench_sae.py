@@ -1,7 +1,7 @@
 """SAE training throughput (docs/sae.md): tokens per second of the two parts of a training step at a fixed thread
 count, on the shipped MiniLM-MLM, measured in the same run.
 
-    python bench/bench_sae.py [--threads 2] [--layers 2 4 6] [--blocks 2] [--steps 8]
+    python bench/bench_sae.py [--threads 2] [--layers 1 3 5] [--blocks 2] [--steps 8]
 
 Prints, as JSON: the model's forward pass up to the deepest layer (``bertcore.sae.stream.ActivationStream.block``:
 masking, the forward stopped after that layer, the shuffle; tokens per second), one SAE update of 6,144 latents,
@@ -32,7 +32,8 @@ from bertcore.sae.train import load_model  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--layers", type=int, nargs="+", default=[2, 4, 6])
+    ap.add_argument("--layers", type=int, nargs="+", default=[1, 3, 5],
+                    help="0-based blocks whose output the SAEs read (1 3 5: the shipped layer-2/4/6)")
     ap.add_argument("--blocks", type=int, default=2)
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--passes", type=int, default=3)

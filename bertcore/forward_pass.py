@@ -32,12 +32,12 @@ class LayerSteps:
     """One encoder layer taken apart for one sequence of T tokens (H hidden, I intermediate, d = H / heads).
 
     Attributes:
-        layer: 1-based layer number.
-        x: ``(T, H)`` the layer's input (``hidden_states[layer - 1]``).
+        layer: the 0-based block (``encoder.layer[layer]``; the UI's "layer ``layer + 1``").
+        x: ``(T, H)`` the layer's input (``hidden_states[layer]``).
         attn_in: ``(T, H)`` what self-attention reads: ``x`` (post-LN), ``LayerNorm(x)`` (pre-LN).
         query / key / value: ``(heads, T, d)`` the projections split into heads.
         scores: ``(heads, T, T)`` ``q·k / √d`` (no padding in one sequence, so no mask is added).
-        probs: ``(heads, T, T)`` ``softmax(scores)`` over the keys: the model's ``attentions[layer - 1]``.
+        probs: ``(heads, T, T)`` ``softmax(scores)`` over the keys: the model's ``attentions[layer]``.
         context: ``(heads, T, d)`` ``probs @ value``: each head's weighted sum of values.
         merged: ``(T, H)`` the heads' contexts side by side.
         attn_proj: ``(T, H)`` the output projection ``dense(merged)`` (``attention.output.dense``).
@@ -49,7 +49,7 @@ class LayerSteps:
         ffn_out: ``(T, H)`` ``output.dense(ffn_act)``.
         residual2: ``(T, H)`` ``attn_out + ffn_out``.
         output: ``(T, H)`` ``LayerNorm(residual2)`` (post-LN) or ``residual2`` (pre-LN; after the encoder's final
-            LayerNorm in the last layer): ``hidden_states[layer]``.
+            LayerNorm in the last layer): ``hidden_states[layer + 1]``.
         query_unrotated / key_unrotated: ``(heads, T, d)`` with rotary positions (ModernBERT), the projections
             before RoPE turns them by their positions (``query`` / ``key`` are then the rotated ones); else None.
         ffn_gate: ``(T, I)`` with a GeGLU feed-forward, the gate half of ``intermediate.dense`` (``ffn_pre`` is the
@@ -108,7 +108,7 @@ class ForwardTrace:
     """One sequence's forward pass, step by step.
 
     Attributes:
-        token / layer / head: the followed position (0-based), layer and head (1-based).
+        token / layer / head: the followed position, block (``encoder.layer[layer]``) and head, all 0-based.
         pre_layer_norm: the model's LayerNorm placement (``config.pre_layer_norm``).
         hidden_act: the feed-forward activation's HF name (``"gelu"`` for BERT).
         embeddings: :class:`~bertcore.anatomy.EmbeddingBreakdown` (word, position, segment, sum, LayerNorm).
@@ -138,10 +138,11 @@ class ForwardTrace:
         return all(d <= atol for d in self.max_abs_diff.values())
 
 
-def layer_steps(layer: nn.Module, x: torch.Tensor, number: int, pre_layer_norm: bool,
+def layer_steps(layer_module: nn.Module, x: torch.Tensor, number: int, pre_layer_norm: bool,
                 final_norm: nn.Module | None = None, rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
                 mask: torch.Tensor | None = None, window: int | None = None) -> LayerSteps:
-    """Run one ``BertLayer`` on ``x (T, H)`` with every formula written out (eval mode: no dropout).
+    """Run one ``BertLayer`` ``layer_module`` on ``x (T, H)`` with every formula written out (eval mode: no dropout);
+    ``number``: its 0-based block index (``encoder.layer[number]``), kept as :attr:`LayerSteps.layer`.
 
     ``final_norm``: the encoder's closing LayerNorm of a pre-LN model, applied after its last layer (else None).
     ``rotary``: ``(cos, sin)`` ``(1, T, d)`` of a rotary model's layer
@@ -150,6 +151,7 @@ def layer_steps(layer: nn.Module, x: torch.Tensor, number: int, pre_layer_norm: 
     Source: HF ``BertSelfAttention`` (``eager_attention_forward``), ``BertSelfOutput``, ``BertIntermediate``,
     ``BertOutput``; ModernBERT's ``apply_rotary_pos_emb`` and ``ModernBertMLP`` (GeGLU).
     """
+    layer = layer_module
     att, self_att = layer.attention, layer.attention.self
     t, h = x.shape
     heads, d = self_att.num_attention_heads, self_att.attention_head_size
@@ -231,24 +233,26 @@ def formulas(pre_layer_norm: bool = False, hidden_act: str = "gelu") -> dict[str
 @torch.no_grad()
 def trace(model: nn.Module, input_ids: torch.Tensor, token: int, layer: int, head: int,
           token_type_ids: torch.Tensor | None = None) -> ForwardTrace:
-    """Follow token ``token`` of one sequence through ``model``, with layer ``layer`` and head ``head`` taken apart.
+    """Follow token ``token`` of one sequence through ``model``, with block ``layer`` and head ``head`` (both
+    0-based) taken apart.
 
     Args:
         model: a bertcore model (any head class), in eval mode; float32 or float64 (the trace keeps its dtype).
         input_ids: ``(1, T)`` long, one unpadded sequence.
-        token: 0-based position of the followed token; layer, head: 1-based.
+        token: 0-based position of the followed token; layer: the 0-based block (``encoder.layer[layer]``,
+            ``0..L-1``); head: 0-based (``0..heads-1``).
         token_type_ids: ``(1, T)`` segment ids (None: all 0).
     Returns:
         :class:`ForwardTrace`.
     Raises:
-        TraceError: a token, layer or head out of range.
+        TraceError: a token, layer or head out of range (a ``ValueError``; the message names the valid range).
         bertcore.modeling.embeddings.InputError: ids the model cannot embed (out of the vocabulary, too long).
     """
     encoder = model.base_model
     cfg = encoder.config
     t = input_ids.size(-1)
-    for name, value, lo, hi in (("token", token, 0, t - 1), ("layer", layer, 1, cfg.num_hidden_layers),
-                                ("head", head, 1, cfg.num_attention_heads)):
+    for name, value, lo, hi in (("token", token, 0, t - 1), ("layer", layer, 0, cfg.num_hidden_layers - 1),
+                                ("head", head, 0, cfg.num_attention_heads - 1)):
         if not lo <= int(value) <= hi:
             raise TraceError(f"{name} must lie in {lo}..{hi}; got {value}")
     emb = embedding_breakdown(model, input_ids, token_type_ids)
@@ -261,11 +265,11 @@ def trace(model: nn.Module, input_ids: torch.Tensor, token: int, layer: int, hea
     hidden, probs, chosen = [x0], [], None
     for i, module in enumerate(layers):
         mask, rot = inputs[i]
-        steps = layer_steps(module, hidden[-1], i + 1, cfg.pre_layer_norm,
+        steps = layer_steps(module, hidden[-1], i, cfg.pre_layer_norm,
                             final_norm if i == len(layers) - 1 else None, rot, mask, cfg.local_attention)
         hidden.append(steps.output)
         probs.append(steps.probs)
-        if i + 1 == layer:
+        if i == layer:
             chosen = steps
     hidden_states = torch.stack(hidden)  # (L + 1, T, H)
     out = encoder(input_ids, token_type_ids=token_type_ids, output_hidden_states=True, output_attentions=True)

@@ -30,21 +30,21 @@ def suite_summary(folder: str, stamp: str, n_per_paradigm: int) -> dict[str, flo
 def agreement_summary(folder: str, stamp: str) -> dict[str, float]:
     """:func:`bertcore.analysis.grammar.agreement.agreement_heads` of one run checkpoint (loaded, run, dropped):
     ``{"to_subject": best head's mean verb -> subject attention, "to_attractor": the same head's verb ->
-    attractor attention, "layer", "head"}``. ``stamp`` (:func:`bertcore.sources.files_stamp` of the folder)
-    keys the cache only."""
+    attractor attention, "layer", "head"}`` (0-based block and head). ``stamp`` (:func:`bertcore.sources.files_stamp`
+    of the folder) keys the cache only."""
     from bertcore.analysis.grammar import agreement
 
     loaded = load(ModelSource("run", folder))
     heads = agreement.agreement_heads(loaded.encoder, loaded.tokenizer)
     layer, head = heads.best
-    return {"to_subject": heads.best_score, "to_attractor": float(heads.to_attractor[layer - 1, head - 1]),
+    return {"to_subject": heads.best_score, "to_attractor": float(heads.to_attractor[layer, head]),
             "layer": layer, "head": head}
 
 
 @st.cache_data(show_spinner="Running every checkpoint on the sentence ...", max_entries=16)
 def attention_per_checkpoint(folders: tuple[str, ...], stamps: tuple[str, ...], text: str, layer: int,
                              head: int, by_word: bool = False) -> tuple[list[np.ndarray], list[str]]:
-    """One (T, T) attention map of ``layer``/``head`` (1-based) per checkpoint, and the T token labels;
+    """One (T, T) attention map of ``layer``/``head`` (0-based block and head) per checkpoint, and the T token labels;
     with ``by_word``, (W, W) maps over words (:func:`bertcore.analysis.attention.words.merge_attention`) and W labels.
 
     Each checkpoint is loaded, run and dropped (not kept in memory). ``stamps`` (:func:`bertcore.sources.files_stamp`
@@ -54,7 +54,7 @@ def attention_per_checkpoint(folders: tuple[str, ...], stamps: tuple[str, ...], 
     for folder in folders:
         loaded = load(ModelSource("run", folder))
         acts = activations.run(loaded.encoder, loaded.tokenizer, text)
-        one = acts.attentions[layer - 1, head - 1]  # (T, T)
+        one = acts.attentions[layer, head]  # (T, T)
         tokens = acts.tokens
         if by_word:
             groups = word_groups(acts.encoding.tokens, acts.encoding.word_ids)

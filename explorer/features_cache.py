@@ -32,7 +32,8 @@ def load_sae(folder: str, file_stamp: tuple):
 
 @st.cache_resource(show_spinner="Reading the stored top contexts ...", max_entries=8)
 def stored_index(folder: str, model_folder: str, layer: int, file_stamp: tuple):
-    """The SAE's ``features.npz`` if it belongs to these files: the shipped size first, then the page's quick one."""
+    """The SAE's ``features.npz`` if it belongs to these files: the shipped size first, then the page's quick one
+    (``layer``: the 0-based block the SAE reads, ``cfg["layer"]``)."""
     for n in (SHIPPED_SENTENCES, QUICK_SENTENCES):
         index = sae_features.read(folder, model_folder, feature_params(layer, n))
         if index is not None:

@@ -96,10 +96,10 @@ def _heads(lm: LoadedModel) -> None:
     except ValueError as exc:
         widgets.show_error(exc, "Cannot run the model")
         return
-    layer = widgets.layer_picker("rope", act.num_layers)
-    kind = "global" if lm.config.is_global_layer(layer - 1) else "local"
-    profile, offsets = positional.attention_by_offset(act.attentions[layer - 1], 16)
-    st.caption(f"Layer {layer} is a {kind} layer. Each row is one head: its mean attention to the key at each "
-               "distance from the query. A bright cell at −1 is a previous-token head, at 0 a self head; a head "
-               "spread evenly over the offsets ignores position.")
+    layer = widgets.layer_picker("rope", act.num_layers)  # 0-based block
+    kind = "global" if lm.config.is_global_layer(layer) else "local"
+    profile, offsets = positional.attention_by_offset(act.attentions[layer], 16)
+    st.caption(f"Layer {widgets.layer_number(layer)} is a {kind} layer. Each row is one head: its mean attention to "
+               "the key at each distance from the query. A bright cell at −1 is a previous-token head, at 0 a self "
+               "head; a head spread evenly over the offsets ignores position.")
     widgets.plotly_chart(rotary_figures.offset_profile(profile, offsets), key="rope_heads")

@@ -28,13 +28,15 @@ def form() -> None:
         st.info("Pick a model folder (the packaged fill-mask model or a run's checkpoint) in the sidebar.")
         return
     c1, c2, c3, c4 = st.columns(4)
+    # the input shows (and keeps in the session) the layer's label, from 1; the run takes the 0-based block
     layer = c1.number_input("Layer", 1, lm.config.num_hidden_layers, min(2, lm.config.num_hidden_layers),
                             key="train_sae_layer", help="the output of this layer (1 = the first)")
+    block = int(layer) - 1  # layer 1 is block 0
     expansion = c2.selectbox("Features per dimension", [4, 8, 16], index=2, key="train_sae_expansion",
                              help=f"features = this x the hidden size ({lm.config.hidden_size})")
     k = c3.number_input("k (features per token)", 4, 128, 32, key="train_sae_k")
     minutes = c4.number_input("Minutes", 1.0, 600.0, 20.0, step=5.0, key="train_sae_minutes")
-    cfg = SAETrainConfig(model=str(lm.path), layers=(int(layer),), d_sae=int(expansion) * lm.config.hidden_size,
+    cfg = SAETrainConfig(model=str(lm.path), layers=(block,), d_sae=int(expansion) * lm.config.hidden_size,
                          k=int(k), max_time=float(minutes), batch_size=1024, passes=3, lr=8e-4, warmup_steps=20,
                          dead_tokens=300_000, eval_every=250, eval_tokens=16_384, save_every=100, log_every=20)
     st.caption(f"Model: `{lm.source.label}`. Command: `python -m bertcore.sae train --run-dir RUN "
@@ -90,7 +92,8 @@ def _show(run_path: Path, status: dict[str, Any] | None) -> None:
         st.error("The run failed: " + widgets.escape_md(status.get("error") or "no error message"))
     metrics = runs.read_metrics(run_path)
     if metrics:
-        widgets.plotly_chart(figs.sae_curves(metrics, [int(x) for x in args.get("layers", [])]),
+        blocks = list(SAETrainConfig.from_dict(args).layers) if args.get("layers") else []  # 0-based
+        widgets.plotly_chart(figs.sae_curves(metrics, blocks),
                              key="train_sae_curves")
         last = [r for r in metrics if r.get("split") == "val"][-1:]
         if last:

@@ -22,6 +22,7 @@ from bertcore.sources import LoadedModel
 from bertcore.tokenizer import encode
 
 from . import resources
+from .widgets import head_number, layer_number
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,14 @@ def text_pair(values: dict, prefix: str) -> tuple[str, str | None]:
 
 
 def head_name(layer: int, head: int) -> str:
-    """Clark et al.'s name of a head, 1-based: layer 3, head 9 -> "3-9"."""
-    return f"{layer}-{head}"
+    """Clark et al.'s name of a head, numbered from 1 as the UI labels it: block 2, head 8 (0-based) -> "3-9"."""
+    return f"{layer_number(layer)}-{head_number(head)}"
+
+
+def head_focus(layer: int, head: int) -> dict:
+    """The Attention page's layer and head pickers set to the 0-based ``(layer, head)``: their session values
+    keep the labels' numbers (:func:`explorer.widgets.layer_picker`)."""
+    return {"att_layer": layer_number(layer), "att_head": head_number(head)}
 
 
 def _forward(lm: LoadedModel, values: dict) -> activations.Activations:
@@ -61,11 +68,11 @@ def _forward(lm: LoadedModel, values: dict) -> activations.Activations:
 
 
 def previous_token_head(attn: np.ndarray) -> tuple[int, int, np.ndarray]:
-    """``(layer, head, share)``: the head (1-based) that puts the most attention on the previous token, and
-    every head's mean share there ``(L, heads)`` (Clark et al. 2019, section 3.1)."""
+    """``(layer, head, share)``: the head (0-based block and head) that puts the most attention on the previous
+    token, and every head's mean share there ``(L, heads)`` (Clark et al. 2019, section 3.1)."""
     share = F.offset_share(attn, -1)
     layer, head = np.unravel_index(int(share.argmax()), share.shape)
-    return int(layer) + 1, int(head) + 1, share
+    return int(layer), int(head), share
 
 
 # ----------------------------------------------------------------------------- steps 1-8
@@ -118,25 +125,25 @@ def query_key(lm: LoadedModel, values: dict) -> Fact:
     layer, head, _ = previous_token_head(act.attentions)
     toks = act.tokens
     query = next((i for i, tk in enumerate(toks) if tk == "it"), len(toks) // 2)
-    nv = neurons.neuron_view(lm.encoder, act.hidden_states[layer - 1], layer, head, query)
+    nv = neurons.neuron_view(lm.encoder, act.hidden_states[layer], layer, head, query)
     best = int(nv.scores.argmax())
     return Fact(f"In head {head_name(layer, head)} (head size d = {nv.query_vector.size}), the query "
                 f"{code(toks[query])} at position {query} scores highest against {code(toks[best])} at position "
                 f"{best}: q·k/√d = {float(nv.scores[best]):.2f}, and softmax gives it **{pct(nv.probs[best])}** of "
-                "its attention.", {"att_layer": layer, "att_head": head, "att_nq": query})
+                "its attention.", {**head_focus(layer, head), "att_nq": query})
 
 
 def one_head(lm: LoadedModel, values: dict) -> Fact:
     act = _forward(lm, values)
     layer, head, share = previous_token_head(act.attentions)
-    a = act.attentions[layer - 1, head - 1]  # (T, T)
+    a = act.attentions[layer, head]  # (T, T)
     t = a.shape[0]
     if t < 2:
         return Fact("One token only: there is no previous token to look at.", ok=False)
     argmax_prev = float(np.mean(a[1:].argmax(-1) == np.arange(t - 1)))
     toks = act.tokens
     query = next((i for i, tk in enumerate(toks) if tk == "it"), t // 2)
-    norms = flows.value_norms(lm.model, act.hidden_states[layer - 1], layer)[head - 1]  # (T,) ||f_h(x_j)||
+    norms = flows.value_norms(lm.model, act.hidden_states[layer], layer)[head]  # (T,) ||f_h(x_j)||
     arrives = a[query] * norms
     most, sent = int(a[query].argmax()), int(arrives.argmax())
     weighted_sum = (f" What arrives is α × the size of the value vector ([Kobayashi et al. 2020]"
@@ -147,19 +154,20 @@ def one_head(lm: LoadedModel, values: dict) -> Fact:
                        f"{arrives[sent]:.2f}). The *What flows* tab measures this for every token.")
                     if t >= 2 else "")
     return Fact(f"Head **{head_name(layer, head)}** attends most to the previous token in **{pct(argmax_prev)} of "
-                f"positions**, with {pct(share[layer - 1, head - 1])} of its attention there on average (Clark et al. "
-                "2019 call a head positional above 50%)." + weighted_sum, {"att_layer": layer, "att_head": head})
+                f"positions**, with {pct(share[layer, head])} of its attention there on average (Clark et al. "
+                "2019 call a head positional above 50%)." + weighted_sum, head_focus(layer, head))
 
 
 def layer_heads(lm: LoadedModel, values: dict) -> Fact:
     act = _forward(lm, values)
     stats = activations.head_stats(act.attentions, act.tokens, lm.tokenizer.cls_token, lm.tokenizer.sep_token)
     parked = (stats.to_cls + stats.to_sep) > 0.5  # (L, heads)
-    layer = int(parked.sum(1).argmax()) + 1
-    far = int(stats.distance[layer - 1].argmax()) + 1
-    return Fact(f"In layer {layer}, **{int(parked[layer - 1].sum())} of {act.num_heads} heads** put more than half "
-                f"of their attention on [CLS] or [SEP]; head {head_name(layer, far)} looks furthest, "
-                f"{float(stats.distance[layer - 1, far - 1]):.1f} tokens away on average.", {"att_layer": layer})
+    layer = int(parked.sum(1).argmax())  # 0-based block
+    far = int(stats.distance[layer].argmax())  # 0-based head
+    return Fact(f"In layer {layer_number(layer)}, **{int(parked[layer].sum())} of {act.num_heads} heads** put more "
+                f"than half of their attention on [CLS] or [SEP]; head {head_name(layer, far)} looks furthest, "
+                f"{float(stats.distance[layer, far]):.1f} tokens away on average.",
+                {"att_layer": layer_number(layer)})
 
 
 def all_layers(lm: LoadedModel, values: dict) -> Fact:

@@ -15,7 +15,7 @@ from bertcore.tokenizer import encode
 from bertcore.training.recipes import RECIPES
 
 from . import resources, tour_quiz
-from .tour_facts import Fact, code, head_name, pct, text_pair
+from .tour_facts import Fact, code, head_focus, head_name, pct, text_pair
 from .tour_steps import NSP_RANDOM, TRAIN_RECIPE
 
 MAX_SEED = 2**31 - 1  # the Masking page's seed range
@@ -122,13 +122,13 @@ def syntax_head(lm: LoadedModel, values: dict) -> Fact:
         return Fact("This text has no dependency arc to score: type a sentence of several words.", ok=False)
     rel = "det" if "det" in heads.relations else heads.relations[0]
     grid = heads.dep_to_head[rel]  # (L, heads): share of the relation's dependents that attend most to their head
-    layer, head = (int(i) + 1 for i in np.unravel_index(int(grid.argmax()), grid.shape))
+    layer, head = (int(i) for i in np.unravel_index(int(grid.argmax()), grid.shape))  # 0-based
     n = heads.counts[rel]
     base, offset = heads.baseline[rel]
     what = "determiners to their noun" if rel == "det" else f"words to their head in {code(rel)} arcs"
     return Fact(f"Head **{head_name(layer, head)}** points **{round(grid.max() * n)} of {n}** {what} (its "
                 f"most-attended other word); always taking the word {offset:+d} away gets {round(base * n)} of {n}.",
-                {"att_layer": layer, "att_head": head})
+                head_focus(layer, head))
 
 
 def lens(lm: LoadedModel, values: dict) -> Fact:

@@ -276,13 +276,38 @@ def clamped_slider(label: str, key: str, lo: int, hi: int, default: int, help: s
     return int(st.slider(label, lo, hi, key=key, help=help, persist_state="session", **value))
 
 
+def layer_number(block: int) -> int:
+    """The number the UI shows for the 0-based encoder block ``block`` (``encoder.layer[block]``): block 0 is
+    "layer 1". The one conversion for text; :func:`layer_picker` is the one for widgets."""
+    return block + 1
+
+
+def head_number(head: int) -> int:
+    """The number the UI shows for the 0-based head ``head``: head 0 is "head 1"."""
+    return head + 1
+
+
+def layer_label(block: int) -> str:
+    """``"layer 4"`` for block 3: the 1-based label of a 0-based encoder block (see :func:`layer_number`)."""
+    return f"layer {layer_number(block)}"
+
+
 def layer_picker(prefix: str, num_layers: int, include_embeddings: bool = False, default: int | None = None,
                  label: str = "Layer", compact: bool = False) -> int:
-    """A layer slider: 1..num_layers, or 0..num_layers with ``include_embeddings`` (0 = the
-    embedding output, before any layer). Returns the chosen number (1-based for layers)."""
-    lo = 0 if include_embeddings else 1
-    return clamped_slider(label, f"{prefix}_layer", lo, num_layers, num_layers if default is None else default,
-                          help="0 is the embedding layer's output" if include_embeddings else None, compact=compact)
+    """A layer slider labelled "Layer" 1..num_layers, or 0..num_layers with ``include_embeddings`` (0 = the
+    embedding output, before any layer); ``st.session_state[f"{prefix}_layer"]`` keeps the label's number.
+
+    Returns (the only place the UI's 1-based layer numbers become bertcore's):
+        without ``include_embeddings``: the 0-based BLOCK (``encoder.layer[i]``, 0..num_layers-1; label "Layer 1"
+        is block 0); with it: the HIDDEN_STATES INDEX (0..num_layers, 0 = the embeddings; label "Layer k" is
+        ``hidden_states[k]``, the output of block k-1). ``default`` is in the same numbering as the return value
+        (None: the last layer)."""
+    if include_embeddings:
+        return clamped_slider(label, f"{prefix}_layer", 0, num_layers, num_layers if default is None else default,
+                              help="0 is the embedding layer's output", compact=compact)
+    shown = clamped_slider(label, f"{prefix}_layer", 1, num_layers,
+                           num_layers if default is None else layer_number(default), compact=compact)
+    return shown - 1
 
 
 WORDS_HELP = ("Merge the pieces of each word: attention to a word is the sum over its pieces, attention from a "
@@ -296,9 +321,10 @@ def words_toggle(prefix: str, where=None) -> bool:
                                      help=WORDS_HELP))
 
 
-def head_picker(prefix: str, num_heads: int, default: int = 1, compact: bool = False) -> int:
-    """A head slider 1..num_heads (``compact``: a selectbox); returns the chosen head (1-based)."""
-    return clamped_slider("Head", f"{prefix}_head", 1, num_heads, default, compact=compact)
+def head_picker(prefix: str, num_heads: int, default: int = 0, compact: bool = False) -> int:
+    """A head slider labelled "Head" 1..num_heads (``compact``: a selectbox; the session state keeps the label's
+    number); returns the chosen head 0-based (0..num_heads-1), as bertcore takes it. ``default``: 0-based."""
+    return clamped_slider("Head", f"{prefix}_head", 1, num_heads, head_number(default), compact=compact) - 1
 
 
 # ----------------------------------------------------------------------------- export

@@ -17,8 +17,11 @@ The subpackages import downwards only: ``attention`` < ``representations`` < ``g
 code (cosine matrix, PCA) live in :mod:`bertcore.vectors`.
 
 Never imports streamlit or plotly; every array returned is numpy ``float32`` (or ``float64`` where noted).
-Layers are indexed as in :class:`~bertcore.modeling.model.BertModelOutput`: attentions ``0..L-1`` (layer 1..L), hidden
-states ``0..L`` (0 = the embedding output).
+One numbering, as Hugging Face's ``encoder.layer[i]`` and TransformerLens's ``blocks.i``: a parameter that names a
+block (layer) of the encoder takes ``0..L-1`` (``attentions[i]`` is block i's), heads ``0..heads-1``; one that indexes
+``hidden_states`` (``0..L``) says "hidden_states index (0 = embeddings)" (``hidden_states[i + 1]`` is block i's
+output). Out-of-range values raise ``ValueError`` naming the valid range. "Layer 1" exists only in the UI's labels
+(:func:`explorer.widgets.layer_picker`).
 """
 
 from __future__ import annotations

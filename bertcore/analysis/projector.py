@@ -173,7 +173,8 @@ def colour_values(loaded, proj: P.Projection, colour: str, labels: list[str] | N
 @torch.no_grad()
 def sae_values(loaded, proj: P.Projection, sae_folder: str | Path, feature: int) -> list[float]:
     """The activation of feature ``feature`` of the SAE in ``sae_folder`` (:mod:`bertcore.sae`, SAELens files) on
-    each point of ``proj``: the points are collected again at the SAE's layer (one more forward pass) and encoded.
+    each point of ``proj``: the points are collected again at the output of the SAE's block, ``hidden_states[block +
+    1]`` (one more forward pass), and encoded.
 
     Raises:
         bertcore.sae.io.SAEError (a ValueError): an unreadable SAE or one that does not fit the model; ValueError: a
@@ -185,7 +186,7 @@ def sae_values(loaded, proj: P.Projection, sae_folder: str | Path, feature: int)
     sae_io.check_fits(cfg, loaded.config.hidden_size, loaded.config.num_hidden_layers)
     if not 0 <= int(feature) < sae.d_sae:
         raise ValueError(f"this SAE has features 0..{sae.d_sae - 1}; got {feature}")
-    pts = P.collect(loaded.encoder, loaded.tokenizer, proj.texts, proj.unit, [int(cfg["layer"])],
+    pts = P.collect(loaded.encoder, loaded.tokenizer, proj.texts, proj.unit, [int(cfg["layer"]) + 1],  # block's output
                     max_length=min(MAX_TOKENS, loaded.max_length), max_points=len(proj.tokens))
     acts = sae.encode(torch.from_numpy(pts.vectors[0]).to(sae.W_dec.dtype))[:, int(feature)]
     return acts.float().tolist()
@@ -195,8 +196,9 @@ def view(loaded, corpus_name: str, n_points: int, layer: int, method: str = "pca
          unit: str = "token", axis_words: tuple[str, str] = ("good", "bad"), seed: int = 0,
          cache_root: str | Path | None = None, texts: Corpus | None = None, sae_folder: str | Path | None = None,
          feature: int = 0, progress: P.Progress = None) -> ProjectorView:
-    """The projector's view of ``n_points`` points (tokens, or one per text) of ``corpus_name`` at ``layer``
-    (0 = embeddings .. L) by ``method`` (:data:`~bertcore.analysis.representations.projector.METHODS`), coloured by
+    """The projector's view of ``n_points`` points (tokens, or one per text) of ``corpus_name`` at ``layer``, a
+    hidden_states index (0 = embeddings), ``0..L``, by ``method``
+    (:data:`~bertcore.analysis.representations.projector.METHODS`), coloured by
     ``colour`` (:data:`COLOURS`). ``texts``: a corpus of your own instead of ``corpus_name`` (typed lines).
     ``sae_folder`` and ``feature``: for ``colour="sae"`` (:func:`sae_values`).
 
@@ -215,7 +217,7 @@ def view(loaded, corpus_name: str, n_points: int, layer: int, method: str = "pca
         raise ValueError(f"ask for 1 to {MAX_POINTS:,} points; got {n_points}")
     n_layers = loaded.config.num_hidden_layers
     if not 0 <= int(layer) <= n_layers:
-        raise ValueError(f"layer must be 0..{n_layers} (0 = the embeddings); got {layer}")
+        raise ValueError(f"layer must be a hidden_states index in 0..{n_layers} (0 = embeddings); got {layer}")
     if colour not in COLOURS:
         raise ValueError(f"colour must be one of {', '.join(COLOURS)}; got {colour!r}")
     if colour == "layer" and method == "umap":

@@ -145,17 +145,26 @@ def grammar_suite(loaded, n_per_paradigm: int, metric: str) -> Computation:
                                          "seed": M.SUITE_SEED}, compute)
 
 
+def _check_hidden_index(loaded, layer: int) -> None:
+    """Raise ``ValueError`` unless ``layer`` is a hidden_states index (0 = embeddings) of ``loaded``: ``0..L``."""
+    n = loaded.config.num_hidden_layers
+    if not 0 <= int(layer) <= n:
+        raise ValueError(f"layer must be a hidden_states index in 0..{n} (0 = embeddings); got {layer}")
+
+
 def corpus_search(loaded, text: str, position: int, layer: int, k: int, n_segments: int,
                   segments_of=None) -> Computation:
-    """The ``k`` nearest tokens of held-out BBC segments to token ``position`` of ``text`` at ``layer``
-    (:mod:`.representations.corpus_search`): ``{"hits", "labels" (POS, dependency; None without spaCy),
-    "n_tokens", "n_texts"}``."""
+    """The ``k`` nearest tokens of held-out BBC segments to token ``position`` of ``text`` at ``layer``, a
+    hidden_states index (0 = embeddings), ``0..L`` (:mod:`.representations.corpus_search`): ``{"hits", "labels"
+    (POS, dependency; None without spaCy), "n_tokens", "n_texts"}``. Raises ``ValueError`` (naming the range) for a
+    layer outside ``0..L`` at once, before anything is computed."""
     import torch
 
     from .representations import corpus_search as CS
     from .representations import parses
     from ..tokenizer import encode
 
+    _check_hidden_index(loaded, layer)
     limit = _limit(loaded, 128)
     seg = segments_of or (lambda n, m: segments(loaded, n, m))
 
@@ -213,7 +222,9 @@ def projector(loaded, corpus: str = PROJECTOR_CORPUS, n_points: int = PROJECTOR_
               layer: int = PROJECTOR_LAYER, method: str = PROJECTOR_METHOD, colour: str = PROJECTOR_COLOUR,
               unit: str = PROJECTOR_UNIT) -> Computation:
     """The Embedding projector's view (:func:`bertcore.analysis.projector.view`), shipped without its vectors: each
-    point's nearest neighbours at ``layer`` are stored instead (``neighbour_ids`` / ``neighbour_cos``, exact)."""
+    point's nearest neighbours at ``layer`` (a hidden_states index (0 = embeddings), ``0..L``; ``ValueError`` at once
+    outside it) are stored instead (``neighbour_ids`` / ``neighbour_cos``, exact)."""
+    _check_hidden_index(loaded, layer)
     from . import projector as PV
     from .representations import projector as P
 

@@ -8,6 +8,7 @@
     config.py   every option of a training run (torch-free)
     __main__.py the command line: ``python -m bertcore.sae {train,resume,evaluate}``
 
-No Streamlit here. An SAE's ``layer`` is the index of ``hidden_states`` it reads (1..L: the output of transformers'
-``bert.encoder.layer.{layer-1}``, the site :func:`bertcore.sae.io.site` names).
+No Streamlit here. An SAE's ``layer`` is the 0-based block whose output it reads (``0..L-1``: the output of
+transformers' ``bert.encoder.layer.{layer}``, ``hidden_states[layer + 1]``, the site :func:`bertcore.sae.io.site`
+names); its folder, ``metrics.json`` and a run's measures name it by :func:`bertcore.sae.io.label`, ``layer + 1``.
 """

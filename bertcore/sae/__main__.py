@@ -1,6 +1,6 @@
 """``python -m bertcore.sae``: train, resume and evaluate SAEs (see :mod:`bertcore.sae`).
 
-    python -m bertcore.sae train --run-dir RUN --layers 2,4,6 --max-time 45 [--model FOLDER] [--corpus everyday]
+    python -m bertcore.sae train --run-dir RUN --layers 1,3,5 --max-time 45 [--model FOLDER] [--corpus everyday]
     python -m bertcore.sae resume --run-dir RUN
     python -m bertcore.sae evaluate --sae RUN/sae/layer-2 [--sae ...] [--out FOLDER --dtype float16]
     python -m bertcore.sae features --sae FOLDER [--sae ...] [--sentences 3000]
@@ -27,7 +27,9 @@ def _train_parser(sub) -> None:
             continue
         flag = "--" + f.name.replace("_", "-")
         if f.name == "layers":
-            p.add_argument(flag, default="2", help="1-based layers, comma-separated (e.g. 2,4,6)")
+            p.add_argument(flag, default=",".join(str(x) for x in f.default),
+                           help="the 0-based blocks whose output to read, comma-separated (e.g. 1,3,5: bert.encoder."
+                                "layer.1 / .3 / .5, written to layer-2/ layer-4/ layer-6/)")
         else:
             kind = type(f.default) if f.default is not None else {"max_time": float, "init_from": str}.get(f.name, int)
             p.add_argument(flag, type=kind, default=f.default)
@@ -38,7 +40,7 @@ def _config(args) -> SAETrainConfig:
     try:
         opts["layers"] = tuple(int(x) for x in str(args.layers).split(",") if x.strip())
     except ValueError:
-        raise SystemExit(f"error: --layers takes 1-based layer numbers separated by commas; got {args.layers!r}")
+        raise SystemExit(f"error: --layers takes 0-based block numbers separated by commas; got {args.layers!r}")
     return SAETrainConfig(**opts)
 
 

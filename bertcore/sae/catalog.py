@@ -15,7 +15,9 @@ SHIPPED_DIR = "sae"
 
 @dataclass
 class Entry:
-    """One SAE folder: ``label`` for a picker, ``folder``, its checked ``cfg`` (``cfg["layer"]`` 1-based),
+    """One SAE folder: ``label`` for a picker, ``folder``, its checked ``cfg`` (``cfg["layer"]``: the 0-based block
+    it reads; ``label`` names it by its folder, ``layer-<block + 1>``, as
+    "layer 2" for block 1),
     ``same_model``: whether it was trained on exactly these model files (None: it does not say)."""
 
     label: str

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DEFAULT_CORPUS = "everyday"
+#: written beside ``layers`` by :meth:`SAETrainConfig.to_dict`: a run.json without it counted layers from 1
+LAYERS_ARE_BLOCKS = "layers_are_blocks"
 
 
 @dataclass
@@ -19,7 +21,8 @@ class SAETrainConfig:
     """Every option of ``python -m bertcore.sae train`` (the CLI flags are the names with ``-``)."""
 
     model: str = "shipped"  #: a model folder (a run's checkpoint too), or "shipped" (models/minilm-mlm)
-    layers: tuple[int, ...] = (2,)  #: 1-based layers (the output of transformers' bert.encoder.layer.{l-1})
+    #: the 0-based blocks whose output the SAEs read (transformers' ``bert.encoder.layer.{l}``; folders ``layer-{l+1}``)
+    layers: tuple[int, ...] = (1,)
     corpus: str = DEFAULT_CORPUS  #: any corpus name of bertcore.data, a .txt file or a folder; never 'sotu'
     heldout: str = "sotu"  #: the held-out text of the measures logged during training
     d_sae: int = 6144  #: latents per SAE
@@ -56,8 +59,9 @@ class SAETrainConfig:
     def check(self) -> list[str]:
         """Problems with the options, as sentences (empty when they are usable)."""
         problems = []
-        if not self.layers or any(int(layer) < 1 for layer in self.layers):
-            problems.append(f"layers are numbered from 1 (the output of the first layer); got {list(self.layers)}")
+        if not self.layers or any(int(layer) < 0 for layer in self.layers):
+            problems.append(f"layers are 0-based blocks, 0..L-1 (0: the output of the first block); "
+                            f"got {list(self.layers)}")
         if not 1 <= self.k <= self.d_sae:
             problems.append(f"k must be between 1 and d_sae ({self.d_sae}); got {self.k}")
         if self.batch_size < 1 or self.seq_len < 8 or self.block_size < 1:
@@ -75,15 +79,18 @@ class SAETrainConfig:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["layers"] = list(self.layers)
+        d[LAYERS_ARE_BLOCKS] = True
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SAETrainConfig":
-        """From :meth:`to_dict` (unknown keys are ignored, so older run.json files still read)."""
+        """From :meth:`to_dict` (unknown keys are ignored, so older run.json files still read; their layers, counted
+        from 1, become 0-based blocks)."""
         names = {f.name for f in dataclasses.fields(cls)}
         kept = {k: v for k, v in d.items() if k in names}
         if "layers" in kept:
-            kept["layers"] = tuple(int(x) for x in kept["layers"])
+            shift = 0 if d.get(LAYERS_ARE_BLOCKS) else 1
+            kept["layers"] = tuple(int(x) - shift for x in kept["layers"])
         return cls(**kept)
 
     def to_argv(self) -> list[str]:

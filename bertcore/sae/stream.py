@@ -97,10 +97,13 @@ def pad(chunks: Sequence[np.ndarray], pad_id: int) -> dict[str, torch.Tensor]:
 
 @torch.no_grad()
 def hidden_states(model, batch: dict[str, torch.Tensor], layers: Sequence[int]) -> dict[int, torch.Tensor]:
-    """``{layer: (B, T, H)}``: ``hidden_states[layer]`` for each ``layer`` >= 1 (the site :func:`bertcore.sae.io.site`
-    names), one forward pass that stops after the deepest one. ``model`` is any bertcore model (a head model's
-    encoder is used).
+    """``{layer: (B, T, H)}``: the output of block ``layer`` (0-based, ``0..L-1``; ``hidden_states[layer + 1]``, the
+    site :func:`bertcore.sae.io.site` names) for each of ``layers``, one forward pass that stops after the deepest
+    one. ``model`` is any bertcore model (a head model's encoder is used).
     Records through :class:`~bertcore.modeling.interventions.Interventions` (no hook; a shared model stays untouched).
+
+    Raises:
+        bertcore.sae.io.SAEError: a block outside ``0..L-1`` (a ``ValueError``; the message names the range).
     """
     encoder = getattr(model, "base_model", model)
     names = {layer: site(encoder.config, layer) for layer in layers}
@@ -134,7 +137,7 @@ class ActivationStream:
         model: the model, in eval mode (its own copy, or a shared one: it is only read).
         tokenizer: its tokenizer.
         chunks: from :func:`corpus_chunks`.
-        layers: 1-based layers to read.
+        layers: the 0-based blocks whose output to read (``0..L-1``; checked here, ``ValueError`` naming the range).
         batch_size: tokens per batch; block_size: chunks per forward pass; seed: the order, masking and shuffling.
         mlm_probability: the share of tokens masked as pretraining (0 for plain text).
         passes: each block's tokens are served this many times, each pass in its own shuffled order (the model's
@@ -146,6 +149,9 @@ class ActivationStream:
                  block_size: int = 64, seed: int = 0, mlm_probability: float = 0.15, passes: int = 1) -> None:
         if not chunks:
             raise CorpusError("no text to stream")
+        config = getattr(model, "base_model", model).config
+        for layer in layers:
+            site(config, layer)  # raises SAEError (a ValueError) for a block outside 0..L-1
         self.model, self.tokenizer, self.chunks = model, tokenizer, list(chunks)
         self.layers, self.batch_size, self.block_size = list(layers), batch_size, block_size
         self.seed, self.mlm_probability, self.passes = seed, mlm_probability, max(1, int(passes))

@@ -7,6 +7,9 @@ scaled by ``norm_scale`` (fixed from the first block: mean norm ``sqrt(d_in)``),
 block's mean, loss = MSE + ``aux_coef`` x AuxK on the latents not active in the last ``dead_tokens`` tokens, Adam,
 the decoder gradient's component along each row removed before the step and the rows renormalised after it.
 
+Layers are the 0-based blocks whose output the SAEs read (:mod:`bertcore.sae.io`); what is written names them by
+:func:`bertcore.sae.io.label` (block + 1): folders ``layer-<l>/``, measures ``L<l>/...``, the states' keys.
+
 A checkpoint ``checkpoints/step-N/`` holds one SAELens folder per layer (``layer-<l>/``, float32) and
 ``trainer_state.pt`` (step, stream position, optimizer states, each latent's last active token, training time
 used): written into a dot-named temporary folder, then renamed, so a SIGKILL at any moment leaves the last
@@ -57,11 +60,16 @@ def load_model(spec: str):
 
 
 def check_layers(layers, num_layers: int) -> None:
-    """Raise ``ValueError`` for a layer outside ``1..num_layers``."""
-    bad = [layer for layer in layers if not 1 <= int(layer) <= num_layers]
+    """Raise ``ValueError`` for a block outside ``0..num_layers-1`` (an SAE reads the output of a 0-based block)."""
+    bad = [layer for layer in layers if not 0 <= int(layer) < num_layers]
     if bad:
-        raise ValueError(f"the model has {num_layers} layers (1..{num_layers}, the output of each); "
-                         f"layer {bad[0]} does not exist")
+        raise ValueError(f"the model has {num_layers} layers (blocks 0..{num_layers - 1}, the output of each); "
+                         f"block {bad[0]} does not exist")
+
+
+def _key(layer: int) -> str:
+    """The key of block ``layer`` in what a run writes (measures, trainer state): its label, block + 1."""
+    return str(sae_io.label(layer))
 
 
 def lr_at(cfg: SAETrainConfig, step: int, used_s: float = 0.0) -> float:
@@ -113,13 +121,14 @@ class Trainer:
                 self.saes[layer] = start_from(Path(cfg.init_from).expanduser(), layer, x.shape[1], cfg)
                 continue
             c = math.sqrt(x.shape[1]) / float(x.norm(dim=1).mean())
-            sae = TopKSAE(x.shape[1], cfg.d_sae, cfg.k, norm_scale=c, seed=cfg.seed + layer)
+            seed = cfg.seed + sae_io.label(layer)  # the label, as runs were seeded when layers counted from 1
+            sae = TopKSAE(x.shape[1], cfg.d_sae, cfg.k, norm_scale=c, seed=seed)
             with torch.no_grad():
                 sae.b_dec.copy_((x * c).mean(0))
                 # decoder rows start as centred training vectors (distinct tokens of the first block, seeded), the
                 # encoder as their transpose: each latent starts where data is, which speeds up a short CPU run
                 # and keeps latents alive (Gao et al. 2024 start from random directions, section A.1)
-                gen = torch.Generator().manual_seed(cfg.seed + layer)
+                gen = torch.Generator().manual_seed(seed)
                 n = x.shape[0] // max(1, cfg.passes)
                 rows = x[torch.randperm(n, generator=gen)[:cfg.d_sae]] * c - sae.b_dec
                 if rows.shape[0] == cfg.d_sae:
@@ -139,16 +148,16 @@ class Trainer:
         state = torch.load(folder / STATE_FILE, map_location="cpu", weights_only=True)
         self.saes = {}
         for layer in self.cfg.layers:
-            sae, _ = sae_io.load(folder / f"layer-{layer}")
+            sae, _ = sae_io.load(folder / sae_io.folder_name(layer))
             sae.train()
             self.saes[layer] = sae
         self._optimizers()
         for layer, opt in self.optimizers.items():
-            opt.load_state_dict(state["optimizers"][str(layer)])
+            opt.load_state_dict(state["optimizers"][_key(layer)])
         self.step, self.tokens, self.elapsed = state["step"], state["tokens"], state["elapsed"]
         self.position = Position(*state["position"])
-        self.last_fired = {int(k): v for k, v in state["last_fired"].items()}
-        self.resampled = {layer: int(state.get("resampled", {}).get(str(layer), 0)) for layer in self.cfg.layers}
+        self.last_fired = {layer: state["last_fired"][_key(layer)] for layer in self.cfg.layers}
+        self.resampled = {layer: int(state.get("resampled", {}).get(_key(layer), 0)) for layer in self.cfg.layers}
 
     # -- checkpoints
     def _save(self) -> Path:
@@ -159,12 +168,12 @@ class Trainer:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         for layer, sae in self.saes.items():
-            sae_io.save(sae, tmp / f"layer-{layer}", layer, model_name=self.folder.name)
+            sae_io.save(sae, tmp / sae_io.folder_name(layer), layer, model_name=self.folder.name)
         state = {"step": self.step, "tokens": self.tokens, "elapsed": self.elapsed,
                  "position": [self.position.block, self.position.offset],
-                 "optimizers": {str(layer): opt.state_dict() for layer, opt in self.optimizers.items()},
-                 "last_fired": {str(layer): t for layer, t in self.last_fired.items()},
-                 "resampled": {str(layer): n for layer, n in self.resampled.items()}}
+                 "optimizers": {_key(layer): opt.state_dict() for layer, opt in self.optimizers.items()},
+                 "last_fired": {_key(layer): t for layer, t in self.last_fired.items()},
+                 "resampled": {_key(layer): n for layer, n in self.resampled.items()}}
         torch.save(state, tmp / STATE_FILE)
         os.replace(tmp, final)
         for old in checkpoints(self.rundir)[:-max(1, self.cfg.keep_checkpoints)]:
@@ -196,16 +205,17 @@ class Trainer:
                 self.last_fired[layer][active] = self.tokens + n
                 every = cfg.resample_every
                 if every and (self.tokens + n) // every > self.tokens // every:
-                    gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.step * 31 + layer)
+                    gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.step * 31 + sae_io.label(layer))
                     self.resampled[layer] += resample(sae, dead, out, opt, gen)
                     self.last_fired[layer][dead] = self.tokens + n  # a new latent gets dead_tokens to find its use
                 total = (out.x - out.x.mean(0)).pow(2).sum(-1).mean()
-                record[f"L{layer}/fvu"] = float(main / total)
-                record[f"L{layer}/l0"] = float((out.values > 0).sum(-1).float().mean())
-                record[f"L{layer}/dead"] = float(dead.float().mean())
-                record[f"L{layer}/aux"] = float(aux)
+                name = f"L{_key(layer)}"
+                record[f"{name}/fvu"] = float(main / total)
+                record[f"{name}/l0"] = float((out.values > 0).sum(-1).float().mean())
+                record[f"{name}/dead"] = float(dead.float().mean())
+                record[f"{name}/aux"] = float(aux)
                 if every:
-                    record[f"L{layer}/resampled"] = self.resampled[layer]  # so far in the run
+                    record[f"{name}/resampled"] = self.resampled[layer]  # so far in the run
         self.tokens += n
         self.step += 1
         return record
@@ -219,7 +229,8 @@ class Trainer:
             sae.train()
         out: dict[str, Any] = {"step": self.step, "split": "val", "tokens": self.tokens}
         for layer, r in rec.items():
-            out.update({f"L{layer}/fvu": r.fvu, f"L{layer}/l0": r.l0, f"L{layer}/dead": r.dead})
+            name = f"L{_key(layer)}"
+            out.update({f"{name}/fvu": r.fvu, f"{name}/l0": r.l0, f"{name}/dead": r.dead})
         return out
 
     # -- the loop
@@ -293,9 +304,11 @@ class Trainer:
         self.writer.log_metrics(final)
         for layer, sae in self.saes.items():
             sae.eval()
-            metrics = {k.split("/", 1)[1]: v for k, v in final.items() if k.startswith(f"L{layer}/")}
-            sae_io.save(sae, self.rundir.path / FINAL_DIR / f"layer-{layer}", layer, model_name=self.folder.name,
-                        metadata={"bert_explorer": {"layer": layer, "steps": self.step, "tokens": self.tokens,
+            metrics = {k.split("/", 1)[1]: v for k, v in final.items() if k.startswith(f"L{_key(layer)}/")}
+            sae_io.save(sae, self.rundir.path / FINAL_DIR / sae_io.folder_name(layer), layer,
+                        model_name=self.folder.name, num_layers=self.model.config.num_hidden_layers,
+                        metadata={"bert_explorer": {"layer": sae_io.label(layer), "steps": self.step,
+                                                    "tokens": self.tokens,
                                                     "model_hash": model_hash(self.folder),
                                                     "corpus": self.cfg.corpus, "run": self.rundir.name,
                                                     "init_from": self.cfg.init_from}},
@@ -306,20 +319,24 @@ class Trainer:
 
 
 def start_from(folder: Path, layer: int, d_in: int, cfg: SAETrainConfig) -> TopKSAE:
-    """The SAE of ``folder/layer-<layer>`` as a run's starting point (``--init-from``): its weights and input scale
+    """The SAE of block ``layer`` (0-based) in ``folder`` (its ``layer-<layer + 1>/``,
+    :func:`bertcore.sae.io.folder_name`) as a run's starting point (``--init-from``): its weights and input scale
     (``norm_scale``), this run's ``k``, float32, in training mode.
 
     Raises:
-        ValueError: no SAE for that layer there, one of another layer, size or number of latents, or unreadable.
+        ValueError: a negative block; no SAE for that block there (one past the model's last block has none), one
+            of another block, size or number of latents, or unreadable.
     """
-    path = folder / f"layer-{layer}"
+    if int(layer) < 0:
+        raise ValueError(f"--init-from: an SAE's layer is a 0-based block, 0..L-1; got {layer}")
+    path = folder / sae_io.folder_name(layer)
     try:
         sae, meta = sae_io.load(path)
     except sae_io.SAEError as exc:
         raise ValueError(f"--init-from: {exc}") from exc
     if meta["layer"] != layer or sae.d_in != d_in or sae.d_sae != cfg.d_sae:
-        raise ValueError(f"--init-from: {path} reads layer {meta['layer']} with d_in {sae.d_in} and {sae.d_sae} "
-                         f"latents; this run needs layer {layer}, d_in {d_in} and {cfg.d_sae} latents")
+        raise ValueError(f"--init-from: {path} reads block {meta['layer']} with d_in {sae.d_in} and {sae.d_sae} "
+                         f"latents; this run needs block {layer}, d_in {d_in} and {cfg.d_sae} latents")
     if not 1 <= cfg.k <= sae.d_sae:
         raise ValueError(f"k must be between 1 and {sae.d_sae}; got {cfg.k}")
     sae.k = cfg.k

@@ -46,8 +46,9 @@ with c1:
     mode = st.radio("How", list(ablation.MODES), format_func=ablation.MODES.get, key="abl_mode",
                     persist_state="session")
 with c2:
-    names = {f"{lv}.{h}": (lv, h) for lv in range(1, cfg.num_hidden_layers + 1)
-             for h in range(1, cfg.num_attention_heads + 1)}
+    # label "layer.head" (1-based, as shown and stored) -> the 0-based (block, head) bertcore takes
+    names = {f"{widgets.layer_number(lv)}.{widgets.head_number(h)}": (lv, h) for lv in range(cfg.num_hidden_layers)
+             for h in range(cfg.num_attention_heads)}
     if "abl_heads" in st.session_state:  # another model may have fewer heads
         st.session_state["abl_heads"] = [n for n in st.session_state["abl_heads"] if n in names]
     chosen = st.multiselect("Heads to switch off (layer.head)", list(names), key="abl_heads",
@@ -59,8 +60,8 @@ with c3:
     layers_off = st.multiselect("Whole layers to switch off", layer_range, key="abl_layers",
                                 **({} if "abl_layers" in st.session_state else {"default": [1]}),
                                 persist_state="session")
-off = tuple(sorted({names[n] for n in chosen}
-                   | {(lv, h) for lv in layers_off for h in range(1, cfg.num_attention_heads + 1)}))
+off = tuple(sorted({names[n] for n in chosen}  # 0-based (block, head); layers_off holds the 1-based labels
+                   | {(lv - 1, h) for lv in layers_off for h in range(cfg.num_attention_heads)}))
 mask = ablation.make_head_mask(cfg.num_hidden_layers, cfg.num_attention_heads, heads=off)
 widgets.plotly_chart(abl_figures.head_mask_figure(mask.numpy()), key="abl_mask")
 if not off:
@@ -75,7 +76,7 @@ st.subheader("How far the representations move")
 st.caption("Cosine similarity between the unablated and the ablated hidden states (1 = unchanged). "
            "Layers below the first switched-off head stay at 1; the sentence embedding is the last layer's "
            "[CLS] vector, the mean over all tokens, and the pooler output.")
-layer_names = ["embeddings"] + [f"layer {i}" for i in range(1, cfg.num_hidden_layers + 1)]
+layer_names = ["embeddings"] + [widgets.layer_label(b) for b in range(cfg.num_hidden_layers)]  # hidden_states rows
 widgets.plotly_chart(abl_figures.movement_figure(mv.per_layer, layer_names, mv.cls, mv.mean_pooled, mv.pooled),
                      key="abl_move")
 as_code.expander("ablation", "Head ablation", analyses.ablation(lm.source, text, text_pair, mode, off),

@@ -1,5 +1,5 @@
 """Attention: what each head of each layer looks at, as heatmaps, grids, a head view, statistics,
-rollout and flow across layers, what actually flows (context mixing, issue 37: explorer.what_flows) and the
+rollout and flow across layers, what actually flows (context mixing: explorer.what_flows) and the
 neuron view; every view can merge WordPieces into words."""
 
 import numpy as np
@@ -55,14 +55,15 @@ if enc.num_truncated:
 
 c1, c2, c3, c4 = st.columns([2, 2, 2, 2])
 with c1:
-    layer = widgets.layer_picker("att", act.num_layers, default=1)
+    layer = widgets.layer_picker("att", act.num_layers, default=0)  # 0-based block
 with c2:
-    head = widgets.head_picker("att", act.num_heads)
+    head = widgets.head_picker("att", act.num_heads)  # 0-based
 with c3:
     hide = st.toggle("Hide attention to [CLS] / [SEP]", key="att_hide", persist_state="session",
                      help="Zero the attention to special tokens and rescale each row to sum to 1 again.")
 with c4:
     by_word = widgets.words_toggle("att")
+shown_layer, shown_head = widgets.layer_number(layer), widgets.head_number(head)  # the labels' numbers, in text
 key = resources.source_key(lm.source)
 attn = resources.attention_maps(key, text, text_pair, hide, _loaded=lm)  # (L, heads, T, T) WordPieces
 groups = resources.groups_of(key, text, text_pair, _loaded=lm) if by_word else None
@@ -112,7 +113,8 @@ if (text, text_pair) == (DEFAULT, None):  # the default example: does this model
         verdict = "gets it right" if chk.right else "gets it wrong (it agrees with the nearer noun)"
         (st.info if chk.right else st.warning)(
             f"With *are* masked, this model gives *are* {chk.p_correct:.1%} and *is* {chk.p_other:.1%}: it "
-            f"{verdict}. Which head links the verb to its subject? In **layer {chk.head[0]}, head {chk.head[1]}**, "
+            f"{verdict}. Which head links the verb to its subject? In **layer {widgets.layer_number(chk.head[0])}, "
+            f"head {widgets.head_number(chk.head[1])}**, "
             f"*are* puts {chk.to_subject:.0%} of its attention on *keys* and {chk.to_attractor:.0%} on *cabinet*, "
             "the noun in between: set the sliders to it.", icon=":material/check:" if chk.right else None)
 
@@ -134,7 +136,7 @@ def query_picker(key_: str, names: list[str], default: int) -> int:
 
 
 as_code.expander("attention", "Attention", inside.attention(lm.source, text, text_pair, layer, head, hide, by_word),
-                 merged(attn[layer - 1, head - 1]))
+                 merged(attn[layer, head]))
 default_query = next((u for u, m in enumerate(members) if enc.word_ids[m[0]] is not None), 0)
 TABS = ["One head", "All heads of a layer", "All layers × heads", "Head view", "Head statistics",
         "Rollout and flow", "What flows", "Neuron view"]
@@ -142,22 +144,22 @@ TABS = ["One head", "All heads of a layer", "All layers × heads", "Head view", 
 one, grid, thumbs, view, stats, roll, flows_tab, neuron = st.tabs(TABS, key="att_tab", on_change="rerun")
 if one.open:
     with one:
-        st.caption(f"Layer {layer}, head {head}: row = the token that looks, column = the token looked at. "
+        st.caption(f"Layer {shown_layer}, head {shown_head}: row = the token that looks, column = the token looked at. "
                    + ("The dotted lines separate sentence A from sentence B." if segment_break else ""))
-        one_head = merged(attn[layer - 1, head - 1])
+        one_head = merged(attn[layer, head])
         widgets.plotly_chart(att_figures.attention_heatmap(one_head, labels,
                                                            segment_break=segment_break), key="att_one")
-        widgets.download_csv(matrix_frame(one_head, ids, ids), f"attention_L{layer}_H{head}",
+        widgets.download_csv(matrix_frame(one_head, ids, ids), f"attention_L{shown_layer}_H{shown_head}",
                              key="att_one_csv")
 if grid.open:
     with grid:
         st.caption("The same sentence seen by every head of the chosen layer: heads specialize (next token, "
                    "previous token, [SEP], the same word ...).")
-        layer_maps = merged(attn[layer - 1])  # (heads, T, T)
+        layer_maps = merged(attn[layer])  # (heads, T, T)
         widgets.plotly_chart(att_figures.layer_grid(layer_maps, labels, layer), key="att_grid")
         index = pd.MultiIndex.from_product([range(1, act.num_heads + 1), ids], names=["head", "query"])
         widgets.download_csv(pd.DataFrame(layer_maps.reshape(-1, t), index=index, columns=ids),
-                             f"attention_L{layer}_all_heads", key="att_grid_csv")
+                             f"attention_L{shown_layer}_all_heads", key="att_grid_csv")
 if thumbs.open:
     with thumbs:
         st.caption("Every head of every layer as a thumbnail, each scaled to its own maximum; long inputs are "
@@ -175,13 +177,13 @@ if view.open:
             query = query_picker("att_query", labels, default_query)
         with vc2:
             top_k = widgets.clamped_slider("Links drawn", "att_topk", 1, min(50, t), min(12, t))
-        one_map = merged(attn[layer - 1, head - 1])
+        one_map = merged(attn[layer, head])
         fig = att_figures.head_view(one_map, labels, query, top_k=top_k, segment_ids=unit_types)
         widgets.plotly_chart(fig, key="att_view")
         d1, d2, _ = st.columns([1, 1, 4])
-        widgets.download_html(fig, f"head_view_L{layer}_H{head}_{query}", key="att_view_html", where=d1)
+        widgets.download_html(fig, f"head_view_L{shown_layer}_H{shown_head}_{query}", key="att_view_html", where=d1)
         widgets.download_csv(pd.DataFrame({"key": ids, "weight": one_map[query]}).set_index("key"),
-                             f"head_view_L{layer}_H{head}_{query}", key="att_view_csv", where=d2)
+                             f"head_view_L{shown_layer}_H{shown_head}_{query}", key="att_view_csv", where=d2)
 if stats.open:
     with stats:
         st.caption("Computed on the full attention (special tokens and WordPieces, whatever the toggles say), "
@@ -198,9 +200,9 @@ if stats.open:
         widgets.download_csv(pd.DataFrame(values, index=pd.Index(range(1, act.num_layers + 1), name="layer"),
                                           columns=[f"head {h}" for h in range(1, act.num_heads + 1)]),
                              f"head_{name}", key="att_stat_csv")
-        st.caption(f"Layer {layer}, every head (the table's toolbar downloads it as CSV):")
+        st.caption(f"Layer {shown_layer}, every head (the table's toolbar downloads it as CSV):")
         st.dataframe(pd.DataFrame({"head": np.arange(1, act.num_heads + 1),
-                                   **{label: np.round(getattr(hs, k)[layer - 1], 3)
+                                   **{label: np.round(getattr(hs, k)[layer], 3)
                                       for k, label in activations.HeadStats.NAMES.items()}}),
                      hide_index=True, key="att_stat_table")
 if roll.open:
@@ -255,4 +257,4 @@ if neuron.open:
                              index=pd.Index(tok_ids, name="key"),
                              columns=["score", "probability"] + [f"k[{i}]" for i in range(d)]
                              + [f"q*k[{i}]" for i in range(d)])
-        widgets.download_csv(table, f"neuron_view_L{layer}_H{head}_{nq}", key="att_neuron_csv")
+        widgets.download_csv(table, f"neuron_view_L{shown_layer}_H{shown_head}_{nq}", key="att_neuron_csv")

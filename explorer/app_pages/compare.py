@@ -138,19 +138,22 @@ if one.open:
                     if len(cmp.sentences) > 1 else 0
                 line = min(int(line), len(cmp.sentences) - 1)
             with s2:
-                layer = widgets.layer_picker("cmp", cmp.js.shape[0], compact=True)
+                layer = widgets.layer_picker("cmp", cmp.js.shape[0], compact=True)  # 0-based block
             with s3:
-                head = widgets.head_picker("cmp", cmp.js.shape[1], compact=True)
+                head = widgets.head_picker("cmp", cmp.js.shape[1], compact=True)  # 0-based
+            shown_layer, shown_head = widgets.layer_number(layer), widgets.head_number(head)  # the labels' numbers
             act_a, act_b = cmp.runs_a[line], cmp.runs_b[line]
-            d = float(js_distance(act_a.attentions[layer - 1, head - 1], act_b.attentions[layer - 1, head - 1]).mean())
-            st.caption(f"Layer {layer}, head {head} on line {line + 1}: JS distance {d:.3f} (mean over query rows). "
+            d = float(js_distance(act_a.attentions[layer, head], act_b.attentions[layer, head]).mean())
+            st.caption(f"Layer {shown_layer}, head {shown_head} on line {line + 1}: JS distance {d:.3f} (mean over "
+                       "query rows). "
                        "Rows are the tokens that look, columns the tokens looked at.")
-            widgets.plotly_chart(cmp_figures.side_by_side(act_a.attentions[layer - 1, head - 1],
-                                                     act_b.attentions[layer - 1, head - 1], act_a.tokens,
+            widgets.plotly_chart(cmp_figures.side_by_side(act_a.attentions[layer, head],
+                                                     act_b.attentions[layer, head], act_a.tokens,
                                                      f"A: {lm_a.source.name}", f"B: {source_b.name}"), key="cmp_side")
             names = [f"{i}:{tok}" for i, tok in enumerate(act_a.tokens)]
             d1, d2 = st.columns(2)
             for where, which, act in ((d1, "A", act_a), (d2, "B", act_b)):
-                frame = pd.DataFrame(act.attentions[layer - 1, head - 1], index=names, columns=names)
-                widgets.download_csv(frame, f"attention_{which}_layer{layer}_head{head}", key=f"cmp_side_csv_{which}",
+                frame = pd.DataFrame(act.attentions[layer, head], index=names, columns=names)
+                widgets.download_csv(frame, f"attention_{which}_layer{shown_layer}_head{shown_head}",
+                                     key=f"cmp_side_csv_{which}",
                                      label=f"CSV of model {which}", where=where)

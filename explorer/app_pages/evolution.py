@@ -1,8 +1,9 @@
 """Evolution: how one attention head and the position embeddings change across a run's checkpoints.
 
 Widgets -> ``bertcore.runs`` (which runs and checkpoints exist) -> ``bertcore.sources.load`` per
-checkpoint -> ``bertcore.analysis.run`` / ``bertcore.positional`` -> ``explorer.figures.evolution``; at the
-bottom, "Use this checkpoint in Python" (``explorer.run_view.checkpoint_in_python``).
+checkpoint -> ``bertcore.analysis.attention.activations.run`` / ``bertcore.positional`` ->
+``explorer.figures.evolution``; at the bottom, "Use this checkpoint in Python"
+(``explorer.run_view.checkpoint_in_python``).
 Session-state keys start with ``evo_``.
 """
 
@@ -53,7 +54,8 @@ def _agreement_series(run_dir: Path, folders: tuple[str, ...], stamps: tuple[str
         return {}
     found = [checkpoint_resources.agreement_summary(f, s) for f, s in zip(folders, stamps)]
     last = found[-1]
-    return {f"Agreement head: verb -> subject (best head per checkpoint; last L{last['layer']} H{last['head']})":
+    return {f"Agreement head: verb -> subject (best head per checkpoint; last L{widgets.layer_number(last['layer'])} "
+            f"H{widgets.head_number(last['head'])})":
             [f["to_subject"] for f in found],
             "Same head: verb -> attractor noun": [f["to_attractor"] for f in found]}
 
@@ -109,9 +111,9 @@ with tab_att:
                          help="A short sentence (at most 500 characters) keeps the panels readable.")
     c1, c2, c3 = st.columns([2, 2, 1])
     with c1:
-        layer = widgets.layer_picker("evo", config.num_hidden_layers)
+        layer = widgets.layer_picker("evo", config.num_hidden_layers)  # 0-based block
     with c2:
-        head = widgets.head_picker("evo", config.num_attention_heads)
+        head = widgets.head_picker("evo", config.num_attention_heads)  # 0-based
     by_word = widgets.words_toggle("evo", where=c3)
     try:
         maps, tokens = checkpoint_resources.attention_per_checkpoint(key_folders, key_stamps, text, layer, head,

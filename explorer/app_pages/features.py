@@ -39,7 +39,8 @@ if skipped:
 if not entries:
     st.info("No SAE fits this model yet. The packaged fill-mask model (MiniLM-MLM) has SAEs at layers 2, 4 and 6; "
             "pick it in the sidebar, or train one for this model on the Train page (recipe *Sparse autoencoder*) or "
-            "with `python -m bertcore.sae train --model FOLDER --layers 2 --max-time 30 --run-dir runs/my-sae`.")
+            "with `python -m bertcore.sae train --model FOLDER --layers 1 --max-time 30 --run-dir runs/my-sae` "
+            "(`--layers` counts blocks from 0: block 1 is layer 2).")
     st.stop()
 labels = [e.label for e in entries]
 entry = entries[labels.index(st.selectbox("SAE", labels, key="feat_sae"))]
@@ -52,17 +53,19 @@ try:
 except sae_io.SAEError as exc:
     st.error(str(exc))
     st.stop()
-layer = cfg["layer"]
+layer = cfg["layer"]  # the 0-based block whose output the SAE reads; "layer {layer + 1}" in text
+shown_layer = widgets.layer_number(layer)
 m = sae_io.read_metrics(folder) or {}
 cols = st.columns(5)
-cols[0].metric("Layer", f"{layer} of {lm.config.num_hidden_layers}", help=f"reads {sae_io.hook_name(layer)}'s output")
+cols[0].metric("Layer", f"{shown_layer} of {lm.config.num_hidden_layers}",
+               help=f"reads {sae_io.hook_name(layer)}'s output")
 cols[1].metric("Features", f"{cfg['d_sae']:,}", help=f"k = {cfg['k']} kept per token")
 if "fvu" in m:
     cols[2].metric("Unexplained variance", f"{100 * m['fvu']:.1f}%", help="FVU on held-out State of the Union text")
     cols[3].metric("Dead features", f"{100 * m['dead']:.1f}%", help=f"never active on {m['tokens']:,} held-out tokens")
 if "delta_ce_sae" in m:
     cols[4].metric("MLM loss with the SAE", f"+{m['delta_ce_sae']:.2f} nats",
-                   help=f"layer {layer}'s output replaced by the reconstruction; zeroing the layer costs "
+                   help=f"layer {shown_layer}'s output replaced by the reconstruction; zeroing the layer costs "
                         f"+{m['delta_ce_zero']:.2f}, its mean +{m['delta_ce_mean']:.2f}")
 index = cache.stored_index(folder, str(lm.path), layer, file_stamp)
 

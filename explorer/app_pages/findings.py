@@ -59,9 +59,10 @@ else:
                     else "This is a checkpoint of a run trained here.")
     else:
         training = "Its training may differ from bert-base's (MLM + NSP on books and Wikipedia)."
-    lo, hi = published.relative_layers(6, 10, config.num_hidden_layers)
+    lo, hi = published.relative_layers(5, 9, config.num_hidden_layers)  # 0-based blocks: bert-base's layers 6-10
     st.info(f"The papers measured bert-base. This model differs: {diffs}. {training} Layer ranges are mapped to "
-            f"the same relative depth (bert-base's layers 6-10 of 12 are layers {lo}-{hi} of "
+            f"the same relative depth (bert-base's layers 6-10 of 12 are layers {widgets.layer_number(lo)}-"
+            f"{widgets.layer_number(hi)} of "
             f"{config.num_hidden_layers} here).", icon=":material/info:")
 
 share.shareable({"find_segments": share.integer(10, 300)})
@@ -228,7 +229,7 @@ def _syntax_table(run) -> None:
         pub = published.SYNTAX_HEADS.get(r)
         rows.append({"relation": r, "arcs": res.counts[r], "best head (layer-head)": f"{layer + 1}-{head + 1}",
                      "direction": direction, "accuracy": share, "fixed offset": f"{base:.1%} (offset {off:+d})",
-                     "bert-base (Clark, Table 1)": (f"{pub.accuracy:.1%}, head {pub.layer}-{pub.head} {pub.direction}; "
+                     "bert-base (Clark, Table 1)": (f"{pub.accuracy:.1%}, head {pub.name} {pub.direction}; "
                                                     f"offset {pub.baseline:.1%}") if pub else ""})
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="find_syntax_table",
                  column_config={"accuracy": st.column_config.NumberColumn(format="percent")})
@@ -331,7 +332,7 @@ def probing() -> None:
 
 
 def faithful_explanations() -> None:
-    """Issue 37, section 4 over a whole set: which explanation ranks the tokens that matter first."""
+    """Faithful explanations over a whole set: which explanation ranks the tokens that matter first."""
     from bertcore.analysis import shipped
     from bertcore.analysis.causal import faithfulness as faith
     from explorer import heavy

@@ -46,9 +46,10 @@ c1, c2, c3 = st.columns([3, 1, 1])
 i = int(c1.selectbox("Token to follow", range(n), key="fp_token", format_func=lambda j: f"{j}: {tokens[j]}",
                      help="Its row is taken out of every (T, …) tensor below."))
 with c2:
-    layer = widgets.layer_picker("fp", cfg.num_hidden_layers, default=1, compact=True)
+    layer = widgets.layer_picker("fp", cfg.num_hidden_layers, default=0, compact=True)  # 0-based block
 with c3:
-    head = widgets.head_picker("fp", cfg.num_attention_heads, compact=True)
+    head = widgets.head_picker("fp", cfg.num_attention_heads, compact=True)  # 0-based
+shown_layer, shown_head = widgets.layer_number(layer), widgets.head_number(head)  # the labels' numbers, in text
 
 t = enc.tensors()
 try:
@@ -80,7 +81,7 @@ if tr.matches(TOLERANCE):
 else:
     st.error("The recomputed steps differ from the model's forward: " + ", ".join(
         f"{k} {v:.1e}" for k, v in tr.max_abs_diff.items()), icon=":material/error:")
-s, h0 = tr.steps, head - 1
+s, h0 = tr.steps, head
 act = {"gelu": "GELU"}.get(cfg.hidden_act, cfg.hidden_act)
 
 
@@ -129,17 +130,17 @@ def one_head() -> None:
                 f"a key and a value, split into {cfg.num_attention_heads} heads of d = {d} numbers. This head compares "
                 f"the query of {code(word)} with every token's key (`q·k / √d`), turns the scores into "
                 "weights that sum to 1 (softmax), and returns the weighted sum of the values.")
-    attn_strips = [figs.Strip(f"x: layer {layer}'s input at '{word}'", vec(s.x[i]), f"(T, H) = ({T}, {H})",
-                              f"hidden_states[{layer - 1}]")]
+    attn_strips = [figs.Strip(f"x: layer {shown_layer}'s input at '{word}'", vec(s.x[i]), f"(T, H) = ({T}, {H})",
+                              f"hidden_states[{layer}]")]
     if cfg.pre_layer_norm:
         attn_strips.append(figs.Strip("LN(x): what attention reads", vec(s.attn_in[i]), f"(T, H) = ({T}, {H})",
                                       F["attn_in"]))
     heads_shape = f"(heads, T, d) = ({cfg.num_attention_heads}, {T}, {d})"
     if s.query_unrotated is not None:  # RoPE (ModernBERT): the rotation is its own step
         attn_strips += [
-            figs.Strip(f"q before RoPE: query of '{word}', head {head}", vec(s.query_unrotated[h0, i]), heads_shape,
-                       F["query"]),
-            figs.Strip(f"k before RoPE: keys of every token, head {head}", vec(s.key_unrotated[h0]), heads_shape,
+            figs.Strip(f"q before RoPE: query of '{word}', head {shown_head}", vec(s.query_unrotated[h0, i]),
+                       heads_shape, F["query"]),
+            figs.Strip(f"k before RoPE: keys of every token, head {shown_head}", vec(s.key_unrotated[h0]), heads_shape,
                        F["key"], rows=show, highlight=i)]
         rot = "RoPE(·, i): pair (j, j + d/2) turned by i·θⱼ"
         attn_strips += [
@@ -148,8 +149,8 @@ def one_head() -> None:
                        rows=show, highlight=i)]
     else:
         attn_strips += [
-            figs.Strip(f"q: query of '{word}', head {head}", vec(s.query[h0, i]), heads_shape, F["query"]),
-            figs.Strip(f"k: keys of every token, head {head}", vec(s.key[h0]), heads_shape, F["key"], rows=show,
+            figs.Strip(f"q: query of '{word}', head {shown_head}", vec(s.query[h0, i]), heads_shape, F["query"]),
+            figs.Strip(f"k: keys of every token, head {shown_head}", vec(s.key[h0]), heads_shape, F["key"], rows=show,
                        highlight=i)]
     attn_strips += [
         figs.Strip("scores of this query against every key", vec(s.scores[h0, i]),
@@ -157,14 +158,14 @@ def one_head() -> None:
         figs.Strip("attention weights (the row of the attention map)", vec(s.probs[h0, i]),
                    f"(heads, T, T) = ({cfg.num_attention_heads}, {T}, {T})", F["probs"], columns=show,
                    probability=True),
-        figs.Strip(f"v: values of every token, head {head}", vec(s.value[h0]), heads_shape, F["value"], rows=show,
+        figs.Strip(f"v: values of every token, head {shown_head}", vec(s.value[h0]), heads_shape, F["value"], rows=show,
                    highlight=i),
-        figs.Strip(f"weighted sum of the values: head {head}'s output at '{word}'", vec(s.context[h0, i]), heads_shape,
-                   F["context"])]
+        figs.Strip(f"weighted sum of the values: head {shown_head}'s output at '{word}'", vec(s.context[h0, i]),
+                   heads_shape, F["context"])]
     chart(attn_strips, "fp_one_head")
     top = np.argsort(-vec(s.probs[h0, i]))[:3]
-    st.caption(f"Head {head} puts " + ", ".join(f"{vec(s.probs[h0, i])[j]:.0%} on {j}: {widgets.escape_md(tokens[j])}"
-                                               for j in top) + ".")
+    st.caption(f"Head {shown_head} puts " + ", ".join(
+        f"{vec(s.probs[h0, i])[j]:.0%} on {j}: {widgets.escape_md(tokens[j])}" for j in top) + ".")
 
 
 def all_heads() -> None:
@@ -203,17 +204,18 @@ def feed_forward() -> None:
     ffn += [
             figs.Strip("second linear map FFN(h)", vec(s.ffn_out[i]), f"(T, H) = ({T}, {H})", F["ffn_out"]),
             figs.Strip("h + FFN(h)", vec(s.residual2[i]), f"(T, H) = ({T}, {H})", F["residual2"]),
-            figs.Strip(f"layer {layer}'s output at '{word}'", vec(s.output[i]), f"(T, H) = ({T}, {H})", F["output"])]
+            figs.Strip(f"layer {shown_layer}'s output at '{word}'", vec(s.output[i]), f"(T, H) = ({T}, {H})",
+                       F["output"])]
     chart(ffn, "fp_ffn")
 
 
 def every_layer() -> None:
     st.markdown(f"The same two blocks repeat in each of the {cfg.num_hidden_layers} layers. Row by row: the vector of "
-                f"{code(word)} after each layer (row 0: the embeddings), layer {layer} outlined.")
+                f"{code(word)} after each layer (row 0: the embeddings), layer {shown_layer} outlined.")
     chart([figs.Strip(f"'{word}' after each layer", vec(tr.hidden_states[:, i]),
                       f"(L + 1, T, H) = ({cfg.num_hidden_layers + 1}, {T}, {H})", "hidden_states[ℓ][i]",
-                      rows=["embeddings"] + [f"layer {k}" for k in range(1, cfg.num_hidden_layers + 1)],
-                      highlight=layer)], "fp_layers")
+                      rows=["embeddings"] + [widgets.layer_label(b) for b in range(cfg.num_hidden_layers)],
+                      highlight=layer + 1)], "fp_layers")  # row 0 is the embeddings: block layer is row layer + 1
 
 
 def mlm_head() -> None:
@@ -251,4 +253,4 @@ for tab, draw in zip(st.tabs(list(STEPS), key="fp_step", on_change="rerun"), STE
         with tab:
             draw()
 as_code.expander("forward_pass", "One forward pass", inside.forward_pass(lm.source, text, text_pair, i, layer, head),
-                 {"hidden_states": vec(tr.hidden_states[:, i]), "probs": vec(tr.steps.probs[head - 1, i])})
+                 {"hidden_states": vec(tr.hidden_states[:, i]), "probs": vec(tr.steps.probs[head, i])})

@@ -270,7 +270,7 @@ def _predictions() -> None:
 
 
 _predictions()
-what_flows.masking_panel(lm, text, text_pair)  # which words made this prediction (issue 37)
+what_flows.masking_panel(lm, text, text_pair)  # which words made this prediction (DecompX and others)
 
 # ----------------------------------------------------------------------------- logit lens
 LENS_ALL_POSITIONS = 32  # longer inputs: the lens grid shows the predicted positions unless asked for all

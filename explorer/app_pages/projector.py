@@ -1,4 +1,4 @@
-"""Embedding projector (issue 41): a whole corpus's vectors at one layer, in 2-D (PCA, UMAP or an axis between two
+"""Embedding projector: a whole corpus's vectors at one layer, in 2-D (PCA, UMAP or an axis between two
 words), coloured by part of speech, word, label or a classifier's answers; a slider over the layers animates it.
 
 Widgets -> ``bertcore.analysis.projector.view`` (cached on disk per model files, corpus, layer, method, N) ->

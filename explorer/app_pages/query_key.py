@@ -59,8 +59,10 @@ if cut:
 if said:
     st.warning(" ".join(said), icon=":material/content_cut:")
 c1, c2, c3, c4 = st.columns(4)
-layer = int(c1.number_input("Layer", 1, cfg.num_hidden_layers, min(3, cfg.num_hidden_layers), key="qk_layer"))
+# the inputs show (and keep in the session) the labels' numbers, from 1; bertcore takes the 0-based block and head
+layer = int(c1.number_input("Layer", 1, cfg.num_hidden_layers, min(3, cfg.num_hidden_layers), key="qk_layer")) - 1
 head = int(c2.number_input("Head", 1, cfg.num_attention_heads, 1, key="qk_head")) - 1
+shown_layer, shown_head = widgets.layer_number(layer), widgets.head_number(head)
 method = c3.radio("Projection", ["pca", "tsne"], format_func={"pca": "PCA", "tsne": "t-SNE"}.__getitem__,
                   key="qk_method", horizontal=True, help="PCA keeps distances along the two main directions; "
                   "t-SNE keeps neighbours (slower, and its distances mean little).")
@@ -70,8 +72,8 @@ colour = c4.radio("Colour", list(COLOURS), format_func=COLOURS.__getitem__, key=
 
 @st.cache_resource(show_spinner="Running the model on the sentences ...", max_entries=16, ttl="1h")
 def _map(key: tuple, sentences: tuple[str, ...], layer: int, head: int, method: str, _lm):
-    """Queries and keys of one head, normalised and projected, cached per (model, sentences, layer, head,
-    projection)."""
+    """Queries and keys of one head (0-based block and head), normalised and projected, cached per (model,
+    sentences, layer, head, projection)."""
     qk = QK.query_keys(_lm.encoder, _lm.tokenizer, list(sentences), layer, head,
                        max_length=min(_lm.max_length, MAX_TOKENS))
     q, k, c = QK.normalize(qk.queries, qk.keys)
@@ -97,7 +99,7 @@ elif colour == "pos":
     except syntax.SyntaxUnavailable as exc:
         st.caption(widgets.escape_md(str(exc)))
 fig = figs.qk_scatter(pq, pk, qk.tokens, qk.sentence, title=(
-    f"Layer {layer}, head {head + 1}: {len(qk.tokens)} queries and keys of {len(sentences)} sentences "
+    f"Layer {shown_layer}, head {shown_head}: {len(qk.tokens)} queries and keys of {len(sentences)} sentences "
     f"(c = {c:.2f})"), **kwargs)
 event = widgets.plotly_chart(fig, key="qk_scatter", on_select="rerun", selection_mode="points")
 as_code.expander("query_key", "Query-key map",
@@ -119,7 +121,7 @@ st.markdown(f"**Sentence {s_idx + 1}** ({'clicked' if picked is not None else 'c
             f"{widgets.escape_md(sentences[s_idx])}")
 widgets.plotly_chart(att_figures.attention_heatmap(QK.attention_from(qk.queries, qk.keys, qk, s_idx),
                                                    [qk.tokens[i] for i in idx],
-                                                   title=f"Layer {layer}, head {head + 1}"), key="qk_attention")
+                                                   title=f"Layer {shown_layer}, head {shown_head}"), key="qk_attention")
 
 
 
@@ -133,7 +135,7 @@ def _all_heads(key: tuple, sentences: tuple[str, ...], layer: int, _lm) -> list:
     return out
 
 
-with st.expander(f"Every head of layer {layer} (small multiples, PCA)"):
+with st.expander(f"Every head of layer {shown_layer} (small multiples, PCA)"):
     if st.toggle("Show every head", key="qk_all"):
         projections = _all_heads(resources.source_key(lm.source), tuple(sentences), layer, lm)
         widgets.plotly_chart(figs.head_multiples(projections, layer), key="qk_multiples")

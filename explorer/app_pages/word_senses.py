@@ -121,6 +121,8 @@ if len(occ.pieces) > 1:
     st.caption(f"The target is split into {len(occ.pieces)} pieces ({widgets.escape_md(' '.join(occ.pieces))}): "
                "its vector is their mean.")
 
+# with the embeddings option the picker returns a hidden_states index (0 = embeddings; "Layer k" is hidden_states[k],
+# the output of block k - 1), and occ.vectors[:, k] is hidden_states[k]: the label's number is the index here
 layer = widgets.layer_picker("ws", n_layers, include_embeddings=True, default=n_layers)
 base_mean, base_std = similarity.random_pair_baseline(occ.others, occ.other_words, n_pairs=400, seed=0)
 sim = vectors.cosine_matrix(occ.vectors[:, layer])

@@ -1,4 +1,4 @@
-"""Every view as code (issue 41, part 3): the "Show the code" expander of each page.
+"""Every view as code: the "Show the code" expander of each page.
 
 A page builds its snippet with one function of this package's modules (:mod:`.inside`, :mod:`.tasks`,
 :mod:`.analyses`, :mod:`.training`), from the same variables it computed with, and hands it to :func:`expander`

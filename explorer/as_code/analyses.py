@@ -11,13 +11,14 @@ from .common import snippet
 
 def word_senses(source: ModelSource, target: str, sentences: list[str], senses: list[str], layer: int) -> str:
     """One word's contextual vectors across sentences: ``result`` = ``{"cosine": (n, n) at the layer, "same",
-    "different": (L+1,) mean similarity of same-sense / different-sense pairs by layer}``."""
+    "different": (L+1,) mean similarity of same-sense / different-sense pairs by layer}``. ``layer``: a hidden_states
+    index (0 = embeddings)."""
     body = """# the word's vector in every sentence and layer (mean of its WordPieces)
 occ = similarity.word_occurrences(lm.encoder, lm.tokenizer, target, sentences)  # occ.vectors (n, L+1, H)
 occ_senses = [senses[i] for i in occ.sentence_index]
 labels = [f"[{senses[i]}] {occ.sentences[i]}" if senses[i] else occ.sentences[i] for i in occ.sentence_index]
 base_mean, base_std = similarity.random_pair_baseline(occ.others, occ.other_words, n_pairs=400, seed=0)
-cosine = vectors.cosine_matrix(occ.vectors[:, layer])  # (n, n); layer 0 = the embedding output
+cosine = vectors.cosine_matrix(occ.vectors[:, layer])  # (n, n); layer: hidden_states index (0 = embeddings)
 same, different = similarity.similarity_by_layer(occ.vectors, occ_senses)  # (L+1,) each
 result = {"cosine": cosine, "same": same, "different": different}
 sim_figures.cosine_heatmap(cosine, labels, baseline=float(base_mean[layer])).show()
@@ -113,7 +114,7 @@ fig.show()"""
 
 
 def whatif(source: ModelSource, text_a: str, text_b: str, pair_a: str | None, pair_b: str | None) -> str:
-    """Input A against an edited input B (issue 41, part 1): ``result`` = ``{"cosine": (L+1, n) each aligned token's
+    """Input A against an edited input B (the what-if view): ``result`` = ``{"cosine": (L+1, n) each aligned token's
     hidden-state cosine by layer, "head_js": (L, heads) each head's mean Jensen-Shannon distance}``."""
     body = """# tokens aligned by difflib's SequenceMatcher on the WordPieces (identical inputs: zero difference)
 w = whatif.compare(lm.model, lm.tokenizer, text_a, text_b, pair_a, pair_b)

@@ -1,4 +1,4 @@
-"""The parts every page's snippet shares (issue 41, part 3): the header, the line that loads the page's model, the
+"""The parts every page's snippet shares: the header, the line that loads the page's model, the
 view's inputs as Python assignments, and the notebook written from a snippet (``nbformat``).
 
 A snippet is plain Python text in "percent" cells (``# %%`` lines, the format of Jupytext and VS Code): the

@@ -63,7 +63,8 @@ fig.show()"""
 def attention(source: ModelSource, text: str, text_pair: str | None, layer: int, head: int, hide: bool,
               words: bool) -> str:
     """One head's attention map: ``result`` = the ``(T, T)`` map drawn (rows: queries; merged into words with
-    ``words``; [CLS]/[SEP] hidden and rows rescaled with ``hide``)."""
+    ``words``; [CLS]/[SEP] hidden and rows rescaled with ``hide``). ``layer`` / ``head``: 0-based (the title shows
+    the page's 1-based labels)."""
     imports = ["from bertcore.analysis.attention import activations", "from explorer.figures import attention as "
                "att_figures"]
     lines = ["act = activations.run(lm.encoder, lm.tokenizer, text, text_pair)",
@@ -73,7 +74,8 @@ def attention(source: ModelSource, text: str, text_pair: str | None, layer: int,
         imports.append("import numpy as np")
         lines += ["# zero the attention to [CLS] / [SEP] and rescale each row to sum to 1 again",
                   "attn = activations.hide_tokens(attn, np.array(enc.special_tokens_mask, dtype=bool))"]
-    lines += ["result = attn[layer - 1, head - 1]  # (T, T): row = the token that looks, column = the token looked at",
+    lines += ["# layer and head count from 0 (the page's 'Layer 1' is block 0)",
+              "result = attn[layer, head]  # (T, T): row = the token that looks, column = the token looked at",
               "labels, members = list(enc.tokens), [[i] for i in range(len(enc.tokens))]"]
     if words:
         imports.append("from bertcore.analysis.attention.words import merge_attention, word_groups")
@@ -83,7 +85,7 @@ def attention(source: ModelSource, text: str, text_pair: str | None, layer: int,
     lines += ["segment_break = next((u for u, m in enumerate(members) if enc.sequence_ids[m[0]] == 1), None)",
               "fig = att_figures.attention_heatmap(result, labels, segment_break=segment_break)",
               "fig.show()"]
-    return snippet(f"Attention: layer {layer}, head {head}", source, imports,
+    return snippet(f"Attention: layer {layer + 1}, head {head + 1}", source, imports,
                    {"text": text, "text_pair": text_pair, "layer": layer, "head": head}, "\n".join(lines))
 
 
@@ -110,22 +112,23 @@ result = {"parameters": np.array(list(totals.values())), "pooled": None if steps
 
 def forward_pass(source: ModelSource, text: str, text_pair: str | None, token: int, layer: int, head: int) -> str:
     """One forward pass recomputed step by step: ``result`` = ``{"hidden_states": (L+1, H) of the token, "probs":
-    (T,) its attention row in the head}``."""
+    (T,) its attention row in the head}``. ``layer`` / ``head``: 0-based (the title shows the 1-based labels)."""
     body = """enc = encode(lm.tokenizer, text, text_pair, max_length=lm.max_length)
 t = enc.tensors()
-# every step of the chosen layer written out from the weights, checked against the model's own forward
+# every step of the chosen block written out from the weights, checked against the model's own forward
+# (layer and head count from 0: the page's "Layer 1" is block 0)
 tr = forward_pass.trace(lm.model, t["input_ids"], token, layer, head, t["token_type_ids"])
 print("largest difference to the model's forward:", max(tr.max_abs_diff.values()))
 result = {"hidden_states": tr.hidden_states[:, token].double().numpy(),  # (L+1, H): the token after each layer
-          "probs": tr.steps.probs[head - 1, token].double().numpy()}  # (T,): its attention weights in the head
+          "probs": tr.steps.probs[head, token].double().numpy()}  # (T,): its attention weights in the head
 n_layers = lm.config.num_hidden_layers
 fig = figs.strips_figure([figs.Strip(f"'{enc.tokens[token]}' after each layer", result["hidden_states"],
                                      f"(L+1, H) = ({n_layers + 1}, {lm.config.hidden_size})",
                                      "each layer's output",
                                      rows=["embeddings"] + [f"layer {k}" for k in range(1, n_layers + 1)],
-                                     highlight=layer)])
+                                     highlight=layer + 1)])  # row 0: the embeddings
 fig.show()"""
-    return snippet(f"One forward pass: token {token}, layer {layer}, head {head}", source,
+    return snippet(f"One forward pass: token {token}, layer {layer + 1}, head {head + 1}", source,
                    ["from bertcore import forward_pass", "from bertcore.tokenizer import encode",
                     "from explorer.figures import forward_pass as figs"],
                    {"text": text, "text_pair": text_pair, "token": token, "layer": layer, "head": head}, body)

@@ -46,16 +46,18 @@ for kind in kinds:
 
 def query_key(source: ModelSource, sentences: list[str], layer: int, head: int, method: str, max_tokens: int) -> str:
     """One head's queries and keys over many sentences in 2-D (AttentionViz, Yeh et al. 2023): ``result`` =
-    ``{"queries": (n, 2), "keys": (n, 2)}``; ``head`` 0-based."""
-    body = f"""qk = QK.query_keys(lm.encoder, lm.tokenizer, sentences, layer, head, max_length={max_tokens})
+    ``{"queries": (n, 2), "keys": (n, 2)}``; ``layer`` (the block) and ``head`` 0-based, as
+    :func:`bertcore.analysis.attention.query_key.query_keys` takes them (the titles show the 1-based labels)."""
+    body = f"""# layer and head count from 0 (the page's "Layer 1" is block 0)
+qk = QK.query_keys(lm.encoder, lm.tokenizer, sentences, layer, head, max_length={max_tokens})
 q, k, c = QK.normalize(qk.queries, qk.keys)  # keys centred on the queries, both scaled to one spread (c)
 pq, pk = QK.project(q, k, method)  # (n, 2) each
 result = {{"queries": pq, "keys": pk}}
 fig = figs.qk_scatter(pq, pk, qk.tokens, qk.sentence, title=(
-    f"Layer {{layer}}, head {{head + 1}}: {{len(qk.tokens)}} queries and keys of {{len(sentences)}} sentences "
+    f"Layer {{layer + 1}}, head {{head + 1}}: {{len(qk.tokens)}} queries and keys of {{len(sentences)}} sentences "
     f"(c = {{c:.2f}})"))
 fig.show()"""
-    return snippet(f"Query-key map: layer {layer}, head {head + 1}", source,
+    return snippet(f"Query-key map: layer {layer + 1}, head {head + 1}", source,
                    ["from bertcore.analysis.attention import query_key as QK",
                     "from explorer.figures import query_key as figs"],
                    {"sentences": sentences, "layer": layer, "head": head, "method": method}, body)

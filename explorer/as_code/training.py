@@ -39,7 +39,7 @@ print("started", run_dir)"""
 
 def evolution(run_dir: Path, steps: list[int], text: str, layer: int, head: int, words: bool) -> str:
     """One head's attention at each chosen checkpoint of a run: ``result`` = ``(checkpoints, T, T)`` float64 (words
-    with ``words``)."""
+    with ``words``). ``layer`` / ``head``: 0-based (the title shows the page's 1-based labels)."""
     merge = ""
     if words:
         merge = """
@@ -50,7 +50,7 @@ maps = []
 for step in steps:  # each checkpoint loaded, run on the sentence and dropped
     loaded = sources.load(sources.ModelSource("run", str(checkpoints[step])))
     acts = activations.run(loaded.encoder, loaded.tokenizer, text)
-    one, tokens = acts.attentions[layer - 1, head - 1], acts.tokens  # (T, T){merge}
+    one, tokens = acts.attentions[layer, head], acts.tokens  # (T, T); layer and head count from 0{merge}
     maps.append(one.astype(np.float64))
 result = np.stack(maps)  # (checkpoints, T, T)
 fig = figs.attention_evolution_figure(maps, tokens, steps, layer=layer, head=head)
@@ -59,5 +59,5 @@ fig.show()"""
                "from bertcore.analysis.attention import activations", "from explorer.figures import evolution as figs"]
     if words:
         imports.append("from bertcore.analysis.attention.words import merge_attention, word_groups")
-    return snippet(f"Evolution: layer {layer}, head {head} across checkpoints", None, imports,
+    return snippet(f"Evolution: layer {layer + 1}, head {head + 1} across checkpoints", None, imports,
                    {"run_dir": str(run_dir), "steps": steps, "text": text, "layer": layer, "head": head}, body)

@@ -131,7 +131,8 @@ def layer_grid(attn, tokens: Sequence[str], layer: int, cols: int = 4, max_cells
     """Every head of one layer, small multiples sharing one colour scale.
 
     Args:
-        attn: ``(heads, T, T)``; ``tokens``: T labels; ``layer``: its number, for titles.
+        attn: ``(heads, T, T)``; ``tokens``: T labels; ``layer``: its 0-based block (the title says "Layer
+            ``layer + 1``").
         max_cells: longer inputs are averaged in blocks of tokens down to this many per side.
     Raises:
         ValueError: bad shape or label count; ``cols < 1``.
@@ -161,7 +162,7 @@ def layer_grid(attn, tokens: Sequence[str], layer: int, cols: int = 4, max_cells
     fig.update_yaxes(showticklabels=False, autorange="reversed")
     note = "" if n == t else f" (blocks of ~{t / n:.1f} tokens: queries averaged, keys summed)"
     fig.update_layout(coloraxis={"colorscale": COLORSCALE, "cmin": 0, "cmax": zmax}, height=60 + 210 * rows,
-                      title=f"Layer {layer}: every head{note}", margin={"l": 10, "r": 10, "t": 70, "b": 10})
+                      title=f"Layer {layer + 1}: every head{note}", margin={"l": 10, "r": 10, "t": 70, "b": 10})
     return fig
 
 

@@ -51,6 +51,7 @@ def attention_evolution_figure(maps: Sequence[Any], tokens: Sequence[str], steps
         maps: one (T, T) array per checkpoint, rows summing to 1.
         tokens: the T token strings (same tokenizer for every checkpoint).
         steps: the training step of each checkpoint (panel titles).
+        layer, head: the 0-based block and head, named in the title as "layer ``layer + 1``, head ``head + 1``".
     Raises:
         ValueError: shapes differ, a row does not sum to 1, or tokens do not match T.
     """
@@ -75,7 +76,7 @@ def attention_evolution_figure(maps: Sequence[Any], tokens: Sequence[str], steps
     fig.update_xaxes(showticklabels=False)
     for r in range(rows):  # labels on the outer panels only, to keep the grid readable
         fig.update_yaxes(showticklabels=True, tickfont=dict(size=9), row=r + 1, col=1)
-    where = f"layer {layer}, head {head}: " if layer is not None and head is not None else ""
+    where = f"layer {layer + 1}, head {head + 1}: " if layer is not None and head is not None else ""
     cmax = max(float(a.max()) for a in arrays)
     fig.update_layout(title=f"{where}attention at each checkpoint (shared colour scale 0-{cmax:.2f})",
                       coloraxis=dict(colorscale="Viridis", cmin=0, cmax=cmax, colorbar=dict(title="weight")),

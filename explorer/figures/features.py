@@ -80,18 +80,20 @@ CURVES = {"fvu": "unexplained variance (FVU)", "l0": "active features per token 
 
 def sae_curves(metrics: list[dict], layers: list[int]) -> go.Figure:
     """An SAE run's FVU, L0 and dead share against training tokens, per layer; training (lines) and held-out
-    (dotted, markers) records of ``metrics.jsonl`` (keys ``L<layer>/<measure>``)."""
+    (dotted, markers) records of ``metrics.jsonl``. ``layers``: the 0-based blocks the run's SAEs read; the records'
+    keys and the legend name each by its label, block + 1 (``L2/fvu``, "layer 2" for block 1)."""
     from plotly.subplots import make_subplots
 
     fig = make_subplots(rows=1, cols=3, subplot_titles=list(CURVES.values()))
     for col, name in enumerate(CURVES, start=1):
         for split, dash in (("train", None), ("val", "dot")):
             for layer in layers:
-                rows = [r for r in metrics if r.get("split") == split and f"L{layer}/{name}" in r]
+                key = f"L{layer + 1}/{name}"  # bertcore.sae.io.label: block + 1
+                rows = [r for r in metrics if r.get("split") == split and key in r]
                 if not rows:
                     continue
-                label = f"layer {layer}, {'held-out' if dash else 'training'}"
-                fig.add_trace(go.Scatter(x=[r["tokens"] for r in rows], y=[r[f"L{layer}/{name}"] for r in rows],
+                label = f"layer {layer + 1}, {'held-out' if dash else 'training'}"
+                fig.add_trace(go.Scatter(x=[r["tokens"] for r in rows], y=[r[key] for r in rows],
                                          mode="lines+markers" if dash else "lines", line={"dash": dash}, name=label,
                                          showlegend=col == 1), row=1, col=col)
     fig.update_xaxes(title_text="training tokens")

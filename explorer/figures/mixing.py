@@ -1,4 +1,4 @@
-"""Figures of what flows (issue 37): context-mixing maps of several methods side by side, the route graph of one
+"""Figures of what flows: context-mixing maps of several methods side by side, the route graph of one
 token, a prediction taken apart into one bar per input token (DecompX) beside other rankings, and the
 faithfulness of each explanation.
 

@@ -1,4 +1,4 @@
-"""The embedding projector's scatter (issue 41): many points in WebGL (``go.Scattergl``), one animation frame per
+"""The embedding projector's scatter: many points in WebGL (``go.Scattergl``), one animation frame per
 layer with a slider and a play button, coloured by a category (the most common ones, the rest grey) or a number.
 Pure Plotly: arrays in, ``go.Figure`` out."""
 

@@ -61,7 +61,8 @@ def qk_scatter(pq, pk, tokens: Sequence[str], sentence: Sequence[int], color=Non
 
 
 def head_multiples(projections: Sequence[tuple[np.ndarray, np.ndarray]], layer: int, cols: int = 4) -> go.Figure:
-    """Every head of a layer, each its own PCA of queries (blue) and keys (orange)."""
+    """Every head of a layer (``layer``: the 0-based block; the title says "layer ``layer + 1``"), each its own PCA
+    of queries (blue) and keys (orange)."""
     n = len(projections)
     rows = max(1, int(np.ceil(n / cols)))
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"head {h + 1}" for h in range(n)],
@@ -73,6 +74,7 @@ def head_multiples(projections: Sequence[tuple[np.ndarray, np.ndarray]], layer: 
                                      marker={"size": 3, "color": color, "opacity": 0.6}), row=r + 1, col=c + 1)
     fig.update_xaxes(showticklabels=False, zeroline=False)
     fig.update_yaxes(showticklabels=False, zeroline=False)
-    fig.update_layout(title=f"Every head of layer {layer}: queries (blue) and keys (orange)", height=190 * rows + 60,
+    fig.update_layout(title=f"Every head of layer {layer + 1}: queries (blue) and keys (orange)",
+                      height=190 * rows + 60,
                       margin={"l": 10, "r": 10, "t": 70, "b": 10})
     return fig

@@ -24,6 +24,7 @@ def test_attention_evolution_small_multiples():
     assert fig.layout.coloraxis.cmin == 0
     assert fig.layout.coloraxis.cmax == pytest.approx(max(m.max() for m in maps))  # shared by all panels
     assert len(set(fig.data[0].x)) == 5  # repeated tokens stay separate columns
+    assert fig.layout.title.text.startswith("layer 2, head 1:")  # block 1, head 0: the UI's 1-based labels
 
 
 @pytest.mark.parametrize("maps, tokens, steps, match", [

@@ -1,4 +1,4 @@
-"""Every view as code (issue 41, part 3): each page's "Show the code" snippet, run in a fresh offline process,
+"""Every view as code: each page's "Show the code" snippet, run in a fresh offline process,
 gives the numbers the page computed (to 1e-6), in the page's default state and in one changed state; the
 notebook download is a valid nbformat 4 notebook of the same code.
 

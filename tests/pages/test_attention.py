@@ -50,7 +50,7 @@ def test_the_default_sentence_says_whether_the_model_agrees_and_names_the_head(a
     want = check_verb(lm.model, lm.tokenizer, "The keys to the cabinet are on the table.", "are", "is", "keys",
                       "cabinet")
     said = " ".join(m.value for m in list(at.info) + list(at.warning))
-    assert ("gets it right" in said) == want.right and f"layer {want.head[0]}, head {want.head[1]}" in said
+    assert ("gets it right" in said) == want.right and f"layer {want.head[0] + 1}, head {want.head[1] + 1}" in said
     assert f"{want.p_correct:.1%}" in said
     at.text_area(key="att_text").set_value("The man went to the store.").run()  # another text: no verdict
     assert "gets it" not in " ".join(m.value for m in list(at.info) + list(at.warning))
@@ -144,7 +144,7 @@ def test_rollout_tab_shows_raw_rollout_and_flow_side_by_side(att):
     assert [a["text"] for a in spec["layout"]["annotations"]] == list(rollout.METHODS.values())
     for trace in spec["data"]:
         np.testing.assert_allclose(array(trace["z"]).sum(-1), 1.0, atol=1e-5)  # every row is a distribution
-    # the rollout tab's own downloads, beside "Show the code"'s .py and notebook (issue 41)
+    # the rollout tab's own downloads, beside "Show the code"'s .py and notebook
     assert {d.label for d in att.get("download_button")} == {"HTML", "CSV", "Download .py", "Download notebook"}
 
 

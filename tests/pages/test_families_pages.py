@@ -1,4 +1,4 @@
-"""AppTest: every page with each family's tiny model (issue 38, section 3): no exception and no error box; the
+"""AppTest: every page with each family's tiny model: no exception and no error box; the
 pages that cannot apply to a family say why in one line (no NSP head for RoBERTa, DistilBERT, ELECTRA and
 ModernBERT; no segment table for DistilBERT; no position table for ModernBERT)."""
 

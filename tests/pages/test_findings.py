@@ -193,7 +193,7 @@ def test_a_changed_model_computes_its_findings_again(monkeypatch, tmp_path):
 
 
 def test_faithful_explanations_tab_computes_on_request_and_shows_the_published_figures(mlm_source):
-    """Issue 37, section 4: a model without a shipped result gets a button; pressed, the mean correlation by method
+    """Faithful explanations: a model without a shipped result gets a button; pressed, the mean correlation by method
     beside Ferrando et al.'s published figures (and where the settings differ)."""
     from bertcore.analysis.causal import faithfulness as faith
 

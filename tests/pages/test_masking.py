@@ -256,7 +256,7 @@ def test_a_rewritten_tuned_lens_file_is_used(monkeypatch, tmp_path):
     assert strip(second) == expected and strip(first) != expected
 
 
-# ----------------------------------------------------------------------------- decoding controls (issue 30)
+# ----------------------------------------------------------------------------- decoding controls
 DECODE_TEXT = "The film won the [MASK] for best actor at the [MASK] in London."
 
 

@@ -1,4 +1,4 @@
-"""AppTest of the Rotary positions section of the Positional embeddings page (issue 38, section 4): with a
+"""AppTest of the Rotary positions section of the Positional embeddings page: with a
 learned-position BERT it shows ModernBERT's settings and the numeric relative-property check; with a tiny
 ModernBERT the learned-table views say why they do not apply, and the model's own bases and heads are shown."""
 

@@ -1,4 +1,4 @@
-"""AppTest of the Embedding projector page (issue 41 part 2): the default view is the one shipped with MiniLM-MLM
+"""AppTest of the Embedding projector page: the default view is the one shipped with MiniLM-MLM
 (nothing computed), and bad input gets a message, never an exception: texts with one label, fewer points than asked,
 odd Unicode, nothing typed, a colour the corpus cannot give."""
 

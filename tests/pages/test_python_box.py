@@ -1,4 +1,4 @@
-"""AppTest of the "Use this checkpoint in Python" box on the Train and Evolution pages (issue 29): the code that
+"""AppTest of the "Use this checkpoint in Python" box on the Train and Evolution pages: the code that
 loads a run's checkpoint, the notice and one-click re-export of an older pre-LN folder, and clear messages for
 broken folders."""
 
@@ -23,7 +23,7 @@ def codes(at) -> list[str]:
 
 
 def legacy_run(root):
-    """A run whose checkpoint is a pre-LN folder as written before issue 29."""
+    """A run whose checkpoint is a legacy pre-LN folder (``model_type: bert`` + ``pre_layer_norm: true``)."""
     d = fake_run(root, RUN, steps=())
     ckpt = save_tiny_bert(d / "checkpoints" / "step-000020", BertForPreTraining, seed=1, hidden_size=16,
                           num_attention_heads=2, intermediate_size=32, max_position_embeddings=64,

@@ -1,4 +1,4 @@
-"""explorer/run_notes.py (issue 39): the run view's sentences for a busy calibration, a run still on the unigram
+"""explorer/run_notes.py: the run view's sentences for a busy calibration, a run still on the unigram
 plateau past its recipe's usual escape step, and fine-tuning against the TF-IDF baseline; as text and on the
 Train page (AppTest)."""
 

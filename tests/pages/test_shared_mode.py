@@ -69,7 +69,7 @@ def button_keys(at: AppTest) -> set[str]:
     return {b.key for b in at.button}
 
 
-# ----------------------------------------------------------------------------- the four checks of issue 36
+# ------------------------------------------------- the four checks: typed paths, others' runs, uploads, the Overview
 def test_a_typed_path_is_refused_with_a_clear_message(shared, tmp_path):
     """No folder input in the picker; a link that names a folder (which would load) is refused before it is read,
     with a message; the operator's listed folder loads under its label."""

@@ -117,8 +117,9 @@ def test_the_weighted_sum_step_measures_alpha_times_the_value_vector_on_its_own_
     act = activations.run(lm.encoder, lm.tokenizer, ATT_A)
     layer, head = at.session_state["att_layer"], at.session_state["att_head"]
     query = act.tokens.index("it") if "it" in act.tokens else len(act.tokens) // 2
-    a = act.attentions[layer - 1, head - 1, query]
-    norms = flows.value_norms(lm.model, act.hidden_states[layer - 1], layer)[head - 1]
+    block, h = layer - 1, head - 1  # the pickers' session values are the labels' numbers; bertcore counts from 0
+    a = act.attentions[block, h, query]
+    norms = flows.value_norms(lm.model, act.hidden_states[block], block)[h]
     most = int(a.argmax())
     text = measured(at)
     assert "α × the size of the value vector" in text and "arxiv.org/abs/2004.10102" in text

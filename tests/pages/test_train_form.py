@@ -64,13 +64,13 @@ def test_page_inputs_show_the_config_defaults_ranges_and_help(runs_root):
             assert (w.min, w.max) == (info["min"], info["max"]) and info["help"][1:20] in w.help
         lr = at.number_input(key=f"train_{task}_lr_{'scratch' if task == 'pretrain' else 'init'}")
         assert lr.value == pytest.approx(default_lr(task, task == "pretrain"))
-    head = at.number_input(key="train_finetune_head_lr")  # fine-tuning only (issue 39)
+    head = at.number_input(key="train_finetune_head_lr")  # fine-tuning only
     assert head.value == pytest.approx(field_info("head_lr", "finetune")["default"]) == 1e-3
 
 
 @pytest.mark.parametrize("choice", ["auto", "cls", "mean"])
 def test_the_fine_tuning_form_offers_the_classifier_pooling(runs_root, monkeypatch, choice):
-    """"Classifier reads" (issue 39): 'auto' by default, so the packaged MiniLM gets the mean-pooled head it was
+    """"Classifier reads": 'auto' by default, so the packaged MiniLM gets the mean-pooled head it was
     trained for; each choice reaches the launched options as --pooling."""
     launched = []
 

@@ -17,7 +17,9 @@ def test_the_sae_recipe_launches_a_run_of_the_sidebar_model(mlm_source, runs_roo
     config = runs.read_config(infos[0].path)
     argv = config["argv"]
     assert argv[:3] == ["-m", "bertcore.sae", "train"] and mlm_source.ref in argv
-    assert config["args"]["layers"] == [2] and config["args"]["d_sae"] == 16 * 32
+    # the input's default "Layer 2" is block 1 (SAE layers are 0-based blocks); the run.json says so
+    assert config["args"]["layers"] == [1] and config["args"]["layers_are_blocks"]
+    assert config["args"]["d_sae"] == 16 * 32
     runs.cancel(infos[0].path, timeout_s=20)  # the fixture stops it too, whatever happens
     at.run()
     assert_clean(at)

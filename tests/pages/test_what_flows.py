@@ -1,4 +1,4 @@
-"""AppTest of issue 37's views: the Attention page's "What flows" tab and the Masking page's "Which words made this
+"""AppTest of the what-flows views: the Attention page's "What flows" tab and the Masking page's "Which words made this
 prediction" panel, with defaults (the numbers drawn are bertcore's), bad input, a model without an MLM head and a
 pre-LN checkpoint (every post-LN-only method says so in one line, nothing crashes)."""
 

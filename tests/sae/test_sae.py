@@ -84,11 +84,14 @@ def test_a_perfect_sae_spliced_in_changes_no_loss(tiny_mlm):
     docs = [[tok("the cat sat on the mat and the dog slept", add_special_tokens=False)["input_ids"]] * 3] * 4
     chunks = chunk_documents(docs, tok.cls_token_id, tok.sep_token_id, 24)
     d = tiny_mlm.config.hidden_size
-    saes = {1: identity_sae(d), 2: identity_sae(d)}
+    saes = {0: identity_sae(d), 1: identity_sae(d)}  # keyed by block, 0-based: both blocks of the tiny model
     means = {layer: torch.zeros(d).numpy() for layer in saes}
     result = spliced(tiny_mlm.model, tok, saes, chunks, means, n_chunks=8, batch_chunks=4)
     assert result.masked > 0
-    assert result.delta_sae == {1: 0.0, 2: 0.0}
+    assert result.delta_sae == {0: 0.0, 1: 0.0}
+    assert result.share_of_zero(1) == 0.0
+    with pytest.raises(ValueError, match=r"blocks: \[0, 1\]"):
+        result.share_of_zero(2)
     assert all(v != 0 for v in result.delta_zero.values())  # the scale is not zero: the edit is applied
     broken = identity_sae(d)
     with torch.no_grad():
@@ -109,7 +112,7 @@ def test_saelens_loads_our_file_with_the_same_activations(tmp_path):
     with torch.no_grad():
         sae.b_enc.normal_(0, 0.1)
         sae.b_dec.normal_(0, 0.5)
-    folder = sae_io.save(sae, tmp_path / "ours", layer=3, model_name="tiny")
+    folder = sae_io.save(sae, tmp_path / "ours", layer=2, model_name="tiny")  # block 2 (0-based)
     cfg = json.loads((folder / "cfg.json").read_text())
     assert cfg["metadata"]["hook_name"] == "bert.encoder.layer.2" and cfg["k"] == 6
     theirs = sae_lens.SAE.load_from_disk(folder, device="cpu")
@@ -120,7 +123,7 @@ def test_saelens_loads_our_file_with_the_same_activations(tmp_path):
     # and the reverse: a file SAELens wrote loads here
     theirs.save_model(tmp_path / "theirs")
     back, back_cfg = sae_io.load(tmp_path / "theirs")
-    assert back_cfg["layer"] == 3
+    assert back_cfg["layer"] == 2
     with torch.no_grad():
         assert_close_scaled(back.encode(x), theirs.encode(x), rel=1e-5)
 
@@ -136,10 +139,21 @@ def test_bad_sae_files_get_a_sentence(tmp_path):
     _, cfg = sae_io.load(folder)
     with pytest.raises(sae_io.SAEError, match="hidden size is 32"):
         sae_io.check_fits(cfg, hidden_size=32, num_layers=6)
-    with pytest.raises(sae_io.SAEError, match="has 1 layers"):
+    with pytest.raises(sae_io.SAEError, match=r"has 1 layers \(blocks 0\.\.0\)"):
         sae_io.check_fits(cfg, hidden_size=8, num_layers=1)
+    sae_io.check_fits(cfg, hidden_size=8, num_layers=3)  # block 2 is the last of 3
     with pytest.raises(sae_io.SAEError, match="not found"):
         sae_io.load(tmp_path / "nothing")
+
+
+def test_an_saes_layer_is_the_block_it_reads():
+    """Blocks from 0 (hook_name's number); files and people name them by the label, block + 1."""
+    assert sae_io.hook_name(3) == "bert.encoder.layer.3" and sae_io.layer_of("bert.encoder.layer.3") == 3
+    assert sae_io.layer_of("encoder.layer.0") == 0 and sae_io.folder_name(1) == "layer-2" and sae_io.label(5) == 6
+    with pytest.raises(sae_io.SAEError, match="0-based block"):
+        sae_io.hook_name(-1)
+    with pytest.raises(sae_io.SAEError, match=r"0\.\.5"):
+        sae_io.hook_name(6, num_layers=6)
 
 
 def test_resampling_gives_dead_latents_the_error_directions_and_fresh_adam_moments():
@@ -177,9 +191,10 @@ def test_the_card_gives_each_layer_its_own_k_and_held_out_counts(tmp_path):
     from bertcore.sae.report import card
 
     folders = []
-    for layer, k, tokens, masked in ((1, 4, 1_000_720, 4_082), (2, 3, 203_148, 2_017)):
-        folder = sae_io.save(TopKSAE(8, 16, k), tmp_path / f"layer-{layer}", layer=layer)
-        sae_io.write_metrics(folder, {"layer": layer, "hook_name": sae_io.hook_name(layer), "fvu": 0.09, "l0": k,
+    for block, k, tokens, masked in ((0, 4, 1_000_720, 4_082), (1, 3, 203_148, 2_017)):
+        folder = sae_io.save(TopKSAE(8, 16, k), tmp_path / sae_io.folder_name(block), layer=block)
+        sae_io.write_metrics(folder, {"layer": sae_io.label(block), "hook_name": sae_io.hook_name(block),
+                                      "fvu": 0.09, "l0": k,
                                       "dead": 0.01, "tokens": tokens, "ce_clean": 3.8, "delta_ce_sae": 0.1,
                                       "delta_ce_zero": 5.0, "delta_ce_mean": 4.0, "masked": masked})
         folders.append(folder)

@@ -28,7 +28,7 @@ def tiny_folder(tmp_path_factory):
 
 
 def options(folder, **kw) -> SAETrainConfig:
-    base = dict(model=str(folder), layers=(1, 2), corpus=str(TINY_CORPUS), heldout=str(TINY_CORPUS), d_sae=64, k=4,
+    base = dict(model=str(folder), layers=(0, 1), corpus=str(TINY_CORPUS), heldout=str(TINY_CORPUS), d_sae=64, k=4,
                 batch_size=48, block_size=4, seq_len=32, passes=2, max_steps=160, warmup_steps=5, lr=1e-3,
                 dead_tokens=500, k_aux=8, log_every=5, eval_every=0, eval_tokens=256, save_every=1000, threads=1)
     return SAETrainConfig(**{**base, **kw})
@@ -60,7 +60,7 @@ def test_resume_after_sigkill_gives_the_uninterrupted_run(tiny_folder, tmp_path)
         sb, _ = sae_io.load(b)
         for name in sae_io.WEIGHT_NAMES:
             assert torch.equal(getattr(sa, name), getattr(sb, name)), name
-    assert max(r["L1/resampled"] for r in run.read_metrics("train")) > 0
+    assert max(r["L1/resampled"] for r in run.read_metrics("train")) > 0  # block 0's measures, by its label
     steps = [r["step"] for r in run.read_metrics("train")]
     assert steps == sorted(set(steps)) and steps[-1] == cfg.max_steps  # each step logged once, none lost
 
@@ -137,3 +137,11 @@ def test_the_lr_decays_over_the_share_asked_for():
     timed = SAETrainConfig(lr=1.0, warmup_steps=1, max_time=10.0, decay=0.5)  # 600 s; decay from 300 s
     assert [lr_at(timed, 5, used_s=u) for u in (200, 300, 450, 600)] == pytest.approx([1.0, 1.0, 0.5, 0.0])
     assert any("decay" in p for p in SAETrainConfig(max_steps=10, decay=0).check())
+
+
+def test_layers_are_blocks_and_an_old_run_json_counted_them_from_1():
+    """--layers takes 0-based blocks; a run.json written before (no marker) counted from 1 and still resumes."""
+    cfg = SAETrainConfig(layers=(0, 5), max_steps=1)
+    assert SAETrainConfig.from_dict(cfg.to_dict()).layers == (0, 5)
+    assert SAETrainConfig.from_dict({"layers": [2, 4, 6]}).layers == (1, 3, 5)  # the shipped layer-2/4/6
+    assert any("0-based blocks" in p for p in SAETrainConfig(layers=(-1,), max_steps=1).check())

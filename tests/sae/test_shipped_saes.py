@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from bertcore.sae import features
+from bertcore.sae import io as sae_io
 from bertcore.sae.report import SHIPPED_SENTENCES, card, feature_params
 from bertcore.sources import shipped_mlm_dir
 
@@ -24,8 +25,9 @@ def table_rows(text: str) -> list[str]:
 @pytest.mark.skipif(not SAES, reason="no shipped SAEs")
 def test_every_shipped_index_belongs_to_the_shipped_files():
     for folder in SAES:
-        layer = int(folder.name.split("-")[1])
-        index = features.read(folder, MODEL, feature_params(layer, SHIPPED_SENTENCES))
+        block = sae_io.layer_of(sae_io.read_cfg(folder)["metadata"]["hook_name"])  # 0-based: layer-2 reads block 1
+        assert folder.name == sae_io.folder_name(block) == f"layer-{block + 1}"
+        index = features.read(folder, MODEL, feature_params(block, SHIPPED_SENTENCES))
         assert index is not None, f"{folder}: features.npz is stale; run python -m bertcore.sae features"
         assert {"share", "pure_varied_share", "one_word_share"} <= set(index.purity["random"])
 

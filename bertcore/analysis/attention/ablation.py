@@ -35,20 +35,22 @@ def make_head_mask(num_layers: int, num_heads: int, heads: Iterable[tuple[int, i
     """A ``(num_layers, num_heads)`` float head mask, 1 keep / 0 off.
 
     Args:
-        heads: ``(layer, head)`` pairs to switch off, both 1-based.
-        layers: whole layers (1-based) to switch off.
+        heads: ``(layer, head)`` pairs to switch off: block ``0..num_layers-1`` (as ``encoder.layer[i]``), head
+            ``0..num_heads-1``.
+        layers: whole blocks (``0..num_layers-1``) to switch off.
     Raises:
-        ValueError: a layer or head outside the model.
+        ValueError: a layer or head outside the model (the message names the valid ranges).
     """
     mask = torch.ones(num_layers, num_heads)
     for layer, head in heads:
-        if not (1 <= layer <= num_layers and 1 <= head <= num_heads):
-            raise ValueError(f"head {layer}.{head} does not exist: layers 1..{num_layers}, heads 1..{num_heads}")
-        mask[layer - 1, head - 1] = 0.0
+        if not (0 <= layer < num_layers and 0 <= head < num_heads):
+            raise ValueError(f"head ({layer}, {head}) does not exist: layers 0..{num_layers - 1}, "
+                             f"heads 0..{num_heads - 1}")
+        mask[layer, head] = 0.0
     for layer in layers:
-        if not 1 <= layer <= num_layers:
-            raise ValueError(f"layer {layer} does not exist: layers 1..{num_layers}")
-        mask[layer - 1] = 0.0
+        if not 0 <= layer < num_layers:
+            raise ValueError(f"layer {layer} does not exist: layers 0..{num_layers - 1}")
+        mask[layer] = 0.0
     return mask
 
 

@@ -279,13 +279,13 @@ def layer_decomposition(model, inputs: dict, layer: int, stage: str) -> LayerDec
     Args:
         model: a bertcore BERT (any head class) in eval mode; only read.
         inputs: an encoding's ``tensors()`` (``input_ids (1, T)``, ``token_type_ids``, ``attention_mask``).
-        layer: 0-based layer index.
+        layer: the 0-based block (``encoder.layer[layer]``, ``0..L-1``); it reads ``hidden_states[layer]``.
         stage: one of :data:`STAGES`.
     Returns:
         :class:`LayerDecomposition` over all T rows (memory ``T * T * H`` float64).
     Raises:
-        ValueError: a layer out of range, an unknown stage, a pre-LN model for ``"ln1"`` / ``"layer"``, not one
-            encoding, a model in training mode.
+        ValueError: a layer out of range (the message names ``0..L-1``), an unknown stage, a pre-LN model for
+            ``"ln1"`` / ``"layer"``, not one encoding, a model in training mode.
     """
     base = base_model(model)
     layers = base.encoder.layer

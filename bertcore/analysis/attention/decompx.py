@@ -159,14 +159,15 @@ def hidden_decomposition(model, inputs: dict, layer: int = -1) -> torch.Tensor:
     Args:
         model: a bertcore BERT (any head class), post-LN, in eval mode; only read.
         inputs: an encoding's ``tensors()`` (``input_ids (1, T)``, ``token_type_ids``, ``attention_mask``).
-        layer: 0-based index of the layer whose output is taken apart (-1: the last).
+        layer: the 0-based block (``encoder.layer[layer]``, ``0..L-1``) whose output is taken apart; negative counts
+            from the end as in Python (-1, the default: the last block).
     Returns:
         ``(T, T + 1, H)`` float64 tensor: ``[i, k]`` token k's term in position i's hidden state, ``[i, T]`` the bias
         term; ``.sum(1)`` is the hidden state (the model's ``hidden_states[layer + 1]``). Computed in float64 for a
         float64 model, in float32 for a float32 one (its terms then sum to the hidden state to float32 rounding).
     Raises:
-        ValueError: a pre-LN model, more than :data:`MAX_TOKENS` tokens, not one encoding, a layer out of range,
-            a model in training mode.
+        ValueError: a pre-LN model, more than :data:`MAX_TOKENS` tokens, not one encoding, a layer out of range
+            (the message names it), a model in training mode.
     """
     return _propagate(model, inputs, layer).to(F64)
 

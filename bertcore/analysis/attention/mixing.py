@@ -3,8 +3,9 @@ measures, from raw attention weights to value zeroing (docs/context-mixing.md).
 
     mixing(model, inputs, method, rollout=False) -> (layers, T, T) float64 numpy
 
-Row i is the token receiving, column j the token contributing; one matrix per layer, layers 0-based (index l
-is the model's layer l+1). Every method keeps the special tokens ([CLS], [SEP]) as rows and columns. Methods
+Row i is the token receiving, column j the token contributing; one matrix per layer, indexed by the 0-based block
+(index l is ``encoder.layer[l]``, whose output is ``hidden_states[l + 1]``; the UI's "layer l+1"). Every method
+keeps the special tokens ([CLS], [SEP]) as rows and columns. Methods
 (:data:`METHODS`; each function's docstring gives the exact definition):
 
     attention      head-mean attention weights                                  rows sum to 1
@@ -202,7 +203,8 @@ def aggregate(matrices: np.ndarray, method: str) -> np.ndarray:
     Args:
         matrices: ``(L, T, T)`` from :func:`mixing` with the same ``method``.
     Returns:
-        ``(L, T, T)`` float64: ``[l, i, j]`` = share of input token j in token i after layer l+1; rows sum to 1.
+        ``(L, T, T)`` float64: ``[l, i, j]`` = share of input token j in token i after block l (0-based: in
+        ``hidden_states[l + 1]``); rows sum to 1.
     Raises:
         ValueError: an unknown method or another shape.
     """
@@ -234,7 +236,7 @@ def mixing(model, inputs: dict, method: str, rollout: bool = False) -> np.ndarra
             (each function of that name states its definition and source).
         rollout: roll the layers up with :func:`aggregate` (rows then sum to 1 for every method).
     Returns:
-        ``(L, T, T)`` float64 numpy: ``[l, i, j]`` how much token j contributes to token i in layer l (0-based);
+        ``(L, T, T)`` float64 numpy: ``[l, i, j]`` how much token j contributes to token i in block l (0-based);
         special tokens kept. ``norm`` and ``norm_res_ln`` are raw norms (:data:`RAW_METHODS`; divide rows with
         :func:`normalize_rows` to compare); the others' rows are >= 0 and sum to 1.
     Raises:

@@ -21,7 +21,7 @@ class NeuronView:
     """One query's attention in one head, taken apart.
 
     Attributes:
-        layer, head, query: 1-based layer and head, 0-based query position.
+        layer, head, query: the 0-based block (``encoder.layer[layer]``), head and query position.
         query_vector: ``(d,)`` float32, q of the query token (d = head size).
         key_vectors: ``(T, d)`` float32, k of every token.
         product: ``(T, d)`` float32, ``q * k_j`` elementwise; row sums are the dot products.
@@ -45,12 +45,13 @@ def neuron_view(model: BertModel, layer_input: np.ndarray, layer: int, head: int
 
     Args:
         model: the :class:`BertModel` that produced ``layer_input`` (eval mode).
-        layer_input: ``(T, H)`` float, the input of ``layer`` (``Activations.hidden_states[layer - 1]``).
-        layer: 1..L; head: 1..heads; query: 0..T-1.
+        layer_input: ``(T, H)`` float, the input of block ``layer`` (``Activations.hidden_states[layer]``).
+        layer: the 0-based block, ``0..L-1``; head: ``0..heads-1``; query: ``0..T-1``.
     Returns:
         :class:`NeuronView` (a single unpadded sequence: no attention mask).
     Raises:
-        ValueError: layer, head or query out of range, or ``layer_input`` of another shape.
+        ValueError: layer, head or query out of range (the message names the valid range), or ``layer_input`` of
+            another shape.
     Source: HF ``BertSelfAttention`` (query / key projections, per-head split, scaling).
     """
     cfg = model.config
@@ -59,17 +60,17 @@ def neuron_view(model: BertModel, layer_input: np.ndarray, layer: int, head: int
         raise ValueError(f"layer_input must have shape (T, {cfg.hidden_size}); got {x.shape}")
     t = x.shape[0]
     for name, value, hi in (("layer", layer, cfg.num_hidden_layers), ("head", head, cfg.num_attention_heads)):
-        if not 1 <= value <= hi:
-            raise ValueError(f"{name} must lie in 1..{hi}; got {value}")
+        if not 0 <= value < hi:
+            raise ValueError(f"{name} must lie in 0..{hi - 1}; got {value}")
     if not 0 <= query < t:
         raise ValueError(f"query must lie in 0..{t - 1}; got {query}")
-    block = model.encoder.layer[layer - 1].attention
+    block = model.encoder.layer[layer].attention
     p = next(model.parameters())
     h = torch.tensor(x, dtype=p.dtype, device=p.device)  # (T, H), a copy (the cached array is read-only)
     if block.output.pre_layer_norm:
         h = block.output.LayerNorm(h)
     d = cfg.head_size
-    cols = slice((head - 1) * d, head * d)
+    cols = slice(head * d, (head + 1) * d)
     sa = block.self
     q = torch.nn.functional.linear(h[query], sa.query.weight[cols], sa.query.bias[cols])  # (d,)
     k = torch.nn.functional.linear(h, sa.key.weight[cols], sa.key.bias[cols])  # (T, d)

@@ -15,7 +15,8 @@ Flow costs one max-flow per (layer, input token) on a graph of ``(l+2) * T`` nod
 ``scipy.sparse.csgraph.maximum_flow`` (Dinic, integer capacities: ``A_hat`` scaled by 2^30 and
 rounded, an error below 1e-6) about 50x faster, and is offered up to :data:`FLOW_MAX_TOKENS`
 tokens (~0.6 s on one CPU core at 40 tokens, 6 layers).
-Arrays are numpy; layers are 0-based here (index l = layer l+1 of the model).
+Arrays are numpy; layers are 0-based blocks here (index l = ``encoder.layer[l]``, whose output is
+``hidden_states[l + 1]``; the UI's "layer l+1").
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ def rollout(attentions: np.ndarray, residual_weight: float = RESIDUAL_WEIGHT) ->
     Args:
         attentions: ``(L, heads, T, T)`` attention probabilities.
     Returns:
-        ``(L, T, T)`` float64: ``[l, i, j]`` = share of input token j in token i after layer l+1;
-        rows sum to 1.
+        ``(L, T, T)`` float64: ``[l, i, j]`` = share of input token j in token i after block l (0-based: in
+        ``hidden_states[l + 1]``); rows sum to 1.
     Raises:
         ValueError: another shape.
     """
@@ -78,8 +79,8 @@ def rollout(attentions: np.ndarray, residual_weight: float = RESIDUAL_WEIGHT) ->
 
 
 def flow_graph(a_hat: np.ndarray) -> nx.DiGraph:
-    """The layered graph of attention flow: node ``(l, i)`` is token i at the input of layer l+1
-    (``l = 0``: the embeddings; ``l = L``: the last layer's output). Edge ``(l, j) -> (l+1, i)`` has
+    """The layered graph of attention flow: node ``(l, i)`` is token i in ``hidden_states[l]``, the input of block l
+    (``l`` a hidden_states index: 0 = embeddings; ``l = L``: the last block's output). Edge ``(l, j) -> (l+1, i)`` has
     capacity ``a_hat[l, i, j]``.
 
     Args:

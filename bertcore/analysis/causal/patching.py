@@ -61,8 +61,9 @@ _BLOCK_SITES = {"attn": "hook_attn_out", "mlp": "hook_mlp_out", "head": "attn.ho
 
 
 def site_name(model: torch.nn.Module, kind: str, layer: int) -> str:
-    """The :mod:`bertcore.modeling.interventions` site of ``(kind, layer)``: ``("resid", k)`` is
-    :func:`~bertcore.modeling.interventions.hidden_state_site`, ``("attn", l)`` ``blocks.{l}.hook_attn_out``,
+    """The :mod:`bertcore.modeling.interventions` site of ``(kind, layer)``: ``("resid", k)``, ``k`` a hidden_states
+    index (0 = embeddings), ``0..L``, is :func:`~bertcore.modeling.interventions.hidden_state_site`; the other kinds
+    take the 0-based block ``l``, ``0..L-1``: ``("attn", l)`` ``blocks.{l}.hook_attn_out``,
     ``("mlp", l)`` ``blocks.{l}.hook_mlp_out``, ``("head", l)`` ``blocks.{l}.attn.hook_z``.
 
     Raises:

@@ -31,9 +31,10 @@ class AgreementHeads:
 
     @property
     def best(self) -> tuple[int, int]:
-        """1-based ``(layer, head)`` with the most attention to the subject."""
+        """0-based ``(layer, head)`` (block ``encoder.layer[layer]``, head) with the most attention to the subject:
+        ``to_subject[best]`` is :attr:`best_score`."""
         layer, head = np.unravel_index(int(np.argmax(self.to_subject)), self.to_subject.shape)
-        return int(layer) + 1, int(head) + 1
+        return int(layer), int(head)
 
     @property
     def best_score(self) -> float:
@@ -86,7 +87,7 @@ class VerbCheck:
     """One sentence's agreement, as the Attention page states it beside its default example.
 
     ``p_correct`` / ``p_other``: MLM probabilities of the correct verb and its other-number form at the verb
-    masked; ``right``: ``p_correct > p_other``; ``head``: 1-based ``(layer, head)`` whose attention from the
+    masked; ``right``: ``p_correct > p_other``; ``head``: 0-based ``(layer, head)`` whose attention from the
     (unmasked) verb to the subject is largest; ``to_subject`` / ``to_attractor``: that head's weights from the
     verb to the subject and to the attractor noun."""
 
@@ -141,5 +142,5 @@ def check_verb(model, tokenizer, text: str, verb: str, other_verb: str, subject:
     attn = run_encoding(model.base_model, enc).attentions  # (L, heads, T, T)
     layer, head = np.unravel_index(int(np.argmax(attn[:, :, v, s])), attn.shape[:2])
     p_correct, p_other = float(probs[ids[0]]), float(probs[ids[1]])
-    return VerbCheck(p_correct, p_other, p_correct > p_other, (int(layer) + 1, int(head) + 1),
+    return VerbCheck(p_correct, p_other, p_correct > p_other, (int(layer), int(head)),
                      float(attn[layer, head, v, s]), float(attn[layer, head, v, a]))

@@ -62,9 +62,10 @@ def offset_share(attn: np.ndarray, offset: int) -> np.ndarray:
 
 
 def positional_heads(share: np.ndarray, threshold: float = POSITIONAL_MIN) -> list[tuple[int, int]]:
-    """``(layer, head)`` pairs (1-based, as Clark et al. name heads "layer-head") whose share is above ``threshold``."""
+    """``(layer, head)`` pairs (0-based block and head; Clark et al.'s "layer-head" name of one is
+    ``f"{layer + 1}-{head + 1}"``) whose share is above ``threshold``."""
     layers, heads = np.nonzero(np.asarray(share) > threshold)
-    return [(int(layer) + 1, int(head) + 1) for layer, head in zip(layers, heads)]
+    return [(int(layer), int(head)) for layer, head in zip(layers, heads)]
 
 
 def entropy(attn: np.ndarray) -> np.ndarray:

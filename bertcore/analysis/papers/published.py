@@ -118,7 +118,8 @@ FINDINGS: dict[str, Finding] = {f.key: f for f in [
 @dataclass(frozen=True)
 class SyntaxHead:
     """bert-base's best head for one dependency relation (Clark et al. 2019, Table 1 / Figure 5): ``relation``
-    (their Stanford label), ``layer`` / ``head`` numbered from 1, ``accuracy`` (share of arcs), ``direction``
+    (their Stanford label), ``layer`` / ``head`` the 0-based block and head (:attr:`name` is the paper's "layer-head",
+    numbered from 1: block 7, head 10 is their head 8-11), ``accuracy`` (share of arcs), ``direction``
     (``dep->head``: the dependent attends most to its head; ``head->dep``: its head attends to it most of the words
     attending to it), ``baseline`` / ``offset``: their best fixed-offset baseline, ``claim``: what the head does."""
 
@@ -131,32 +132,38 @@ class SyntaxHead:
     offset: int
     claim: str = ""
 
+    @property
+    def name(self) -> str:
+        """The head as the paper names it, "layer-head" numbered from 1 (e.g. ``"8-11"``)."""
+        return f"{self.layer + 1}-{self.head + 1}"
+
 
 #: Clark et al. 2019, section 4.2, Table 1 (the relations of Figure 5 first): bert-base-uncased on the WSJ Penn
 #: Treebank dev set with Stanford dependencies, word-level attention, the most-attended other word. Re-read from
 #: the output the authors' notebook prints for Table 1 (github.com/clarkkev/attention-analysis,
-#: Syntax_Analysis.ipynb, cell "This produces the scores in Table 1"), whose layer-head indices start at 0 (+1
-#: here). spaCy's ClearNLP labels name these relations the same way (their "nn" is spaCy's "compound": left out).
+#: Syntax_Analysis.ipynb, cell "This produces the scores in Table 1"), whose layer-head indices start at 0 as
+#: here (the paper's names, :attr:`SyntaxHead.name`, add 1). spaCy's ClearNLP labels name these relations the same
+#: way (their "nn" is spaCy's "compound": left out).
 #: Their "all relations" row counts punctuation and root words (never right), so it is not our best-head UAS.
 SYNTAX_HEADS: dict[str, SyntaxHead] = {h.relation: h for h in [
-    SyntaxHead("det", 8, 11, 0.943, "dep->head", 0.517, 1, "determiners attend to their noun"),
-    SyntaxHead("dobj", 8, 10, 0.868, "dep->head", 0.400, -2, "direct objects attend to their verbs"),
-    SyntaxHead("poss", 7, 6, 0.805, "dep->head", 0.477, 1, "possessives attend to the head of the noun phrase"),
-    SyntaxHead("auxpass", 4, 10, 0.941, "dep->head", 0.825, 1, "passive auxiliaries attend to their verb"),
-    SyntaxHead("pobj", 9, 6, 0.763, "head->dep", 0.346, -2, "prepositions attend to their objects"),
-    SyntaxHead("prep", 7, 4, 0.667, "dep->head", 0.618, -1),
-    SyntaxHead("nsubj", 8, 2, 0.585, "dep->head", 0.455, 1),
-    SyntaxHead("amod", 4, 10, 0.756, "dep->head", 0.683, 1),
-    SyntaxHead("advmod", 7, 6, 0.488, "dep->head", 0.402, 1),
-    SyntaxHead("aux", 4, 10, 0.811, "dep->head", 0.715, 1),
-    SyntaxHead("cc", 7, 5, 0.478, "dep->head", 0.412, -1),
-    SyntaxHead("conj", 7, 1, 0.533, "dep->head", 0.268, -2),
-    SyntaxHead("ccomp", 8, 1, 0.488, "dep->head", 0.124, -2),
-    SyntaxHead("xcomp", 5, 7, 0.573, "dep->head", 0.471, -2),
-    SyntaxHead("mark", 8, 2, 0.507, "dep->head", 0.145, 2),
-    SyntaxHead("nsubjpass", 7, 6, 0.575, "dep->head", 0.437, 2),
-    SyntaxHead("neg", 4, 10, 0.725, "dep->head", 0.683, 1),
-    SyntaxHead("prt", 6, 7, 0.991, "dep->head", 0.914, -1),
+    SyntaxHead("det", 7, 10, 0.943, "dep->head", 0.517, 1, "determiners attend to their noun"),
+    SyntaxHead("dobj", 7, 9, 0.868, "dep->head", 0.400, -2, "direct objects attend to their verbs"),
+    SyntaxHead("poss", 6, 5, 0.805, "dep->head", 0.477, 1, "possessives attend to the head of the noun phrase"),
+    SyntaxHead("auxpass", 3, 9, 0.941, "dep->head", 0.825, 1, "passive auxiliaries attend to their verb"),
+    SyntaxHead("pobj", 8, 5, 0.763, "head->dep", 0.346, -2, "prepositions attend to their objects"),
+    SyntaxHead("prep", 6, 3, 0.667, "dep->head", 0.618, -1),
+    SyntaxHead("nsubj", 7, 1, 0.585, "dep->head", 0.455, 1),
+    SyntaxHead("amod", 3, 9, 0.756, "dep->head", 0.683, 1),
+    SyntaxHead("advmod", 6, 5, 0.488, "dep->head", 0.402, 1),
+    SyntaxHead("aux", 3, 9, 0.811, "dep->head", 0.715, 1),
+    SyntaxHead("cc", 6, 4, 0.478, "dep->head", 0.412, -1),
+    SyntaxHead("conj", 6, 0, 0.533, "dep->head", 0.268, -2),
+    SyntaxHead("ccomp", 7, 0, 0.488, "dep->head", 0.124, -2),
+    SyntaxHead("xcomp", 4, 6, 0.573, "dep->head", 0.471, -2),
+    SyntaxHead("mark", 7, 1, 0.507, "dep->head", 0.145, 2),
+    SyntaxHead("nsubjpass", 6, 5, 0.575, "dep->head", 0.437, 2),
+    SyntaxHead("neg", 3, 9, 0.725, "dep->head", 0.683, 1),
+    SyntaxHead("prt", 5, 6, 0.991, "dep->head", 0.914, -1),
 ]}
 SYNTAX_HEADS_WHERE = "section 4.2, Table 1 and Figure 5"
 #: Clark et al. 2019, section 5, Table 3: UAS of their attention-only probe (a learned combination of every head's
@@ -190,19 +197,22 @@ def differences(config) -> list[str]:
 
 
 def relative_layers(first: int, last: int, num_layers: int, of: int = 12) -> tuple[int, int]:
-    """Layers ``first..last`` (1-based) of a ``of``-layer model mapped to the same relative depth in
-    a ``num_layers``-layer model, e.g. bert-base's 6-10 -> 3-5 in a 6-layer model."""
-    lo = max(1, min(num_layers, round(first * num_layers / of)))
-    hi = max(lo, min(num_layers, round(last * num_layers / of)))
-    return lo, hi
+    """Blocks ``first..last`` (0-based, inclusive) of a ``of``-layer model mapped to the same relative depth in a
+    ``num_layers``-layer model, as 0-based blocks: e.g. bert-base's blocks 5-9 (the papers' layers 6-10) -> blocks
+    2-4 (layers 3-5) of a 6-layer model."""
+    lo = max(1, min(num_layers, round((first + 1) * num_layers / of)))  # in the papers' numbering, from 1
+    hi = max(lo, min(num_layers, round((last + 1) * num_layers / of)))
+    return lo - 1, hi - 1
 
 
 def _span(lo: int, hi: int) -> str:
-    return f"layer {lo}" if lo == hi else f"layers {lo}-{hi}"
+    """0-based blocks ``lo..hi`` named as the papers and the UI do, from 1."""
+    return f"layer {lo + 1}" if lo == hi else f"layers {lo + 1}-{hi + 1}"
 
 
 def _heads(pairs: list[tuple[int, int]]) -> str:
-    return ", ".join(f"{layer}-{head}" for layer, head in pairs) or "none"
+    """0-based ``(block, head)`` pairs named "layer-head" from 1, as Clark et al. do."""
+    return ", ".join(f"{layer + 1}-{head + 1}" for layer, head in pairs) or "none"
 
 
 def comparison_rows(result, position_mae: float | None = None, sinusoid_mae: float | None = None) -> list[dict]:
@@ -224,17 +234,17 @@ def comparison_rows(result, position_mae: float | None = None, sinusoid_mae: flo
         f = finding(key)
         rows.append({"measure": measure, "ours": ours, "published": published or f.claim, "source": f.citation})
 
-    lo, hi = relative_layers(6, 10, n)
+    lo, hi = relative_layers(5, 9, n)  # 0-based blocks; the papers' layers 6-10
     add(f"Attention to [SEP], {_span(lo, hi)} (bert-base: 6-10)",
-        f"{result.to_sep[lo - 1:hi].mean():.1%} (per layer: "
+        f"{result.to_sep[lo:hi + 1].mean():.1%} (per layer: "
         + ", ".join(f"{v:.0%}" for v in result.to_sep.mean(1)) + ")", "sep_middle", "over 50%")
-    e_lo, e_hi = relative_layers(1, 2, n)
+    e_lo, e_hi = relative_layers(0, 1, n)  # the papers' layers 1-2
     add(f"Attention to [CLS], {_span(e_lo, e_hi)} vs the rest (bert-base: 1-2)",
-        f"{result.to_cls[e_lo - 1:e_hi].mean():.1%} vs {result.to_cls[e_hi:].mean():.1%}" if e_hi < n
+        f"{result.to_cls[e_lo:e_hi + 1].mean():.1%} vs {result.to_cls[e_hi + 1:].mean():.1%}" if e_hi + 1 < n
         else f"{result.to_cls.mean():.1%}", "cls_early", "high in layers 1-2, low later")
-    p_lo, p_hi = relative_layers(11, 12, n)
+    p_lo, p_hi = relative_layers(10, 11, n)  # the papers' layers 11-12
     add(f"Attention to periods and commas, {_span(p_lo, p_hi)} vs the rest (bert-base: 11-12)",
-        f"{result.to_punct[p_lo - 1:p_hi].mean():.1%} vs {result.to_punct[:p_lo - 1].mean():.1%}" if p_lo > 1
+        f"{result.to_punct[p_lo:p_hi + 1].mean():.1%} vs {result.to_punct[:p_lo].mean():.1%}" if p_lo > 0
         else f"{result.to_punct.mean():.1%}", "punct_late", "higher in layers 11-12")
     prev, nxt = F.positional_heads(result.prev), F.positional_heads(result.next)
     add("Heads with > 50% on the previous token", f"{len(prev)} ({_heads(prev)}); strongest {result.prev.max():.0%}",

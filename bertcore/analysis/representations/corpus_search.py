@@ -45,16 +45,18 @@ def _unit(x: np.ndarray) -> np.ndarray:
 def build_index(encoder, tokenizer, texts: list[str], layer: int, max_length: int = MAX_TOKENS,
                 progress=None, batch_size: int = 16) -> CorpusIndex:
     """Run the encoder on the texts (each cut to ``max_length`` tokens; ``batch_size`` at a time, padded to the
-    longest of the batch, the padding masked and dropped) and keep every ordinary token's vector at ``layer``
-    ([CLS] / [SEP] left out: they would match everything). ``progress(done, total)`` counts texts.
+    longest of the batch, the padding masked and dropped) and keep every ordinary token's vector at ``layer``, a
+    hidden_states index (0 = embeddings), ``0..L`` ([CLS] / [SEP] left out: they would match everything).
+    ``progress(done, total)`` counts texts.
 
     Raises:
-        ValueError: no text, or a layer outside 0..L.
+        ValueError: no text, or a layer outside 0..L (the message names the range).
     """
     if not texts:
         raise ValueError("the corpus has no text")
     if not 0 <= layer <= encoder.config.num_hidden_layers:
-        raise ValueError(f"layer must be 0..{encoder.config.num_hidden_layers}; got {layer}")
+        raise ValueError(f"layer must be a hidden_states index in 0..{encoder.config.num_hidden_layers} "
+                         f"(0 = embeddings); got {layer}")
     special = set(tokenizer.all_special_ids)
     max_length = min(max_length, int(encoder.config.max_sequence_length))  # a model with fewer positions
     vecs, toks, seg, pos = [], [], [], []
@@ -81,7 +83,7 @@ def build_index(encoder, tokenizer, texts: list[str], layer: int, max_length: in
 
 def index_path(cache: Path, model_key: str, texts: list[str], layer: int) -> Path:
     """``cache/corpus-index/<hash>.npz`` for a model key (it must change with the weights), the corpus text and
-    the layer."""
+    the layer (the hidden_states index (0 = embeddings) of :func:`build_index`; only hashed here)."""
     h = hashlib.sha256(f"v1|{model_key}|{layer}|".encode())
     for t in texts:
         h.update(hashlib.sha256(t.encode()).digest())

@@ -23,7 +23,8 @@ MAX_TOKENS = 256
 
 @dataclass(frozen=True)
 class LogitLens:
-    """The lens over one sequence of T tokens and L layers (rows 0..L: embeddings, layer 1, ..., layer L).
+    """The lens over one sequence of T tokens and L layers; rows are hidden_states indices (0 = embeddings; row k is
+    block k-1's output, the UI's "layer k").
 
     Attributes:
         top_ids: ``(L+1, T, k)`` long, the k most probable tokens at each layer and position.
@@ -107,8 +108,16 @@ class TunedLens(torch.nn.Module):
         self.register_buffer("kl_tuned", torch.zeros(0))
 
     def translate(self, layer: int, hidden: torch.Tensor) -> torch.Tensor:
-        """``(..., H)`` hidden state of ``layer`` (0 = embeddings) -> what the MLM head decodes."""
-        if layer >= len(self.translators):
+        """``(..., H)`` hidden state ``hidden_states[layer]`` -> what the MLM head decodes. ``layer``: a hidden_states
+        index (0 = embeddings), ``0..L``; the last, L, passes through unchanged (the model's own prediction).
+
+        Raises:
+            ValueError: ``layer`` outside ``0..L`` (the message names the range).
+        """
+        if not 0 <= layer <= len(self.translators):
+            raise ValueError(f"layer must be a hidden_states index in 0..{len(self.translators)} "
+                             f"(0 = embeddings); got {layer}")
+        if layer == len(self.translators):
             return hidden
         return hidden + self.translators[layer](hidden)
 

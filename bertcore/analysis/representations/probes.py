@@ -78,8 +78,9 @@ def control_labels(types: list[str], labels: list[str], seed: int = 0) -> list[s
 
 
 def expected_layer(accuracy: np.ndarray) -> float:
-    """Tenney et al.'s expected layer from accuracies by layer (index 0 = embeddings): the mean layer weighted
-    by the gains ``acc(l) - acc(l-1)`` (l >= 1). Their cumulative scores only grow; probes of separate layers can
+    """Tenney et al.'s expected layer from accuracies by layer (a hidden_states index (0 = embeddings); the result is
+    on that scale: 2.5 lies between the outputs of blocks 1 and 2): the mean layer weighted by the gains
+    ``acc(l) - acc(l-1)`` (l >= 1). Their cumulative scores only grow; probes of separate layers can
     lose accuracy in the top layers, so losses count as no gain (a decline would otherwise pull the centre below
     the first layer). NaN when nothing is gained."""
     a = np.asarray(accuracy, dtype=float)

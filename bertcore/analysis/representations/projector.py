@@ -45,7 +45,7 @@ class PointSet:
 
     Attributes:
         vectors: ``(F, N, H)`` float32 hidden states, one row per point, at each layer of ``layers``.
-        layers: F hidden-state indices (0 = the embeddings' output, L = the last layer).
+        layers: F hidden_states indices (0 = embeddings, L = the last block's output).
         sentence: ``(N,)`` int, the point's text in ``texts``. position: ``(N,)`` int, the token's index in the
             encoded text (-1 for a sentence point). tokens: N labels (the WordPiece; the text for a sentence).
         texts: the corpus's texts. unit: ``token`` | ``cls`` | ``mean``.
@@ -65,7 +65,8 @@ def collect(encoder, tokenizer, texts: list[str], unit: str = "token", layers: l
             max_length: int = 128, max_points: int | None = None, batch_size: int = 32,
             progress: Progress = None) -> PointSet:
     """Run ``encoder`` (a :class:`bertcore.modeling.model.BertModel`, never changed) on ``texts`` in padded batches
-    and keep each point's hidden state at ``layers`` (default: every layer, 0..L).
+    and keep each point's hidden state at ``layers``, hidden_states indices (0 = embeddings; default: every one,
+    0..L).
 
     ``unit``: ``token`` (every ordinary token: [CLS], [SEP] and padding left out), ``cls`` or ``mean`` (one point per
     text). Texts are cut to ``max_length`` tokens; with ``max_points`` the points stop there.
@@ -272,7 +273,8 @@ def neighbour_table(vectors: np.ndarray, k: int = K_NEIGHBOURS, block: int = 102
 def project(points: PointSet, layer: int, method: str = "pca",
             axis_vectors: tuple[np.ndarray, np.ndarray] | None = None,
             axis_words: tuple[str, str] = ("", ""), seed: int = 0) -> Projection:
-    """Project ``points`` by ``method`` (:data:`METHODS`). ``layer`` must be one of ``points.layers``; PCA and the
+    """Project ``points`` by ``method`` (:data:`METHODS`). ``layer``: a hidden_states index (0 = embeddings), one of
+    ``points.layers`` (``0..L`` when every layer was collected); PCA and the
     custom axis give one frame per layer of the point set, UMAP only the chosen layer's.
 
     ``axis_vectors``: for ``axis``, ``(a (F, H), b (F, H))``, each word's vector at every layer of the point set
@@ -356,8 +358,9 @@ def token_labels(tokenizer, points: PointSet, max_length: int = 128) -> tuple[li
 # ----------------------------------------------------------------------------- the disk cache
 def cache_key(model_hash: str, texts: list[str], unit: str, layer: int, method: str, n_points: int | None,
               extra: dict | None = None) -> str:
-    """A digest of everything a projection depends on: the model files' hash, the corpus text, unit, layer,
-    method, number of points and ``extra`` (axis words, seed, the layers collected)."""
+    """A digest of everything a projection depends on: the model files' hash, the corpus text, unit, layer (a
+    hidden_states index (0 = embeddings); only hashed here), method, number of points and ``extra`` (axis words,
+    seed, the layers collected)."""
     h = hashlib.sha256(json.dumps({"v": CACHE_VERSION, "model": model_hash, "unit": unit, "layer": layer,
                                    "method": method, "n": n_points, "extra": extra or {}}, sort_keys=True).encode())
     for t in texts:

@@ -174,13 +174,18 @@ def predicted_word(merged: np.ndarray, unit_of_word: list[int], layer: int, head
                    direction: str = "dep->head") -> int | None:
     """The prediction :func:`syntax_heads` scores for ``word`` in one head, from :func:`word_attention`'s output:
     ``"dep->head"``: the parsed word ``word`` attends to most; ``"head->dep"``: the parsed word that attends most
-    to ``word``. None when the word has no WordPiece or only special units remain.
+    to ``word``. None when the word has no WordPiece or only special units remain. ``layer`` / ``head``: the
+    0-based block and head (``merged[layer, head]``; ``merged`` is ``(L, heads, U, U)``).
 
     Raises:
-        ValueError: an unknown ``direction``.
+        ValueError: an unknown ``direction``; a layer or head out of range (the message names ``0..L-1`` /
+            ``0..heads-1``).
     """
     if direction not in ("dep->head", "head->dep"):
         raise ValueError(f"direction must be 'dep->head' or 'head->dep'; got {direction!r}")
+    for name, value, n in (("layer", layer, merged.shape[0]), ("head", head, merged.shape[1])):
+        if not 0 <= value < n:
+            raise ValueError(f"{name} must lie in 0..{n - 1}; got {value}")
     u = unit_of_word[word]
     if u < 0:
         return None

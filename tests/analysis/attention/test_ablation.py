@@ -9,10 +9,14 @@ from bertcore.tokenizer import encode
 
 
 def test_make_head_mask():
-    mask = ablation.make_head_mask(3, 4, heads=[(1, 2)], layers=[3])
+    mask = ablation.make_head_mask(3, 4, heads=[(0, 1)], layers=[2])  # blocks and heads from 0
     assert mask.tolist() == [[1, 0, 1, 1], [1, 1, 1, 1], [0, 0, 0, 0]]
+    with pytest.raises(ValueError, match=r"layers 0\.\.2, heads 0\.\.3"):
+        ablation.make_head_mask(3, 4, heads=[(3, 0)])
     with pytest.raises(ValueError, match="does not exist"):
-        ablation.make_head_mask(3, 4, heads=[(4, 1)])
+        ablation.make_head_mask(3, 4, heads=[(0, 4)])
+    with pytest.raises(ValueError, match=r"layers 0\.\.2"):
+        ablation.make_head_mask(3, 4, layers=[-1])
 
 
 def test_ablation_readout_and_movement_on_the_minilm(packaged):
@@ -24,7 +28,7 @@ def test_ablation_readout_and_movement_on_the_minilm(packaged):
     np.testing.assert_array_equal(before.hidden_states, same.hidden_states)
     mv = ablation.movement(before, same)
     np.testing.assert_allclose(mv.per_layer, 1.0, atol=1e-6)
-    mask = ablation.make_head_mask(cfg.num_hidden_layers, cfg.num_attention_heads, layers=[2])
+    mask = ablation.make_head_mask(cfg.num_hidden_layers, cfg.num_attention_heads, layers=[1])  # the 2nd block
     for mode in ablation.MODES:
         after = ablation.readout(packaged.model, packaged.head, packaged.tokenizer, enc, mask, mode)
         mv = ablation.movement(before, after)

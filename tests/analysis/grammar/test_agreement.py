@@ -41,6 +41,6 @@ def test_attention_from_the_main_verb_to_its_subject_and_attractor(word_tokenize
     np.testing.assert_allclose(got.to_subject, np.mean(expected_subject, 0), atol=1e-6)
     np.testing.assert_allclose(got.to_attractor, np.mean(expected_attractor, 0), atol=1e-6)
     layer, head = got.best
-    assert got.to_subject[layer - 1, head - 1] == got.best_score
+    assert got.to_subject[layer, head] == got.best_score  # (block, head), both 0-based
     with pytest.raises(ValueError):
         agreement.agreement_heads(model, word_tokenizer, [])

@@ -41,7 +41,7 @@ def test_the_verdict_and_the_head_are_what_the_model_computes(tiny_mlm):
     assert got.right == (float(p[are]) > float(p[is_]))
     attn = run_encoding(model.base_model, enc).attentions
     layer, head = np.unravel_index(int(np.argmax(attn[:, :, v, s])), attn.shape[:2])
-    assert got.head == (layer + 1, head + 1)
+    assert got.head == (layer, head)  # 0-based (block, head)
     assert got.to_attractor == pytest.approx(float(attn[layer, head, v, a]))
     swapped = check_verb(model, tok, TEXT, "are", "is", "keys", "to")  # another attractor: the same head, its weight
     assert swapped.head == got.head and swapped.to_attractor == pytest.approx(float(attn[layer, head, v, 3]))

@@ -44,7 +44,7 @@ def test_all_diagonal_offset_1_map_is_100_percent_previous_token():
     prev = F.offset_share(attn, -1)
     assert prev[0, 0] == pytest.approx(1.0) and prev[0, 1] == pytest.approx(0.1)
     assert F.offset_share(attn, 1)[0, 0] == pytest.approx(0.0)
-    assert F.positional_heads(prev) == [(1, 1)]
+    assert F.positional_heads(prev) == [(0, 0)]  # (block, head), 0-based
     assert F.positional_heads(F.offset_share(attn, 1)) == []
 
 
@@ -150,7 +150,11 @@ def test_published_numbers_carry_citations_and_the_comparison_rules():
     assert published.comparable(PRESETS["base"]) and not published.comparable(PRESETS["nano"])
     assert published.differences(PRESETS["base"]) == []
     assert "2 layers instead of 12" in published.differences(PRESETS["nano"])
-    assert published.relative_layers(6, 10, 6) == (3, 5) and published.relative_layers(6, 10, 12) == (6, 10)
+    # 0-based blocks: bert-base's layers 6-10 (blocks 5-9) are layers 3-5 (blocks 2-4) of a 6-layer model
+    assert published.relative_layers(5, 9, 6) == (2, 4) and published.relative_layers(5, 9, 12) == (5, 9)
+    assert published.relative_layers(10, 11, 6) == (5, 5) and published.relative_layers(0, 1, 2) == (0, 0)
+    assert published.SYNTAX_HEADS["det"].name == "8-11" and (published.SYNTAX_HEADS["det"].layer,
+                                                               published.SYNTAX_HEADS["det"].head) == (7, 10)
 
 
 # ----------------------------------------------------------------------------- evaluation set

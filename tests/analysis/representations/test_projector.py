@@ -161,7 +161,7 @@ def test_an_sae_feature_colours_each_point_by_its_activation(tiny, tmp_path):
     from bertcore.sae.model import TopKSAE
 
     sae = TopKSAE(tiny.config.hidden_size, 16, 4, seed=1)
-    folder = sae_io.save(sae, tmp_path / "sae", layer=2)
+    folder = sae_io.save(sae, tmp_path / "sae", layer=1)  # block 1, the last: it reads hidden_states[2]
     v = PV.view(tiny, "yours", 100, 1, "pca", "sae", texts=PV.Corpus(TEXTS, None, "mine"), sae_folder=folder,
                 feature=3)
     pts = P.collect(tiny.encoder, tiny.tokenizer, TEXTS, "token", [2])
