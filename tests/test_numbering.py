@@ -267,6 +267,8 @@ TABLE: dict[str, list[Check | Exempt]] = {
     "bertcore.sae.stream:ActivationStream": [
         Check("layers", BLOCK, lambda c, v: _imp("bertcore.sae.stream").ActivationStream(
             c.model, c.tok, [np.array(c.enc.input_ids)], [v]))],
+    "bertcore.sae.stream:feed_forward_pairs": [
+        Check("layers", BLOCK, lambda c, v: _imp("bertcore.sae.stream").feed_forward_pairs(c.model, c.inputs, [v]))],
     "bertcore.sae.transcoder:sites": [
         Check("layer", BLOCK, lambda c, v: _imp("bertcore.sae.transcoder").sites(c.lm.config, v))],
     "bertcore.sae.transcoder:hook_names": [Exempt("layer", "names block l's modules for the file; no model at hand "

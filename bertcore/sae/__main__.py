@@ -1,6 +1,7 @@
 """``python -m bertcore.sae``: train, resume and evaluate SAEs (see :mod:`bertcore.sae`).
 
     python -m bertcore.sae train --run-dir RUN --layers 1,3,5 --max-time 45 [--model FOLDER] [--corpus everyday]
+    python -m bertcore.sae train --kind transcoder --run-dir RUN --layers 0,1,2,3,4,5 --k 32 --max-time 600
     python -m bertcore.sae resume --run-dir RUN
     python -m bertcore.sae evaluate --sae RUN/sae/layer-2 [--sae ...] [--out FOLDER --dtype float16]
     python -m bertcore.sae features --sae FOLDER [--sae ...] [--sentences 3000]
@@ -30,6 +31,8 @@ def _train_parser(sub) -> None:
             p.add_argument(flag, default=",".join(str(x) for x in f.default),
                            help="the 0-based blocks whose output to read, comma-separated (e.g. 1,3,5: bert.encoder."
                                 "layer.1 / .3 / .5, written to layer-2/ layer-4/ layer-6/)")
+        elif isinstance(f.default, bool):
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
         else:
             kind = type(f.default) if f.default is not None else {"max_time": float, "init_from": str}.get(f.name, int)
             p.add_argument(flag, type=kind, default=f.default)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DEFAULT_CORPUS = "everyday"
+KINDS = ("sae", "transcoder")
 #: written beside ``layers`` by :meth:`SAETrainConfig.to_dict`: a run.json without it counted layers from 1
 LAYERS_ARE_BLOCKS = "layers_are_blocks"
 
@@ -21,6 +22,10 @@ class SAETrainConfig:
     """Every option of ``python -m bertcore.sae train`` (the CLI flags are the names with ``-``)."""
 
     model: str = "shipped"  #: a model folder (a run's checkpoint too), or "shipped" (models/minilm-mlm)
+    #: "sae": SAEs of each block's output; "transcoder": transcoders of each block's feed-forward sub-layer
+    #: (:mod:`bertcore.sae.transcoder`, BatchTopK with ``k`` latents per token on average)
+    kind: str = "sae"
+    skip: bool = True  #: a transcoder's linear skip path ``W_skip``
     #: the 0-based blocks whose output the SAEs read (transformers' ``bert.encoder.layer.{l}``; folders ``layer-{l+1}``)
     layers: tuple[int, ...] = (1,)
     corpus: str = DEFAULT_CORPUS  #: any corpus name of bertcore.data, a .txt file or a folder; never 'sotu'
@@ -62,6 +67,8 @@ class SAETrainConfig:
         if not self.layers or any(int(layer) < 0 for layer in self.layers):
             problems.append(f"layers are 0-based blocks, 0..L-1 (0: the output of the first block); "
                             f"got {list(self.layers)}")
+        if self.kind not in KINDS:
+            problems.append(f"kind must be one of {', '.join(KINDS)}; got {self.kind!r}")
         if not 1 <= self.k <= self.d_sae:
             problems.append(f"k must be between 1 and d_sae ({self.d_sae}); got {self.k}")
         if self.batch_size < 1 or self.seq_len < 8 or self.block_size < 1:
@@ -101,5 +108,8 @@ class SAETrainConfig:
             if f.name == "extra" or value is None or value == f.default:
                 continue
             flag = "--" + f.name.replace("_", "-")
+            if isinstance(value, bool):  # argparse.BooleanOptionalAction: --skip / --no-skip
+                words.append(flag if value else "--no-" + f.name.replace("_", "-"))
+                continue
             words += [flag, ",".join(str(x) for x in value) if f.name == "layers" else str(value)]
         return words

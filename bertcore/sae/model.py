@@ -41,6 +41,19 @@ class SAEOutput:
     values: torch.Tensor
     indices: torch.Tensor
 
+    @property
+    def target(self) -> torch.Tensor:
+        """What is reconstructed: the input itself (a transcoder's output has its own target)."""
+        return self.x
+
+    def fired(self) -> torch.Tensor:
+        """The latents active on some token, ``(M,)`` long."""
+        return self.indices[self.values > 0].unique()
+
+    def l0(self) -> float:
+        """Mean number of active latents per token."""
+        return float((self.values > 0).sum(-1).float().mean())
+
 
 class TopKSAE(nn.Module):
     """A TopK SAE on vectors of size ``d_in`` with ``d_sae`` latents (float32 parameters).

@@ -96,30 +96,53 @@ def pad(chunks: Sequence[np.ndarray], pad_id: int) -> dict[str, torch.Tensor]:
 
 
 @torch.no_grad()
-def hidden_states(model, batch: dict[str, torch.Tensor], layers: Sequence[int]) -> dict[int, torch.Tensor]:
-    """``{layer: (B, T, H)}``: the output of block ``layer`` (0-based, ``0..L-1``; ``hidden_states[layer + 1]``, the
-    site :func:`bertcore.sae.io.site` names) for each of ``layers``, one forward pass that stops after the deepest
-    one. ``model`` is any bertcore model (a head model's encoder is used).
-    Records through :class:`~bertcore.modeling.interventions.Interventions` (no hook; a shared model stays untouched).
-
-    Raises:
-        bertcore.sae.io.SAEError: a block outside ``0..L-1`` (a ``ValueError``; the message names the range).
-    """
+def record_sites(model, batch: dict[str, torch.Tensor], names: Sequence[str], last: str) -> dict[str, torch.Tensor]:
+    """``{name: tensor}``: the sites ``names`` of :mod:`bertcore.modeling.interventions` on ``batch``, one forward pass
+    that stops right after ``last`` (the deepest of them). ``model`` is any bertcore model (a head model's encoder is
+    used); it is only read (no hook; a shared model stays untouched)."""
     encoder = getattr(model, "base_model", model)
-    names = {layer: site(encoder.config, layer) for layer in layers}
-    last = names[max(layers)]
 
     def stop(x: torch.Tensor) -> torch.Tensor:
         iv.recorded[last] = x.detach().clone()
         raise _Stop
 
-    iv = Interventions({last: stop}, record=names.values())
+    iv = Interventions({last: stop}, record=names)
     with eval_mode(encoder):
         try:
             encoder(**batch, interventions=iv)
         except _Stop:
             pass
-    return {layer: iv.recorded[name] for layer, name in names.items()}
+    return {name: iv.recorded[name] for name in names}
+
+
+def hidden_states(model, batch: dict[str, torch.Tensor], layers: Sequence[int]) -> dict[int, torch.Tensor]:
+    """``{layer: (B, T, H)}``: the output of block ``layer`` (0-based, ``0..L-1``; ``hidden_states[layer + 1]``, the
+    site :func:`bertcore.sae.io.site` names) for each of ``layers``, one forward pass that stops after the deepest
+    one (:func:`record_sites`).
+
+    Raises:
+        bertcore.sae.io.SAEError: a block outside ``0..L-1`` (a ``ValueError``; the message names the range).
+    """
+    config = getattr(model, "base_model", model).config
+    names = {layer: site(config, layer) for layer in layers}
+    recorded = record_sites(model, batch, list(names.values()), names[max(layers)])
+    return {layer: recorded[name] for layer, name in names.items()}
+
+
+def feed_forward_pairs(model, batch: dict[str, torch.Tensor], layers: Sequence[int]) -> dict[int, torch.Tensor]:
+    """``{layer: (B, T, d_in + d_out)}``: what block ``layer``'s feed-forward sub-layer reads and writes
+    (:func:`bertcore.sae.transcoder.sites`), side by side on the last axis, one forward pass that stops after the
+    deepest one: a transcoder's training pairs.
+
+    Raises:
+        ValueError: a block outside ``0..L-1``.
+    """
+    from .transcoder import sites
+
+    config = getattr(model, "base_model", model).config
+    pairs = {layer: sites(config, layer) for layer in layers}
+    recorded = record_sites(model, batch, [n for pair in pairs.values() for n in pair], pairs[max(layers)][1])
+    return {layer: torch.cat([recorded[a], recorded[b]], dim=-1) for layer, (a, b) in pairs.items()}
 
 
 @dataclass
@@ -131,7 +154,9 @@ class Position:
 
 
 class ActivationStream:
-    """Batches of hidden states ``{layer: (batch_size, H)}`` float32 from a corpus (see the module docstring).
+    """Batches of hidden states ``{layer: (batch_size, H)}`` float32 from a corpus (see the module docstring); with
+    ``kind="transcoder"`` each block's feed-forward input and output side by side, ``(batch_size, d_in + d_out)``
+    (:func:`feed_forward_pairs`).
 
     Args:
         model: the model, in eval mode (its own copy, or a shared one: it is only read).
@@ -143,10 +168,12 @@ class ActivationStream:
         passes: each block's tokens are served this many times, each pass in its own shuffled order (the model's
             forward pass, the costly part on a CPU, then feeds several SAE updates: Gao et al. 2024 train on each
             token once; 2 passes trade a little of that for half the forward passes).
+        kind: ``"sae"`` (each block's output) or ``"transcoder"`` (its feed-forward input and output).
     """
 
     def __init__(self, model, tokenizer, chunks: Sequence[np.ndarray], layers: Sequence[int], batch_size: int = 4096,
-                 block_size: int = 64, seed: int = 0, mlm_probability: float = 0.15, passes: int = 1) -> None:
+                 block_size: int = 64, seed: int = 0, mlm_probability: float = 0.15, passes: int = 1,
+                 kind: str = "sae") -> None:
         if not chunks:
             raise CorpusError("no text to stream")
         config = getattr(model, "base_model", model).config
@@ -155,6 +182,7 @@ class ActivationStream:
         self.model, self.tokenizer, self.chunks = model, tokenizer, list(chunks)
         self.layers, self.batch_size, self.block_size = list(layers), batch_size, block_size
         self.seed, self.mlm_probability, self.passes = seed, mlm_probability, max(1, int(passes))
+        self.read = feed_forward_pairs if kind == "transcoder" else hidden_states
         self.blocks_per_epoch = max(1, len(self.chunks) // block_size)
         self.tokens_seen = 0
 
@@ -169,7 +197,7 @@ class ActivationStream:
         if self.mlm_probability > 0:
             batch["input_ids"] = mask_for_tokenizer(self.tokenizer, batch["input_ids"], batch["attention_mask"],
                                                     mlm_probability=self.mlm_probability, generator=gen).input_ids
-        hidden = hidden_states(self.model, batch, self.layers)
+        hidden = self.read(self.model, batch, self.layers)
         keep = batch["attention_mask"].bool()
         n = int(keep.sum())
         perm = torch.cat([torch.randperm(n, generator=gen) for _ in range(self.passes)])

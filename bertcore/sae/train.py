@@ -34,6 +34,7 @@ from ..precomputed import model_hash
 from ..runs import RunDir, RunWriter, now_iso
 from . import io as sae_io
 from .config import SAETrainConfig
+from . import replacement, transcoder
 from .metrics import reconstruction
 from .model import TopKSAE, aux_k_loss, mse, resample
 from .stream import ActivationStream, Position, corpus_chunks
@@ -108,7 +109,10 @@ class Trainer:
         check_layers(cfg.layers, cfg_model.num_hidden_layers)
         self.chunks = corpus_chunks(cfg.corpus, self.tokenizer, cfg.seq_len)
         self.stream = ActivationStream(self.model, self.tokenizer, self.chunks, cfg.layers, cfg.batch_size,
-                                       cfg.block_size, cfg.seed, cfg.mlm_probability, cfg.passes)
+                                       cfg.block_size, cfg.seed, cfg.mlm_probability, cfg.passes, kind=cfg.kind)
+        self.transcoders = cfg.kind == "transcoder"
+        if self.transcoders and cfg.init_from:
+            raise ValueError("--init-from starts SAEs only; a transcoder run starts from the data")
         self.heldout = corpus_chunks(cfg.heldout, self.tokenizer, cfg.seq_len, allow_held_out=True)
 
     def _fresh(self) -> None:
@@ -117,6 +121,9 @@ class Trainer:
         self.saes: dict[int, TopKSAE] = {}
         for layer in cfg.layers:
             x = first[layer]
+            if self.transcoders:
+                self.saes[layer] = self._new_transcoder(layer, x)
+                continue
             if cfg.init_from:
                 self.saes[layer] = start_from(Path(cfg.init_from).expanduser(), layer, x.shape[1], cfg)
                 continue
@@ -140,6 +147,39 @@ class Trainer:
         self.last_fired = {layer: torch.zeros(cfg.d_sae, dtype=torch.long) for layer in cfg.layers}
         self.resampled = {layer: 0 for layer in cfg.layers}
 
+    def _new_transcoder(self, layer: int, pairs: torch.Tensor) -> transcoder.Transcoder:
+        """A transcoder of block ``layer`` started from the first block's ``(N, d_in + d_out)`` pairs: each side's scale
+        to mean norm ``sqrt(d)``, ``b_dec`` the mean output, decoder rows centred outputs of distinct tokens and
+        encoder columns those tokens' inputs over ``k`` (as the SAEs start where the data is)."""
+        cfg = self.cfg
+        d_in = self.model.config.hidden_size
+        x, y = pairs[:, :d_in], pairs[:, d_in:]
+        c_in, c_out = (math.sqrt(v.shape[1]) / float(v.norm(dim=1).mean()) for v in (x, y))
+        seed = cfg.seed + sae_io.label(layer)
+        tc = transcoder.Transcoder(d_in, y.shape[1], cfg.d_sae, cfg.k, c_in, c_out, skip=cfg.skip, seed=seed)
+        with torch.no_grad():
+            tc.b_dec.copy_((y * c_out).mean(0))
+            picked = torch.randperm(x.shape[0] // max(1, cfg.passes), generator=torch.Generator().manual_seed(seed))
+            picked = picked[:cfg.d_sae]
+            if len(picked) == cfg.d_sae:
+                rows, cols = y[picked] * c_out - tc.b_dec, x[picked] * c_in
+                tc.W_dec.copy_(rows / rows.norm(dim=1, keepdim=True).clamp_min(1e-6))
+                tc.W_enc.copy_((cols / cols.norm(dim=1, keepdim=True).clamp_min(1e-6)).T / cfg.k)
+        return tc
+
+    def _save_one(self, module, folder: Path, layer: int, **kw) -> None:
+        """Write one SAE or transcoder in SAELens's layout."""
+        if self.transcoders:
+            transcoder.save(module, folder, layer, pre_layer_norm=self.model.config.pre_layer_norm, **kw)
+        else:
+            sae_io.save(module, folder, layer, num_layers=self.model.config.num_hidden_layers, **kw)
+
+    def _forward(self, module, acts: torch.Tensor):
+        """One training forward pass: an SAE on the hidden states, a transcoder on its ``(input, output)`` pairs."""
+        if self.transcoders:
+            return module(acts[:, :module.d_in], acts[:, module.d_in:])
+        return module(acts)
+
     def _optimizers(self) -> None:
         self.optimizers = {layer: torch.optim.Adam(sae.parameters(), lr=self.cfg.lr, betas=(0.9, 0.999),
                                                    eps=6.25e-10) for layer, sae in self.saes.items()}
@@ -148,7 +188,7 @@ class Trainer:
         state = torch.load(folder / STATE_FILE, map_location="cpu", weights_only=True)
         self.saes = {}
         for layer in self.cfg.layers:
-            sae, _ = sae_io.load(folder / sae_io.folder_name(layer))
+            sae, _ = (transcoder.load if self.transcoders else sae_io.load)(folder / sae_io.folder_name(layer))
             sae.train()
             self.saes[layer] = sae
         self._optimizers()
@@ -168,7 +208,7 @@ class Trainer:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         for layer, sae in self.saes.items():
-            sae_io.save(sae, tmp / sae_io.folder_name(layer), layer, model_name=self.folder.name)
+            self._save_one(sae, tmp / sae_io.folder_name(layer), layer, model_name=self.folder.name)
         state = {"step": self.step, "tokens": self.tokens, "elapsed": self.elapsed,
                  "position": [self.position.block, self.position.offset],
                  "optimizers": {_key(layer): opt.state_dict() for layer, opt in self.optimizers.items()},
@@ -190,10 +230,10 @@ class Trainer:
             opt = self.optimizers[layer]
             for group in opt.param_groups:
                 group["lr"] = lr
-            out = sae(batch[layer])
+            out = self._forward(sae, batch[layer])
             dead = (self.tokens - self.last_fired[layer]) >= cfg.dead_tokens
-            main = mse(out.x, out.x_hat)
-            aux = aux_k_loss(sae, out, dead, cfg.k_aux)
+            main = mse(out.target, out.x_hat)
+            aux = (transcoder.aux_k_loss if self.transcoders else aux_k_loss)(sae, out, dead, cfg.k_aux)
             loss = main + cfg.aux_coef * aux
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -201,17 +241,17 @@ class Trainer:
             opt.step()
             sae.normalise_decoder()
             with torch.no_grad():
-                active = out.indices[out.values > 0].unique()
-                self.last_fired[layer][active] = self.tokens + n
+                self.last_fired[layer][out.fired()] = self.tokens + n
                 every = cfg.resample_every
                 if every and (self.tokens + n) // every > self.tokens // every:
                     gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.step * 31 + sae_io.label(layer))
-                    self.resampled[layer] += resample(sae, dead, out, opt, gen)
+                    self.resampled[layer] += (transcoder.resample if self.transcoders else resample)(sae, dead, out,
+                                                                                                      opt, gen)
                     self.last_fired[layer][dead] = self.tokens + n  # a new latent gets dead_tokens to find its use
-                total = (out.x - out.x.mean(0)).pow(2).sum(-1).mean()
+                total = (out.target - out.target.mean(0)).pow(2).sum(-1).mean()
                 name = f"L{_key(layer)}"
                 record[f"{name}/fvu"] = float(main / total)
-                record[f"{name}/l0"] = float((out.values > 0).sum(-1).float().mean())
+                record[f"{name}/l0"] = out.l0()
                 record[f"{name}/dead"] = float(dead.float().mean())
                 record[f"{name}/aux"] = float(aux)
                 if every:
@@ -224,7 +264,8 @@ class Trainer:
         for sae in self.saes.values():
             sae.eval()
         with torch.no_grad():
-            rec = reconstruction(self.model, self.tokenizer, self.saes, self.heldout, self.cfg.eval_tokens)
+            measure = replacement.reconstruction if self.transcoders else reconstruction
+            rec = measure(self.model, self.tokenizer, self.saes, self.heldout, self.cfg.eval_tokens)
         for sae in self.saes.values():
             sae.train()
         out: dict[str, Any] = {"step": self.step, "split": "val", "tokens": self.tokens}
@@ -305,14 +346,13 @@ class Trainer:
         for layer, sae in self.saes.items():
             sae.eval()
             metrics = {k.split("/", 1)[1]: v for k, v in final.items() if k.startswith(f"L{_key(layer)}/")}
-            sae_io.save(sae, self.rundir.path / FINAL_DIR / sae_io.folder_name(layer), layer,
-                        model_name=self.folder.name, num_layers=self.model.config.num_hidden_layers,
-                        metadata={"bert_explorer": {"layer": sae_io.label(layer), "steps": self.step,
-                                                    "tokens": self.tokens,
-                                                    "model_hash": model_hash(self.folder),
-                                                    "corpus": self.cfg.corpus, "run": self.rundir.name,
-                                                    "init_from": self.cfg.init_from}},
-                        metrics={"heldout_during_training": metrics, "eval_tokens": self.cfg.eval_tokens})
+            self._save_one(sae, self.rundir.path / FINAL_DIR / sae_io.folder_name(layer), layer,
+                           model_name=self.folder.name,
+                           metadata={"bert_explorer": {"layer": sae_io.label(layer), "steps": self.step,
+                                                       "tokens": self.tokens, "model_hash": model_hash(self.folder),
+                                                       "corpus": self.cfg.corpus, "run": self.rundir.name,
+                                                       "init_from": self.cfg.init_from}},
+                           metrics={"heldout_during_training": metrics, "eval_tokens": self.cfg.eval_tokens})
 
     def _on_sigterm(self, signum, frame) -> None:  # noqa: ARG002 - signal handler signature
         self.stop_requested = True

@@ -244,6 +244,7 @@ def save(tc: Transcoder, folder: str | Path, layer: int, *, pre_layer_norm: bool
            "metadata": {"sae_lens_version": SAE_LENS_VERSION, "sae_lens_training_version": None,
                         "model_name": model_name, "hook_name": hook_in, "hook_name_out": hook_out,
                         "hook_head_index": None, "prepend_bos": True, "layer": int(layer), "k": tc.k,
+                        "skip": bool(tc.W_skip.requires_grad),
                         "norm_scaling_factor_in": c_in, "norm_scaling_factor_out": c_out, "weights_dtype": dtype,
                         **(metadata or {})}}
     atomic_write_text(folder / CFG_FILE, json.dumps(cfg, indent=1))
@@ -290,7 +291,8 @@ def load(folder: str | Path) -> tuple[Transcoder, dict[str, Any]]:
             raise SAEError(f"{folder / WEIGHTS_FILE}: {name} has shape {tuple(state[name].shape)}, cfg.json says "
                            f"{shape}")
     c_in, c_out = float(meta.get("norm_scaling_factor_in", 1.0)), float(meta.get("norm_scaling_factor_out", 1.0))
-    tc = Transcoder(d_in, d_out, d_sae, int(meta.get("k", 1)), in_scale=c_in, out_scale=c_out)
+    tc = Transcoder(d_in, d_out, d_sae, int(meta.get("k", 1)), in_scale=c_in, out_scale=c_out,
+                    skip=bool(meta.get("skip", True)))
     with torch.no_grad():
         tc.W_enc.copy_(state["W_enc"].float() / c_in)
         tc.b_enc.copy_(state["b_enc"].float())

@@ -145,3 +145,40 @@ def test_layers_are_blocks_and_an_old_run_json_counted_them_from_1():
     assert SAETrainConfig.from_dict(cfg.to_dict()).layers == (0, 5)
     assert SAETrainConfig.from_dict({"layers": [2, 4, 6]}).layers == (1, 3, 5)  # the shipped layer-2/4/6
     assert any("0-based blocks" in p for p in SAETrainConfig(layers=(-1,), max_steps=1).check())
+
+
+def test_a_transcoder_run_resumes_exactly_and_its_files_give_its_numbers(tiny_folder, tmp_path):
+    """A transcoder run (kind="transcoder"), resumed from its step-10 checkpoint, ends with the uninterrupted run's
+    weights and threshold; the saved folders load in sae_lens, and their held-out FVU recomputed from the files is
+    the number the run wrote."""
+    import json
+    import shutil
+
+    from sae_lens import SAE
+
+    from bertcore.runs import RunDir
+    from bertcore.sae import replacement, transcoder
+    from bertcore.sae.stream import corpus_chunks
+    from bertcore.sae.train import load_model
+
+    cfg = options(tiny_folder, kind="transcoder", max_steps=20, save_every=10, keep_checkpoints=3, d_sae=96, k=6,
+                  resample_every=480, dead_tokens=200)
+    assert Trainer(cfg, tmp_path / "straight").run() == 0
+    resumed = tmp_path / "resumed"
+    shutil.copytree(tmp_path / "straight", resumed)
+    shutil.rmtree(resumed / "sae")
+    for late in [p for p in checkpoints(RunDir(resumed)) if p.name != "step-10"]:
+        shutil.rmtree(late)
+    assert Trainer(read_args(resumed), resumed).run() == 0
+    model, tokenizer, _ = load_model(str(tiny_folder))
+    held = corpus_chunks(str(TINY_CORPUS), tokenizer, 32, allow_held_out=True)
+    for a, b in zip(final_saes(tmp_path / "straight"), final_saes(resumed), strict=True):
+        ta, meta = transcoder.load(a)
+        tb, _ = transcoder.load(b)
+        for name, tensor in ta.state_dict().items():
+            torch.testing.assert_close(tensor, tb.state_dict()[name], rtol=0, atol=0, msg=name)
+        x = torch.randn(5, ta.d_in)
+        torch.testing.assert_close(SAE.load_from_disk(str(a))(x), ta.reconstruct(x), atol=1e-5, rtol=1e-5)
+        written = json.loads((a / "metrics.json").read_text())["heldout_during_training"]
+        again = replacement.reconstruction(model, tokenizer, {meta["layer"]: ta}, held, cfg.eval_tokens)
+        assert abs(again[meta["layer"]].fvu - written["fvu"]) < 1e-6
