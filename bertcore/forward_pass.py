@@ -3,9 +3,11 @@ section 3; Devlin et al. 2019, section 3): embeddings, then each encoder layer a
 values, scaled scores, softmax, weighted sum of values, output projection, residual, LayerNorm) and the
 feed-forward block (dense, GELU, dense, residual, LayerNorm), then the MLM head.
 
-Every step is recomputed here from the model's weights with the formulas written out (nothing is read from
-the model's own forward), then compared with that forward: :attr:`ForwardTrace.max_abs_diff`. The embedding
-step is :func:`bertcore.anatomy.embedding_breakdown` (one owner). Module names mirror HF ``modeling_bert.py``
+Every step is read from the model's own forward pass at its named sites (:mod:`bertcore.modeling.interventions`,
+one call), and each is checked against its formula applied to the step before it, with the module's weights
+(:func:`formula_checks`: ``softmax(scores) = probs``, ``probs @ V = context``, ``x + attn_proj = residual1``, ...):
+:attr:`ForwardTrace.max_abs_diff`. The embedding step is :func:`bertcore.anatomy.embedding_breakdown` (one owner).
+Module names mirror HF ``modeling_bert.py``
 (``BertSelfAttention``, ``BertSelfOutput``, ``BertIntermediate``, ``BertOutput``, ``BertLMPredictionHead``);
 a ``pre_layer_norm`` model (Xiong et al. 2020) moves each LayerNorm before its sub-layer and adds a final one.
 """
@@ -19,8 +21,8 @@ import torch
 from torch import nn
 
 from .anatomy import EmbeddingBreakdown, embedding_breakdown
-from .modeling.rotary import apply_rotary
 from .fill_mask import NO_MLM_HEAD
+from .modeling.interventions import BLOCK_SITES, MLM_HEAD_SITES, Interventions, missing_reason
 
 
 class TraceError(ValueError):
@@ -112,13 +114,14 @@ class ForwardTrace:
         pre_layer_norm: the model's LayerNorm placement (``config.pre_layer_norm``).
         hidden_act: the feed-forward activation's HF name (``"gelu"`` for BERT).
         embeddings: :class:`~bertcore.anatomy.EmbeddingBreakdown` (word, position, segment, sum, LayerNorm).
-        hidden_states: ``(L + 1, T, H)`` the embedding output and every layer's output, recomputed here.
+        hidden_states: ``(L + 1, T, H)`` the embedding output and every layer's output, as recorded at the sites.
         steps: :class:`LayerSteps` of the chosen layer.
         mlm: :class:`MLMSteps` at the token, or None for a model without an MLM head.
         no_mlm_reason: why ``mlm`` is None (:data:`bertcore.fill_mask.NO_MLM_HEAD`), else None.
-        max_abs_diff: ``{check: float}``: ``hidden_states`` and ``attentions`` (every layer, against the model's
-            own forward with ``output_hidden_states`` / ``output_attentions``), ``embeddings``, and ``mlm_logits``
-            (against the model's head run on its own last hidden state) when there is a head.
+        max_abs_diff: ``{check: float}``: ``formulas`` (the largest of :func:`formula_checks` over every layer),
+            ``hidden_states`` and ``attentions`` (the recorded ones against the model's plain forward with
+            ``output_hidden_states`` / ``output_attentions``), ``embeddings``, and ``mlm_logits`` (the head's formula
+            on the recorded steps against the model's logits) when there is a head.
     """
 
     token: int
@@ -134,77 +137,104 @@ class ForwardTrace:
     max_abs_diff: dict[str, float]
 
     def matches(self, atol: float = 1e-5) -> bool:
-        """True when every recomputed step equals the model's own forward within ``atol``."""
+        """True when every step equals its formula and the model's own forward within ``atol``."""
         return all(d <= atol for d in self.max_abs_diff.values())
 
 
-def layer_steps(layer_module: nn.Module, x: torch.Tensor, number: int, pre_layer_norm: bool,
-                final_norm: nn.Module | None = None, rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
-                mask: torch.Tensor | None = None, window: int | None = None) -> LayerSteps:
-    """Run one ``BertLayer`` ``layer_module`` on ``x (T, H)`` with every formula written out (eval mode: no dropout);
-    ``number``: its 0-based block index (``encoder.layer[number]``), kept as :attr:`LayerSteps.layer`.
+def step_sites(config) -> list[str]:
+    """Every site :func:`trace` records for a model of ``config``: each block's sites (those the family has), the
+    final LayerNorm of a pre-LN stack, and the MLM head's."""
+    names = [f"blocks.{i}.{s}" for i in range(config.num_hidden_layers) for s in BLOCK_SITES]
+    names.append("ln_final.hook_normalized")
+    return [n for n in names if missing_reason(config, n) is None] + list(MLM_HEAD_SITES)
 
-    ``final_norm``: the encoder's closing LayerNorm of a pre-LN model, applied after its last layer (else None).
-    ``rotary``: ``(cos, sin)`` ``(1, T, d)`` of a rotary model's layer
-    (:meth:`bertcore.modeling.encoder.BertEncoder.layer_inputs`); ``mask``: its additive ``(1, 1, T, T)`` sliding-window
-    mask on a local layer (``window`` tokens wide).
-    Source: HF ``BertSelfAttention`` (``eager_attention_forward``), ``BertSelfOutput``, ``BertIntermediate``,
-    ``BertOutput``; ModernBERT's ``apply_rotary_pos_emb`` and ``ModernBertMLP`` (GeGLU).
+
+def layer_steps(recorded: dict[str, torch.Tensor], layer: int, config, window: int | None = None) -> LayerSteps:
+    """Block ``layer``'s steps (0-based) for the first sequence of ``recorded``, the recording of
+    :func:`step_sites` (``{site: (1, ...)}``); ``window``: the local attention window on a local layer.
+    Source: the sites of :mod:`bertcore.modeling.interventions` (HF ``BertSelfAttention``, ``BertSelfOutput``,
+    ``BertIntermediate``, ``BertOutput``; ModernBERT's rotary attention and GeGLU).
+
+    Raises:
+        TraceError: ``layer`` outside ``0..num_hidden_layers - 1``.
     """
-    layer = layer_module
-    att, self_att = layer.attention, layer.attention.self
-    t, h = x.shape
-    heads, d = self_att.num_attention_heads, self_att.attention_head_size
-    attn_in = att.output.LayerNorm(x) if pre_layer_norm else x  # (T, H)
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < config.num_hidden_layers:
+        raise TraceError(f"layer must lie in 0..{config.num_hidden_layers - 1}; got {layer!r}")
 
-    def split(lin: nn.Linear) -> torch.Tensor:
-        return lin(attn_in).view(t, heads, d).transpose(0, 1)  # (heads, T, d)
+    def site(name: str) -> torch.Tensor:
+        return recorded[f"blocks.{layer}.{name}"][0]
 
-    q, k, v = split(self_att.query), split(self_att.key), split(self_att.value)
-    q0 = k0 = None
-    if rotary is not None:  # RoPE: turn each query and key by its position's angles (Su et al. 2021)
-        q0, k0 = q, k
-        q, k = (r[0] for r in apply_rotary(q[None], k[None], *rotary))  # (heads, T, d)
-    scores = q @ k.transpose(-1, -2) / math.sqrt(d)  # (heads, T, T)
-    if mask is not None:
-        scores = scores + mask[0, 0]  # keys outside the local window get -inf-like scores
-    soft = self_att.softmax_dtype
-    probs = (torch.softmax(scores, dim=-1) if soft is None
-             else torch.softmax(scores, dim=-1, dtype=soft).to(scores.dtype))  # (heads, T, T)
-    context = probs @ v  # (heads, T, d)
-    merged = context.transpose(0, 1).reshape(t, h)  # (T, H)
-    attn_proj = att.output.dense(merged)  # (T, H)
-    residual1 = x + attn_proj  # (T, H)
-    attn_out = residual1 if pre_layer_norm else att.output.LayerNorm(residual1)  # (T, H)
-    ffn_in = layer.output.LayerNorm(attn_out) if pre_layer_norm else attn_out  # (T, H)
-    ffn_pre, gate = layer.intermediate.dense(ffn_in), None  # (T, I), or (T, 2I) for GeGLU
-    if layer.intermediate.gated:
-        ffn_pre, gate = ffn_pre.chunk(2, dim=-1)  # each (T, I)
-    ffn_act = layer.intermediate.intermediate_act_fn(ffn_pre)  # (T, I)
-    if gate is not None:
-        ffn_act = ffn_act * gate  # GeGLU: the activation gated by the other half (Shazeer 2020)
-    ffn_out = layer.output.dense(ffn_act)  # (T, H)
-    residual2 = attn_out + ffn_out  # (T, H)
-    output = residual2 if pre_layer_norm else layer.output.LayerNorm(residual2)  # (T, H)
-    if final_norm is not None:
-        output = final_norm(output)
-    return LayerSteps(number, x, attn_in, q, k, v, scores, probs, context, merged, attn_proj, residual1, attn_out,
-                      ffn_in, ffn_pre, ffn_act, ffn_out, residual2, output, q0, k0, gate, window if mask is not None
-                      else None)
+    def heads_first(x: torch.Tensor) -> torch.Tensor:  # (T, heads, d) -> (heads, T, d)
+        return x.transpose(0, 1)
+
+    pre, rotary = config.pre_layer_norm, config.position_embedding_type == "rotary"
+    x = site("hook_resid_pre")  # (T, H)
+    has_ln1 = missing_reason(config, f"blocks.{layer}.ln1.hook_normalized") is None
+    attn_in = site("ln1.hook_normalized") if pre and has_ln1 else x  # (T, H)
+    q, k = (heads_first(site(f"attn.hook_{'rot_' if rotary else ''}{n}")) for n in "qk")  # (heads, T, d)
+    q0, k0 = (heads_first(site("attn.hook_q")), heads_first(site("attn.hook_k"))) if rotary else (None, None)
+    z = site("attn.hook_z")  # (T, heads, d)
+    residual1 = site("hook_resid_mid")  # (T, H)
+    attn_out = residual1 if pre else site("ln1.hook_normalized")  # (T, H)
+    residual2 = site("hook_resid_post")  # (T, H)
+    output = residual2 if pre else site("ln2.hook_normalized")  # (T, H)
+    if pre and layer == config.num_hidden_layers - 1:
+        output = recorded["ln_final.hook_normalized"][0]
+    return LayerSteps(layer, x, attn_in, q, k, heads_first(site("attn.hook_v")), site("attn.hook_attn_scores"),
+                      site("attn.hook_pattern"), heads_first(z), z.reshape(z.shape[0], -1), site("hook_attn_out"),
+                      residual1, attn_out, site("ln2.hook_normalized") if pre else attn_out, site("mlp.hook_pre"),
+                      site("mlp.hook_post"), site("hook_mlp_out"), residual2, output, q0, k0,
+                      site("mlp.hook_pre_linear") if config.gated_ffn else None, window)
 
 
-def mlm_steps(model: nn.Module, hidden: torch.Tensor, k: int = 5) -> MLMSteps:
-    """The MLM head of ``model`` on one vector ``hidden (H,)``, written out (HF ``BertPredictionHeadTransform``,
-    ``BertLMPredictionHead``). Raises ``bertcore.fill_mask.FillMaskError`` without an MLM head."""
-    from .fill_mask import mlm_head_of
+def formula_checks(steps: LayerSteps, block: nn.Module, config, last: bool = False,
+                   final_norm: nn.Module | None = None) -> dict[str, float]:
+    """How far each recorded step is from its formula applied to the recorded step before it, with ``block``'s
+    weights (``encoder.layer[steps.layer]``): ``{step: max |formula - recorded|}``. ``final_norm``: a pre-LN stack's
+    closing LayerNorm (``last``: this is the last block)."""
+    s, pre, d = steps, config.pre_layer_norm, steps.query.size(-1)
+    att, soft = block.attention, block.attention.self.softmax_dtype
+    seen = s.scores > torch.finfo(s.scores.dtype).min / 2  # keys the additive mask lets through
+    checks = {"scores": torch.where(seen, s.query @ s.key.transpose(-1, -2) / math.sqrt(d) - s.scores, 0),
+              "probs": (torch.softmax(s.scores, -1) if soft is None
+                        else torch.softmax(s.scores, -1, dtype=soft).to(s.scores.dtype)) - s.probs,
+              "context": s.probs @ s.value - s.context,
+              "attn_proj": att.output.dense(s.merged) - s.attn_proj,
+              "residual1": s.x + s.attn_proj - s.residual1,
+              "ffn_out": block.output.dense(s.ffn_act) - s.ffn_out,
+              "residual2": s.attn_out + s.ffn_out - s.residual2}
+    up = block.intermediate.dense(s.ffn_in)  # (T, I) or (T, 2I)
+    if s.ffn_gate is not None:
+        first, gate = up.chunk(2, dim=-1)
+        checks["ffn_pre"] = torch.cat([first - s.ffn_pre, gate - s.ffn_gate], -1)
+        checks["ffn_act"] = block.intermediate.intermediate_act_fn(s.ffn_pre) * s.ffn_gate - s.ffn_act
+    else:
+        checks["ffn_pre"] = up - s.ffn_pre
+        checks["ffn_act"] = block.intermediate.intermediate_act_fn(s.ffn_pre) - s.ffn_act
+    if s.query_unrotated is None:
+        heads = s.query.shape[0]
+        checks["query"] = att.self.query(s.attn_in).view(-1, heads, d).transpose(0, 1) - s.query
+    if pre:
+        checks["ffn_in"] = block.output.LayerNorm(s.attn_out) - s.ffn_in
+        if last and final_norm is not None:
+            checks["output"] = final_norm(s.residual2) - s.output
+    else:
+        checks["attn_out"] = att.output.LayerNorm(s.residual1) - s.attn_out
+        checks["output"] = block.output.LayerNorm(s.residual2) - s.output
+    return {name: float(diff.abs().max()) for name, diff in checks.items()}
 
-    _, head = mlm_head_of(model)
-    dense = head.transform.dense(hidden)  # (H,)
-    act = head.transform.transform_act_fn(dense)  # (H,)
-    normed = head.transform.LayerNorm(act)  # (H,)
-    logits = normed @ head.decoder.weight.T + head.bias  # (V,)
+
+def mlm_steps(recorded: dict[str, torch.Tensor], hidden: torch.Tensor, token: int, logits: torch.Tensor,
+              k: int = 5) -> MLMSteps:
+    """The MLM head at position ``token``: the last layer's output there ``hidden (H,)``, the recorded ``mlm_head.*``
+    sites (``{site: (1, T, H)}``: the head's ``transform.dense``, activation and LayerNorm, HF
+    ``BertPredictionHeadTransform``) and the model's own ``logits (V,)`` there (``BertLMPredictionHead``'s decoder)."""
+    def site(name: str) -> torch.Tensor:
+        return recorded[f"mlm_head.{name}"][0, token]
+
     top_p, top_i = logits.softmax(-1).topk(min(k, logits.numel()))
-    return MLMSteps(hidden, dense, act, normed, logits, top_i.tolist(), top_p.tolist())
+    return MLMSteps(hidden, site("hook_pre"), site("hook_post"), site("ln.hook_normalized"), logits, top_i.tolist(),
+                    top_p.tolist())
 
 
 def formulas(pre_layer_norm: bool = False, hidden_act: str = "gelu") -> dict[str, str]:
@@ -234,7 +264,8 @@ def formulas(pre_layer_norm: bool = False, hidden_act: str = "gelu") -> dict[str
 def trace(model: nn.Module, input_ids: torch.Tensor, token: int, layer: int, head: int,
           token_type_ids: torch.Tensor | None = None) -> ForwardTrace:
     """Follow token ``token`` of one sequence through ``model``, with block ``layer`` and head ``head`` (both
-    0-based) taken apart.
+    0-based) taken apart: one forward call records every step (:func:`step_sites`), each checked against its formula
+    (:func:`formula_checks`), the recording against a plain forward.
 
     Args:
         model: a bertcore model (any head class), in eval mode; float32 or float64 (the trace keeps its dtype).
@@ -256,31 +287,35 @@ def trace(model: nn.Module, input_ids: torch.Tensor, token: int, layer: int, hea
         if not lo <= int(value) <= hi:
             raise TraceError(f"{name} must lie in {lo}..{hi}; got {value}")
     emb = embedding_breakdown(model, input_ids, token_type_ids)
-    layers = encoder.encoder.layer
+    has_mlm = getattr(getattr(model, "cls", None), "predictions", None) is not None
+    iv = Interventions(record=[n for n in step_sites(cfg) if has_mlm or not n.startswith("mlm_head.")])
+    if has_mlm:
+        recorded_out = model(input_ids, token_type_ids=token_type_ids, interventions=iv)
+        logits = getattr(recorded_out, "prediction_logits", None)
+        logits = recorded_out.logits if logits is None else logits  # (1, T, V)
+    else:
+        encoder(input_ids, token_type_ids=token_type_ids, interventions=iv)
+    rec = iv.recorded
     final_norm = getattr(encoder.encoder, "LayerNorm", None) if cfg.pre_layer_norm else None
-    x0 = emb.output
-    if hasattr(encoder, "embeddings_project"):  # ELECTRA: E-wide embeddings projected to H
-        x0 = encoder.embeddings_project(x0)  # (T, H)
-    inputs = encoder.encoder.layer_inputs(None, x0[None])  # per layer: (window mask | None, (cos, sin) | None)
-    hidden, probs, chosen = [x0], [], None
-    for i, module in enumerate(layers):
-        mask, rot = inputs[i]
-        steps = layer_steps(module, hidden[-1], i, cfg.pre_layer_norm,
-                            final_norm if i == len(layers) - 1 else None, rot, mask, cfg.local_attention)
-        hidden.append(steps.output)
-        probs.append(steps.probs)
-        if i == layer:
-            chosen = steps
-    hidden_states = torch.stack(hidden)  # (L + 1, T, H)
+    steps, formulas_diff = [], 0.0
+    for i, block in enumerate(encoder.encoder.layer):
+        local = cfg.local_attention if not cfg.is_global_layer(i) else None
+        s = layer_steps(rec, i, cfg, local)
+        last = i == cfg.num_hidden_layers - 1
+        formulas_diff = max(formulas_diff, *formula_checks(s, block, cfg, last, final_norm).values())
+        steps.append(s)
+    hidden_states = torch.stack([steps[0].x] + [s.output for s in steps])  # (L + 1, T, H)
     out = encoder(input_ids, token_type_ids=token_type_ids, output_hidden_states=True, output_attentions=True)
-    diffs = {"embeddings": max(emb.max_abs_diff.values()),
+    diffs = {"embeddings": max(emb.max_abs_diff.values()), "formulas": formulas_diff,
              "hidden_states": float((hidden_states - torch.cat(out.hidden_states)).abs().max()),  # (L + 1, T, H)
-             "attentions": float((torch.stack(probs) - torch.cat(out.attentions)).abs().max())}  # (L, heads, T, T)
+             "attentions": float((torch.stack([s.probs for s in steps])
+                                  - torch.cat(out.attentions)).abs().max())}  # (L, heads, T, T)
     mlm = reason = None
-    if getattr(getattr(model, "cls", None), "predictions", None) is not None:
-        mlm = mlm_steps(model, hidden_states[-1, token])
-        diffs["mlm_logits"] = float((mlm.logits - model.cls.predictions(out.last_hidden_state[0, token])).abs().max())
+    if has_mlm:
+        mlm = mlm_steps(rec, hidden_states[-1, token], token, logits[0, token])
+        decoder = model.cls.predictions
+        diffs["mlm_logits"] = float((mlm.normed @ decoder.decoder.weight.T + decoder.bias - mlm.logits).abs().max())
     else:
         reason = NO_MLM_HEAD
     return ForwardTrace(int(token), int(layer), int(head), bool(cfg.pre_layer_norm), cfg.hidden_act, emb,
-                        hidden_states, chosen, mlm, reason, diffs)
+                        hidden_states, steps[layer], mlm, reason, diffs)

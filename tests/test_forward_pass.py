@@ -1,6 +1,6 @@
-"""bertcore.forward_pass: every step of one forward pass, recomputed with the formulas written out, equals
-transformers' own intermediates (read with forward hooks), hidden states and attentions on the shipped
-MiniLM-MLM, in float64; and bertcore's own forward, for post-LN and pre-LN models and a model without an MLM head."""
+"""bertcore.forward_pass: every step of one forward pass, read at the model's named sites, equals transformers' own
+intermediates (read with forward hooks), hidden states and attentions on the shipped MiniLM-MLM, in float64, and
+its formula applied to the step before it; for post-LN and pre-LN models and a model without an MLM head."""
 
 from __future__ import annotations
 
@@ -103,10 +103,26 @@ def test_layer_outputs_equal_bertcores_own_forward_and_the_checks_say_so(shipped
     assert_parity(tr.hidden_states, torch.cat(out.hidden_states))
     assert_parity(tr.steps.probs, out.attentions[3][0])
     assert tr.matches(1e-9), tr.max_abs_diff
-    assert set(tr.max_abs_diff) == {"embeddings", "hidden_states", "attentions", "mlm_logits"}
+    assert set(tr.max_abs_diff) == {"embeddings", "formulas", "hidden_states", "attentions", "mlm_logits"}
     # the float32 model the page runs: the same checks pass at the page's tolerance
     lm = sources.load(sources.PACKAGED_MLM)
     assert forward_pass.trace(lm.model, t["input_ids"], 1, 3, 11).matches(1e-4)
+
+
+def test_the_formula_checks_catch_a_step_that_is_not_its_formula(shipped):
+    """formula_checks is 0 (float64 rounding) on the recorded steps, and names the step that was changed."""
+    import dataclasses
+
+    model, _, tok = shipped
+    t = encode(tok, TEXT).tensors()
+    tr = forward_pass.trace(model, t["input_ids"], 3, 2, 4)
+    block = model.bert.encoder.layer[2]
+    clean = forward_pass.formula_checks(tr.steps, block, model.config)
+    assert max(clean.values()) < 1e-9, clean
+    for field, step in (("residual1", "residual1"), ("probs", "probs"), ("ffn_act", "ffn_act")):
+        broken = dataclasses.replace(tr.steps, **{field: getattr(tr.steps, field) * 1.001})
+        diffs = forward_pass.formula_checks(broken, block, model.config)
+        assert diffs[step] > 1e-6, (field, diffs)
 
 
 def test_the_weighted_sum_and_the_score_row_are_what_the_formulas_say(shipped):

@@ -122,6 +122,17 @@ def ctx(tmp_path_factory):
     return Ctx(sources.load(sources.ModelSource("local", str(folder), "tiny")), tmp)
 
 
+def _recording(c: Ctx) -> dict:
+    """Every site :func:`bertcore.forward_pass.trace` records, on the context's sentence."""
+    from bertcore.forward_pass import step_sites
+    from bertcore.modeling.interventions import Interventions
+
+    iv = Interventions(record=step_sites(c.lm.config))
+    with torch.no_grad():
+        c.model(**c.inputs, interventions=iv)
+    return iv.recorded
+
+
 def _init_from(c: Ctx, layer: int):
     """:func:`bertcore.sae.train.start_from` on a folder holding an SAE of the last block only."""
     from bertcore.sae import io as sae_io
@@ -177,6 +188,9 @@ TABLE: dict[str, list[Check | Exempt]] = {
     A + "attention.decompose:layer_decomposition": [
         Check("layer", BLOCK, lambda c, v: _imp(A + "attention.decompose").layer_decomposition(
             c.model, c.inputs, v, "attention"))],
+    A + "attention.decompose:record_block": [
+        Check("layer", BLOCK, lambda c, v: _imp(A + "attention.decompose").record_block(
+            c.model, torch.tensor(c.state(v)), v, ["attn.hook_v"]))],
     A + "attention.decompx:hidden_decomposition": [
         Check("layer", BLOCK, lambda c, v: _imp(A + "attention.decompx").hidden_decomposition(c.model, c.inputs, v),
               negative=False)],  # -1 (the default) is the last block, as documented
@@ -226,6 +240,8 @@ TABLE: dict[str, list[Check | Exempt]] = {
         Check("layer", HIDDEN, lambda c, v: _imp(A + "shipped").corpus_search(c.lm, "the cat sat.", 1, v, 3, 2))],
     A + "shipped:projector": [Check("layer", HIDDEN, lambda c, v: _imp(A + "shipped").projector(c.lm, layer=v))],
     # --- the forward pass, step by step
+    "bertcore.forward_pass:layer_steps": [
+        Check("layer", BLOCK, lambda c, v: _imp("bertcore.forward_pass").layer_steps(_recording(c), v, c.lm.config))],
     "bertcore.forward_pass:trace": [
         Check("layer", BLOCK, lambda c, v: _imp("bertcore.forward_pass").trace(c.model, c.inputs["input_ids"], 1, v,
                                                                                0)),

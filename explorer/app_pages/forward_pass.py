@@ -17,14 +17,14 @@ from explorer.figures import masking as mask_figures
 
 DEFAULT = "The film won the [MASK] for best actor at the ceremony in London."
 DEFAULT_B = "Its director thanked his mother."
-TOLERANCE = 1e-4  # float32: the recomputed steps and the model's own forward differ by rounding only (~1e-6)
+TOLERANCE = 1e-4  # float32: each step and its formula, and the recording and a plain forward, differ by rounding only
 
 st.title("One forward pass, in real numbers")
 st.markdown(
     "Follow one token through the model, with every number the model computes. Each coloured strip is a vector "
     "(red above 0, blue below, one cell per dimension); its title gives the shape of the tensor it comes from, "
-    "and hovering a cell shows the number and the formula that made it. Every step is recomputed here from the "
-    "weights with the formula written out, then checked against the model's own forward pass.")
+    "and hovering a cell shows the number and the formula that made it. Every step is read from the model's own "
+    "forward pass, and each is checked against its formula applied to the step before it.")
 
 lm = widgets.current_model()
 cfg, tok = lm.config, lm.tokenizer
@@ -74,12 +74,13 @@ def chart(strips: list, key: str) -> None:
 
 
 if tr.matches(TOLERANCE):
-    st.success(f"Every step below equals the model's own forward pass (hidden states of all "
+    st.success(f"Every step below equals its formula applied to the step before it, and the model's own forward "
+               f"pass (hidden states of all "
                f"{cfg.num_hidden_layers} layers, every attention map" + (", the MLM logits" if tr.mlm else "")
                + f"): the largest difference is {max(tr.max_abs_diff.values()):.1e}, float32 rounding.",
                icon=":material/check_circle:")
 else:
-    st.error("The recomputed steps differ from the model's forward: " + ", ".join(
+    st.error("Some steps differ from their formula or from the model's forward: " + ", ".join(
         f"{k} {v:.1e}" for k, v in tr.max_abs_diff.items()), icon=":material/error:")
 s, h0 = tr.steps, head
 act = {"gelu": "GELU"}.get(cfg.hidden_act, cfg.hidden_act)

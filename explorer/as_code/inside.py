@@ -111,14 +111,14 @@ result = {"parameters": np.array(list(totals.values())), "pooled": None if steps
 
 
 def forward_pass(source: ModelSource, text: str, text_pair: str | None, token: int, layer: int, head: int) -> str:
-    """One forward pass recomputed step by step: ``result`` = ``{"hidden_states": (L+1, H) of the token, "probs":
+    """One forward pass step by step: ``result`` = ``{"hidden_states": (L+1, H) of the token, "probs":
     (T,) its attention row in the head}``. ``layer`` / ``head``: 0-based (the title shows the 1-based labels)."""
     body = """enc = encode(lm.tokenizer, text, text_pair, max_length=lm.max_length)
 t = enc.tensors()
-# every step of the chosen block written out from the weights, checked against the model's own forward
+# every step of the chosen block read at the model's named sites, each checked against its formula
 # (layer and head count from 0: the page's "Layer 1" is block 0)
 tr = forward_pass.trace(lm.model, t["input_ids"], token, layer, head, t["token_type_ids"])
-print("largest difference to the model's forward:", max(tr.max_abs_diff.values()))
+print("largest difference to a formula or the model's forward:", max(tr.max_abs_diff.values()))
 result = {"hidden_states": tr.hidden_states[:, token].double().numpy(),  # (L+1, H): the token after each layer
           "probs": tr.steps.probs[head, token].double().numpy()}  # (T,): its attention weights in the head
 n_layers = lm.config.num_hidden_layers

@@ -56,7 +56,7 @@ def model_forward(text: str, source=sources.PACKAGED_MLM):
 def test_the_default_view_draws_the_models_own_numbers():
     at = page("forward_pass")
     assert_clean(at)
-    assert any("equals the model's own forward" in s for s in messages(at)["success"])
+    assert any("equals its formula" in s and "model's own forward" in s for s in messages(at)["success"])
     assert charts(at) == 1  # lazy tabs: only the open step draws
     lm, t, out = model_forward(DEFAULT)
     token = 5  # the [MASK]: the page follows it by default
