@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from bertcore import encode
-from bertcore.analysis.attention import ablation, query_key
+from bertcore.analysis.attention import activations, ablation, decompose, decompx, flows, mixing, neurons, query_key
 from bertcore.analysis.attention.value_zeroing import every_layer
 from bertcore.analysis.causal import attribution, faithfulness, patching
 from bertcore.analysis.grammar import scoring
@@ -149,6 +149,7 @@ def _analyses(mlm):
     from bertcore.sae.model import TopKSAE
 
     sae = TopKSAE(model.config.hidden_size, 256, 8, seed=0)  # the Features page's reads and steering edits
+    hidden = activations.run(model.base_model, tok, CLEAN).hidden_states  # the Attention page's cached forward
 
     return {
         "patching.record": lambda: patching.record(model, clean.tensors())[1],
@@ -177,13 +178,20 @@ def _analyses(mlm):
         "sae.text_features": lambda: sae_explore.text_features(model, tok, sae, 2, CLEAN).z,
         "sae.steered_fill_mask": lambda: np.array([p.probs for p in sae_explore.steered_fill_mask(
             model, tok, CLEAN, 2, sae_explore.steering_edit(sae, 5, "add", 8.0)).steered]),
+        "neurons.neuron_view": lambda: neurons.neuron_view(model.base_model, hidden[2], 2, 3, mask),
+        "flows.value_norms": lambda: flows.value_norms(model, hidden[2], 2),
+        "mixing.alti": lambda: mixing.mixing(model, clean.tensors(), "alti"),
+        "mixing.value_zeroing": lambda: mixing.mixing(model, clean.tensors(), "value_zeroing"),
+        "decompx.fill_mask": lambda: decompx.fill_mask(model, clean.tensors(), mask, [are, is_]).contributions,
+        "decompose.layer_decomposition": lambda: decompose.layer_decomposition(model, clean.tensors(), 2, "layer"),
     }
 
 
 ANALYSES = ["patching.record", "patching.patch", "patching.scan", "query_key", "ablation", "logit_lens",
             "tuned_lens", "attribution", "forward_pass", "grammar_scoring", "corpus_search", "whatif", "edits.model",
             "value_zeroing.every_layer", "faithfulness", "projector.collect", "sae.text_features",
-            "sae.steered_fill_mask"]
+            "sae.steered_fill_mask", "neurons.neuron_view", "flows.value_norms", "mixing.alti", "mixing.value_zeroing",
+            "decompx.fill_mask", "decompose.layer_decomposition"]
 
 
 @pytest.mark.parametrize("other", [SAME_LENGTH, OTHER_LENGTH], ids=["same_length", "other_length"])

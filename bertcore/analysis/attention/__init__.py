@@ -9,7 +9,7 @@
     ablation     switching heads off (head_mask) and what it changes
     mixing       context mixing by six measures, one (layers, T, T) matrix per method: attention,
                  norm-based (Kobayashi 2020, 2021), GlobEnc, value zeroing (value_zeroing), ALTI; rollout of any
-    decompose    one layer recomputed in float64 and taken apart into one vector per contributing token
+    decompose    one layer taken apart into one vector per contributing token (recorded sites, float64 weights)
     decompx      DecompX: a prediction (fill-mask logit, logit difference, classifier) as one term per token
 """
 

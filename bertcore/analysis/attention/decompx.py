@@ -3,19 +3,24 @@ Transformers Decisions by Propagating Token Decomposition", ACL, section 3).
 
 Every hidden state is kept as a sum of one vector per input token plus one bias term,
 ``x_i = sum_k x_i<-k + x_i<-bias``, from the embeddings to the output, and the sum is carried exactly through
-every operation of a post-LN BERT (the decomposition is rebuilt from the model's weights; the model itself is only
+every operation of a post-LN BERT (each term through the layer's weights; where an operation needs the whole sum,
+the attention weights, a LayerNorm's std, an activation's operating point, it reads the model's own activation,
+recorded by one forward pass at the sites of :mod:`bertcore.modeling.interventions`; the model itself is only
 read), in float64 for a float64 model and float32 for a float32 one up to the last layer's output (the heads
 then run in float64; the tests check a float64 model's terms to 1e-9 of its logits, the shipped float32 model's
 to 1e-4):
 
-- embeddings: the embedding output of token k (word + position + segment, after the embedding LayerNorm) is
-  token k's vector, ``x_k<-k``; nothing else is in it.
+- embeddings: the embedding output of token k (word + position + segment, after the embedding LayerNorm;
+  ``blocks.0.hook_resid_pre``) is token k's vector, ``x_k<-k``; nothing else is in it.
 - linear maps ``W x + b``: ``W x_i<-k`` for each k, the bias ``b`` joins the bias term (value, attention output,
   feed-forward and head projections).
-- attention: ``sum_j a_hij`` of each head's values of every term, with the real attention weights.
+- attention: ``sum_j a_hij`` of each head's values of every term, with the real attention weights
+  (``attn.hook_pattern``).
 - LayerNorm: ``LN(sum_k z_k) = sum_k gamma * (z_k - mean(z_k)) / s + beta`` with ``s`` the real std of the whole
-  sum (Kobayashi et al. 2021); beta joins the bias term.
-- activations (feed-forward, MLM transform, the pooler's tanh): linearised at their operating point, unit by unit,
+  sum (Kobayashi et al. 2021; ``ln1.hook_scale``, ``ln2.hook_scale``, ``mlm_head.ln.hook_scale``); beta joins the
+  bias term.
+- activations (feed-forward, MLM transform, the pooler's tanh): linearised at their operating point (``mlp.hook_pre``,
+  ``mlm_head.hook_pre``; the pooler's has no site and is the sum of its terms), unit by unit,
   as the line through the origin and the activation's real output: ``act(u) = (act(u) / u) * u`` and each term
   ``u_k`` becomes ``(act(u) / u) * u_k`` (for GELU ``act(u) / u`` is ``Phi(u)``; at ``u = 0`` the slope at 0).
   The terms then sum exactly to the real activation.
@@ -35,7 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .decompose import F64, LayerMath, base_model, check_inputs, f64, g, ln_inv_std, require_post_ln, row_blocks
+from ...modeling.interventions import Interventions
+from .decompose import F64, LayerMath, base_model, check_inputs, f64, g, require_post_ln, row_blocks
 
 MAX_TOKENS = 256
 
@@ -70,32 +76,17 @@ def gate(name: str, u: torch.Tensor) -> torch.Tensor:
     return torch.sigmoid(u)
 
 
-def _embeddings(base, inputs: dict) -> torch.Tensor:
-    """The embedding output ``(T, H)`` in float64: word + segment + position, LayerNorm (eval: no dropout)."""
-    emb = base.embeddings
-    ids = inputs["input_ids"][0].to(emb.word_embeddings.weight.device)
-    types = inputs.get("token_type_ids")
-    types = torch.zeros_like(ids) if types is None else types[0].to(ids.device)
-    if emb.position_embeddings is None or hasattr(base, "embeddings_project"):
-        raise ValueError(f"DecompX follows BERT's embeddings (learned positions, width H); this {base.config.family} "
-                         "model has rotary positions or projected embeddings")
-    x = f64(emb.word_embeddings.weight[ids])
-    if emb.token_type_embeddings is not None:  # DistilBERT has no segments
-        x = x + f64(emb.token_type_embeddings.weight[types])
-    positions = emb._position_ids(ids[None], None)[0]  # 0..T-1, RoBERTa's counted after the padding id
-    x = x + f64(emb.position_embeddings.weight[positions])  # rows picked before the float64 copy
-    return g(x, f64(emb.LayerNorm.weight), ln_inv_std(x, emb.LayerNorm.eps)) + f64(emb.LayerNorm.bias)
+#: the block sites :func:`_layer` reads: the real attention weights, LayerNorm 1's std, the feed-forward's
+#: operating point, LayerNorm 2's std
+LAYER_SITES = ("attn.hook_pattern", "ln1.hook_scale", "mlp.hook_pre", "ln2.hook_scale")
 
 
-def _layer(m: LayerMath, d: torch.Tensor, mask: torch.Tensor | None, rows: slice = slice(None)) -> torch.Tensor:
+def _layer(m: LayerMath, d: torch.Tensor, sites: dict[str, torch.Tensor], rows: slice = slice(None)) -> torch.Tensor:
     """One post-LN layer on a decomposition ``d (T, K, H)`` (column K-1 the bias) -> ``(R, K, H)`` for the output
-    rows ``rows``, in ``d``'s dtype (that of ``m``'s weights)."""
+    rows ``rows``, in ``d``'s dtype (that of ``m``'s weights). ``sites``: the layer's recorded :data:`LAYER_SITES`
+    (batch axis dropped, in ``d``'s dtype)."""
     t, k, hid = d.shape
-    x = d.sum(1)  # (T, H) the real input
-    q = (x[rows] @ m.wq.T + m.bq).view(-1, m.heads, m.d).transpose(0, 1)  # (heads, R, d)
-    key = (x @ m.wk.T + m.bk).view(t, m.heads, m.d).transpose(0, 1)
-    scores = q @ key.transpose(1, 2) / _math.sqrt(m.d)  # (heads, R, T)
-    probs = torch.softmax(scores if mask is None else scores + mask, dim=-1)
+    probs = sites["attn.hook_pattern"][:, rows]  # (heads, R, T) the real attention weights
     r = probs.shape[1]
     v = d @ m.wv.T  # (T, K, H): the value of each term
     v[:, -1] += m.bv
@@ -108,10 +99,10 @@ def _layer(m: LayerMath, d: torch.Tensor, mask: torch.Tensor | None, rows: slice
     del ctx
     y[:, -1] += m.bo
     y += d[rows]
-    x1 = g(y, m.g1, ln_inv_std(y.sum(1), m.eps1)[:, None])  # LayerNorm 1 taken apart
+    x1 = g(y, m.g1, (1 / sites["ln1.hook_scale"][rows])[:, None])  # LayerNorm 1 taken apart, its real std
     x1[:, -1] += m.beta1
     del y
-    slope = gate(m.act_name, x1.sum(1) @ m.w1.T + m.b1)  # (R, I) at the real pre-activation
+    slope = gate(m.act_name, sites["mlp.hook_pre"][rows])  # (R, I) at the real pre-activation
     z = torch.empty_like(x1)
     for block in row_blocks(r, k * m.w1.shape[0]):
         u = x1[block] @ m.w1.T  # (B, K, I)
@@ -120,14 +111,17 @@ def _layer(m: LayerMath, d: torch.Tensor, mask: torch.Tensor | None, rows: slice
         z[block] = u @ m.w2.T
     z[:, -1] += m.b2
     z += x1
-    out = g(z, m.g2, ln_inv_std(z.sum(1), m.eps2)[:, None])
+    out = g(z, m.g2, (1 / sites["ln2.hook_scale"][rows])[:, None])
     out[:, -1] += m.beta2
     return out
 
 
-def _propagate(model, inputs: dict, layer: int = -1, row: int | None = None) -> torch.Tensor:
+def _propagate(model, inputs: dict, layer: int = -1, row: int | None = None,
+               head_sites: tuple[str, ...] = ()) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The decomposition of layer ``layer``'s output, ``(T, T + 1, H)`` (``(1, T + 1, H)`` for one ``row`` of
-    the last layer asked), in the work dtype: float32 for a float32 model, else float64."""
+    the last layer asked), in the work dtype: float32 for a float32 model, else float64; and the sites
+    ``head_sites`` (``mlm_head.*``: then the whole model runs, its head included), ``{site: (T, ...)}``. One
+    forward pass records every site read (the embedding output, each layer's :data:`LAYER_SITES`)."""
     ids = check_inputs(inputs)
     base = base_model(model)
     require_post_ln(model, "DecompX")
@@ -138,19 +132,28 @@ def _propagate(model, inputs: dict, layer: int = -1, row: int | None = None) -> 
     if not -len(layers) <= layer < len(layers):
         raise ValueError(f"layer must be in -{len(layers)}..{len(layers) - 1}; got {layer}")
     layers = layers[: layer % len(layers) + 1]
+    if base.embeddings.position_embeddings is None or hasattr(base, "embeddings_project"):
+        raise ValueError(f"DecompX follows BERT's embeddings (learned positions, width H); this {base.config.family} "
+                         "model has rotary positions or projected embeddings")
     work = torch.float32 if base.dtype == torch.float32 else F64
-    x = _embeddings(base, inputs).to(work)
+    maths = [LayerMath(module, base.config, work) for module in layers]  # raises for a layer that is not BERT's
+    names = ["blocks.0.hook_resid_pre", *(f"blocks.{n}.{site}" for n in range(len(layers)) for site in LAYER_SITES),
+             *head_sites]
+    iv = Interventions(record=names)  # this call's own, never a hook
+    device = next(base.parameters()).device
+    kw = {k: v.to(device) for k, v in inputs.items() if k in ("input_ids", "token_type_ids", "attention_mask")}
+    with torch.no_grad():
+        (model if head_sites else base)(**kw, interventions=iv)
+    rec = {name: value[0].to(work) for name, value in iv.recorded.items()}
+    x = rec["blocks.0.hook_resid_pre"]  # (T, H) the embedding output
     d = torch.zeros(t, t + 1, x.shape[1], dtype=work, device=x.device)
     d[torch.arange(t), torch.arange(t)] = x
-    attn = inputs.get("attention_mask")
-    mask = None
-    if attn is not None and not bool(attn.all()):
-        mask = torch.where(attn[0].to(x.device).bool(), 0.0, torch.finfo(work).min).to(work)[None, None, :]
     with torch.no_grad():
-        for n, module in enumerate(layers):
-            last = n == len(layers) - 1 and row is not None
-            d = _layer(LayerMath(module, base.config, work), d, mask, slice(row, row + 1) if last else slice(None))
-    return d
+        for n, m in enumerate(maths):
+            last = n == len(maths) - 1 and row is not None
+            sites = {site: rec[f"blocks.{n}.{site}"] for site in LAYER_SITES}
+            d = _layer(m, d, sites, slice(row, row + 1) if last else slice(None))
+    return d, {name: rec[name] for name in head_sites}
 
 
 def hidden_decomposition(model, inputs: dict, layer: int = -1) -> torch.Tensor:
@@ -169,7 +172,7 @@ def hidden_decomposition(model, inputs: dict, layer: int = -1) -> torch.Tensor:
         ValueError: a pre-LN model, more than :data:`MAX_TOKENS` tokens, not one encoding, a layer out of range
             (the message names it), a model in training mode.
     """
-    return _propagate(model, inputs, layer).to(F64)
+    return _propagate(model, inputs, layer)[0].to(F64)
 
 
 def _mlm_terms(model, inputs: dict, position: int) -> tuple[torch.Tensor, object]:
@@ -180,12 +183,13 @@ def _mlm_terms(model, inputs: dict, position: int) -> tuple[torch.Tensor, object
     t = check_inputs(inputs).shape[1]
     if not 0 <= position < t:
         raise ValueError(f"position must lie in [0, {t}); got {position}")
-    d = _propagate(model, inputs, row=position)[0].to(F64)  # (K, H)
+    d, rec = _propagate(model, inputs, row=position, head_sites=("mlm_head.hook_pre", "mlm_head.ln.hook_scale"))
+    d = d[0].to(F64)  # (K, H)
     tr = head.transform
     u = d @ f64(tr.dense.weight).T  # (K, H)
     u[-1] += f64(tr.dense.bias)
-    u *= gate(model.config.hidden_act, u.sum(0))
-    y = g(u, f64(tr.LayerNorm.weight), ln_inv_std(u.sum(0), tr.LayerNorm.eps))
+    u *= gate(model.config.hidden_act, rec["mlm_head.hook_pre"][position].to(F64))  # at the real pre-activation
+    y = g(u, f64(tr.LayerNorm.weight), 1 / rec["mlm_head.ln.hook_scale"][position].to(F64))  # its real std
     y[-1] += f64(tr.LayerNorm.bias)
     return y, head.decoder
 
@@ -235,7 +239,7 @@ def classifier(model, inputs: dict) -> TokenDecomposition:
     pooler = getattr(getattr(model, "bert", None), "pooler", None)
     if pooler is None or not hasattr(model, "classifier"):
         raise ValueError("this model has no sequence classifier (bert.pooler + classifier)")
-    d = _propagate(model, inputs, row=0)[0].to(F64)  # (K, H): [CLS]
+    d = _propagate(model, inputs, row=0)[0][0].to(F64)  # (K, H): [CLS]
     p = d @ f64(pooler.dense.weight).T
     p[-1] += f64(pooler.dense.bias)
     total = p.sum(0)

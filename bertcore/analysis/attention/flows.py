@@ -4,7 +4,8 @@ measured on any sentence), and the route graph of one token's representation dow
 manner of LM Transparency Tool, Tufanov et al. 2024, for an encoder).
 
 Pure numpy on ``(L, T, T)`` matrices (row i receives, column j contributes), except :func:`value_norms` (the size
-of what each token sends through one head, for the tour's "weighted sum" step), which reads a layer's weights.
+of what each token sends through one head, for the tour's "weighted sum" step), which records a layer's values and
+multiplies them by its weights.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .activations import is_punctuation
-from .decompose import F64, LayerMath, base_model
+from .decompose import LayerMath, base_model, record_block
 from .mixing import normalize_rows
 
 SPECIAL = ("[CLS]", "[SEP]")
@@ -128,7 +129,8 @@ def value_norms(model, hidden: np.ndarray, layer: int) -> np.ndarray:
     """``||f_h(x_j)||`` for every head and token of one layer, ``f_h(x) = W_O^h (W_V^h x + b_V^h)`` (Kobayashi et
     al. 2020, section 3): the size of the vector token j sends through head h, which its attention weight
     ``a_hij`` scales. What arrives at token i from j through head h is ``a_hij f_h(x_j)``, of size
-    ``a_hij ||f_h(x_j)||``.
+    ``a_hij ||f_h(x_j)||``. The values ``W_V^h x + b_V^h`` are the block's ``attn.hook_v`` site, recorded (in the
+    model's dtype) by a forward pass from ``hidden`` that stops there.
 
     Args:
         model: a bertcore BERT (any head class), eval mode; only read.
@@ -145,9 +147,11 @@ def value_norms(model, hidden: np.ndarray, layer: int) -> np.ndarray:
     layers = base.encoder.layer
     if not 0 <= layer < len(layers):
         raise ValueError(f"layer must lie in 0..{len(layers) - 1}; got {layer}")
-    x = torch.tensor(np.asarray(hidden), dtype=F64)  # a copy: the cached hidden states are read-only arrays
+    x = torch.tensor(np.asarray(hidden))  # a copy: the cached hidden states are read-only arrays
     if x.ndim != 2 or x.shape[1] != base.config.hidden_size:
         raise ValueError(f"hidden must have shape (T, {base.config.hidden_size}); got {tuple(x.shape)}")
+    math = LayerMath(layers[layer], base.config)  # raises for a layer that is not BERT's
+    v = record_block(base, x, layer, ["attn.hook_v"])["attn.hook_v"]  # (T, heads, d) the block's values
     with torch.no_grad():
-        f = LayerMath(layers[layer], base.config).head_vectors(x)  # (heads, T, H)
+        f = math.head_vectors(v)  # (heads, T, H)
     return torch.linalg.vector_norm(f, dim=-1).numpy()

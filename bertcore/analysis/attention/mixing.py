@@ -16,9 +16,11 @@ keeps the special tokens ([CLS], [SEP]) as rows and columns. Methods
     alti           L1 distances after LayerNorm 1, Ferrando et al. 2022          rows sum to 1
 
 The vectors behind the norm family and ALTI are those of :mod:`.decompose` (the tests rebuild the model's real
-outputs from them). Each call runs one forward pass of the model (its own dtype), then works per layer on the
-weights: the norm family's norms from heads x heads Gram matrices in float64 (no T^2 vectors built), ALTI's T^2
-vectors in float32 for a float32 model (float64 for a float64 one), value zeroing as :mod:`.value_zeroing`.
+outputs from them). Each call runs one forward pass of the model (its own dtype) that records the sites each
+method reads (values, attention probabilities, the layer's input, the LayerNorms' scales and ALTI's LayerNorm 1
+output; :func:`.decompose.record`), then works per layer on those and the weights: the norm family's norms from
+heads x heads Gram matrices in float64 (no T^2 vectors built), ALTI's T^2 vectors in float32 for a float32 model
+(float64 for a float64 one), value zeroing as :mod:`.value_zeroing`.
 :func:`aggregate` rolls any method up across layers with :func:`.rollout.rollout`'s convention. Nothing here
 changes the model it reads (no hook, attribute, mode or ``requires_grad`` change).
 """
@@ -31,24 +33,14 @@ import numpy as np
 import torch
 
 from . import rollout as _rollout
-from .decompose import (BLOCK_ELEMENTS, F64, POST_LN_ONLY, LayerMath, base_model, g, ln_inv_std, require_post_ln,
-                        row_blocks, run, work_dtype)
+from .decompose import (BLOCK_ELEMENTS, F64, POST_LN_ONLY, LayerMath, base_model, g, record, require_post_ln,
+                        row_blocks, work_dtype)
 from .value_zeroing import value_zeroing
 
 RAW_METHODS = ("norm", "norm_res_ln")
 """Methods returned as raw norms (as the authors' code returns them); the others' rows sum to 1."""
 WITHOUT_RESIDUAL = ("attention", "norm")
 """Methods whose matrices leave out the residual stream: :func:`aggregate` adds it as ``0.5 A + 0.5 I``."""
-
-
-def _attention_block(mw: LayerMath, x: torch.Tensor, probs: torch.Tensor):
-    """In ``mw``'s dtype: the values ``v (T, heads, d)`` and the pre-LN1 sum ``y (T, H)`` (attention output + b_O
-    + residual); and ``1 / std(y)`` ``(T, 1)`` in float64."""
-    t, hid = x.shape
-    v = mw.values(mw.attention_input(x))
-    context = torch.bmm(probs, v.transpose(0, 1)).transpose(0, 1).reshape(t, hid)  # (T, H)
-    y = context @ mw.wo.T + mw.bo + x
-    return v, y, ln_inv_std(y.to(F64), mw.eps1)
 
 
 def _ln_linear(w: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
@@ -72,24 +64,29 @@ def _norms(model, inputs, stage: str) -> torch.Tensor:
     ``s_i K sum_h a_hij f_hj`` (plus the residual on the diagonal) for a linear map K (folded into W_O) and a
     scalar s_i, so ``||.||^2 = s_i^2 a_ij^T G_j a_ij`` with ``G_j`` the heads x heads Gram matrix of the
     ``K f_hj``, in float64 (the vectors ``K f_hj`` in the model's dtype: a float32 model's are rounded once, not
-    cancelled)."""
+    cancelled). The values, probabilities, input and LayerNorm scales are the recorded sites."""
     base = base_model(model)
-    state = run(model, inputs)
+    sites = ("attn.hook_v", "attn.hook_pattern") + {
+        "attention": (), "ln1": ("hook_resid_pre", "ln1.hook_scale"),
+        "layer": ("hook_resid_pre", "ln1.hook_scale", "ln2.hook_scale")}[stage]
+    rec = record(model, inputs, sites)
     work = work_dtype(model)
-    t = state.tokens
-    out = torch.empty(len(state.probs), t, t, dtype=F64)
+    t = rec[0]["attn.hook_pattern"].shape[-1]
+    out = torch.empty(len(rec), t, t, dtype=F64)
     diag = torch.arange(t)
     with torch.no_grad():
         for layer, module in enumerate(base.encoder.layer):
             mw = LayerMath(module, base.config, work)
-            x, p = state.hidden[layer], state.probs[layer]
-            v, y, scale = _attention_block(mw, x, p)
-            k = lambda w: _ln_linear(w, mw.g1)  # noqa: E731  LayerNorm 1's linear part, without 1/std
-            if stage == "attention":
-                k, scale = (lambda w: w), torch.ones_like(scale)
-            elif stage == "layer":
-                x1 = g(y, mw.g1, scale.to(work)) + mw.beta1
-                scale = scale * ln_inv_std((mw.ffn(x1) + x1).to(F64), mw.eps2)
+            s = rec[layer]
+            v, p = s["attn.hook_v"], s["attn.hook_pattern"]
+            scale = torch.ones(t, 1, dtype=F64, device=p.device)  # s_i: 1 / the real std of each LayerNorm's input
+            k = lambda w: w  # noqa: E731
+            if stage != "attention":
+                x = s["hook_resid_pre"]
+                scale = 1 / s["ln1.hook_scale"].to(F64)
+                k = lambda w: _ln_linear(w, mw.g1)  # noqa: E731  LayerNorm 1's linear part, without 1/std
+            if stage == "layer":
+                scale = scale / s["ln2.hook_scale"].to(F64)
                 k = lambda w: _ln_linear(_ln_linear(w, mw.g1), mw.g2)  # noqa: E731
             kf = _f64_copy(_transformed(mw, v, k(mw.wo)).transpose(0, 1))  # (j, heads, H)
             gram = kf @ kf.transpose(1, 2)  # (j, heads, heads)
@@ -105,8 +102,8 @@ def _norms(model, inputs, stage: str) -> torch.Tensor:
 def attention(model, inputs: dict) -> np.ndarray:
     """Raw attention: ``A_l[i, j] = mean_h a_hij``, the head mean of the post-softmax attention probabilities
     (Clark et al. 2019; the baseline of every paper below). Rows sum to 1. Returns ``(L, T, T)`` float64."""
-    base_model(model)
-    return torch.stack(run(model, inputs).probs).to(F64).mean(1).cpu().numpy()
+    rec = record(model, inputs, ("attn.hook_pattern",))
+    return torch.stack([s["attn.hook_pattern"] for s in rec.values()]).to(F64).mean(1).cpu().numpy()
 
 
 def norm(model, inputs: dict) -> np.ndarray:
@@ -151,18 +148,19 @@ def alti(model, inputs: dict) -> np.ndarray:
     to 1."""
     require_post_ln(model, "alti")
     base = base_model(model)
-    state = run(model, inputs)
+    rec = record(model, inputs, ("hook_resid_pre", "attn.hook_v", "attn.hook_pattern", "ln1.hook_scale",
+                                 "ln1.hook_normalized"))
     work = work_dtype(model)
-    t, hid = state.hidden[0].shape
-    out = torch.empty(len(state.probs), t, t, dtype=F64)
+    t, hid = rec[0]["hook_resid_pre"].shape
+    out = torch.empty(len(rec), t, t, dtype=F64)
     diag = torch.arange(t)
     with torch.no_grad():
         for layer, module in enumerate(base.encoder.layer):
             mw = LayerMath(module, base.config, work)
-            x, p = state.hidden[layer], state.probs[layer]
-            v, y, inv = _attention_block(mw, x, p)
-            inv = inv.to(work)
-            x1 = g(y, mw.g1, inv) + mw.beta1  # (T, H) the real post-LN1 state y_i
+            s = rec[layer]
+            x, v, p = s["hook_resid_pre"], s["attn.hook_v"], s["attn.hook_pattern"]
+            inv = (1 / s["ln1.hook_scale"].to(F64)).to(work)  # (T, 1): 1 / std(y_i), y_i the real pre-LN1 sum
+            x1 = s["ln1.hook_normalized"]  # (T, H) the real post-LN1 state y_i
             kf = _transformed(mw, v, _ln_linear(mw.wo, mw.g1)).transpose(0, 1).contiguous()  # (j, heads, H)
             a = (p * inv[None]).permute(2, 1, 0).contiguous()  # (j, i, heads): a_hij / std(y_i)
             own = (kf * a[diag, diag, :, None]).sum(1) + g(x, mw.g1, inv)  # T_i(x_i), the residual inside

@@ -7,14 +7,16 @@ real input: attention output, residual, LayerNorm 1, feed-forward, LayerNorm 2. 
 distance between its real and its altered layer output.
 
 Batched without T reruns of the layer: zeroing j takes ``w_ij = sum_h a_hij f_h(x_j)`` (:mod:`.decompose`) out of
-token i's attention output and nothing else, so every rerun is the real layer plus a difference. The differences
-are carried, not the states: LayerNorm 1's new std comes from float64 statistics of ``w_ij`` (no T^2 vectors), the
-change of LayerNorm 1's output, of the feed-forward's activations and of LayerNorm 2's output are computed as
-differences (``act(pre + d) - act(pre)``), and ``1 - cos`` from the part of the output's change orthogonal to the
-output, ``(v - u^2) / (q (q + 1 + u))`` with ``u = o.do / |o|^2``, ``v = |do|^2 / |o|^2``, ``q = sqrt(1 + 2u + v)``,
-never as 1 minus a number close to 1. The T^2-row tensors are float32 for a float32 model (float64 for a float64
-one): carried as differences they keep float32's relative precision (the tests compare with a float64 copy and
-with T plain reruns of the layer's own modules).
+token i's attention output and nothing else, so every rerun is the real layer plus a difference. The real layer is
+read from one forward pass of the model that records its sites (:data:`SITES`: values, probabilities, the
+residual stream, the LayerNorms' scales, the layer's output, the feed-forward's pre- and post-activation). The
+differences are carried, not the states: LayerNorm 1's new std comes from float64 statistics of ``w_ij`` (no T^2
+vectors), the change of LayerNorm 1's output, of the feed-forward's activations and of LayerNorm 2's output are
+computed as differences (``act(pre + d) - act(pre)``), and ``1 - cos`` from the part of the output's change
+orthogonal to the output, ``(v - u^2) / (q (q + 1 + u))`` with ``u = o.do / |o|^2``, ``v = |do|^2 / |o|^2``,
+``q = sqrt(1 + 2u + v)``, never as 1 minus a number close to 1. The T^2-row tensors are float32 for a float32
+model (float64 for a float64 one): carried as differences they keep float32's relative precision (the tests
+compare with a float64 copy and with T plain reruns of the layer's own modules).
 """
 
 from __future__ import annotations
@@ -22,11 +24,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .decompose import (F64, LayerMath, activation_, base_model, check_inputs, require_post_ln, row_blocks, run,
+from .decompose import (F64, LayerMath, activation_, base_model, check_inputs, record, require_post_ln, row_blocks,
                         work_dtype)
 
 #: elements of one block of the (zeroed token, T, I) activation changes (4 MB of float32; bench/bench_mixing.py)
 VZ_BLOCK = 1 << 20
+#: the block sites :func:`distances` reads (:func:`.decompose.record`)
+SITES = ("attn.hook_v", "attn.hook_pattern", "hook_resid_mid", "ln1.hook_scale", "mlp.hook_pre", "mlp.hook_post",
+         "hook_resid_post", "ln2.hook_scale", "ln2.hook_normalized")
 
 
 def value_zeroing(model, inputs: dict) -> np.ndarray:
@@ -48,37 +53,36 @@ def value_zeroing(model, inputs: dict) -> np.ndarray:
     """
     require_post_ln(model, "value_zeroing")
     base = base_model(model)
-    state = run(model, inputs)
+    rec = record(model, inputs, SITES)
     work = work_dtype(model)
-    t = state.tokens
-    out = torch.empty(len(state.probs), t, t, dtype=F64)
+    t = rec[0]["attn.hook_pattern"].shape[-1]
+    out = torch.empty(len(rec), t, t, dtype=F64)
     with torch.no_grad():
         for layer, module in enumerate(base.encoder.layer):
             m, mw = LayerMath(module, base.config), LayerMath(module, base.config, work)
-            out[layer] = distances(m, mw, state.hidden[layer].to(F64), state.probs[layer].to(F64)).T.cpu()
+            out[layer] = distances(m, mw, rec[layer]).T.cpu()
     total = out.sum(-1, keepdim=True)
     return torch.where(total > 0, out / total, torch.zeros_like(out)).numpy()
 
 
-def distances(m: LayerMath, mw: LayerMath, x: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+def distances(m: LayerMath, mw: LayerMath, sites: dict[str, torch.Tensor]) -> torch.Tensor:
     """Raw ``1 - cos`` of one layer, ``(T_j, T_i)`` float64 (zeroed token first). ``m``: the layer's float64
     weights; ``mw``: its weights in the dtype of the T^2-row arrays and of the feed-forward (the model's own when
-    float32: no copy). ``x (T, H)`` and ``probs (heads, T, T)`` float64."""
+    float32: no copy). ``sites``: the layer's recorded :data:`SITES` (batch axis dropped)."""
     work = mw.dtype
-    hid = x.shape[1]
-    f = m.head_vectors(x)  # (heads, T, H) f_hj, float64
-    y = torch.bmm(probs, f).sum(0) + m.bo + x  # (T, H) pre-LN1
+    probs = sites["attn.hook_pattern"].to(F64)  # (heads, T, T)
+    f = m.head_vectors(sites["attn.hook_v"])  # (heads, T, H) f_hj, float64
+    y = sites["hook_resid_mid"].to(F64)  # (T, H) pre-LN1
+    hid = y.shape[1]
     cy = y - y.mean(-1, keepdim=True)
-    var1 = (cy * cy).mean(-1)  # (T,)
-    inv1 = torch.rsqrt(var1 + m.eps1)
-    x1 = m.g1 * cy * inv1[:, None] + m.beta1
-    pre_w = x1.to(work) @ mw.w1.T + mw.b1  # (T, I)
-    act_w = mw.act(pre_w)
-    z = (act_w @ mw.w2.T + mw.b2).to(F64) + x1  # (T, H) pre-LN2: the changes below are taken from these
+    s1 = sites["ln1.hook_scale"].to(F64)[:, 0]  # (T,) sqrt(var1 + eps1)
+    var1, inv1 = s1 * s1 - m.eps1, 1 / s1
+    pre_w, act_w = sites["mlp.hook_pre"].to(work), sites["mlp.hook_post"].to(work)  # (T, I)
+    z = sites["hook_resid_post"].to(F64)  # (T, H) pre-LN2: the changes below are taken from these
     cz = z - z.mean(-1, keepdim=True)
-    var2 = (cz * cz).mean(-1)
-    inv2 = torch.rsqrt(var2 + m.eps2)
-    o = m.g2 * cz * inv2[:, None] + m.beta2  # (T, H) the layer's real output
+    s2 = sites["ln2.hook_scale"].to(F64)[:, 0]
+    var2, inv2 = s2 * s2 - m.eps2, 1 / s2
+    o = sites["ln2.hook_normalized"].to(F64)  # (T, H) the layer's real output
     # LayerNorm 1 of y_i - w_ij: var = var(y_i) - 2 cov(y_i, w_ij) + var(w_ij), from f without building w
     cf = f - f.mean(-1, keepdim=True)  # (heads, T, H)
     a = probs.permute(2, 1, 0).contiguous()  # (j, i, heads)
@@ -96,11 +100,11 @@ def distances(m: LayerMath, mw: LayerMath, x: torch.Tensor, probs: torch.Tensor)
     w2t = mw.w2.T
     cz_w, o_w, g2 = cz.to(work), o.to(work), m.g2.to(work)
     o_sq = (o * o).sum(-1)  # (i,)
-    out = torch.empty(a.shape[:2], dtype=F64, device=x.device)
+    out = torch.empty(a.shape[:2], dtype=F64, device=y.device)
     blocks = row_blocks(a.shape[0], a.shape[1] * qf.shape[2], VZ_BLOCK)
     size = blocks[0].stop - blocks[0].start
-    h_buf = torch.empty(size, *pre_w.shape, dtype=work, device=x.device)  # reused: no new large arrays per block
-    z_buf = torch.empty(size, *x.shape, dtype=work, device=x.device)
+    h_buf = torch.empty(size, *pre_w.shape, dtype=work, device=y.device)  # reused: no new large arrays per block
+    z_buf = torch.empty(size, *y.shape, dtype=work, device=y.device)
     for js in blocks:
         n = js.stop - js.start
         # LayerNorm 1's output change: d_inv * gamma1 * C y_i - inv' * gamma1 * C w_ij; W1 of it from qf, qy
