@@ -10,11 +10,16 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import streamlit as st  # noqa: E402
 
-from explorer import heavy, share, shared_mode, tour, warmup, widgets  # noqa: E402
+from explorer.server import heavy  # noqa: E402
+from explorer.server import share  # noqa: E402
+from explorer.server import shared_mode  # noqa: E402
+from explorer.tour import banner as tour  # noqa: E402
+from explorer.server import warmup  # noqa: E402
+from explorer import widgets  # noqa: E402
 
 st.set_page_config(page_title="BERT Explorer", page_icon=":material/hub:", layout="wide")
-shared_mode.guard()  # BERT_EXPLORER_SHARED: a server for others (explorer/shared_mode.py); stops on a bad config
-heavy.limit_threads()  # the server's torch threads, before any page computes (explorer/heavy.py: measured)
+shared_mode.guard()  # BERT_EXPLORER_SHARED: a server for others (explorer/server/shared_mode.py); stops on a bad config
+heavy.limit_threads()  # the server's torch threads, before any page computes (explorer/server/heavy.py: measured)
 
 FILES: dict[str, str] = {}  # page title -> file stem (the tour's banner needs to know which page is open)
 

@@ -3,7 +3,7 @@ installed package reads at run time but that live outside ``bertcore/`` and ``ex
 keeps one copy of each:
 
 - ``models/minilm-mlm/`` (the default fill-mask model, its SAEs and precomputed views) ->
-  ``bertcore/_shipped/minilm-mlm/`` (``bertcore.sources.SHIPPED_MLM_DIR`` looks there first);
+  ``bertcore/_shipped/minilm-mlm/`` (``bertcore.loading.sources.SHIPPED_MLM_DIR`` looks there first);
 - ``app.py`` -> ``bert_explorer_app.py`` at the top of site-packages: the app's page paths
   (``explorer/app_pages/<page>.py``) are relative to the main script's folder, which must hold ``explorer/``;
 - ``.streamlit/config.toml`` -> ``explorer/streamlit_config.toml`` (``explorer.cli`` passes its settings).
@@ -20,7 +20,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-#: clone path -> path in the built package (names read by bertcore/sources.py and explorer/cli.py)
+#: clone path -> path in the built package (names read by bertcore/loading/sources.py and explorer/cli.py)
 BUNDLED = {
     "models/minilm-mlm": "bertcore/_shipped/minilm-mlm",
     "app.py": "bert_explorer_app.py",

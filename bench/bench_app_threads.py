@@ -29,10 +29,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from timing import median_ms  # noqa: E402
 
-from bertcore import sources  # noqa: E402
+from bertcore.loading import sources  # noqa: E402
 from bertcore.analysis.grammar import minimal_pairs as MP  # noqa: E402
 from bertcore.analysis.grammar.scoring import pseudo_log_likelihood  # noqa: E402
-from bertcore.tokenizer import encode_batch  # noqa: E402
+from bertcore.tokenization.tokenizer import encode_batch  # noqa: E402
 
 SENTENCE = ("The old farmer who lives near the river said that his two dogs were happy to run across the fields, "
             "and the children laughed as they watched them chase the birds along the muddy bank until sunset.")

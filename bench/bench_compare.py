@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 import torch
 
-from bertcore import sources
+from bertcore.loading import sources
 from bertcore.analysis.attention import activations
 from bertcore.analysis.causal import attribution
 from bertcore.analysis.representations import compare

@@ -3,7 +3,7 @@
 Runs a recipe (``bertcore.training.recipes.RECIPES``, default ``scratch-fast``: the options the Train page
 launches) through the CLI for seeds 0..N-1, one run at a time, plus one more run of seed 0 while a second
 process keeps one core busy (a Python busy loop), then scores each run's last checkpoint loaded fresh in a
-new process (``python -m bertcore.train evaluate``: the project's loader, the run's own held-out split and
+new process (``python -m bertcore.training evaluate``: the project's loader, the run's own held-out split and
 fixed masks, and its probe). Prints one JSON line per run, then a table:
 
 - steps: done / planned (the calibration in run.json: what the time budget became on this machine);
@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from bertcore import runs as R  # noqa: E402
 from bertcore.analysis.papers.emergence import is_content_word, left_unigram_line  # noqa: E402
-from bertcore.train_config import TrainConfig  # noqa: E402
+from bertcore.training.config import TrainConfig  # noqa: E402
 from bertcore.training.recipes import RECIPES  # noqa: E402
 
 PLATEAU_MARGIN = 0.3  # nats below the unigram line: "left the plateau"
@@ -83,12 +83,12 @@ ENV = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
 
 
 def launch(cfg: TrainConfig, busy: bool, row: dict) -> subprocess.CompletedProcess:
-    """Run ``cfg`` through the CLI (``python -m bertcore.train``), beside a busy loop on one core if ``busy``;
+    """Run ``cfg`` through the CLI (``python -m bertcore.training``), beside a busy loop on one core if ``busy``;
     ``row`` gets ``wall_s`` and ``load_after``."""
     hog = subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) if busy else None
     try:
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "bertcore.train", *cfg.to_argv()], cwd=ROOT, env=ENV,
+        proc = subprocess.run([sys.executable, "-m", "bertcore.training", *cfg.to_argv()], cwd=ROOT, env=ENV,
                               capture_output=True, text=True)
         row["wall_s"] = round(time.perf_counter() - t0, 1)
         row["load_after"] = load_avg()
@@ -122,7 +122,7 @@ def run_one(recipe: str, seed: int, threads: int | None, minutes: float | None, 
 
 
 def score_fresh(run_dir: Path, threads: int | None = None) -> dict:
-    """Score a pretraining run's last checkpoint loaded fresh in a new process (``python -m bertcore.train
+    """Score a pretraining run's last checkpoint loaded fresh in a new process (``python -m bertcore.training
     evaluate``: the project's loader, the run's own held-out split, fixed masks and probe) against the unigram line
     its metrics log; a dict with ``step``, ``loss``, ``below_line`` (nats), ``acc_mask``, ``left_at_step`` and
     ``left_at_s`` (the run view's rule on the logged held-out losses), the probe's top 3 per [MASK],
@@ -134,7 +134,7 @@ def score_fresh(run_dir: Path, threads: int | None = None) -> dict:
     val = [x for x in records if x.get("split") == "val"]
     left = left_unigram_line([x["step"] for x in val], [x["mlm_loss"] for x in val], unigram, PLATEAU_MARGIN)
     left_s = next((x["time"] for x in val if x["step"] == left), None)
-    fresh = subprocess.run([sys.executable, "-m", "bertcore.train", "evaluate", "--checkpoint",
+    fresh = subprocess.run([sys.executable, "-m", "bertcore.training", "evaluate", "--checkpoint",
                             str(R.last_checkpoint(run_dir)), *(["--threads", str(threads)] if threads else [])],
                            cwd=ROOT, env=ENV, capture_output=True, text=True)
     if fresh.returncode:

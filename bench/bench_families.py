@@ -4,7 +4,7 @@
 
 For each family (BERT, RoBERTa, DistilBERT, ELECTRA, ModernBERT) a random ``transformers`` model of a
 tiny-but-not-trivial size (H=256, 4 layers, 4 heads, FFN 1024, ModernBERT 6 layers with a 64-token window so
-both layer kinds run) is saved and loaded by ``bertcore.sources.load``; both run float32 under ``no_grad`` with
+both layer kinds run) is saved and loaded by ``bertcore.loading.sources.load``; both run float32 under ``no_grad`` with
 ``output_attentions=True, output_hidden_states=True`` on the same ids. Runs alternate between the two models so
 machine noise hits both alike; prints the median milliseconds, the ratio of the medians and the median of the
 per-pair ratios bertcore / transformers (lower is better; the paired one is what a loaded machine distorts
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from bertcore import sources  # noqa: E402
+from bertcore.loading import sources  # noqa: E402
 
 V = 5000
 SIZE = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,

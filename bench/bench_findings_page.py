@@ -29,7 +29,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from bertcore.modeling.config import BertConfig  # noqa: E402
 from bertcore.modeling.heads import BertForPreTraining  # noqa: E402
 from bertcore.modeling.model import BertModel  # noqa: E402
-from bertcore.sources import PACKAGED, ModelSource, packaged_model_dir  # noqa: E402
+from bertcore.loading.sources import PACKAGED, ModelSource, packaged_model_dir  # noqa: E402
 
 PAGES = ROOT / "explorer" / "app_pages"
 

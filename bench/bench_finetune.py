@@ -4,7 +4,7 @@ Runs the fine-tuning defaults (``TrainConfig.create("finetune")``: the packaged 
 positive vs negative; what the Train page launches) through the CLI for seeds 0..N-1 under each condition, one run
 at a time: ``idle:5`` = a 5-minute budget on an otherwise idle machine, ``busy:10`` = the 10-minute default while a
 second process keeps one core busy (a Python busy loop, as a browser or a video call does). Each run's last
-checkpoint is scored fresh in a new process (``python -m bertcore.train evaluate --split test``: the project's
+checkpoint is scored fresh in a new process (``python -m bertcore.training evaluate --split test``: the project's
 loader, the run's own test split) and set beside the TF-IDF + logistic regression baseline the run fitted on the
 same split (``results.json``). Prints one JSON line per run, then a table: steps done (the calibration's plan),
 threads, test accuracy and macro F1 of BERT and of the baseline, and the difference in F1 points. The
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_demo_runs import ENV, launch, load_avg, parse_set  # noqa: E402
 from bertcore import runs as R  # noqa: E402
-from bertcore.train_config import TrainConfig  # noqa: E402
+from bertcore.training.config import TrainConfig  # noqa: E402
 
 GOAL_POINTS = 3.0  # the goal: test macro F1 at least this many points above the TF-IDF baseline's
 
@@ -69,7 +69,7 @@ def run_one(seed: int, busy: bool, minutes: float, root: Path, threads: int | No
     if proc.returncode:
         return {**row, "error": (proc.stderr or proc.stdout)[-600:]}
     results = R.read_results(run_dir) or {}
-    fresh = subprocess.run([sys.executable, "-m", "bertcore.train", "evaluate", "--split", "test", "--checkpoint",
+    fresh = subprocess.run([sys.executable, "-m", "bertcore.training", "evaluate", "--split", "test", "--checkpoint",
                             str(R.last_checkpoint(run_dir))], cwd=ROOT, env=ENV, capture_output=True, text=True)
     if fresh.returncode:
         return {**row, "error": "evaluate: " + fresh.stderr[-600:]}

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from bertcore import sources  # noqa: E402
+from bertcore.loading import sources  # noqa: E402
 
 
 def time_once(fn) -> float:

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from timing import median_ms  # noqa: E402
 
-from bertcore import sources  # noqa: E402
+from bertcore.loading import sources  # noqa: E402
 from bertcore.analysis.grammar import minimal_pairs as MP  # noqa: E402
 from bertcore.analysis.grammar.scoring import pseudo_log_likelihood  # noqa: E402
 

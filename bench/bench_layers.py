@@ -28,7 +28,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from timing import median_ms  # noqa: E402
 
-from bertcore import encode, sources  # noqa: E402
+from bertcore import encode  # noqa: E402
+from bertcore.loading import sources  # noqa: E402
 from bertcore.analysis.representations import corpus_search, logit_lens, probes, syntax  # noqa: E402
 from bertcore.analysis.papers import evalset, published  # noqa: E402
 from bertcore.analysis.causal import patching  # noqa: E402

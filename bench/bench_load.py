@@ -163,7 +163,7 @@ DIAGNOSE = """(t0) => {
             skeleton: document.querySelectorAll('[data-testid="stSkeleton"]').length,
             charts_undrawn: charts.filter(el => !el.querySelector('.main-svg')).length, url: location.pathname};
 }"""
-WARMED = "BERT Explorer: warm-up done"  # what explorer/warmup.py prints when it has finished
+WARMED = "BERT Explorer: warm-up done"  # what explorer/server/warmup.py prints when it has finished
 
 
 async def classroom(n: int, port: int, timeout_s: float, client_cpus: str | None, warm_s: float,
@@ -181,7 +181,7 @@ async def classroom(n: int, port: int, timeout_s: float, client_cpus: str | None
             await tab.goto(f"http://127.0.0.1:{port}/", timeout=timeout_s * 1000)
             await settle(tab, 0.0, timeout_s)
             await teacher.close()
-            for _ in range(int(warm_s * 4)):  # the server's warm-up thread (explorer/warmup.py) imports the rest
+            for _ in range(int(warm_s * 4)):  # the server's warm-up thread (explorer/server/warmup.py) imports the rest
                 if WARMED in log.read_text(errors="replace"):
                     break
                 await asyncio.sleep(0.25)

@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bertcore.masking import eligible_positions, mask_tokens  # noqa: E402
+from bertcore.tokenization.masking import eligible_positions, mask_tokens  # noqa: E402
 
 # ids of a bert-base-uncased-like vocabulary; the benchmark reads them from a tokenizer when one
 # loads (the packaged model's), and only falls back to these for a bare environment
@@ -33,7 +33,7 @@ FALLBACK = {"pad": 0, "cls": 101, "sep": 102, "mask": 103, "vocab": 30522}
 def special_ids() -> dict[str, int]:
     """[PAD]/[CLS]/[SEP]/[MASK] ids and the vocabulary size, from the packaged tokenizer if it loads."""
     try:
-        from bertcore.sources import load_tokenizer, packaged_model_dir
+        from bertcore.loading.sources import load_tokenizer, packaged_model_dir
 
         tok = load_tokenizer(packaged_model_dir())
         return {"pad": tok.pad_token_id, "cls": tok.cls_token_id, "sep": tok.sep_token_id,

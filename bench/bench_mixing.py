@@ -24,9 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from bertcore import data, sources
+from bertcore import data
+from bertcore.loading import sources
 from bertcore.analysis.attention import decompx, mixing
-from bertcore.tokenizer import encode
+from bertcore.tokenization.tokenizer import encode
 from timing import median_ms
 
 

@@ -26,7 +26,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from timing import median_ms  # noqa: E402
 
-from bertcore import encode, sources  # noqa: E402
+from bertcore import encode  # noqa: E402
+from bertcore.loading import sources  # noqa: E402
 from bertcore.analysis.causal import patching  # noqa: E402
 
 CLEAN = ("The old keys that the tired farmer left near the red doors of the small white house on the hill last "

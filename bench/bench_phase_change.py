@@ -2,7 +2,7 @@
 
 Runs the recipe (``bertcore.training.recipes.RECIPES["phase-change"]``, the options the page launches) through
 the CLI once per seed, then recomputes the last checkpoint's held-out metrics in a fresh process
-(``python -m bertcore.train evaluate``) and reads the run's own reference (unigram loss, most-frequent-token
+(``python -m bertcore.training evaluate``) and reads the run's own reference (unigram loss, most-frequent-token
 rate). A seed "leaves the plateau" when, from the last checkpoint loaded fresh, the held-out MLM loss is at
 least 1 nat below the unigram line and the accuracy at [MASK] is at least 3x the most-frequent-token rate.
 Also reports when the logged held-out loss first went 1 nat below the line (step and seconds of training).
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bertcore import runs as R  # noqa: E402
-from bertcore.train_config import TrainConfig  # noqa: E402
+from bertcore.training.config import TrainConfig  # noqa: E402
 from bertcore.training.recipes import RECIPES  # noqa: E402
 
 LOSS_MARGIN, ACC_FACTOR = 1.0, 3.0
@@ -36,7 +36,7 @@ def run_seed(recipe: str, seed: int, threads: int, minutes: float | None, root: 
     cfg = TrainConfig.create("pretrain", **r.options, max_time=minutes or r.minutes, threads=threads, lock="none",
                              seed=seed, run_dir=str(run_dir))
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run([sys.executable, "-m", "bertcore.train", *cfg.to_argv()], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "bertcore.training", *cfg.to_argv()], cwd=ROOT, env=env,
                           capture_output=True, text=True)
     if proc.returncode:
         return {"seed": seed, "error": proc.stderr[-600:]}
@@ -45,7 +45,7 @@ def run_seed(recipe: str, seed: int, threads: int, minutes: float | None, root: 
     unigram, rate = ref["unigram_loss"], ref["most_frequent_token_rate"]
     val = [x for x in records if x.get("split") == "val"]
     below = next((x for x in val if x["mlm_loss"] <= unigram - LOSS_MARGIN), None)
-    fresh = subprocess.run([sys.executable, "-m", "bertcore.train", "evaluate", "--checkpoint",
+    fresh = subprocess.run([sys.executable, "-m", "bertcore.training", "evaluate", "--checkpoint",
                             str(R.last_checkpoint(run_dir))], cwd=ROOT, env=env, capture_output=True, text=True)
     got = json.loads(fresh.stdout.strip().splitlines()[-1])
     train = [x for x in records if x.get("split") == "train" and x.get("tokens_per_s")]

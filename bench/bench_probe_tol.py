@@ -33,7 +33,7 @@ def main() -> None:
 
     from bertcore.analysis import shipped
     from bertcore.analysis.representations import probes as P
-    from bertcore.sources import PACKAGED_MLM, load
+    from bertcore.loading.sources import PACKAGED_MLM, load
 
     loaded = load(PACKAGED_MLM)
     parsed = shipped.syntax(loaded, args.segments).compute(None).segments

@@ -1,5 +1,5 @@
 """The Embedding projector (docs/projector.md): seconds by number of points and method, on the shipped MiniLM-MLM and
-held-out State of the Union sentences, split into the steps the page runs (``bertcore.analysis.projector.view``).
+held-out State of the Union sentences, split into the steps the page runs (``bertcore.analysis.projector_view.view``).
 
     nice -n 19 python bench/bench_projector.py [--points 2000 10000 50000] [--layer 3] [--threads 2]
 
@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from bertcore import sources  # noqa: E402
-from bertcore.analysis import projector as PV  # noqa: E402
+from bertcore.loading import sources  # noqa: E402
+from bertcore.analysis import projector_view as PV  # noqa: E402
 from bertcore.analysis.representations import projector as P  # noqa: E402
 
 

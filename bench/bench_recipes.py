@@ -1,6 +1,6 @@
 """Which from-scratch pretraining recipe leaves the MLM plateau fastest on this machine's CPU?
 
-Each recipe is a real run of the project's CLI (``python -m bertcore.train pretrain ... --max-time M``)
+Each recipe is a real run of the project's CLI (``python -m bertcore.training pretrain ... --max-time M``)
 into a temporary run directory; the table reads its held-out evaluations (``metrics.jsonl``,
 ``split == "val"``) at 1, 2, 5 and 10 minutes of training: accuracy at [MASK] positions (the honest
 number: no copying), MLM loss against the run's own unigram (frequency-only) loss, tokens/s, and the
@@ -100,7 +100,7 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def run_recipe(name: str, options: list[str], minutes: float, threads: int, root: Path, label: str) -> dict:
     run_dir = root / label.replace(" ", "_").replace("(", "").replace(")", "")
-    cmd = [sys.executable, "-m", "bertcore.train", "pretrain", *COMMON, *options, "--max-time", str(minutes),
+    cmd = [sys.executable, "-m", "bertcore.training", "pretrain", *COMMON, *options, "--max-time", str(minutes),
            "--threads", str(threads), "--run-dir", str(run_dir)]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
@@ -132,11 +132,11 @@ def run_recipe(name: str, options: list[str], minutes: float, threads: int, root
 
 def fresh_evaluation(run_dir: Path) -> dict | None:
     """The last checkpoint's held-out [MASK] accuracy and loss recomputed in a new process
-    (``python -m bertcore.train evaluate``), to set beside what the run logged."""
+    (``python -m bertcore.training evaluate``), to set beside what the run logged."""
     ckpts = sorted((run_dir / "checkpoints").glob("step-*"))
     if not ckpts:
         return None
-    proc = subprocess.run([sys.executable, "-m", "bertcore.train", "evaluate", "--checkpoint", str(ckpts[-1])],
+    proc = subprocess.run([sys.executable, "-m", "bertcore.training", "evaluate", "--checkpoint", str(ckpts[-1])],
                           cwd=ROOT, capture_output=True, text=True)
     if proc.returncode:
         return {"error": proc.stderr[-400:]}

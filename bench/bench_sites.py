@@ -24,7 +24,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from timing import median_ms  # noqa: E402
 
-from bertcore import encode, sources  # noqa: E402
+from bertcore import encode  # noqa: E402
+from bertcore.loading import sources  # noqa: E402
 
 TEXT = ("The keys to the cabinet that the old man in the grey coat had left by the door of the house are on the "
         "table, and the children who live next door know it. ") * 6

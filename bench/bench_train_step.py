@@ -37,9 +37,9 @@ import torch  # noqa: E402
 from bertcore.modeling.config import preset  # noqa: E402
 from bertcore.modeling.hf_format import read_config_file  # noqa: E402
 from bertcore.modeling.heads import BertForPreTraining  # noqa: E402
-from bertcore.masking import mask_tokens, selected_positions  # noqa: E402
+from bertcore.tokenization.masking import mask_tokens, selected_positions  # noqa: E402
 from bertcore.training import autocast, make_optimizer  # noqa: E402
-from bertcore.train_config import COMPILE_MODES  # noqa: E402
+from bertcore.training.config import COMPILE_MODES  # noqa: E402
 from bertcore.training.dist import compile_encoder  # noqa: E402
 
 MASK_ID, CLS_ID, SEP_ID = 103, 101, 102

@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from bertcore import BertForPreTraining, data, sources  # noqa: E402
+from bertcore import BertForPreTraining, data  # noqa: E402
+from bertcore.loading import sources  # noqa: E402
 from bertcore.analysis.attention import activations
 from bertcore.analysis.attention import ablation, neurons, rollout, words  # noqa: E402
 from explorer.figures import ablation as abl_figures  # noqa: E402

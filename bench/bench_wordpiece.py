@@ -1,6 +1,6 @@
 """The corpus WordPiece vocabulary: what determinism costs, and how finely each vocabulary cuts text.
 
-``bertcore.wordpiece.train_wordpiece`` runs the ``tokenizers`` WordPiece trainer twice (plus a
+``bertcore.tokenization.wordpiece.train_wordpiece`` runs the ``tokenizers`` WordPiece trainer twice (plus a
 character count) so that the same corpus always gives the same ids; a single bare run of the
 trainer is the reference, timed in the same run. Then, for each vocabulary, WordPiece pieces per
 whitespace word on every 10th BBC document (part of the ``bbc`` corpus itself, so in-domain for a
@@ -24,9 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bertcore import data as D
-from bertcore import sources
-from bertcore.tokenizer import load_tokenizer, vocab_md5
-from bertcore.wordpiece import SPECIAL_TOKENS, train_wordpiece
+from bertcore.loading import sources
+from bertcore.tokenization.tokenizer import load_tokenizer, vocab_md5
+from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, train_wordpiece
 
 
 def bare_trainer(texts: list[str], vocab_size: int) -> int:

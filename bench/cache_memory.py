@@ -55,7 +55,8 @@ def limits(path: Path, name: str) -> tuple[int | None, str | None]:
 
 
 def main() -> None:
-    from bertcore import encode, sources
+    from bertcore import encode
+    from bertcore.loading import sources
     from bertcore.analysis.attention import activations, rollout
     from bertcore.analysis.attention.words import merge_attention, word_groups
     from bertcore.analysis.representations import logit_lens

@@ -3,12 +3,12 @@
     python bench/device_pretrain.py pack DIR -- pretrain --init models/minilm-mlm --corpus everyday ...   # here
     python bench/device_pretrain.py train DIR -- pretrain --init models/minilm-mlm --corpus everyday ...  # there
 
-``pack`` runs the real data pipeline of ``python -m bertcore.train`` for those options
+``pack`` runs the real data pipeline of ``python -m bertcore.training`` for those options
 (:meth:`bertcore.training.tasks.PretrainTask.load_data`) and records what it read from the machine: each part's
 WordPiece ids (:func:`bertcore.data.corpora.tokenized_corpus`), the training documents' sentences and the mined
 counterfactual pairs (:mod:`bertcore.data.agreement_training`, which needs spaCy). It writes them to ``DIR``
 (compressed, a few MB) with a digest of the NSP pairs and agreement rows they give. ``train`` serves those
-recordings in place of the three readers and runs ``bertcore.train``'s own ``main`` with the
+recordings in place of the three readers and runs ``bertcore.training.cli``'s own ``main`` with the
 same options, so the run's training pairs, masks and schedule are the ones a machine with the corpora would use
 (the digest is checked before the first step). Everything else is the product's code path: device, bf16
 autocast, checkpoints, metrics.
@@ -29,7 +29,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bertcore import train as T  # noqa: E402
+from bertcore.training import cli as T  # noqa: E402
 from bertcore.data import agreement_training as AT  # noqa: E402
 from bertcore.data import corpora  # noqa: E402
 from bertcore.data.counterfactual import AgreementItem, MiningStats  # noqa: E402
@@ -73,7 +73,7 @@ def readers(tokenized_corpus, training_documents, mine):
 
 
 def pack(out: Path, argv: list[str]) -> str:
-    """Build the data of ``argv`` (``python -m bertcore.train`` options) and record it in ``out``; returns the
+    """Build the data of ``argv`` (``python -m bertcore.training`` options) and record it in ``out``; returns the
     digest of its rows."""
     out.mkdir(parents=True, exist_ok=True)
     cfg = T.to_config(T.parse_args(argv))
@@ -154,7 +154,7 @@ def replaying(src: Path):
 
 
 def replay(src: Path, argv: list[str]) -> int:
-    """Run ``python -m bertcore.train`` with ``argv``, its data read from ``src`` (:func:`replaying`); returns its
+    """Run ``python -m bertcore.training`` with ``argv``, its data read from ``src`` (:func:`replaying`); returns its
     exit status."""
     with replaying(src):
         return T.main(argv)
@@ -168,7 +168,7 @@ def main() -> None:
     elif mode == "train":
         sys.exit(replay(Path(folder), argv))
     else:
-        raise SystemExit("usage: device_pretrain.py pack|train DIR -- <python -m bertcore.train options>")
+        raise SystemExit("usage: device_pretrain.py pack|train DIR -- <python -m bertcore.training options>")
 
 
 if __name__ == "__main__":

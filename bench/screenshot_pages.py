@@ -10,7 +10,7 @@ the page's last DOM change once Streamlit's run has ended and every chart has dr
 "settled" rule of ``bench/bench_page_load.py``). ``--click``: the first page by its URL, every other page by a
 click on its sidebar link in the same tab, timed from the click (how a student moves through the app; the
 browser keeps Streamlit's scripts and connection). ``--read S`` (default 20): seconds between the first page and
-the next, as a student reads it (the server's warm-up, ``explorer/warmup.py``, runs then; 0 to time pages back
+the next, as a student reads it (the server's warm-up, ``explorer/server/warmup.py``, runs then; 0 to time pages back
 to back). ``--compare`` prints, per page, the share of pixels that
 differ between two shot folders (same size required) and writes a diff image where they do.
 Needs ``/usr/bin/chromium`` (``bash .ci/install-browser.sh``). Prints the load average before and after.

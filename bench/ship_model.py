@@ -34,10 +34,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bertcore import data as D  # noqa: E402
-from bertcore import masking  # noqa: E402
+from bertcore.tokenization import masking  # noqa: E402
 from bertcore.analysis.grammar import minimal_pairs as MP  # noqa: E402
 from bertcore.modeling.heads import BertForPreTraining  # noqa: E402
-from bertcore.tokenizer import load_tokenizer, save_tokenizer  # noqa: E402
+from bertcore.tokenization.tokenizer import load_tokenizer, save_tokenizer  # noqa: E402
 from model_card import TRAINING_FILE, card, stages  # noqa: E402
 
 CLOZE_SETS = {"news": ROOT / "bench" / "data" / "cloze_news.tsv",

@@ -20,12 +20,12 @@ from .modeling.heads import BertForMaskedLM, BertForPreTraining, BertForSequence
 from .modeling.interventions import Interventions, act_name, block_output_site, hidden_state_site
 from .modeling.model import BertModel, BertModelOutput
 from .modeling.checkpoint import CheckpointError, LoadReport
-from .tokenizer import Encoding, TextError, TokenizerError, encode, load_tokenizer
+from .tokenization.tokenizer import Encoding, TextError, TokenizerError, encode, load_tokenizer
 
 #: loaded on first use (``bertcore.load``, ``bertcore.analysis``...): ``import bertcore`` stays light
-LAZY = {"load": ("sources", "load"), "ModelSource": ("sources", "ModelSource"),
-        "LoadedModel": ("sources", "LoadedModel"), "SourceError": ("sources", "SourceError"),
-        "analysis": ("analysis", None), "sae": ("sae", None), "sources": ("sources", None)}
+LAZY = {"load": ("loading.sources", "load"), "ModelSource": ("loading.sources", "ModelSource"),
+        "LoadedModel": ("loading.sources", "LoadedModel"), "SourceError": ("loading.sources", "SourceError"),
+        "analysis": ("analysis", None), "sae": ("sae", None), "sources": ("loading.sources", None)}
 
 __all__ = [
     "PRESETS", "BertConfig", "ConfigError", "preset", "InputError", "BertModel", "BertModelOutput",

@@ -2,7 +2,7 @@
 rows and a 2-D principal-component projection.
 
 The lowest layer of ``bertcore`` beside :mod:`bertcore.modeling.config` (numpy and scikit-learn only): both
-:mod:`bertcore.positional` and :mod:`bertcore.analysis` import it, so neither imports the other.
+:mod:`bertcore.readouts.positional` and :mod:`bertcore.analysis` import it, so neither imports the other.
 """
 
 from __future__ import annotations

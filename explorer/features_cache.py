@@ -12,7 +12,7 @@ from bertcore.sae import explore
 from bertcore.sae import features as sae_features
 from bertcore.sae import io as sae_io
 from bertcore.sae.report import QUICK_SENTENCES, SHIPPED_SENTENCES, feature_params
-from bertcore.sources import LoadedModel
+from bertcore.loading.sources import LoadedModel
 
 
 def stamp(folder: str | Path) -> tuple:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from bertcore.analysis import shipped
-from bertcore.sources import LoadedModel, ModelSource, load
+from bertcore.loading.sources import LoadedModel, ModelSource, load
 
 
 @st.cache_resource(show_spinner=False)
@@ -135,7 +135,8 @@ def probes(key: tuple[str, ...], n_segments: int, _loaded: LoadedModel, progress
 def checkpoint_summary(folder: str, stamp: str, run_key: str, n_segments: int, max_tokens: int) -> dict[str, float]:
     """:func:`bertcore.analysis.papers.emergence.summary` of one run checkpoint on ``n_segments`` held-out segments
     of at most ``max_tokens`` tokens (the model is loaded, run and dropped, not kept). The segments are keyed
-    on ``run_key`` (the run folder) and the tokenizer's vocabulary; ``stamp`` (:func:`bertcore.sources.files_stamp`)
+    on ``run_key`` (the run folder) and the tokenizer's vocabulary; ``stamp``
+    (:func:`bertcore.loading.sources.files_stamp`)
     keys the cache only.
     """
     from bertcore.analysis.papers import emergence, evalset

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from bertcore import anatomy
+from bertcore.readouts import anatomy
 from bertcore.analysis.attention import activations
 from bertcore.analysis.representations import similarity
 from bertcore.analysis.attention import ablation, neurons, rollout
@@ -20,12 +20,12 @@ from bertcore.analysis.causal import attribution as attribution_mod
 from bertcore.analysis.representations import compare as compare_mod
 from bertcore.analysis.attention.words import WordGroups, merge_attention, word_groups
 from bertcore.modeling.config import PRESETS
-from bertcore.sources import LoadedModel, ModelSource, files_stamp, load
+from bertcore.loading.sources import LoadedModel, ModelSource, files_stamp, load
 
 
 def source_key(source: ModelSource) -> tuple[str, str, str]:
     """The part of a :class:`ModelSource` that identifies its weights: ``(kind, ref, files stamp)``; the stamp
-    (:func:`bertcore.sources.files_stamp`: sizes and modification times) changes when the folder's files are
+    (:func:`bertcore.loading.sources.files_stamp`: sizes and modification times) changes when the folder's files are
     rewritten, so no cache below serves results of the old files."""
     return (source.kind, source.ref, files_stamp(source))
 
@@ -40,7 +40,7 @@ def load_model(source: ModelSource) -> LoadedModel:
     shared by every session (never mutate it).
 
     Raises:
-        bertcore.sources.SourceError: the model cannot be found or read (not cached: a later
+        bertcore.loading.sources.SourceError: the model cannot be found or read (not cached: a later
             call tries again).
     """
     return _load_cached(source.kind, source.ref, source.label, files_stamp(source))
@@ -115,19 +115,20 @@ def bert_base_uncased_tokenizer():
     loaded once and shared (read-only).
 
     Raises:
-        bertcore.sources.SourceError: the packaged model is not installed;
-        bertcore.tokenizer.TokenizerError: its tokenizer files are unusable.
+        bertcore.loading.sources.SourceError: the packaged model is not installed;
+        bertcore.tokenization.tokenizer.TokenizerError: its tokenizer files are unusable.
     """
-    from bertcore.sources import packaged_model_dir
-    from bertcore.tokenizer import load_tokenizer
+    from bertcore.loading.sources import packaged_model_dir
+    from bertcore.tokenization.tokenizer import load_tokenizer
 
     return load_tokenizer(packaged_model_dir())
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def has_bert_base_uncased_vocab(key: tuple[str, ...], _loaded: LoadedModel) -> bool:
-    """:func:`bertcore.tokenizer.is_bert_base_uncased` of the model's tokenizer, cached per source ``key``."""
-    from bertcore.tokenizer import is_bert_base_uncased
+    """:func:`bertcore.tokenization.tokenizer.is_bert_base_uncased` of the model's tokenizer, cached per source
+    ``key``."""
+    from bertcore.tokenization.tokenizer import is_bert_base_uncased
 
     return is_bert_base_uncased(_loaded.tokenizer)
 
@@ -233,11 +234,12 @@ def heldout_mlm_loss(key: tuple[str, ...], off: tuple[tuple[int, int], ...], mod
 @st.cache_resource(show_spinner="Running the model step by step ...", max_entries=8, ttl="1h")
 def forward_trace(key: tuple[str, ...], input_ids: tuple[int, ...], token_type_ids: tuple[int, ...], token: int,
                   layer: int, head: int, _loaded: LoadedModel):
-    """:func:`bertcore.forward_pass.trace` of one encoded sequence, cached per ``(key, ids, segments, token, layer,
+    """:func:`bertcore.readouts.forward_pass.trace` of one encoded sequence, cached per ``(key, ids, segments, token,
+    layer,
     head)`` (a resource: the tensors are shared read-only, never edited by a page). Raises what ``trace`` raises."""
     import torch
 
-    from bertcore import forward_pass
+    from bertcore.readouts import forward_pass
 
     return forward_pass.trace(_loaded.model, torch.tensor([input_ids]), token, layer, head,
                               torch.tensor([token_type_ids]))
@@ -258,7 +260,7 @@ def pll(key: tuple[str, ...], text: str, metric: str, _loaded: LoadedModel):
 @st.cache_data(show_spinner="Fitting the position regression ...", max_entries=8)
 def position_regression(key: tuple[str, ...], _loaded: LoadedModel) -> dict[str, dict]:
     """Wang & Chen 2020's 5-fold linear position regression on the model's whole learned table and on a
-    sinusoidal table of the same size (:func:`bertcore.positional.regression_summary`, or its result shipped
+    sinusoidal table of the same size (:func:`bertcore.readouts.positional.regression_summary`, or its result shipped
     beside the model: :mod:`bertcore.analysis.shipped`), cached per model.
 
     Returns:
@@ -302,8 +304,8 @@ def mixing_maps(key: tuple[str, ...], text: str, text_pair: str | None, method: 
 
 def mlm_encoding(text: str, text_pair: str | None, _loaded: LoadedModel):
     """The encoding the fill-mask views explain: ``[MASK]`` markers normalised, cut to what the model reads."""
-    from bertcore.fill_mask import normalise_mask_markers
-    from bertcore.tokenizer import encode
+    from bertcore.readouts.fill_mask import normalise_mask_markers
+    from bertcore.tokenization.tokenizer import encode
 
     tok = _loaded.tokenizer
     return encode(tok, normalise_mask_markers(text, tok),

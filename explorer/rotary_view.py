@@ -8,9 +8,9 @@ import numpy as np
 import streamlit as st
 import torch
 
-from bertcore import positional
+from bertcore.readouts import positional
 from bertcore.modeling import rotary
-from bertcore.sources import LoadedModel
+from bertcore.loading.sources import LoadedModel
 from explorer import resources, widgets
 from explorer.figures import rotary as rotary_figures
 

@@ -14,10 +14,12 @@ import streamlit as st
 from bertcore.modeling.checkpoint import CheckpointError
 from bertcore.modeling.config import ConfigError
 from bertcore.modeling.embeddings import InputError
-from bertcore.sources import DEFAULT, PACKAGED_SOURCES, LoadedModel, ModelSource, SourceError, list_run_sources
-from bertcore.tokenizer import TextError
+from bertcore.loading.sources import DEFAULT, PACKAGED_SOURCES, LoadedModel, ModelSource, SourceError, list_run_sources
+from bertcore.tokenization.tokenizer import TextError
 
-from . import resources, share, shared_mode
+from . import resources
+from .server import share
+from .server import shared_mode
 
 SOURCE_KEY = "model_source"  # the ModelSource every page uses
 ERROR_KEY = "model_error"  # message of the last failed load (shown in the sidebar)
@@ -28,12 +30,12 @@ KINDS = {
     "hub": "Hugging Face Hub id",
     "run": "Checkpoint of a training run",
 }
-SERVER_KIND = "server"  # shared mode: the folders the operator lists (explorer.shared_mode), by label
+SERVER_KIND = "server"  # shared mode: the folders the operator lists (explorer.server.shared_mode), by label
 SERVER_LABEL = "Listed by this server's operator"
 
 
 def picker_kinds(settings: shared_mode.Settings | None = None) -> dict[str, str]:
-    """The model picker's sources: :data:`KINDS` for a single user; on a shared server (``explorer.shared_mode``)
+    """The model picker's sources: :data:`KINDS` for a single user; on a shared server (``explorer.server.shared_mode``)
     the packaged models, the operator's folders (if any), run checkpoints, and the hub only if the operator
     allows it (no typed folder path)."""
     s = shared_mode.settings() if settings is None else settings
@@ -50,7 +52,7 @@ def picker_kinds(settings: shared_mode.Settings | None = None) -> dict[str, str]
 
 def source_refusal(source: ModelSource) -> str | None:
     """Why this session may not load ``source`` (shared mode: a typed path, a hub id without the operator's
-    leave), or None. :func:`explorer.shared_mode.source_refusal` with this server's run checkpoints."""
+    leave), or None. :func:`explorer.server.shared_mode.source_refusal` with this server's run checkpoints."""
     s = shared_mode.settings()
     if not s.enabled or source.kind in ("packaged", "hub", "local"):
         return shared_mode.source_refusal(source.kind, source.ref, s=s)
@@ -241,8 +243,9 @@ def text_or_pair(prefix: str, default: str, default_pair: str, pair_default: boo
     """A text area, and a second one for sentence B when the pair toggle is on.
 
     Returns ``(text, text_pair)``; ``text_pair`` is None without the toggle. Values are
-    returned raw: :func:`bertcore.tokenizer.encode` checks them (empty, too long ...). The three are kept in
-    the URL (:func:`explorer.share.shareable`).
+    returned raw: :func:`bertcore.tokenization.tokenizer.encode` checks them (empty, too long ...). The three are
+    kept in
+    the URL (:func:`explorer.server.share.shareable`).
     """
     share.shareable({f"{prefix}_text": share.text, f"{prefix}_pair_on": share.boolean, f"{prefix}_text_b": share.text})
     pair = st.toggle("Sentence pair (A + B, as in next-sentence prediction)", value=pair_default,

@@ -30,20 +30,20 @@ sys.path.insert(0, str(ROOT))
 SCRATCH = Path(tempfile.mkdtemp(prefix="bert-explorer-tests-"))
 os.environ["BERT_EXPLORER_CACHE"] = str(SCRATCH / "cache")
 os.environ["BERT_EXPLORER_RUNS"] = str(SCRATCH / "runs")
-os.environ["BERT_EXPLORER_WARMUP"] = "0"  # explorer/warmup.py: no import thread beside the tests
+os.environ["BERT_EXPLORER_WARMUP"] = "0"  # explorer/server/warmup.py: no import thread beside the tests
 atexit.register(shutil.rmtree, SCRATCH, ignore_errors=True)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-# AppTests run the pages in this process: keep torch's default thread count here (explorer/heavy.py would set
+# AppTests run the pages in this process: keep torch's default thread count here (explorer/server/heavy.py would set
 # half the cores when a page loads a model); the browser tests' server drops this and runs the app's default
 os.environ.setdefault("BERT_EXPLORER_THREADS", str(torch.get_num_threads()))
 
 from bertcore import BertConfig  # noqa: E402
-from bertcore.sources import packaged_model_dir  # noqa: E402
-from bertcore.tokenizer import load_tokenizer  # noqa: E402
+from bertcore.loading.sources import packaged_model_dir  # noqa: E402
+from bertcore.tokenization.tokenizer import load_tokenizer  # noqa: E402
 
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 # A tiny BERT with the packaged WordPiece vocabulary; the builders below start from these fields.
@@ -59,7 +59,7 @@ SMALL_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "dog"
 @pytest.fixture(scope="session")
 def packaged():
     """The packaged all-MiniLM-L6-v2 as a bertcore ``LoadedModel`` (loaded once per session)."""
-    from bertcore import sources
+    from bertcore.loading import sources
 
     return sources.load(sources.PACKAGED)
 
@@ -163,7 +163,7 @@ def random_attention(rng, layers: int = 4, heads: int = 3, t: int = 7):
 def tiny_nsp(tmp_path_factory):
     """A tiny transformers BertForPreTraining (:func:`hf_folder`) loaded by bertcore: (LoadedModel, the
     transformers model), for next-sentence checks."""
-    from bertcore import sources
+    from bertcore.loading import sources
 
     folder, hf = hf_folder(tmp_path_factory.mktemp("nsp"), "BertForPreTraining", seed=3)
     return sources.load(sources.ModelSource("local", str(folder), "tiny NSP")), hf

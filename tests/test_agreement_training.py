@@ -13,10 +13,10 @@ from bertcore.data import agreement_training as AT
 from bertcore.data import counterfactual as CF
 from bertcore.data.corpora import CORPORA, Corpus
 from bertcore.modeling.heads import BertForPreTraining
-from bertcore.masking import MASKED, NOT_SELECTED, mask_tokens
-from bertcore.tokenizer import load_tokenizer
-from bertcore.train import build_parser
-from bertcore.train_config import OptionError, TrainConfig
+from bertcore.tokenization.masking import MASKED, NOT_SELECTED, mask_tokens
+from bertcore.tokenization.tokenizer import load_tokenizer
+from bertcore.training.cli import build_parser
+from bertcore.training.config import OptionError, TrainConfig
 from bertcore.training.losses import margin_loss, verb_logit_diff
 from bertcore.training.tasks import PretrainTask
 

@@ -1,4 +1,4 @@
-"""bertcore.anatomy: parameter tables and counts equal transformers', presets counted on `meta`,
+"""bertcore.readouts.anatomy: parameter tables and counts equal transformers', presets counted on `meta`,
 pooler and embedding layer taken apart."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import pytest
 import torch
 import transformers
 
-from bertcore import anatomy
+from bertcore.readouts import anatomy
 from bertcore.modeling.config import PRESETS, preset
 from bertcore.modeling.embeddings import InputError
 from bertcore.modeling.heads import BertForMaskedLM
-from bertcore.tokenizer import encode
+from bertcore.tokenization.tokenizer import encode
 
 HF_CLASSES = {"base": "BertModel", "mlm": "BertForMaskedLM", "pretraining": "BertForPreTraining",
               "classification": "BertForSequenceClassification"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from bertcore import runs as R
-from bertcore.train import parse_args, resume_config, to_config
+from bertcore.training.cli import parse_args, resume_config, to_config
 from bertcore.training import calibrate as C
 from bertcore.training.loop import Trainer
 from bertcore.training.optim import lr_at

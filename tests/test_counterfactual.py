@@ -8,7 +8,7 @@ from bertcore.data import counterfactual as CF
 from bertcore.data import natural_agreement as NA
 from bertcore.data.inflection import other_noun, other_verb
 from bertcore.modeling.heads import BertForPreTraining
-from bertcore.tokenizer import load_tokenizer
+from bertcore.tokenization.tokenizer import load_tokenizer
 
 from .conftest import ROOT, tiny_bert
 

@@ -163,7 +163,7 @@ def test_whole_word_masking_selects_all_pieces_at_the_word_rate(tok):
 def test_collator_corruption_split_statistics(tok, split):
     """The decisions of the selected positions follow the asked split ([MASK] / random / unchanged)
     within 4 binomial standard deviations, and the fed ids agree with the decision codes."""
-    from bertcore.masking import MASKED, NOT_SELECTED, RANDOM, UNCHANGED
+    from bertcore.tokenization.masking import MASKED, NOT_SELECTED, RANDOM, UNCHANGED
 
     mask_p, random_p = split
     enc = tok(["the quick brown fox jumps over the lazy dog again and again"] * 400, truncation=True, max_length=16)

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from bertcore import runs as R
-from bertcore import sources
-from bertcore.train import parse_args
+from bertcore.loading import sources
+from bertcore.training.cli import parse_args
 from bertcore.training.loop import Trainer
 
 from .conftest import FIXTURES, ROOT, TINY_CORPUS, TINY_RUN
@@ -27,7 +27,7 @@ def torchrun(argv, tmp_path, timeout=240):
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     env = {**os.environ, "BERT_EXPLORER_CACHE": str(tmp_path / "cache"), "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m",
-           "bertcore.train", *argv]
+           "bertcore.training.cli", *argv]
     proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc

@@ -18,7 +18,7 @@ import torch
 from bertcore import runs as R
 from bertcore.modeling.config import preset
 from bertcore.modeling.heads import BertForPreTraining
-from bertcore.train import main
+from bertcore.training.cli import main
 from bertcore.training.evaluate import evaluate_checkpoint
 from bertcore.training.optim import make_optimizer
 
@@ -74,8 +74,8 @@ def test_no_grad_forward_after_optimizer_steps_equals_a_fresh_model(fused):
 
 
 def _evaluate_cli(checkpoint, *extra) -> dict:
-    """``python -m bertcore.train evaluate`` in a new process (the checkpoint loaded fresh)."""
-    out = subprocess.run([sys.executable, "-m", "bertcore.train", "evaluate", "--checkpoint", str(checkpoint),
+    """``python -m bertcore.training evaluate`` in a new process (the checkpoint loaded fresh)."""
+    out = subprocess.run([sys.executable, "-m", "bertcore.training", "evaluate", "--checkpoint", str(checkpoint),
                           "--threads", "1", *extra], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])

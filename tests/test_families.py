@@ -1,11 +1,13 @@
-"""RoBERTa, DistilBERT, ELECTRA and ModernBERT load through ``bertcore.sources.load`` and equal ``transformers``.
+"""RoBERTa, DistilBERT, ELECTRA and ModernBERT load through ``bertcore.loading.sources.load`` and equal
+``transformers``.
 
 Each family: a tiny random ``transformers`` model built from its config class (every weight, LayerNorms and
 biases included, moved off its initial value so a missing or swapped tensor shows), saved to a folder with a
 tokenizer, loaded with ``sources.load(ModelSource("local", folder))`` and compared in float64 to 1e-9: logits,
 every attention, every hidden state (docs/LAYERING.md, "Parity"). Then bertcore saves it and transformers loads
 that folder back to the same numbers. RoBERTa's and ModernBERT's tokenizer is a byte-level BPE trained here
-(``bertcore.bpe``) on BBC sentences of the installed corpus; the WordPiece families use the tests' small vocabulary.
+(``bertcore.tokenization.bpe``) on BBC sentences of the installed corpus; the WordPiece families use the tests' small
+vocabulary.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ import pytest
 import torch
 import transformers
 
-from bertcore import masking, sources
+from bertcore.tokenization import masking
+from bertcore.loading import sources
 from bertcore.modeling import families
-from bertcore.bpe import train_byte_level_bpe
+from bertcore.tokenization.bpe import train_byte_level_bpe
 from bertcore.data.corpora import bbc_dir
 from bertcore.modeling.interventions import Interventions
-from bertcore.tokenizer import encode, load_bpe_tokenizer, load_tokenizer
+from bertcore.tokenization.tokenizer import encode, load_bpe_tokenizer, load_tokenizer
 
 from .conftest import SMALL_VOCAB, assert_parity
 
@@ -208,7 +211,8 @@ def test_rotary_model_honours_head_mask_and_interventions(tmp_path, tokenizers):
 
 
 def test_bpe_word_starts_follow_the_space_marker(tokenizers):
-    """Byte-level BPE marks a word after a space with Ġ: whole-word masking (bertcore.masking, as the training
+    """Byte-level BPE marks a word after a space with Ġ: whole-word masking (bertcore.tokenization.masking, as the
+    training
     collator) finds word starts from it, and the text's first word starts after <s>."""
     tok = load_bpe_tokenizer(tokenizers["roberta"])
     enc = encode(tok, "The government said unbelievable things.")

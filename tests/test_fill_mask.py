@@ -1,4 +1,4 @@
-"""bertcore.fill_mask: predictions from a checkpoint saved by transformers equal transformers' own."""
+"""bertcore.readouts.fill_mask: predictions from a checkpoint saved by transformers equal transformers' own."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import pytest
 import torch
 import transformers
 
-from bertcore import fill_mask, sources
-from bertcore.fill_mask import FillMaskError
-from bertcore.masking import NOT_SELECTED, mask_for_tokenizer
-from bertcore.tokenizer import encode
+from bertcore.readouts import fill_mask
+from bertcore.loading import sources
+from bertcore.readouts.fill_mask import FillMaskError
+from bertcore.tokenization.masking import NOT_SELECTED, mask_for_tokenizer
+from bertcore.tokenization.tokenizer import encode
 
 from .conftest import SMALL_VOCAB, assert_parity, double, hf_folder
 

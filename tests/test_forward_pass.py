@@ -1,4 +1,5 @@
-"""bertcore.forward_pass: every step of one forward pass, read at the model's named sites, equals transformers' own
+"""bertcore.readouts.forward_pass: every step of one forward pass, read at the model's named sites, equals
+transformers' own
 intermediates (read with forward hooks), hidden states and attentions on the shipped MiniLM-MLM, in float64, and
 its formula applied to the step before it; for post-LN and pre-LN models and a model without an MLM head."""
 
@@ -8,10 +9,11 @@ import pytest
 import torch
 import transformers
 
-from bertcore import forward_pass, sources
-from bertcore.forward_pass import TraceError
+from bertcore.readouts import forward_pass
+from bertcore.loading import sources
+from bertcore.readouts.forward_pass import TraceError
 from bertcore.modeling.heads import BertForPreTraining
-from bertcore.tokenizer import encode
+from bertcore.tokenization.tokenizer import encode
 
 from .conftest import assert_parity, double, tiny_bert
 

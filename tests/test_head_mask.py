@@ -14,7 +14,7 @@ from transformers.models.bert import modeling_bert
 
 from bertcore import BertForPreTraining, BertForSequenceClassification
 from bertcore.modeling.attention import get_head_mask
-from bertcore.tokenizer import encode_batch
+from bertcore.tokenization.tokenizer import encode_batch
 
 from .conftest import assert_parity, double, tiny_config
 _REF = {"mask": None, "mode": "zero", "layer_of": {}}  # what the reference attention applies, per module

@@ -1,11 +1,11 @@
-"""explorer.heavy: the server-wide queue of heavy jobs (a cap, FIFO order, identical keys computed once)."""
+"""explorer.server.heavy: the server-wide queue of heavy jobs (a cap, FIFO order, identical keys computed once)."""
 
 import threading
 import time
 
 import pytest
 
-from explorer.heavy import HeavyJobs
+from explorer.server.heavy import HeavyJobs
 
 
 def _slow(seconds, value, log=None, name=None):
@@ -125,7 +125,7 @@ def test_a_session_that_leaves_frees_its_place_and_a_waiter_takes_the_job_over()
 def test_the_apps_torch_threads_default_to_half_the_cores_and_follow_the_env(monkeypatch):
     import os
 
-    from explorer.heavy import default_threads
+    from explorer.server.heavy import default_threads
 
     monkeypatch.delenv("BERT_EXPLORER_THREADS", raising=False)
     assert default_threads() == max(1, (os.cpu_count() or 2) // 2)

@@ -16,13 +16,13 @@ import pytest
 import torch
 import transformers
 
-from bertcore import hf_export
+from bertcore.loading import hf_export
 from bertcore.modeling import hf_format
 from bertcore.modeling.checkpoint import CheckpointError, model_state_for_saving, save_safetensors
 from bertcore.modeling.config import BertConfig
 from bertcore.modeling.heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
 from bertcore.modeling.model import BertModel
-from bertcore.sources import ModelSource, SourceError, load
+from bertcore.loading.sources import ModelSource, SourceError, load
 
 from .conftest import SMALL_VOCAB
 
@@ -53,7 +53,7 @@ def trained_like(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
 
 def save_checkpoint_folder(folder, model) -> None:
     """``model.save_pretrained`` plus a WordPiece tokenizer over :data:`SMALL_VOCAB`."""
-    from bertcore.tokenizer import load_tokenizer, save_tokenizer
+    from bertcore.tokenization.tokenizer import load_tokenizer, save_tokenizer
 
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "vocab.txt").write_text("\n".join(SMALL_VOCAB) + "\n", encoding="utf-8")
@@ -296,7 +296,7 @@ def test_post_ln_checkpoints_stay_plain_bert(folders):
 
 
 def test_the_shipped_model_is_unchanged_plain_bert():
-    from bertcore.sources import shipped_mlm_dir
+    from bertcore.loading.sources import shipped_mlm_dir
 
     folder = shipped_mlm_dir()
     assert hf_format.folder_format(folder) == hf_format.BERT

@@ -27,8 +27,9 @@ from .conftest import ROOT
 
 PROBE = """
 import json
-import bertcore, bertcore.train, explorer
-from bertcore import fill_mask, precomputed, sources
+import bertcore, bertcore.training.cli, explorer
+from bertcore.readouts import fill_mask
+from bertcore.loading import precomputed, sources
 from explorer import cli
 from streamlit.testing.v1 import AppTest
 
@@ -45,7 +46,7 @@ pages = [[e.value for e in at.exception], [t.value for t in at.title]]
 at.switch_page("explorer/app_pages/masking.py").run()
 pages += [[e.value for e in at.exception], [t.value for t in at.title]]
 print(json.dumps({
-    "files": [bertcore.__file__, explorer.__file__, bertcore.train.__file__, cli.__file__],
+    "files": [bertcore.__file__, explorer.__file__, bertcore.training.cli.__file__, cli.__file__],
     "app": [str(cli.app_script()), str(cli.config_file())], "model": str(folder), "top5": preds[0].tokens,
     "hash_ok": precomputed.manifest(folder)["model_hash"] == precomputed.model_hash(folder), "pages": pages}))
 """
@@ -120,7 +121,7 @@ def test_metadata_reads_the_requirements_files(installed):
     assert [r.split(";")[0].strip() for r in required if "extra ==" in r] == pins("requirements-dev-only.txt")
     assert "Requires-Python: >=3.11" in meta and "Provides-Extra: dev" in meta
     scripts = (info / "entry_points.txt").read_text(encoding="utf-8")
-    assert "bert-explorer = explorer.cli:main" in scripts and "bertcore-train = bertcore.train:main" in scripts
+    assert "bert-explorer = explorer.cli:main" in scripts and "bertcore-train = bertcore.training.cli:main" in scripts
 
 
 def test_the_shipped_model_is_installed_and_fills_a_mask(installed, probe):

@@ -7,7 +7,7 @@ import pytest
 import torch
 import transformers
 
-from bertcore import sources
+from bertcore.loading import sources
 from bertcore.modeling.heads import BertForMaskedLM
 from bertcore.modeling.interventions import (BLOCK_SITES, EMBED_SITES, FINAL_SITES, MLM_HEAD_SITES, Interventions,
                                              act_name, eval_mode, hidden_state_site, missing_reason)

@@ -124,7 +124,7 @@ def test_the_checks_catch_a_circle_and_an_upward_import(tmp_path):
     _write(tmp_path, {
         "bertcore/__init__.py": "",
         "bertcore/modeling/config.py": "",
-        "bertcore/positional.py": "from .analysis import cosine_matrix\n",
+        "bertcore/readouts/positional.py": "from ..analysis import cosine_matrix\n",
         "bertcore/analysis/__init__.py": "from .similarity import cosine_matrix\n",
         "bertcore/analysis/similarity.py": "def cosine_matrix(x):\n    return x\n",
         "bertcore/analysis/syntax.py": "def run():\n    from .syntax_probe import probe\n",
@@ -134,7 +134,7 @@ def test_the_checks_catch_a_circle_and_an_upward_import(tmp_path):
     graph = import_graph(tmp_path)
     assert ["bertcore.analysis.syntax", "bertcore.analysis.syntax_probe"] in [sorted(c) for c in circles(graph)]
     layers = {"bertcore": 1, "bertcore.modeling.config": 0, "bertcore.analysis": 4, "explorer": 11}
-    assert upward_imports(graph, layers) == ["bertcore.positional (row 1) imports bertcore.analysis (row 4)"]
+    assert upward_imports(graph, layers) == ["bertcore.readouts.positional (row 1) imports bertcore.analysis (row 4)"]
 
 
 def test_the_table_is_read_from_the_doc():

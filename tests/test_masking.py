@@ -1,4 +1,4 @@
-"""bertcore.masking: the BERT recipe (15% of eligible positions; 80% [MASK], 10% random, 10% kept),
+"""bertcore.tokenization.masking: the BERT recipe (15% of eligible positions; 80% [MASK], 10% random, 10% kept),
 as tensor operations, with the statistics checked against the parameters.
 
 Statistical tests draw ~10^5-10^6 decisions with a seeded generator and require every observed
@@ -15,10 +15,10 @@ import math
 import pytest
 import torch
 
-from bertcore import masking
-from bertcore.masking import (MASKED, NOT_SELECTED, RANDOM, UNCHANGED, MaskingError, eligible_positions,
-                              mask_for_tokenizer, mask_tokens)
-from bertcore.tokenizer import encode_batch, load_tokenizer
+from bertcore.tokenization import masking
+from bertcore.tokenization.masking import (MASKED, NOT_SELECTED, RANDOM, UNCHANGED, MaskingError, eligible_positions,
+    mask_for_tokenizer, mask_tokens)
+from bertcore.tokenization.tokenizer import encode_batch, load_tokenizer
 
 Z = 5.0  # tolerance in standard errors
 

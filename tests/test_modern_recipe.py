@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from bertcore import runs as R
-from bertcore import sources
+from bertcore.loading import sources
 from bertcore.modeling.config import preset
 from bertcore.modeling.heads import BertForMaskedLM, BertForPreTraining
-from bertcore.hf_export import usage_code
-from bertcore.train import parse_args, resume_config, to_config
+from bertcore.loading.hf_export import usage_code
+from bertcore.training.cli import parse_args, resume_config, to_config
 from bertcore.training import card
-from bertcore.train_config import TrainConfig
+from bertcore.training.config import TrainConfig
 from bertcore.training.loop import Trainer
 from bertcore.training.models import TrainingError, _count, build_model, modern_config, validate
 from bertcore.training.recipes import RECIPES, recipe_of

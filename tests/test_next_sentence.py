@@ -1,4 +1,4 @@
-"""bertcore.next_sentence: P(IsNext) equals transformers' NSP head on the same weights, segments are A
+"""bertcore.readouts.next_sentence: P(IsNext) equals transformers' NSP head on the same weights, segments are A
 then B, a model without the head is refused (the page: tests/pages/test_next_sentence.py)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertcore import next_sentence
+from bertcore.readouts import next_sentence
 
 
 def test_p_is_next_equals_transformers(tiny_nsp):

@@ -27,7 +27,7 @@ import bertcore
 from .conftest import save_tiny_bert
 
 PARAMS = ("layer", "head", "start_layer", "layers", "heads")
-SKIP = ("bertcore.modeling", "bertcore.training", "bertcore.train", "bertcore.data", "bertcore.runs",
+SKIP = ("bertcore.modeling", "bertcore.training", "bertcore.training.cli", "bertcore.data", "bertcore.runs",
         "bertcore.sae.__main__")
 
 BLOCK, HEAD, HIDDEN = "block (0..L-1)", "head (0..heads-1)", "hidden_states index (0..L)"
@@ -92,7 +92,7 @@ class Ctx:
     tmp: Path
 
     def __post_init__(self) -> None:
-        from bertcore.tokenizer import encode
+        from bertcore.tokenization.tokenizer import encode
 
         self.model, self.encoder, self.tok = self.lm.model, self.lm.encoder, self.lm.tokenizer
         self.L, self.H = self.lm.config.num_hidden_layers, self.lm.config.num_attention_heads
@@ -114,7 +114,7 @@ class Ctx:
 
 @pytest.fixture(scope="module")
 def ctx(tmp_path_factory):
-    from bertcore import sources
+    from bertcore.loading import sources
     from bertcore.modeling.heads import BertForPreTraining
 
     tmp = tmp_path_factory.mktemp("numbering")
@@ -123,8 +123,8 @@ def ctx(tmp_path_factory):
 
 
 def _recording(c: Ctx) -> dict:
-    """Every site :func:`bertcore.forward_pass.trace` records, on the context's sentence."""
-    from bertcore.forward_pass import step_sites
+    """Every site :func:`bertcore.readouts.forward_pass.trace` records, on the context's sentence."""
+    from bertcore.readouts.forward_pass import step_sites
     from bertcore.modeling.interventions import Interventions
 
     iv = Interventions(record=step_sites(c.lm.config))
@@ -147,7 +147,7 @@ def _init_from(c: Ctx, layer: int):
 
 def _labelled(c: Ctx):
     from bertcore.sae import features
-    from bertcore.spacy_pipeline import SyntaxUnavailable
+    from bertcore.tokenization.spacy_pipeline import SyntaxUnavailable
 
     try:
         return features.labelled_text(c.tok, ["The cat sat on the mat.", "A dog ran to the door."])
@@ -173,6 +173,7 @@ def _imp(path: str):
 
 
 A = "bertcore.analysis."
+FP = "bertcore.readouts.forward_pass:"
 KIND = "the model's head kind ('base', 'mlm', 'pretraining', 'classification', ...), not an index"
 KEY = "only hashed into a cache key or file name; the index is checked where it is used"
 
@@ -233,27 +234,25 @@ TABLE: dict[str, list[Check | Exempt]] = {
         Check("head", HEAD, lambda c, v: _imp(A + "representations.syntax").predicted_word(
             np.random.default_rng(0).random((c.L, c.H, 3, 3)), [0, 1, 2], 0, v, 0))],
     # --- the app's views
-    A + "projector:view": [
-        Check("layer", HIDDEN, lambda c, v: _imp(A + "projector").view(
-            c.lm, "own", 12, v, colour="word", texts=_imp(A + "projector").own_corpus("the cat sat.\na dog ran.")))],
+    A + "projector_view:view": [
+        Check("layer", HIDDEN, lambda c, v: _imp(A + "projector_view").view(
+            c.lm, "own", 12, v, colour="word",
+            texts=_imp(A + "projector_view").own_corpus("the cat sat.\na dog ran.")))],
     A + "shipped:corpus_search": [
         Check("layer", HIDDEN, lambda c, v: _imp(A + "shipped").corpus_search(c.lm, "the cat sat.", 1, v, 3, 2))],
     A + "shipped:projector": [Check("layer", HIDDEN, lambda c, v: _imp(A + "shipped").projector(c.lm, layer=v))],
     # --- the forward pass, step by step
-    "bertcore.forward_pass:layer_steps": [
-        Check("layer", BLOCK, lambda c, v: _imp("bertcore.forward_pass").layer_steps(_recording(c), v, c.lm.config))],
-    "bertcore.forward_pass:trace": [
-        Check("layer", BLOCK, lambda c, v: _imp("bertcore.forward_pass").trace(c.model, c.inputs["input_ids"], 1, v,
-                                                                               0)),
-        Check("head", HEAD, lambda c, v: _imp("bertcore.forward_pass").trace(c.model, c.inputs["input_ids"], 1, 0,
-                                                                             v))],
+    FP + "layer_steps": [Check("layer", BLOCK, lambda c, v: _imp(FP[:-1]).layer_steps(_recording(c), v, c.lm.config))],
+    FP + "trace": [
+        Check("layer", BLOCK, lambda c, v: _imp(FP[:-1]).trace(c.model, c.inputs["input_ids"], 1, v, 0)),
+        Check("head", HEAD, lambda c, v: _imp(FP[:-1]).trace(c.model, c.inputs["input_ids"], 1, 0, v))],
     # --- head kinds, not indices
-    "bertcore.anatomy:build_on_meta": [Exempt("head", KIND)],
-    "bertcore.anatomy:count_from_shapes": [Exempt("head", KIND)],
-    "bertcore.anatomy:named_tensor_count": [Exempt("head", KIND)],
-    "bertcore.anatomy:transformers_count": [Exempt("head", KIND)],
-    "bertcore.hf_export:usage_note": [Exempt("head", KIND)],
-    "bertcore.sources:load": [Exempt("head", KIND)],
+    "bertcore.readouts.anatomy:build_on_meta": [Exempt("head", KIND)],
+    "bertcore.readouts.anatomy:count_from_shapes": [Exempt("head", KIND)],
+    "bertcore.readouts.anatomy:named_tensor_count": [Exempt("head", KIND)],
+    "bertcore.readouts.anatomy:transformers_count": [Exempt("head", KIND)],
+    "bertcore.loading.hf_export:usage_note": [Exempt("head", KIND)],
+    "bertcore.loading.sources:load": [Exempt("head", KIND)],
     # --- sparse autoencoders: an SAE's layer is the block whose output it reads
     "bertcore.sae.explore:text_features": [
         Check("layer", BLOCK, lambda c, v: _imp("bertcore.sae.explore").text_features(

@@ -6,7 +6,7 @@ import transformers
 
 from bertcore import BertConfig, BertForMaskedLM, BertForPreTraining, BertForSequenceClassification, BertModel
 from bertcore.modeling.config import preset
-from bertcore.tokenizer import encode, encode_batch
+from bertcore.tokenization.tokenizer import encode, encode_batch
 
 from .conftest import assert_parity, double, tiny_config
 

@@ -1,4 +1,4 @@
-"""bertcore.positional: sinusoidal encodings (Vaswani et al. 2017, 3.5), cosine, PCA path, ranges."""
+"""bertcore.readouts.positional: sinusoidal encodings (Vaswani et al. 2017, 3.5), cosine, PCA path, ranges."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 import torch
 from sklearn.metrics.pairwise import cosine_similarity as sk_cosine
 
-from bertcore import positional
-from bertcore.positional import PositionRangeError
+from bertcore.readouts import positional
+from bertcore.readouts.positional import PositionRangeError
 
 
 def test_sinusoidal_matches_the_paper_formula():

@@ -1,4 +1,4 @@
-"""bertcore.precomputed: results stored beside a model without pickle, keyed by the model's files and the
+"""bertcore.loading.precomputed: results stored beside a model without pickle, keyed by the model's files and the
 computation's parameters; a changed weight, tokenizer or config, other parameters, or a damaged file make
 ``read`` return None (the app then computes)."""
 
@@ -12,11 +12,11 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from bertcore import precomputed
+from bertcore.loading import precomputed
 from bertcore.analysis.papers.evalset import Segment
 from bertcore.analysis.representations.corpus_search import Hit
 from bertcore.modeling.heads import BertForPreTraining
-from bertcore.precomputed import PrecomputedError
+from bertcore.loading.precomputed import PrecomputedError
 
 from .conftest import save_tiny_bert
 
@@ -100,4 +100,4 @@ def test_only_data_is_stored_and_only_bertcore_classes_are_built():
     with pytest.raises(PrecomputedError, match="not a bertcore class"):
         precomputed.decode({"__dataclass__": "os:PathLike", "fields": {}}, {})
     with pytest.raises(PrecomputedError, match="not a dataclass"):
-        precomputed.decode({"__dataclass__": "bertcore.precomputed:PrecomputedError", "fields": {}}, {})
+        precomputed.decode({"__dataclass__": "bertcore.loading.precomputed:PrecomputedError", "fields": {}}, {})

@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from bertcore import runs as R
-from bertcore import sources
+from bertcore.loading import sources
 from bertcore.modeling.attention import additive_mask
 from bertcore.modeling.config import BertConfig
 from bertcore.modeling.embeddings import InputError
 from bertcore.modeling.model import BertModel
-from bertcore.train import parse_args, to_config
+from bertcore.training.cli import parse_args, to_config
 from bertcore.training import dist
 from bertcore.training.loop import Trainer
 from bertcore.training.prefetch import Prefetcher, Prepared, StepWindow

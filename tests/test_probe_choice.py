@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from bertcore import runs as R
-from bertcore import sources
+from bertcore.loading import sources
 from bertcore.training import probe_choice as P
-from bertcore.train_config import TrainConfig
+from bertcore.training.config import TrainConfig
 from bertcore.training.evaluate import evaluate_checkpoint
 from bertcore.training.tasks import PretrainTask
 

@@ -8,8 +8,9 @@ directory) must be loaded and run again: the UI's model and forward caches are k
 import numpy as np
 
 from bertcore.modeling.heads import BertForMaskedLM
-from bertcore.sources import ModelSource, files_stamp
-from explorer import checkpoint_resources, heldout, resources
+from bertcore.loading.sources import ModelSource, files_stamp
+from explorer.train import checkpoint_resources
+from explorer import heldout, resources
 
 from .conftest import save_tiny_bert
 

@@ -1,6 +1,6 @@
 """Rotary position embeddings (bertcore.modeling.rotary): transformers' frequencies, the relative property checked
 numerically, the long-range decay (Su et al. 2021, section 3.4.3), and each head's attention
-by offset (bertcore.positional.attention_by_offset)."""
+by offset (bertcore.readouts.positional.attention_by_offset)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 import transformers
 
-from bertcore import positional
+from bertcore.readouts import positional
 
 
 from bertcore.modeling import rotary

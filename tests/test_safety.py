@@ -1,7 +1,7 @@
 """Safety of loading: checkpoints never run code, bad files fail clearly, nothing on disk changes.
 
 - A corrupt / truncated safetensors file and a pickle bomb (an object whose ``__reduce__`` would
-  run code) are refused by ``bertcore.modeling.checkpoint.read_state_dict`` and ``bertcore.sources.load``
+  run code) are refused by ``bertcore.modeling.checkpoint.read_state_dict`` and ``bertcore.loading.sources.load``
   with a clear error, and the bomb's code never runs.
 - A failed load changes no file on disk (names, sizes, contents, times) and creates none.
 - No project source unpickles: every ``torch.load`` says ``weights_only=True``; no ``pickle.load``,
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertcore import sources
+from bertcore.loading import sources
 from bertcore.modeling import checkpoint
 from bertcore.modeling.checkpoint import CheckpointError, read_state_dict, save_safetensors
 from bertcore.modeling.model import BertModel

@@ -10,7 +10,8 @@ import pytest
 import torch
 import transformers
 
-from bertcore import fill_mask, sources
+from bertcore.readouts import fill_mask
+from bertcore.loading import sources
 from bertcore.modeling.heads import BertForMaskedLM, BertForPreTraining
 
 from .conftest import assert_parity, double
@@ -27,7 +28,7 @@ def test_folder_is_small_and_documented():
     size = sum(f.stat().st_size for f in FOLDER.iterdir()) / 2**20
     assert size <= 50, f"{size:.1f} MiB"
     card = (FOLDER / "README.md").read_text(encoding="utf-8")
-    for words in ("accuracy at [MASK]", "top-5", "NSP accuracy", "python -m bertcore.train", "Licences",
+    for words in ("accuracy at [MASK]", "top-5", "NSP accuracy", "python -m bertcore.training", "Licences",
                   "cloze_everyday.tsv", "minimal-pair suite", "WordNet"):
         assert words in card
     measured = json.loads((FOLDER / "eval.json").read_text())

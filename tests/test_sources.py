@@ -1,11 +1,11 @@
-"""bertcore.sources: local folders (head detected), clear errors, run checkpoints as sources."""
+"""bertcore.loading.sources: local folders (head detected), clear errors, run checkpoints as sources."""
 
 import json
 
 import pytest
 
 from bertcore import BertModel
-from bertcore import sources
+from bertcore.loading import sources
 
 from .conftest import tiny_config
 

@@ -1,4 +1,5 @@
-"""Tokenizer loading checks and the corpus WordPiece trainer (bertcore.tokenizer, bertcore.wordpiece)."""
+"""Tokenizer loading checks and the corpus WordPiece trainer (bertcore.tokenization.tokenizer,
+bertcore.tokenization.wordpiece)."""
 
 import json
 from pathlib import Path
@@ -6,24 +7,11 @@ from pathlib import Path
 import pytest
 import transformers
 
-from bertcore import sources
-from bertcore.tokenizer import (
-    TextError,
-    TokenizerError,
-    check_tokenizer,
-    encode,
-    is_bert_base_uncased,
-    load_tokenizer,
-    save_tokenizer,
-    vocab_md5,
-)
-from bertcore.wordpiece import (
-    SPECIAL_TOKENS,
-    corpus_tokenizer,
-    parse_tokenizer_spec,
-    resolve_tokenizer,
-    train_wordpiece,
-)
+from bertcore.loading import sources
+from bertcore.tokenization.tokenizer import (TextError, TokenizerError, check_tokenizer, encode,
+    is_bert_base_uncased, load_tokenizer, save_tokenizer, vocab_md5)
+from bertcore.tokenization.wordpiece import (SPECIAL_TOKENS, corpus_tokenizer, parse_tokenizer_spec,
+    resolve_tokenizer, train_wordpiece)
 
 from .conftest import TINY_CORPUS
 

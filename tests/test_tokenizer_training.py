@@ -9,10 +9,10 @@ import torch
 import transformers
 
 from bertcore import runs as R
-from bertcore.train import main
-from bertcore.train_config import ExitCode
+from bertcore.training.cli import main
+from bertcore.training.config import ExitCode
 from bertcore.training.models import validate
-from bertcore.wordpiece import SPECIAL_TOKENS, corpus_tokenizer
+from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, corpus_tokenizer
 
 from .conftest import TINY_CORPUS, TINY_RUN
 

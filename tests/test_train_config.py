@@ -8,8 +8,8 @@ import json
 import pytest
 
 from bertcore import runs as R
-from bertcore.train import build_parser, parse_args, resume_config, to_config
-from bertcore.train_config import ExitCode, OptionError, TrainConfig, default_lr, fields_for
+from bertcore.training.cli import build_parser, parse_args, resume_config, to_config
+from bertcore.training.config import ExitCode, OptionError, TrainConfig, default_lr, fields_for
 
 
 LEAD = ("pretrain --init packaged --corpus bbc --max-seq-len 128 --batch-size 32 --lr 3e-4 --warmup 0.05 "

@@ -8,10 +8,10 @@ import torch
 
 from bertcore import data as D
 from bertcore import runs as R
-from bertcore import sources
+from bertcore.loading import sources
 from bertcore.modeling.config import preset
 from bertcore.modeling.heads import BertForPreTraining
-from bertcore.train import parse_args, resume_config, to_config
+from bertcore.training.cli import parse_args, resume_config, to_config
 from bertcore.training.loop import Trainer
 from bertcore.training.optim import lr_at, make_optimizer, warmup_steps_of
 
@@ -225,7 +225,7 @@ def test_fine_tuning_follows_the_pooling_the_starting_model_declares(tmp_path):
     --model-overrides choose."""
     import shutil
 
-    from bertcore.sources import declared_pooling, packaged_model_dir, shipped_mlm_dir
+    from bertcore.loading.sources import declared_pooling, packaged_model_dir, shipped_mlm_dir
     from bertcore.training.models import build_model
 
     def pooling(*flags):
@@ -264,8 +264,8 @@ def test_per_corruption_accuracy_on_a_constructed_case():
     """4 selected positions: [MASK] right, [MASK] wrong (but 2nd best), random right, unchanged right."""
     from types import SimpleNamespace
 
-    from bertcore.masking import MASKED, RANDOM, UNCHANGED
-    from bertcore.train_config import TrainConfig
+    from bertcore.tokenization.masking import MASKED, RANDOM, UNCHANGED
+    from bertcore.training.config import TrainConfig
     from bertcore.training.tasks import PretrainTask
 
     task = PretrainTask(TrainConfig.create("pretrain"))
@@ -383,7 +383,7 @@ def test_data_seed_gives_new_batches_and_keeps_the_validation_set(tmp_path):
 def test_unigram_and_sinusoidal_init_of_a_new_model(tmp_path):
     """--unigram-init: the first MLM loss is the unigram loss (not ln V); --position-init sinusoidal: the table
     is the scaled sinusoid. Neither touches a resumed model."""
-    from bertcore.positional import sinusoidal
+    from bertcore.readouts.positional import sinusoidal
 
     argv = tiny_pretrain_argv(tmp_path / "u", "--unigram-init", "--position-init", "sinusoidal", "--max-steps", "1",
                               "--save-every", "100", "--eval-batches", "0")

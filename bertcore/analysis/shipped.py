@@ -1,5 +1,5 @@
 """The heavy results of the app's default views, computed here and shipped beside the model
-(:mod:`bertcore.precomputed`) so that a first visit answers at once.
+(:mod:`bertcore.loading.precomputed`) so that a first visit answers at once.
 
 Each function below returns a :class:`Computation`: a name, the parameters that determine the result, and how to
 compute it. The app calls :func:`get` (the shipped result when it belongs to this model and these parameters,
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import precomputed
+from ..loading import precomputed
 
 VERSION = 1
 # The inputs of the app's default views (the pages import these)
@@ -52,7 +52,7 @@ class Computation:
 
 
 def get(loaded, computation: Computation, progress: Progress = None) -> Any:
-    """The shipped result of ``computation`` for ``loaded`` (a :class:`bertcore.sources.LoadedModel`) when its
+    """The shipped result of ``computation`` for ``loaded`` (a :class:`bertcore.loading.sources.LoadedModel`) when its
     folder holds one keyed by the same model files and parameters, else ``computation.compute(progress)``."""
     found = shipped(loaded, computation)
     return computation.compute(progress) if found is None else found
@@ -91,8 +91,8 @@ def findings(loaded, n_segments: int, segments_of=None) -> Computation:
 
 def position_regression(loaded) -> Computation:
     """Wang & Chen 2020's 5-fold position regression on the learned and a sinusoidal table
-    (:func:`bertcore.positional.regression_summary`)."""
-    from .. import positional
+    (:func:`bertcore.readouts.positional.regression_summary`)."""
+    from ..readouts import positional
 
     return Computation("position_regression", {"version": VERSION, "n_splits": 5, "seed": 0},
                        lambda progress: positional.regression_summary(loaded.model))
@@ -162,7 +162,7 @@ def corpus_search(loaded, text: str, position: int, layer: int, k: int, n_segmen
 
     from .representations import corpus_search as CS
     from .representations import parses
-    from ..tokenizer import encode
+    from ..tokenization.tokenizer import encode
 
     _check_hidden_index(loaded, layer)
     limit = _limit(loaded, 128)
@@ -189,7 +189,7 @@ def corpus_search(loaded, text: str, position: int, layer: int, k: int, n_segmen
 def corpus_default_position(loaded) -> int:
     """The token of :data:`CORPUS_TEXT` the Corpus search page follows by default (:data:`CORPUS_WORD`, else the
     first ordinary token)."""
-    from ..tokenizer import encode
+    from ..tokenization.tokenizer import encode
 
     enc = encode(loaded.tokenizer, CORPUS_TEXT, max_length=_limit(loaded, 128))
     special = set(loaded.tokenizer.all_special_ids)
@@ -221,11 +221,11 @@ def faithfulness(loaded, n_sentences: int = FAITHFULNESS_SENTENCES) -> Computati
 def projector(loaded, corpus: str = PROJECTOR_CORPUS, n_points: int = PROJECTOR_POINTS,
               layer: int = PROJECTOR_LAYER, method: str = PROJECTOR_METHOD, colour: str = PROJECTOR_COLOUR,
               unit: str = PROJECTOR_UNIT) -> Computation:
-    """The Embedding projector's view (:func:`bertcore.analysis.projector.view`), shipped without its vectors: each
+    """The Embedding projector's view (:func:`bertcore.analysis.projector_view.view`), shipped without its vectors: each
     point's nearest neighbours at ``layer`` (a hidden_states index (0 = embeddings), ``0..L``; ``ValueError`` at once
     outside it) are stored instead (``neighbour_ids`` / ``neighbour_cos``, exact)."""
     _check_hidden_index(loaded, layer)
-    from . import projector as PV
+    from . import projector_view as PV
     from .representations import projector as P
 
     def compute(progress):
@@ -257,7 +257,7 @@ def write(loaded, computations: list[Computation] | None = None, log=print) -> P
     """Compute ``computations`` (default :func:`default_views`) for ``loaded`` and write them into its folder.
 
     Raises:
-        bertcore.precomputed.PrecomputedError: a result that cannot be stored; OSError: an unwritable folder.
+        bertcore.loading.precomputed.PrecomputedError: a result that cannot be stored; OSError: an unwritable folder.
     """
     entries = []
     for comp in computations if computations is not None else default_views(loaded):
@@ -280,7 +280,7 @@ def add(loaded, computations: list[Computation], log=print) -> Path:
     same model files (those are kept as they are; an entry of the same name is replaced).
 
     Raises:
-        bertcore.precomputed.PrecomputedError, OSError: as :func:`write`.
+        bertcore.loading.precomputed.PrecomputedError, OSError: as :func:`write`.
     """
     head = precomputed.manifest(loaded.path)
     names = {c.name for c in computations}
@@ -299,7 +299,7 @@ def add(loaded, computations: list[Computation], log=print) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from ..sources import PACKAGED_MLM, ModelSource, load
+    from ..loading.sources import PACKAGED_MLM, ModelSource, load
 
     ap = argparse.ArgumentParser(description="Compute the app's default views for a model and ship them in its "
                                              f"folder ({precomputed.FILE_NAME}).")

@@ -13,8 +13,8 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import torch
 
-from ..masking import (IGNORE_INDEX, MASKED, continuation_table, eligible_positions, mask_tokens, selected_positions,
-                       special_ids, word_ids_from_pieces)
+from ..tokenization.masking import (IGNORE_INDEX, MASKED, continuation_table, eligible_positions, mask_tokens,
+    selected_positions, special_ids, word_ids_from_pieces)
 from .corpora import DataError
 
 #: per-row columns of counterfactual agreement rows: the verb's position (-1: none), correct and other-number ids
@@ -55,7 +55,7 @@ class PretrainCollator:
 
     Call ``collator(rows, generator)``; returns ``input_ids`` (corrupted), ``token_type_ids``,
     ``attention_mask`` (all ``(B, T)`` long), ``labels`` (original ids where selected, -100
-    elsewhere), ``decision`` (``(B, T)`` uint8 :mod:`bertcore.masking` codes NOT_SELECTED / MASKED /
+    elsewhere), ``decision`` (``(B, T)`` uint8 :mod:`bertcore.tokenization.masking` codes NOT_SELECTED / MASKED /
     RANDOM / UNCHANGED, for per-corruption accuracy), ``mlm_positions`` ``(N,)`` long (the selected positions as
     flat indices into ``B*T``, row-major: the model's ``masked_positions``, found here on the host so that the step
     never waits for the device to find them) and ``next_sentence_label`` ``(B,)``.
@@ -63,7 +63,7 @@ class PretrainCollator:
     ``agreement_position`` (the verb's index, -1 in other rows), ``agreement_good`` and ``agreement_bad`` (ids of
     the correct and the other-number verb): the verb is always [MASK]ed (``mask_tokens(force=...)``) and the three
     come back as ``(B,)`` long tensors.
-    Eligibility and whole words come from :mod:`bertcore.masking` (the Masking page uses the same
+    Eligibility and whole words come from :mod:`bertcore.tokenization.masking` (the Masking page uses the same
     functions); special ids and the vocabulary size from the tokenizer.
     """
 

@@ -21,7 +21,7 @@ back) and against the vocabulary, so a verb ``inflect`` gets wrong ("focuses" ->
 Parsing ~100k sentences takes minutes on a CPU, so :func:`mine` caches the parse-derived items per chunk of
 sentences under ``cache_dir()/agreement/``, keyed by the chunk's content (and the versions of this code, spaCy's
 model and inflect); the vocabulary check runs after the cache. Tools: spaCy via
-:func:`bertcore.spacy_pipeline.parser` (``en_core_web_sm``), ``inflect`` (MIT).
+:func:`bertcore.tokenization.spacy_pipeline.parser` (``en_core_web_sm``), ``inflect`` (MIT).
 """
 
 from __future__ import annotations
@@ -276,7 +276,7 @@ def chunk_key(sentences: Sequence[str], natural: bool = False) -> str:
 
 
 def _parse_chunk(sentences: Sequence[str], natural: bool) -> list[AgreementItem]:
-    from ..spacy_pipeline import SyntaxUnavailable, parser
+    from ..tokenization.spacy_pipeline import SyntaxUnavailable, parser
 
     try:
         nlp = parser()

@@ -123,15 +123,16 @@ def score_natural(model, tokenizer, items: list[AgreementItem]) -> NaturalResult
     """Logit of the correct verb minus the other-number verb at the masked verb of each item's original sentence.
 
     Args:
-        model: a bertcore model with an MLM head (:func:`bertcore.fill_mask.mlm_logits_at`); scored in eval mode
+        model: a bertcore model with an MLM head (:func:`bertcore.readouts.fill_mask.mlm_logits_at`); scored in eval
+        mode
             (:func:`bertcore.modeling.interventions.eval_mode`: a model in eval is left untouched).
         tokenizer: its tokenizer.
         items: from :func:`build_natural_set`.
     Raises:
         DataError: an item whose verb is not one WordPiece for this tokenizer (build the set with it).
-        bertcore.fill_mask.FillMaskError: the model has no MLM head.
+        bertcore.readouts.fill_mask.FillMaskError: the model has no MLM head.
     """
-    from ..fill_mask import mlm_logits_at
+    from ..readouts.fill_mask import mlm_logits_at
 
     device = next(model.parameters()).device
     diffs = []

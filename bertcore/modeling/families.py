@@ -44,7 +44,7 @@ TOKENIZER_MODEL = {"bert": "WordPiece", "roberta": "BPE", "distilbert": "WordPie
                    "modernbert": "BPE"}
 #: the ``transformers`` weight prefix of each family's encoder inside a head class
 PREFIX = {"roberta": "roberta.", "distilbert": "distilbert.", "electra": "electra.", "modernbert": "model."}
-#: ``transformers`` class per family and bertcore head (:data:`bertcore.sources.HEAD_CLASSES` keys)
+#: ``transformers`` class per family and bertcore head (:data:`bertcore.loading.sources.HEAD_CLASSES` keys)
 HF_CLASSES = {
     "roberta": {"base": "RobertaModel", "mlm": "RobertaForMaskedLM",
                 "classification": "RobertaForSequenceClassification"},

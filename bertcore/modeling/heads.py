@@ -18,7 +18,7 @@ from torch import nn
 from .config import BertConfig
 from .encoder import activation
 from .interventions import Interventions, Tap, layer_norm
-from ..masking import IGNORE_INDEX
+from ..tokenization.masking import IGNORE_INDEX
 from .model import BertModel, BertPreTrainedModel
 
 

@@ -94,7 +94,8 @@ def why_not_transformers(config: BertConfig) -> str | None:
 
 
 def bertcore_line(head: str, path: str = "path/to/this/folder") -> str:
-    """The one line that loads a checkpoint with bertcore (``head`` as :data:`bertcore.sources.HEAD_CLASSES`)."""
+    """The one line that loads a checkpoint with bertcore (``head`` as
+    :data:`bertcore.loading.sources.HEAD_CLASSES`)."""
     cls = {v: k for k, v in OUR_CLASSES.items()}.get(head, "BertForPreTraining")
     return f'from bertcore.modeling.heads import {cls}; model = {cls}.from_pretrained("{path}")'.replace(
         "from bertcore.modeling.heads import BertModel", "from bertcore.modeling.model import BertModel").replace(

@@ -1,4 +1,4 @@
-"""The run as a process: :func:`launch` (a detached ``python -m bertcore.train`` honouring the
+"""The run as a process: :func:`launch` (a detached ``python -m bertcore.training`` honouring the
 per-device lock), :func:`cancel` (SIGTERM: the run saves a checkpoint and exits ``cancelled``),
 :func:`resume` and :func:`wait`.
 """
@@ -34,10 +34,10 @@ def train_command(task: str, run_dir: Path, args: dict[str, Any] | Sequence[str]
                   nproc: int = 1) -> tuple[list[str], dict]:
     """The command line of a run and the ``args`` recorded in its first ``run.json``.
 
-    ``args`` as a dict is read as :class:`bertcore.train_config.TrainConfig` options (an unknown
+    ``args`` as a dict is read as :class:`bertcore.training.config.TrainConfig` options (an unknown
     name raises :class:`RunError`); as a list it is passed on as CLI words.
     """
-    from ..train_config import OptionError, TrainConfig
+    from ..training.config import OptionError, TrainConfig
 
     if isinstance(args, dict):
         try:
@@ -51,9 +51,9 @@ def train_command(task: str, run_dir: Path, args: dict[str, Any] | Sequence[str]
         words, recorded = list(args), {"argv": list(args)}
     if nproc > 1:
         head = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-                "-m", "bertcore.train"]
+                "-m", "bertcore.training"]
     else:
-        head = [sys.executable, "-m", "bertcore.train"]
+        head = [sys.executable, "-m", "bertcore.training"]
     return head + [task, "--run-dir", str(run_dir)] + words, recorded
 
 
@@ -168,7 +168,7 @@ def cancel(run_dir: str | Path, timeout_s: float = 0.0) -> bool:
 
 def resume(run_dir: str | Path, *, queue: bool = False, nproc: int = 1, env: dict[str, str] | None = None) -> Path:
     """Continue a stopped run (cancelled, failed, killed) from its last checkpoint, as a new
-    detached process with the same options (``python -m bertcore.train resume --run-dir ...``).
+    detached process with the same options (``python -m bertcore.training resume --run-dir ...``).
 
     Raises:
         RunError: not a run, or still running.
@@ -187,7 +187,7 @@ def resume(run_dir: str | Path, *, queue: bool = False, nproc: int = 1, env: dic
         raise RunBusyError(busy_message(device, holder))
     head = ([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
             if nproc > 1 else [sys.executable])
-    cmd = head + ["-m", "bertcore.train", "resume", "--run-dir", str(rd.path), "--lock", "wait" if queue else "fail"]
+    cmd = head + ["-m", "bertcore.training", "resume", "--run-dir", str(rd.path), "--lock", "wait" if queue else "fail"]
     RunWriter(rd.path).set_status(state="queued", error=None)
     proc = _spawn(cmd, rd.path, env)
     _fix_pid(rd.path, proc.pid)

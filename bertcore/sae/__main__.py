@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from ..data import DataError
-    from ..sources import SourceError
+    from ..loading.sources import SourceError
     from .io import SAEError
     from .stream import CorpusError
     from .train import Trainer, read_args

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..precomputed import model_hash
+from ..loading.precomputed import model_hash
 from . import io as sae_io
 
 SHIPPED_DIR = "sae"

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..fill_mask import FillMaskError, mask_token_positions, mlm_head_of, predictions_from_logits
+from ..readouts.fill_mask import FillMaskError, mask_token_positions, mlm_head_of, predictions_from_logits
 from ..modeling.interventions import Interventions, eval_mode
-from ..tokenizer import encode
+from ..tokenization.tokenizer import encode
 from .io import site
 from .model import TopKSAE
 from .stream import hidden_states
@@ -50,7 +50,7 @@ def text_features(model, tokenizer, sae: TopKSAE, layer: int, text: str, max_len
     """The SAE's feature activations on each token of ``text`` (one forward pass, stopped after block ``layer``).
 
     Raises:
-        bertcore.tokenizer.TextError: empty or unusable text.
+        bertcore.tokenization.tokenizer.TextError: empty or unusable text.
     """
     enc = encode(tokenizer, text, max_length=max_length)
     h = hidden_states(model, enc.tensors(), [layer])[layer][0].float()  # (T, H)
@@ -129,7 +129,7 @@ def steering_edit(sae: TopKSAE, feature: int, mode: str, value: float, positions
 @dataclass
 class Steered:
     """Fill-mask at each [MASK] of a text, unsteered (``plain``) and steered (``steered``): lists of
-    :class:`bertcore.fill_mask.Prediction`, one per [MASK]."""
+    :class:`bertcore.readouts.fill_mask.Prediction`, one per [MASK]."""
 
     plain: list
     steered: list

@@ -1,7 +1,8 @@
 """What an SAE's features mean, measured: their top-activating tokens on held-out text, with spaCy's labels.
 
 :func:`labelled_text` takes held-out ``sotu`` sentences (the model never trained on them), parses them with spaCy's
-full English pipeline (:func:`bertcore.spacy_pipeline.full_parser`) and gives every WordPiece the labels of the
+full English pipeline (:func:`bertcore.tokenization.spacy_pipeline.full_parser`) and gives every WordPiece the labels
+of the
 spaCy token it starts in: part of speech (``pos``), dependency relation (``dep``), entity type (``ent``, none for
 most tokens) and lemma (``lemma``). :func:`collect` runs the model and the SAE over it once and keeps, per feature,
 its 20 strongest activations (the *top tokens*), an activation histogram and how often it fires; the same pass
@@ -18,7 +19,8 @@ of :func:`purity`:
   purity that is not the word's identity.
 
 :func:`write` / :func:`read` store the result as ``features.npz`` in the SAE's folder, keyed by the model's files
-(:func:`bertcore.precomputed.model_hash`) and the SAE's (:func:`sae_hash`) and the parameters: a changed model or
+(:func:`bertcore.loading.precomputed.model_hash`) and the SAE's (:func:`sae_hash`) and the parameters: a changed
+model or
 SAE file ignores it.
 """
 
@@ -34,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..precomputed import model_hash
+from ..loading.precomputed import model_hash
 from . import io as sae_io
 from .model import TopKSAE
 from .stream import hidden_states
@@ -79,9 +81,9 @@ def labelled_text(tokenizer, sentences: list[str], max_length: int = 64) -> Labe
     """Parse ``sentences`` with spaCy and align its labels to the WordPieces (see the module docstring).
 
     Raises:
-        bertcore.spacy_pipeline.SyntaxUnavailable: spaCy or its English model is missing.
+        bertcore.tokenization.spacy_pipeline.SyntaxUnavailable: spaCy or its English model is missing.
     """
-    from ..spacy_pipeline import full_parser
+    from ..tokenization.spacy_pipeline import full_parser
 
     nlp = full_parser()
     vocab: dict[str, dict[str, int]] = {k: {} for k in KINDS}

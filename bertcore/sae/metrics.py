@@ -22,9 +22,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..fill_mask import mlm_head_of
+from ..readouts.fill_mask import mlm_head_of
 from ..modeling.interventions import Interventions, eval_mode
-from ..masking import mask_for_tokenizer
+from ..tokenization.masking import mask_for_tokenizer
 from .model import TopKSAE
 from .io import site
 from .stream import hidden_states, pad
@@ -122,7 +122,7 @@ def mlm_ce(model, batch: dict[str, torch.Tensor], edits: dict | None = None) -> 
     :class:`~bertcore.modeling.interventions.Interventions`) applied in the one forward call.
 
     Raises:
-        bertcore.fill_mask.FillMaskError: the model has no MLM head.
+        bertcore.readouts.fill_mask.FillMaskError: the model has no MLM head.
     """
     encoder, head = mlm_head_of(model)
     labels = batch["labels"]

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..fill_mask import mlm_head_of
+from ..readouts.fill_mask import mlm_head_of
 from ..modeling.interventions import Interventions, eval_mode
 from .metrics import Reconstruction, _Sums, masked_batch
 from .stream import feed_forward_pairs, pad
@@ -87,7 +87,7 @@ def spliced(model, tokenizer, transcoders: dict[int, Transcoder], chunks: Sequen
     (:func:`bertcore.sae.metrics.masked_batch`, seeded per batch).
 
     Raises:
-        bertcore.fill_mask.FillMaskError: the model has no MLM head.
+        bertcore.readouts.fill_mask.FillMaskError: the model has no MLM head.
     """
     encoder, head = mlm_head_of(model)
     config = encoder.config

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..precomputed import model_hash
+from ..loading.precomputed import model_hash
 from . import io as sae_io
 from .metrics import reconstruction, spliced
 from .stream import heldout_chunks
@@ -114,7 +114,7 @@ def index_features(sae_folder: Path, model, tokenizer, model_folder: Path, sente
 
     Raises:
         bertcore.sae.io.SAEError: the folder cannot be read or does not fit the model.
-        bertcore.spacy_pipeline.SyntaxUnavailable: spaCy is missing.
+        bertcore.tokenization.spacy_pipeline.SyntaxUnavailable: spaCy is missing.
     """
     from . import features
 

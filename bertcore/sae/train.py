@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from ..precomputed import model_hash
+from ..loading.precomputed import model_hash
 from ..runs import RunDir, RunWriter, now_iso
 from . import io as sae_io
 from .config import SAETrainConfig
@@ -45,14 +45,14 @@ FINAL_DIR = "sae"
 
 def model_folder(spec: str) -> Path:
     """``"shipped"`` -> ``models/minilm-mlm``; anything else a folder (a run's checkpoint too)."""
-    from ..sources import shipped_mlm_dir
+    from ..loading.sources import shipped_mlm_dir
 
     return shipped_mlm_dir() if spec in ("shipped", "packaged-mlm") else Path(spec).expanduser()
 
 
 def load_model(spec: str):
     """``(model, tokenizer, folder)`` of a model spec, in eval mode (bertcore's loader: any head)."""
-    from ..sources import ModelSource, load
+    from ..loading.sources import ModelSource, load
 
     folder = model_folder(spec)
     loaded = load(ModelSource("local", str(folder), folder.name))

@@ -2,7 +2,7 @@
 
 :func:`model_card` reads the run's own files (``run.json``, ``metrics.jsonl``), so the training loop writes it
 with each checkpoint and the app can write it for an older checkpoint it re-exports. The code in it is
-:func:`bertcore.hf_export.usage_code`: transformers where transformers computes the model exactly, bertcore
+:func:`bertcore.loading.hf_export.usage_code`: transformers where transformers computes the model exactly, bertcore
 otherwise.
 """
 
@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .. import hf_export
+from ..loading import hf_export
 from .. import runs as R
 from ..modeling import families, hf_format
-from ..train_config import TrainConfig
+from .config import TrainConfig
 from . import recipes
 from .recipes import RECIPES
 
@@ -71,14 +71,14 @@ def model_card(checkpoint: str | Path, run_dir: str | Path | None = None, code_f
     except Exception:  # noqa: BLE001 - an old or hand-edited run.json: show what it has
         cfg = None
     fmt = hf_format.folder_format(checkpoint) or "?"
-    from ..sources import detect_head
+    from ..loading.sources import detect_head
 
     head = detect_head(checkpoint)
     code = hf_export.usage_code(checkpoint, args.get("probe")).replace(
         repr(str(checkpoint.resolve())), repr(str(code_folder.resolve())))
     classes = {**hf_format.HF_CLASSES, **families.HF_CLASSES}
     lines = [f"# {run_dir.name} @ step {step}", "",
-             f"A BERT checkpoint written by BERT Explorer (`python -m bertcore.train {task or ''}`): step {step} of "
+             f"A BERT checkpoint written by BERT Explorer (`python -m bertcore.training {task or ''}`): step {step} of "
              f"run `{run_dir.name}`. Model class: `{classes.get(fmt, {}).get(head, head)}` "
              f"(format: {fmt}).", "",
              "## Use it in Python", "", hf_export.usage_note(fmt, head, checkpoint), "", "```python", code.rstrip(),
@@ -120,11 +120,11 @@ def model_card(checkpoint: str | Path, run_dir: str | Path | None = None, code_f
             lines += [f"No evaluation at step {step}; the last one before it, at step {at}:", ""]
         order = [k for k in FIRST if k in metrics] + sorted(k for k in metrics if k not in FIRST)
         lines += ["| metric | value |", "| --- | --- |"] + [f"| {k} | {_fmt(metrics[k])} |" for k in order]
-        lines += ["", f"Recompute them from this folder: `python -m bertcore.train evaluate --checkpoint "
+        lines += ["", f"Recompute them from this folder: `python -m bertcore.training evaluate --checkpoint "
                       f"{code_folder}`", ""]
     lines += ["## Every option of the run (TrainConfig)", "", "| option | value |", "| --- | --- |"]
     if cfg is not None:
-        from ..train_config import fields_for
+        from .config import fields_for
 
         values = {"task": cfg.task, **{f.name: getattr(cfg, f.name) for f in fields_for(cfg.task)}}
     else:

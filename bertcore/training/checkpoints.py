@@ -19,7 +19,7 @@ import torch
 from ..modeling.checkpoint import atomic_write, atomic_write_text
 from .. import runs as R
 from ..runs import RunDir
-from ..tokenizer import save_tokenizer
+from ..tokenization.tokenizer import save_tokenizer
 from .calibrate import resumed_length
 
 

@@ -2,7 +2,7 @@
 
 :func:`evaluate` is what the loop logs as ``split: "val"`` (and fine-tuning's test results);
 :func:`evaluate_checkpoint` recomputes the same numbers from a checkpoint folder loaded fresh in a new
-process (``python -m bertcore.train evaluate --checkpoint runs/<id>/checkpoints/step-N``), so a user can
+process (``python -m bertcore.training evaluate --checkpoint runs/<id>/checkpoints/step-N``), so a user can
 check what the live charts said. Both use the run's own options (``run.json``), its data split (from
 ``--seed``) and the fixed evaluation masks (generator seeded ``seed + 7919`` per batch), so the two agree
 to float rounding.
@@ -17,7 +17,7 @@ import torch
 
 from .. import data as D
 from .. import runs as R
-from ..train_config import OptionError, TrainConfig
+from .config import OptionError, TrainConfig
 from .dist import autocast
 from .tasks import make_task
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from ..masking import IGNORE_INDEX
+from ..tokenization.masking import IGNORE_INDEX
 
 
 class AgreementLossError(ValueError):

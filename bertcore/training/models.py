@@ -13,7 +13,7 @@ from typing import Any
 from ..modeling.config import PRESETS, BertConfig, ConfigError
 from ..modeling.hf_format import read_config_file
 from ..runs import last_checkpoint
-from ..train_config import PROBE_AUTO, OptionError, TrainConfig
+from .config import PROBE_AUTO, OptionError, TrainConfig
 
 
 class TrainingError(RuntimeError):
@@ -22,12 +22,12 @@ class TrainingError(RuntimeError):
 
 def resolve_init(init: str):
     """``packaged`` | a run directory (its last checkpoint) | a local HF folder | a hub id ->
-    :class:`bertcore.sources.ModelSource`.
+    :class:`bertcore.loading.sources.ModelSource`.
 
     Raises:
         TrainingError: a run without a complete checkpoint, or a path that is not a model folder.
     """
-    from .. import sources
+    from ..loading import sources
 
     if init in ("packaged", "default", ""):
         return sources.PACKAGED
@@ -45,15 +45,15 @@ def resolve_init(init: str):
 
 
 def load_tokenizer_for(spec: str | None, corpus: str = "bbc", vocab_size: int | None = None):
-    """The WordPiece tokenizer of ``spec`` (:func:`bertcore.wordpiece.resolve_tokenizer`): ``packaged``,
+    """The WordPiece tokenizer of ``spec`` (:func:`bertcore.tokenization.wordpiece.resolve_tokenizer`): ``packaged``,
     ``corpus`` / ``corpus:<N>`` (trained on ``corpus``, cached), or a folder, checked.
 
     Raises:
         TrainingError: no usable BERT WordPiece tokenizer there, or a corpus that cannot be read.
     """
-    from .. import sources
+    from ..loading import sources
     from ..data import DataError
-    from ..wordpiece import TokenizerError, resolve_tokenizer
+    from ..tokenization.wordpiece import TokenizerError, resolve_tokenizer
 
     try:
         return resolve_tokenizer(spec, corpus, vocab_size)
@@ -64,8 +64,8 @@ def load_tokenizer_for(spec: str | None, corpus: str = "bbc", vocab_size: int | 
 def tokenizer_problem(cfg: TrainConfig) -> str | None:
     """Why ``cfg.tokenizer`` cannot be used (a message for people), or None. Cheap: a corpus
     vocabulary is not trained here, only its size checked; a folder is loaded and checked."""
-    from ..tokenizer import TokenizerError, load_tokenizer
-    from ..wordpiece import parse_tokenizer_spec
+    from ..tokenization.tokenizer import TokenizerError, load_tokenizer
+    from ..tokenization.wordpiece import parse_tokenizer_spec
 
     if not cfg.scratch:
         return None
@@ -80,7 +80,7 @@ def tokenizer_problem(cfg: TrainConfig) -> str | None:
 
 def init_folder(cfg: TrainConfig) -> Path:
     """The folder of the model a continued run starts from."""
-    from .. import sources
+    from ..loading import sources
 
     return sources.resolve(resolve_init(cfg.init))
 
@@ -182,7 +182,7 @@ def build_model(cfg: TrainConfig, labels: list[str] | None = None):
         TrainingError: a model that does not load, bad overrides, ``max_seq_len`` past its positions, or options a
             ModernBERT-style run cannot take (:func:`modern_problems`; NSP on a model without an NSP head).
     """
-    from .. import sources
+    from ..loading import sources
     from ..modeling.checkpoint import CheckpointError
     from ..modeling.config import preset
     from ..modeling.heads import BertForPreTraining, BertForSequenceClassification
@@ -227,10 +227,10 @@ def build_model(cfg: TrainConfig, labels: list[str] | None = None):
 def head_pooling(cfg: TrainConfig, folder: Path | None) -> dict[str, str]:
     """The ``classifier_pooling`` change a fine-tuning run makes to its starting model's config: ``--pooling``
     when it is ``cls`` or ``mean``; with ``auto``, what the starting folder declares as a sentence-transformers
-    model (:func:`bertcore.sources.declared_pooling`: mean for the packaged all-MiniLM-L6-v2, trained as a
+    model (:func:`bertcore.loading.sources.declared_pooling`: mean for the packaged all-MiniLM-L6-v2, trained as a
     mean-pooled sentence encoder), else no change (the model's own ``config.json``, [CLS] for BERT; a preset when
     ``folder`` is None). ``--model-overrides`` still wins. docs/finetuning.md measures the two heads."""
-    from ..sources import declared_pooling
+    from ..loading.sources import declared_pooling
 
     if cfg.pretrain:
         return {}
@@ -246,7 +246,7 @@ def start_model_config(init: str | None, preset: str) -> BertConfig | None:
     if init in (None, "", "scratch"):
         return PRESETS[preset]
     if init == "packaged":
-        from ..sources import packaged_model_dir
+        from ..loading.sources import packaged_model_dir
 
         folder = packaged_model_dir()
     else:

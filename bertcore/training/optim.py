@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from ..anatomy import group_of
+from ..readouts.anatomy import group_of
 
 
 def lr_at(step: int, peak: float, warmup_steps: int, total_steps: int, decay_steps: int | None = None) -> float:
@@ -51,7 +51,7 @@ def layer_scale(name: str, num_layers: int, layer_decay: float) -> float:
     Classification", section 5.3.3; ELECTRA's fine-tuning, Clark et al. 2020 appendix A): encoder layer ``i``
     (0-based) of ``num_layers`` gets ``layer_decay ** (num_layers - 1 - i)``, the embeddings
     ``layer_decay ** num_layers``; what sits above the encoder (pooler, heads) 1. Groups as
-    :func:`bertcore.anatomy.group_of` names them. Pure."""
+    :func:`bertcore.readouts.anatomy.group_of` names them. Pure."""
     if layer_decay == 1.0:
         return 1.0
     group, _ = group_of(name)

@@ -7,7 +7,7 @@ and at the end (test results and the TF-IDF baseline).
 Pretraining loss = MLM cross-entropy on the selected positions only (labels != -100; the MLM head
 runs on those rows only, ``masked_only=True``) + ``nsp_weight`` x NSP cross-entropy (2 classes)
 (Devlin et al. 2019, section 3.1). The MLM accuracy is split by how each selected token was
-corrupted (:mod:`bertcore.masking` decision codes): at [MASK] positions (the headline number), at
+corrupted (:mod:`bertcore.tokenization.masking` decision codes): at [MASK] positions (the headline number), at
 random replacements and at unchanged positions; ``mlm_acc`` is their mix.
 
 With ``--agreement-pairs`` the training split also holds counterfactual number pairs
@@ -26,9 +26,9 @@ import torch
 
 from .. import data as D
 from ..modeling.heads import BertForPreTrainingOutput, BertForSequenceClassification
-from ..masking import MASKED, RANDOM, UNCHANGED, special_ids
+from ..tokenization.masking import MASKED, RANDOM, UNCHANGED, special_ids
 from .baseline import macro_f1, tfidf_baseline
-from ..train_config import PROBE_AUTO, PROBE_SEP, TrainConfig
+from .config import PROBE_AUTO, PROBE_SEP, TrainConfig
 from ..data.agreement_training import add_agreement_rows
 from ..data.batching import AGREEMENT_COLUMNS
 from .dist import autocast
@@ -123,7 +123,7 @@ class PretrainTask:
         tokens share 0.1% of the mass), so the first prediction is the unigram distribution (loss at the
         unigram line, not ln V);
         ``--position-init sinusoidal`` replaces the position embeddings by the sinusoidal table
-        (:func:`bertcore.positional.sinusoidal`) scaled to the RMS of a normal(0, initializer_range) row."""
+        (:func:`bertcore.readouts.positional.sinusoidal`) scaled to the RMS of a normal(0, initializer_range) row."""
         c = self.cfg
         if not c.scratch:
             return
@@ -137,7 +137,7 @@ class PretrainTask:
             bias = model.cls.predictions.bias
             bias.copy_(torch.as_tensor(np.log(counts / counts.sum()), dtype=bias.dtype))
         if c.position_init == "sinusoidal":
-            from ..positional import sinusoidal
+            from ..readouts.positional import sinusoidal
 
             table = model.bert.embeddings.position_embeddings.weight  # (P, H)
             sin = torch.as_tensor(sinusoidal(*table.shape), dtype=table.dtype)  # RMS 1/sqrt(2)

@@ -7,8 +7,8 @@ import streamlit as st
 from bertcore.analysis.attention import ablation
 from bertcore.data import DataError
 from bertcore.modeling.embeddings import InputError
-from bertcore.sources import PACKAGED_MLM
-from bertcore.tokenizer import TextError
+from bertcore.loading.sources import PACKAGED_MLM
+from bertcore.tokenization.tokenizer import TextError
 from explorer import as_code, resources, widgets
 from explorer.as_code import analyses
 from explorer.figures import ablation as abl_figures

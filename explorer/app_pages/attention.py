@@ -1,5 +1,5 @@
 """Attention: what each head of each layer looks at, as heatmaps, grids, a head view, statistics,
-rollout and flow across layers, what actually flows (context mixing: explorer.what_flows) and the
+rollout and flow across layers, what actually flows (context mixing: explorer.context_mixing) and the
 neuron view; every view can merge WordPieces into words."""
 
 import numpy as np
@@ -12,9 +12,12 @@ from bertcore.analysis.representations import syntax
 from bertcore.analysis.attention.words import merge_attention
 from bertcore.analysis.grammar.agreement import check_verb
 from bertcore.modeling.embeddings import InputError
-from bertcore.fill_mask import FillMaskError
-from bertcore.tokenizer import TextError
-from explorer import as_code, resources, share, what_flows, whatif, widgets
+from bertcore.readouts.fill_mask import FillMaskError
+from bertcore.tokenization.tokenizer import TextError
+from explorer import as_code, resources, widgets
+from explorer.server import share
+from explorer import context_mixing as what_flows
+from explorer import edited_input as whatif
 from explorer.as_code import inside
 from explorer.figures import attention as att_figures
 from explorer.figures import rollout as rollout_figures

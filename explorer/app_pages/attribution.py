@@ -4,12 +4,13 @@ similarity of two sentences, one score per token or word."""
 import pandas as pd
 import streamlit as st
 
-from bertcore import fill_mask
+from bertcore.readouts import fill_mask
 from bertcore.analysis.causal.attribution import DEFAULT_STEPS, AttributionError, mask_positions
 from bertcore.modeling.embeddings import InputError
-from bertcore.sources import PACKAGED_MLM
-from bertcore.tokenizer import TextError, encode
-from explorer import as_code, resources, whatif, widgets
+from bertcore.loading.sources import PACKAGED_MLM
+from bertcore.tokenization.tokenizer import TextError, encode
+from explorer import as_code, resources, widgets
+from explorer import edited_input as whatif
 from explorer.as_code import analyses
 from explorer.figures import attribution as attr_figures
 

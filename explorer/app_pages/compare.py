@@ -7,8 +7,8 @@ import streamlit as st
 
 from bertcore.analysis.representations.compare import MAX_SENTENCES, TokenizationMismatch, js_distance, sentences_of
 from bertcore.modeling.embeddings import InputError
-from bertcore.sources import PACKAGED
-from bertcore.tokenizer import TextError
+from bertcore.loading.sources import PACKAGED
+from bertcore.tokenization.tokenizer import TextError
 from explorer import as_code, resources, widgets
 from explorer.as_code import more
 from explorer.figures import attention as att_figures

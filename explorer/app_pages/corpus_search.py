@@ -17,8 +17,10 @@ from bertcore.analysis import shipped
 from bertcore.analysis.representations import corpus_search as CS
 from bertcore.analysis.representations import syntax
 from bertcore.data import DataError, cache_dir
-from bertcore.tokenizer import TextError, encode
-from explorer import as_code, heldout, resources, share, shared_mode, widgets
+from bertcore.tokenization.tokenizer import TextError, encode
+from explorer import as_code, heldout, resources, widgets
+from explorer.server import share
+from explorer.server import shared_mode
 from explorer.as_code import more
 
 MAX_UPLOAD_CHARS = 2_000_000

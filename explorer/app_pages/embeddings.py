@@ -4,9 +4,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from bertcore import anatomy
+from bertcore.readouts import anatomy
 from bertcore.modeling.embeddings import InputError
-from bertcore.tokenizer import TextError, encode
+from bertcore.tokenization.tokenizer import TextError, encode
 from explorer import as_code, widgets
 from explorer.as_code import inside
 from explorer.figures import embeddings as emb_figures

@@ -1,9 +1,9 @@
 """Evolution: how one attention head and the position embeddings change across a run's checkpoints.
 
-Widgets -> ``bertcore.runs`` (which runs and checkpoints exist) -> ``bertcore.sources.load`` per
-checkpoint -> ``bertcore.analysis.attention.activations.run`` / ``bertcore.positional`` ->
+Widgets -> ``bertcore.runs`` (which runs and checkpoints exist) -> ``bertcore.loading.sources.load`` per
+checkpoint -> ``bertcore.analysis.attention.activations.run`` / ``bertcore.readouts.positional`` ->
 ``explorer.figures.evolution``; at the bottom, "Use this checkpoint in Python"
-(``explorer.run_view.checkpoint_in_python``).
+(``explorer.train.run_view.checkpoint_in_python``).
 Session-state keys start with ``evo_``.
 """
 
@@ -17,16 +17,17 @@ from bertcore import runs
 from bertcore.analysis.papers import emergence
 from bertcore.modeling.config import ConfigError
 from bertcore.data import DataError
-from bertcore.fill_mask import FillMaskError
+from bertcore.readouts.fill_mask import FillMaskError
 from bertcore.modeling.hf_format import read_config_file
-from bertcore.sources import ModelSource, SourceError, files_stamp
-from bertcore.tokenizer import TextError
-from explorer import as_code, checkpoint_resources, heldout, widgets
+from bertcore.loading.sources import ModelSource, SourceError, files_stamp
+from bertcore.tokenization.tokenizer import TextError
+from explorer import as_code, heldout, widgets
+from explorer.train import checkpoint_resources
 from explorer.as_code import training
 from explorer.figures import evolution as figs
 from explorer.figures import findings as finding_figs
 from explorer.figures import training as train_figs
-from explorer.run_view import checkpoint_in_python
+from explorer.train.run_view import checkpoint_in_python
 
 MAX_PANELS = 8
 DEFAULT_TEXT = "The cat sat on the mat because it was tired."

@@ -6,13 +6,13 @@ import html
 import pandas as pd
 import streamlit as st
 
-from bertcore.fill_mask import FillMaskError
+from bertcore.readouts.fill_mask import FillMaskError
 from bertcore.runs import runs_root
 from bertcore.sae import catalog, explore
 from bertcore.sae import features as sae_features
 from bertcore.sae import io as sae_io
 from bertcore.sae.report import QUICK_SENTENCES, index_features
-from bertcore.tokenizer import TextError
+from bertcore.tokenization.tokenizer import TextError
 from explorer import features_cache as cache
 from explorer import as_code, resources, widgets
 from explorer.as_code import more

@@ -17,8 +17,9 @@ from bertcore.analysis.papers import findings as F
 from bertcore.analysis.representations import syntax
 from bertcore.data import DataError
 from bertcore.modeling.embeddings import InputError
-from bertcore.sources import PACKAGED_MLM
-from explorer import as_code, heldout, resources, share, widgets
+from bertcore.loading.sources import PACKAGED_MLM
+from explorer import as_code, heldout, resources, widgets
+from explorer.server import share
 from explorer.as_code import analyses
 from explorer.figures import findings as figs
 from explorer.figures import syntax as syntax_figs
@@ -335,7 +336,7 @@ def faithful_explanations() -> None:
     """Faithful explanations over a whole set: which explanation ranks the tokens that matter first."""
     from bertcore.analysis import shipped
     from bertcore.analysis.causal import faithfulness as faith
-    from explorer import heavy
+    from explorer.server import heavy
     from explorer.figures import mixing as mixing_figs
 
     st.markdown(

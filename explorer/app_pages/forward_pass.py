@@ -1,5 +1,5 @@
 """One forward pass, in real numbers: one token followed from its embedding through one attention head, the
-feed-forward block and the MLM head. Wiring only: ``bertcore.forward_pass`` computes, ``explorer.figures.
+feed-forward block and the MLM head. Wiring only: ``bertcore.readouts.forward_pass`` computes, ``explorer.figures.
 forward_pass`` draws. Keys start with ``fp_``."""
 
 import numpy as np
@@ -7,10 +7,11 @@ import pandas as pd
 import streamlit as st
 
 from bertcore.modeling.embeddings import InputError
-from bertcore.forward_pass import TraceError, formulas
-from bertcore.sources import PACKAGED_MLM
-from bertcore.tokenizer import TextError, encode
-from explorer import as_code, resources, share, widgets
+from bertcore.readouts.forward_pass import TraceError, formulas
+from bertcore.loading.sources import PACKAGED_MLM
+from bertcore.tokenization.tokenizer import TextError, encode
+from explorer import as_code, resources, widgets
+from explorer.server import share
 from explorer.as_code import inside
 from explorer.figures import forward_pass as figs
 from explorer.figures import masking as mask_figures

@@ -13,8 +13,11 @@ import streamlit as st
 from bertcore.analysis import shipped
 from bertcore.analysis.grammar import minimal_pairs as M
 from bertcore.analysis.grammar.scoring import PLL_METRICS, ScoringError
-from bertcore.sources import PACKAGED_MLM
-from explorer import as_code, heavy, resources, share, whatif, widgets
+from bertcore.loading.sources import PACKAGED_MLM
+from explorer import as_code, resources, widgets
+from explorer.server import heavy
+from explorer.server import share
+from explorer import edited_input as whatif
 from explorer.as_code import analyses
 from explorer.figures import grammar as figs
 

@@ -4,13 +4,19 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from bertcore import fill_mask, masking, next_sentence
+from bertcore.readouts import fill_mask
+from bertcore.tokenization import masking
+from bertcore.readouts import next_sentence
 from bertcore.analysis.representations import logit_lens
 from bertcore.modeling.embeddings import InputError
-from bertcore.fill_mask import FillMaskError
-from bertcore.sources import PACKAGED_MLM
-from bertcore.tokenizer import TextError, encode
-from explorer import as_code, heavy, heldout, resources, share, what_flows, whatif, widgets
+from bertcore.readouts.fill_mask import FillMaskError
+from bertcore.loading.sources import PACKAGED_MLM
+from bertcore.tokenization.tokenizer import TextError, encode
+from explorer import as_code, heldout, resources, widgets
+from explorer.server import heavy
+from explorer.server import share
+from explorer import context_mixing as what_flows
+from explorer import edited_input as whatif
 from explorer.as_code import tasks
 from explorer.figures import lens as lens_figures
 from explorer.figures import masking as mask_figures

@@ -4,11 +4,13 @@ import random
 
 import streamlit as st
 
-from bertcore import next_sentence
+from bertcore.readouts import next_sentence
 from bertcore.analysis.attention.words import merge_vector, word_groups
-from bertcore.sources import PACKAGED_MLM
-from bertcore.tokenizer import TextError
-from explorer import as_code, resources, share, whatif, widgets
+from bertcore.loading.sources import PACKAGED_MLM
+from bertcore.tokenization.tokenizer import TextError
+from explorer import as_code, resources, widgets
+from explorer.server import share
+from explorer import edited_input as whatif
 from explorer.as_code import tasks
 from explorer.figures import next_sentence as nsp_figures
 

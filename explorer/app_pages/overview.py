@@ -1,10 +1,12 @@
 """Overview: what BERT is, the card of the model every page uses (picked in the sidebar), and on a shared server
-what the shared mode changes (``explorer.shared_mode``)."""
+what the shared mode changes (``explorer.server.shared_mode``)."""
 
 import streamlit as st
 
-from bertcore.sources import PACKAGED_MLM
-from explorer import as_code, shared_mode, tour, widgets
+from bertcore.loading.sources import PACKAGED_MLM
+from explorer import as_code, widgets
+from explorer.server import shared_mode
+from explorer.tour import banner as tour
 from explorer.as_code import more
 
 st.title("BERT Explorer")

@@ -9,10 +9,12 @@ from __future__ import annotations
 import streamlit as st
 
 from bertcore.analysis.causal import patching as P
-from bertcore.fill_mask import mask_token_positions
-from bertcore.sources import PACKAGED_MLM
-from bertcore.tokenizer import TextError, encode
-from explorer import as_code, heavy, resources, share, widgets
+from bertcore.readouts.fill_mask import mask_token_positions
+from bertcore.loading.sources import PACKAGED_MLM
+from bertcore.tokenization.tokenizer import TextError, encode
+from explorer import as_code, resources, widgets
+from explorer.server import heavy
+from explorer.server import share
 from explorer.as_code import more
 from explorer.figures import patching as figs
 
@@ -98,7 +100,7 @@ metric = P.logit_diff(masks[0], ids[0], ids[1])
 run_key = (resources.source_key(lm.source), clean_text, corrupt_text, good, bad, tuple(kinds))
 stored = st.session_state.get("pat_result")
 if stored is None or stored[0] != run_key:
-    try:  # one scan per inputs for the whole server, queued beside other heavy jobs (explorer/heavy.py)
+    try:  # one scan per inputs for the whole server, queued beside other heavy jobs (explorer/server/heavy.py)
         result = heavy.run_with_status(("patching", *run_key), lambda progress: P.scan(
             lm.model, e_clean.tensors(), e_corr.tensors(), metric, kinds=kinds,
             progress=lambda i, n: progress(i / n)), "the patching scan")

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from bertcore import positional
+from bertcore.readouts import positional
 from explorer import as_code, resources, rotary_view, widgets
 from explorer.as_code import inside
 from explorer.figures import findings as finding_figures

@@ -1,7 +1,7 @@
 """Embedding projector: a whole corpus's vectors at one layer, in 2-D (PCA, UMAP or an axis between two
 words), coloured by part of speech, word, label or a classifier's answers; a slider over the layers animates it.
 
-Widgets -> ``bertcore.analysis.projector.view`` (cached on disk per model files, corpus, layer, method, N) ->
+Widgets -> ``bertcore.analysis.projector_view.view`` (cached on disk per model files, corpus, layer, method, N) ->
 ``explorer.figures.projector``. Keys start with ``proj_``.
 """
 
@@ -12,13 +12,15 @@ import hashlib
 import pandas as pd
 import streamlit as st
 
-from bertcore.analysis import projector as PV
+from bertcore.analysis import projector_view as PV
 from bertcore.analysis import shipped
 from bertcore.analysis.representations import projector as P
 from bertcore.data import DataError, cache_dir
 from bertcore.sae import catalog
 from bertcore.runs import runs_root
-from explorer import as_code, heavy, resources, share, widgets
+from explorer import as_code, resources, widgets
+from explorer.server import heavy
+from explorer.server import share
 from explorer.as_code import more
 from explorer.figures import projector as figures
 

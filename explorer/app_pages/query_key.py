@@ -11,7 +11,8 @@ import streamlit as st
 
 from bertcore.analysis.attention import query_key as QK
 from bertcore.analysis.representations import syntax
-from explorer import as_code, resources, share, widgets
+from explorer import as_code, resources, widgets
+from explorer.server import share
 from explorer.as_code import more
 from explorer.figures import attention as att_figures
 from explorer.figures import query_key as figs

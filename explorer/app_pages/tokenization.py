@@ -5,8 +5,8 @@ import streamlit as st
 
 from bertcore.analysis.attention import activations
 from bertcore.analysis.representations import syntax
-from bertcore.sources import SourceError
-from bertcore.tokenizer import TextError, TokenizerError, compare_vocabularies, encode, is_wordpiece
+from bertcore.loading.sources import SourceError
+from bertcore.tokenization.tokenizer import TextError, TokenizerError, compare_vocabularies, encode, is_wordpiece
 from explorer import as_code, resources, widgets
 from explorer.as_code import inside
 from explorer.figures import tokens as token_figures

@@ -1,13 +1,15 @@
 """Start here: the guided tour's first page (what it is, every step, a button to start) and its quiz.
 
-Wiring only: the steps are ``explorer.tour_steps``, navigation and the banner ``explorer.tour``, the quiz
-``explorer.tour_quiz``. Session-state keys start with ``tour_`` and ``quiz_``.
+Wiring only: the steps are ``explorer.tour.steps``, navigation and the banner ``explorer.tour.banner``, the quiz
+``explorer.tour.quiz``. Session-state keys start with ``tour_`` and ``quiz_``.
 """
 
 import streamlit as st
 
-from explorer import as_code, resources, tour, tour_quiz, widgets
-from explorer.tour_steps import STEPS
+from explorer import as_code, resources, widgets
+from explorer.tour import banner as tour
+from explorer.tour import quiz as tour_quiz
+from explorer.tour.steps import STEPS
 
 st.title("Start here: a guided tour of BERT")
 st.markdown(

@@ -1,8 +1,8 @@
 """Train: launch a small BERT pretraining or fine-tuning run, watch it live, list and compare runs.
 
-A run is its own process (``python -m bertcore.train``, started by :func:`bertcore.runs.launch`):
+A run is its own process (``python -m bertcore.training``, started by :func:`bertcore.runs.launch`):
 the page never trains, it only reads the run directory (``docs/CONTRACTS.md``). Wiring only: the
-launch form is ``explorer.train_form``, the views of runs ``explorer.run_view`` (a live run is an
+launch form is ``explorer.train.form``, the views of runs ``explorer.train.run_view`` (a live run is an
 ``st.fragment(run_every=...)`` that stops polling when the run has ended). Session-state keys
 start with ``train_``.
 """
@@ -14,9 +14,9 @@ from pathlib import Path
 import streamlit as st
 
 from bertcore import runs
-from explorer import sae_train
-from explorer.run_view import live_view, runs_table, runs_table_live, static_view
-from explorer.train_form import launch_form
+from explorer.train import sae_launch as sae_train
+from explorer.train.run_view import live_view, runs_table, runs_table_live, static_view
+from explorer.train.form import launch_form
 
 st.title("Train a small BERT")
 st.caption("Pretrain a tiny BERT from scratch with masked-language modelling and next-sentence prediction, or "

@@ -7,7 +7,7 @@ from streamlit.errors import StreamlitAPIException
 
 from bertcore import vectors
 from bertcore.analysis.representations import similarity
-from bertcore.tokenizer import TextError
+from bertcore.tokenization.tokenizer import TextError
 from explorer import as_code, resources, widgets
 from explorer.as_code import analyses
 from explorer.figures import similarity as sim_figures

@@ -4,7 +4,7 @@ function takes the inputs the page used and returns the snippet's text; its ``re
 
 from __future__ import annotations
 
-from bertcore.sources import ModelSource
+from bertcore.loading.sources import ModelSource
 
 from .common import snippet
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import nbformat
 
-from bertcore.sources import DEFAULT, PACKAGED, ModelSource
+from bertcore.loading.sources import DEFAULT, PACKAGED, ModelSource
 
 CELL = "# %%"
 
@@ -27,7 +27,8 @@ def source_expr(source: ModelSource) -> str:
 
 
 def model_line(source: ModelSource, name: str = "lm") -> str:
-    """The line that loads ``source`` as the page did (``bertcore.sources.load``: eval mode, CPU, head "auto")."""
+    """The line that loads ``source`` as the page did (``bertcore.loading.sources.load``: eval mode, CPU, head
+    "auto")."""
     return f"{name} = sources.load({source_expr(source)})  # {source.label}"
 
 

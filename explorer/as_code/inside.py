@@ -4,7 +4,7 @@ One forward pass. Each function takes the inputs the page used and returns the s
 
 from __future__ import annotations
 
-from bertcore.sources import ModelSource
+from bertcore.loading.sources import ModelSource
 
 from .common import snippet
 
@@ -24,7 +24,8 @@ fig = token_figures.token_grid(enc.tokens, enc.input_ids, enc.word_ids, enc.spec
                                ', labels=labels, label_hover=hovers' if pos else ''})
 fig.show()
 result = {{"input_ids": enc.input_ids, "token_type_ids": enc.token_type_ids, "attention_mask": enc.attention_mask}}"""
-    imports = ["from bertcore.tokenizer import encode", "from explorer.figures import tokens as token_figures"]
+    imports = ["from bertcore.tokenization.tokenizer import encode",
+               "from explorer.figures import tokens as token_figures"]
     if pos:
         imports.append("from bertcore.analysis.representations import syntax")
     return snippet("Tokenization: WordPieces, ids, segment ids, attention mask", source, imports,
@@ -42,7 +43,7 @@ result = {name: norm.numpy() for name, norm in parts.norms.items() if name != "n
 fig = emb_figures.norms_figure(result, enc.tokens)
 fig.show()"""
     return snippet("Embeddings: the size of each part, token by token", source,
-                   ["from bertcore import anatomy", "from bertcore.tokenizer import encode",
+                   ["from bertcore.readouts import anatomy", "from bertcore.tokenization.tokenizer import encode",
                     "from explorer.figures import embeddings as emb_figures"],
                    {"text": text, "text_pair": text_pair}, body)
 
@@ -56,7 +57,8 @@ result = {"learned": lv.cosine, "sinusoidal": sv.cosine}  # (P, P) cosine simila
 fig = pos_figures.compare_cosine(lv.cosine, sv.cosine, start, ("learned (this model)", f"sinusoidal (base {base:g})"))
 fig.show()"""
     return snippet("Positional embeddings: cosine similarity between positions", source,
-                   ["from bertcore import positional", "from explorer.figures import positions as pos_figures"],
+                   ["from bertcore.readouts import positional",
+                    "from explorer.figures import positions as pos_figures"],
                    {"start": start, "stop": stop, "base": float(base)}, body)
 
 
@@ -106,7 +108,8 @@ if steps is not None:  # None: this model has no pooler
     ana_figures.pooler_figure(steps.dense.numpy(), steps.pooled.numpy()).show()
 result = {"parameters": np.array(list(totals.values())), "pooled": None if steps is None else steps.pooled.numpy()}"""
     return snippet("Model anatomy: parameters per group and the pooler", source,
-                   ["import numpy as np", "from bertcore import anatomy", "from bertcore.tokenizer import encode",
+                   ["import numpy as np", "from bertcore.readouts import anatomy",
+                    "from bertcore.tokenization.tokenizer import encode",
                     "from explorer.figures import anatomy as ana_figures"], {"text": text}, body)
 
 
@@ -129,6 +132,6 @@ fig = figs.strips_figure([figs.Strip(f"'{enc.tokens[token]}' after each layer", 
                                      highlight=layer + 1)])  # row 0: the embeddings
 fig.show()"""
     return snippet(f"One forward pass: token {token}, layer {layer + 1}, head {head + 1}", source,
-                   ["from bertcore import forward_pass", "from bertcore.tokenizer import encode",
+                   ["from bertcore.readouts import forward_pass", "from bertcore.tokenization.tokenizer import encode",
                     "from explorer.figures import forward_pass as figs"],
                    {"text": text, "text_pair": text_pair, "token": token, "layer": layer, "head": head}, body)

@@ -4,7 +4,7 @@ returns the snippet's text; its ``result`` is what the page passes to ``as_code.
 
 from __future__ import annotations
 
-from bertcore.sources import ModelSource
+from bertcore.loading.sources import ModelSource
 
 from .common import model_line, snippet
 
@@ -39,7 +39,8 @@ for kind in kinds:
     fig.show()"""
     return snippet("Activation patching", source,
                    ["from bertcore.analysis.causal import patching as P",
-                    "from bertcore.fill_mask import mask_token_positions", "from bertcore.tokenizer import encode",
+                    "from bertcore.readouts.fill_mask import mask_token_positions",
+                    "from bertcore.tokenization.tokenizer import encode",
                     "from explorer.figures import patching as figs"],
                    {"clean": clean, "corrupt": corrupt, "good": good, "bad": bad, "kinds": kinds}, body)
 
@@ -85,7 +86,7 @@ with torch.no_grad():
                         output_hidden_states=True).hidden_states[layer][0, position].numpy()
 hits = CS.search(index, hidden, k)"""
         imports = ["import torch", "from bertcore.analysis.representations import corpus_search as CS",
-                   "from bertcore.tokenizer import encode"]
+                   "from bertcore.tokenization.tokenizer import encode"]
     body += """
 for h in hits:
     print(f"{h.cosine:.3f}  {h.token!r:>12}  {h.context}")

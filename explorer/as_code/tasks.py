@@ -4,7 +4,7 @@ takes the inputs the page used and returns the snippet's text; its ``result`` is
 
 from __future__ import annotations
 
-from bertcore.sources import ModelSource
+from bertcore.loading.sources import ModelSource
 
 from .common import snippet
 
@@ -42,8 +42,9 @@ fig = mask_figures.topk_figure([f"pos {{p.position}}: {{enc.tokens[p.position]}}
                                [None if p.original_id is None else enc.tokens[p.position] for p in shown])
 fig.show()"""
     return snippet("Masking: one masking draw and the model's guesses", source,
-                   ["import numpy as np", "import torch", "from bertcore import fill_mask, masking",
-                    "from bertcore.tokenizer import encode", "from explorer.figures import masking as mask_figures"],
+                   ["import numpy as np", "import torch", "from bertcore.readouts import fill_mask",
+                    "from bertcore.tokenization import masking", "from bertcore.tokenization.tokenizer import encode",
+                    "from explorer.figures import masking as mask_figures"],
                    {"text": text, "text_pair": text_pair, "rate": rate, "whole_word": whole_word,
                     "mask_fraction": mask_fraction, "random_fraction": random_fraction, "seed": seed,
                     "temperature": temperature, "top_k": top_k, "top_p": top_p, "k": k}, body)
@@ -57,7 +58,8 @@ def next_sentence(source: ModelSource, a: str, b: str, head: int | None, words: 
              "print(f\"P(IsNext) = {pred.p_is_next:.1%} (logits IsNext {pred.logits[0]:.2f}, NotNext "
              "{pred.logits[1]:.2f})\")",
              "cls_attention, labels, types = pred.cls_attention, enc.tokens, enc.token_type_ids  # (L, heads, T)"]
-    imports = ["from bertcore import next_sentence", "from explorer.figures import next_sentence as nsp_figures"]
+    imports = ["from bertcore.readouts import next_sentence",
+               "from explorer.figures import next_sentence as nsp_figures"]
     if words:
         imports.append("from bertcore.analysis.attention.words import merge_vector, word_groups")
         lines += ["# words, not WordPieces: a word gets the sum of its pieces' attention",

@@ -7,11 +7,11 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from bertcore.train_config import TrainConfig
+from bertcore.training.config import TrainConfig
 
 from .common import snippet
 
-CLI_PREFIX = "#   "  # the command line's line in the Train snippet starts with this, then "python -m bertcore.train"
+CLI_PREFIX = "#   "  # the command line's line in the Train snippet starts with this, then "python -m bertcore.training"
 
 
 def train_command(task: str, args: dict[str, Any], device: str) -> list[str]:
@@ -20,7 +20,7 @@ def train_command(task: str, args: dict[str, Any], device: str) -> list[str]:
     option TrainConfig refuses."""
     config = TrainConfig.create(task, **args)
     config.check()
-    return ["python", "-m", "bertcore.train", *config.to_argv(), "--device", device]
+    return ["python", "-m", "bertcore.training", *config.to_argv(), "--device", device]
 
 
 def train(task: str, args: dict[str, Any], device: str) -> str:

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from .tokens import _plain
 
-# display codes: bertcore.masking's decisions 0..3, plus 4 for positions that cannot be selected
+# display codes: bertcore.tokenization.masking's decisions 0..3, plus 4 for positions that cannot be selected
 NOT_SELECTED, MASKED, RANDOM, UNCHANGED, NOT_ELIGIBLE = 0, 1, 2, 3, 4
 PALETTE = {NOT_SELECTED: "#eef3f8", MASKED: "#f4a259", RANDOM: "#b48ad9", UNCHANGED: "#7cc47f",
            NOT_ELIGIBLE: "#d0d0d0"}
@@ -31,7 +31,7 @@ def display_codes(decisions: Sequence[int], eligible: Sequence[bool]) -> np.ndar
     if d.shape != e.shape:
         raise ValueError(f"decisions ({d.size}) and eligible ({e.size}) must have one entry per token")
     if d.size and (d.min() < 0 or d.max() > 3):
-        raise ValueError("decisions must be bertcore.masking codes 0..3")
+        raise ValueError("decisions must be bertcore.tokenization.masking codes 0..3")
     return np.where(e, d, NOT_ELIGIBLE)
 
 
@@ -44,7 +44,7 @@ def decision_grid(tokens: Sequence[str], decisions: Sequence[int], eligible: Seq
 
     Args:
         tokens: T original WordPiece tokens.
-        decisions: T codes of :mod:`bertcore.masking` (0 not selected, 1 [MASK], 2 random, 3 unchanged).
+        decisions: T codes of :mod:`bertcore.tokenization.masking` (0 not selected, 1 [MASK], 2 random, 3 unchanged).
         eligible: T booleans (False for special tokens and padding).
         fed_tokens: T tokens the model receives after masking.
         per_row: cells per line (>= 1).

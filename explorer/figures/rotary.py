@@ -1,6 +1,7 @@
 """Figures of rotary position embeddings (RoPE; Su et al. 2021): the rotation frequencies per dimension pair,
 the score grid q(m) . k(n) whose diagonals are constant, the long-range decay, and each head's attention by
-relative offset (pure Plotly; the numbers come from :mod:`bertcore.modeling.rotary` and :mod:`bertcore.positional`)."""
+relative offset (pure Plotly; the numbers come from :mod:`bertcore.modeling.rotary` and
+:mod:`bertcore.readouts.positional`)."""
 
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ def token_grid(
 
     Args:
         tokens, input_ids, word_ids, special_mask, token_type_ids, attention_mask: one entry per
-            token (T), as in :class:`bertcore.tokenizer.Encoding`.
+            token (T), as in :class:`bertcore.tokenization.tokenizer.Encoding`.
         per_row: cells per line (>= 1).
         labels / label_hover: optional per-token annotation drawn as a third line in each cell (e.g. part of
             speech and dependency label) and its hover text.

@@ -8,7 +8,7 @@ import torch
 from bertcore import vectors
 from bertcore.analysis.attention import activations
 from bertcore.analysis.representations import similarity
-from bertcore.tokenizer import TextError, encode
+from bertcore.tokenization.tokenizer import TextError, encode
 
 PYTHON_SENTENCES = [
     "The python swallowed the rabbit whole.",

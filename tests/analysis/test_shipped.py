@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from bertcore import precomputed, sources
+from bertcore.loading import precomputed
+from bertcore.loading import sources
 from bertcore.analysis import shipped
 from bertcore.analysis.papers import evalset
 

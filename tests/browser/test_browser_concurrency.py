@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bertcore.sources import packaged_model_dir
+from bertcore.loading.sources import packaged_model_dir
 
 from .helpers import (  # noqa: F401 - fixtures used by name
     MAIN,

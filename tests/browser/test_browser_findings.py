@@ -33,7 +33,7 @@ FIRST_RUN_MS = 600_000  # the MiniLM's 150 segments take ~40 s on a loaded 2-cor
 
 
 def fake_run(runs_dir: Path) -> Path:
-    """A finished run with one (random, tiny) checkpoint, as bertcore.train writes it."""
+    """A finished run with one (random, tiny) checkpoint, as bertcore.training.cli writes it."""
     run = runs_dir / "20261123-120000-pretrain-find"
     checkpoint = save_tiny_bert(run / "checkpoints" / "step-000000", BertForPreTraining, max_position_embeddings=128)
     mark_complete(checkpoint, 0)

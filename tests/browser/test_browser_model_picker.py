@@ -12,7 +12,7 @@ import struct
 import time
 from pathlib import Path
 
-from bertcore.sources import packaged_model_dir
+from bertcore.loading.sources import packaged_model_dir
 
 from .conftest import SCREENSHOTS, Session
 from .helpers import (  # noqa: F401 - fixtures used by name

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
-from bertcore.sources import DEFAULT, load
-from explorer import tour_quiz
-from explorer.tour_steps import STEPS
+from bertcore.loading.sources import DEFAULT, load
+from explorer.tour import quiz as tour_quiz
+from explorer.tour.steps import STEPS
 
 from .helpers import problems, shoot, wait_charts, wait_idle
 

@@ -24,7 +24,7 @@ from bertcore.analysis.attention.value_zeroing import every_layer
 from bertcore.analysis.causal import attribution, faithfulness, patching
 from bertcore.analysis.grammar import scoring
 from bertcore.analysis.representations import corpus_search, edits, logit_lens, projector, whatif
-from bertcore.forward_pass import trace
+from bertcore.readouts.forward_pass import trace
 
 CLEAN = "The keys to the cabinet [MASK] on the table."
 CORRUPT = "The key to the cabinet [MASK] on the table."
@@ -36,7 +36,7 @@ MIN_SECONDS = 0.5  # thread B keeps running at least this long, and at least as 
 @pytest.fixture(scope="module")
 def mlm():
     """The shipped MiniLM-MLM, one object for both threads, as ``st.cache_resource`` shares it."""
-    from bertcore import sources
+    from bertcore.loading import sources
 
     return sources.load(sources.PACKAGED_MLM)
 

@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 from bertcore import runs
 from bertcore.modeling.heads import BertForPreTraining
 from bertcore.modeling.model import BertModel
-from bertcore.sources import ModelSource, list_run_sources
+from bertcore.loading.sources import ModelSource, list_run_sources
 
 from ..conftest import ROOT, mark_complete, save_tiny_bert, save_with_tokenizer, tiny_bert
 
@@ -260,7 +260,7 @@ def run_source(models, monkeypatch):
 
 def fake_run(root: Path, run_id: str, task: str = "pretrain", state: str = "done", steps=(0, 10, 20),
              error: str | None = None, pid: int | None = None, max_positions: int = 64) -> Path:
-    """A run directory as bertcore.train writes it (docs/CONTRACTS.md), with tiny (random) checkpoints."""
+    """A run directory as bertcore.training.cli writes it (docs/CONTRACTS.md), with tiny (random) checkpoints."""
     d = root / run_id
     (d / "checkpoints").mkdir(parents=True)
     runs.write_json(d / "run.json", {"run_id": run_id, "task": task, "created": "2026-11-22T10:00:00Z", "argv": [],

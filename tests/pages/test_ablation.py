@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from bertcore import BertForPreTraining, BertForSequenceClassification
-from bertcore import sources
-from bertcore.sources import ModelSource
+from bertcore.loading import sources
+from bertcore.loading.sources import ModelSource
 
 from ..conftest import save_tiny_bert
 from .conftest import BAD_TEXTS, array, assert_clean, chart_specs, messages, page

@@ -3,7 +3,7 @@ input handles bad text, an MLM model has no pooler."""
 
 from __future__ import annotations
 
-from bertcore import sources
+from bertcore.loading import sources
 from bertcore.modeling.config import PRESETS
 
 from .conftest import BAD_TEXTS, assert_clean, dataframes, messages, page

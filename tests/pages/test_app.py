@@ -113,7 +113,7 @@ def test_default_pages_never_touch_the_network(monkeypatch):
         assert charts(at) >= 1
     assert attempts == []
     # the guard does catch a download: a hub id tries to connect (and fails with a clear message)
-    from bertcore import sources
+    from bertcore.loading import sources
 
     with pytest.raises(sources.SourceError, match="cannot get"):
         sources.load(sources.ModelSource("hub", "bert-base-uncased"))

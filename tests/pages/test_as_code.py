@@ -21,7 +21,7 @@ import torch
 
 from bertcore.sae import io as sae_io
 from bertcore.sae.model import TopKSAE
-from bertcore.sources import PACKAGED
+from bertcore.loading.sources import PACKAGED
 from explorer.as_code import RECORD_KEY, common
 
 from ..conftest import ROOT
@@ -175,7 +175,7 @@ def test_the_snippet_reproduces_the_page(name, ran):
 
 def test_notebook_holds_the_snippet_cell_by_cell():
     from explorer.as_code import inside
-    from bertcore.sources import DEFAULT, ModelSource
+    from bertcore.loading.sources import DEFAULT, ModelSource
 
     code = inside.attention(ModelSource("local", "/tmp/x", "x"), "A 'quoted' text\n with ünïcode", None, 2, 3,
                             True, False)
@@ -197,11 +197,11 @@ def test_the_tour_says_it_computes_nothing():
 
 
 def test_the_train_snippet_starts_the_same_run(runs_root, monkeypatch):
-    """The Train form's code: its command line parses (bertcore.train's own parser) into the TrainConfig that its
+    """The Train form's code: its command line parses (bertcore.training.cli's own parser) into the TrainConfig that its
     Python call passes to runs.launch, for the default recipe and for a custom pretraining."""
     from bertcore import runs
-    from bertcore import train as cli
-    from bertcore.train_config import TrainConfig
+    from bertcore.training import cli as cli
+    from bertcore.training.config import TrainConfig
     from explorer.as_code.training import CLI_PREFIX
 
     at = page("train")
@@ -211,7 +211,7 @@ def test_the_train_snippet_starts_the_same_run(runs_root, monkeypatch):
         at.run()
         assert_clean(at)
         rec = at.session_state[RECORD_KEY]["train"]
-        line = next(s for s in rec.code.splitlines() if s.startswith(CLI_PREFIX + "python -m bertcore.train"))
+        line = next(s for s in rec.code.splitlines() if s.startswith(CLI_PREFIX + "python -m bertcore.training"))
         argv = shlex.split(line[len(CLI_PREFIX):])
         assert argv == rec.result["argv"]
         launched = {}

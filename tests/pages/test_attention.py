@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from bertcore.analysis.attention import rollout
-from bertcore.sources import PACKAGED
-from bertcore.tokenizer import encode
+from bertcore.loading.sources import PACKAGED
+from bertcore.tokenization.tokenizer import encode
 
 from .conftest import (ATT_TABS, BAD_TEXTS, array, assert_clean, chart_specs, charts, check, each_attention_tab,
                        messages, open_page, page)
@@ -42,7 +42,7 @@ def test_attention_default(att_app):
 
 
 def test_the_default_sentence_says_whether_the_model_agrees_and_names_the_head(att_app):
-    from bertcore import sources
+    from bertcore.loading import sources
     from bertcore.analysis.grammar.agreement import check_verb
 
     at = att_app

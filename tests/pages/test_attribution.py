@@ -3,7 +3,7 @@ classifier and a fill-mask model, with a completeness gap under 5%; bad text giv
 
 from __future__ import annotations
 
-from bertcore import sources
+from bertcore.loading import sources
 
 from .conftest import COMPARE_LABELS, assert_bad_texts_answered, assert_clean, chart_specs, messages, page
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from bertcore.analysis.representations import compare
-from bertcore import sources
-from bertcore.sources import load
+from bertcore.loading import sources
+from bertcore.loading.sources import load
 
 from .conftest import array, assert_bad_texts_answered, assert_clean, chart_specs, messages, page, table
 

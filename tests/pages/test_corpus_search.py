@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from bertcore import sources
+from bertcore.loading import sources
 from bertcore.analysis.representations import corpus_search as CS
 
 from .conftest import BAD_TEXTS, assert_clean, messages, page

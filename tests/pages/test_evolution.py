@@ -65,7 +65,7 @@ def test_evolution_findings_on_a_real_tiny_run(runs_root, tmp_path):
     """A 20-step nano pretraining run made with the CLI (checkpoints every 5 steps) -> the Evolution page's
     published-patterns view measures every checkpoint and reads the run's loss."""
     env = {**os.environ, "BERT_EXPLORER_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "bertcore.train", "pretrain", "--preset", "nano", "--max-steps", "20",
+    cmd = [sys.executable, "-m", "bertcore.training", "pretrain", "--preset", "nano", "--max-steps", "20",
            "--save-every", "5", "--keep-checkpoints", "0", "--max-docs", "60", "--max-seq-len", "32",
            "--batch-size", "8", "--lock", "none", "--threads", "1", "--run-dir", str(runs_root / "tiny-run")]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)

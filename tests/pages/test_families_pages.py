@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bertcore.sources import ModelSource
+from bertcore.loading.sources import ModelSource
 
 from ..test_families import save_family, tokenizers  # noqa: F401 - the fixture
 from .conftest import PAGES, assert_clean, messages, page

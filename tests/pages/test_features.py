@@ -9,7 +9,7 @@ from .conftest import assert_clean, charts, messages, page
 
 
 def _sae_run(root, source):
-    from bertcore import sources
+    from bertcore.loading import sources
 
     lm = sources.load(source)
     sae = TopKSAE(lm.config.hidden_size, 48, 4, seed=1)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bertcore.modeling.heads import BertForPreTraining
-from bertcore import sources
-from bertcore.sources import PACKAGED, ModelSource
+from bertcore.loading import sources
+from bertcore.loading.sources import PACKAGED, ModelSource
 
 from ..conftest import mark_complete
 from .conftest import array, assert_clean, chart_specs, page, texts, tiny_folder
@@ -83,7 +83,7 @@ def test_syntax_heads_tab_shows_bertcores_scores_beside_clarks():
     """The tab's table holds bertcore.analysis.representations.syntax's scores on the same held-out segments, Clark's
     bert-base
     numbers beside the relations he reports, and draws the relation x head map and one example's arcs."""
-    from bertcore import sources
+    from bertcore.loading import sources
     from bertcore.analysis.papers import evalset
     from bertcore.analysis.representations import syntax
 
@@ -120,7 +120,7 @@ def test_probing_tab_shows_bertcores_probes():
     """The probes tab: one figure (POS, dependency), the table's numbers are bertcore.analysis.representations.probes'
     on the same
     parsed segments."""
-    from bertcore import sources
+    from bertcore.loading import sources
     from bertcore.analysis.papers import evalset
     from bertcore.analysis.representations import probes, syntax
 
@@ -148,7 +148,7 @@ def test_a_first_visit_reads_the_results_shipped_with_the_model(monkeypatch):
     beside it (nothing is run: the computations are made to fail), and equal that file's results."""
     import streamlit as st
 
-    from bertcore import sources
+    from bertcore.loading import sources
     from bertcore.analysis import shipped
     from bertcore.analysis.papers import evalset, published
     from bertcore.analysis.representations import probes, syntax
@@ -177,7 +177,7 @@ def test_a_first_visit_reads_the_results_shipped_with_the_model(monkeypatch):
 def test_a_changed_model_computes_its_findings_again(monkeypatch, tmp_path):
     import shutil
 
-    from bertcore import sources
+    from bertcore.loading import sources
     from bertcore.analysis.papers import evalset
 
     from ..test_precomputed import changed_weight

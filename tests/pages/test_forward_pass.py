@@ -9,10 +9,11 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from bertcore import fill_mask, sources
+from bertcore.readouts import fill_mask
+from bertcore.loading import sources
 from bertcore.modeling.heads import BertForPreTraining
-from bertcore.sources import ModelSource
-from bertcore.tokenizer import encode
+from bertcore.loading.sources import ModelSource
+from bertcore.tokenization.tokenizer import encode
 
 from ..conftest import save_tiny_bert
 from .conftest import PAGES, TIMEOUT, array, assert_bad_texts_handled, assert_clean, chart_specs, charts, messages, page

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertcore import sources
+from bertcore.loading import sources
 from bertcore.analysis.grammar.scoring import pseudo_log_likelihood
 
 from .conftest import array, assert_bad_texts_handled, assert_clean, chart_specs, charts, messages, open_page, page

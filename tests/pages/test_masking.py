@@ -1,5 +1,5 @@
-"""AppTest of the Masking page: the draw equals bertcore.masking's for the seed, rates and splits at their
-bounds, whole-word masking, predictions equal bertcore.fill_mask's, models without an MLM head get a message
+"""AppTest of the Masking page: the draw equals bertcore.tokenization.masking's for the seed, rates and splits at their
+bounds, whole-word masking, predictions equal bertcore.readouts.fill_mask's, models without an MLM head get a message
 and a one-click switch to the packaged MiniLM-MLM; bad text gives a message, never a traceback."""
 
 from __future__ import annotations
@@ -8,9 +8,11 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from bertcore import fill_mask, masking, sources
-from bertcore.sources import load
-from bertcore.tokenizer import encode
+from bertcore.readouts import fill_mask
+from bertcore.tokenization import masking
+from bertcore.loading import sources
+from bertcore.loading.sources import load
+from bertcore.tokenization.tokenizer import encode
 
 from .conftest import PAGES as ROOT_PAGES
 from .conftest import assert_bad_texts_handled, assert_clean, dataframes, messages, page
@@ -103,7 +105,7 @@ def test_masking_predictions_with_an_mlm_model(mlm_source):
     table = preds[0]
     assert "(your [MASK])" in set(table["original"])
     assert table["probability"].between(0, 1).all()
-    # the page shows what bertcore.fill_mask computes for the same draw
+    # the page shows what bertcore.readouts.fill_mask computes for the same draw
     loaded = load(mlm_source)
     tok = loaded.tokenizer
     enc = encode(tok, "The cat sat on the [MASK] near the warm fire place.")

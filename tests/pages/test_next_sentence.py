@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from bertcore import next_sentence, sources
+from bertcore.readouts import next_sentence
+from bertcore.loading import sources
 
 from ..conftest import hf_folder
 from .conftest import array, page

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from bertcore import sources
+from bertcore.loading import sources
 from bertcore.analysis.causal import patching as P
-from bertcore.fill_mask import mask_token_positions
-from bertcore.tokenizer import encode
+from bertcore.readouts.fill_mask import mask_token_positions
+from bertcore.tokenization.tokenizer import encode
 
 from .conftest import BAD_TEXTS, array, assert_clean, chart_specs, messages, page
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertcore import positional
-from bertcore.sources import PACKAGED
+from bertcore.readouts import positional
+from bertcore.loading.sources import PACKAGED
 
 from .conftest import array, assert_clean, chart_specs, messages, page, texts
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bertcore.modeling import rotary
-from bertcore.sources import ModelSource
+from bertcore.loading.sources import ModelSource
 
 from ..test_families import save_family, tokenizers  # noqa: F401 - the fixture
 from .conftest import array, assert_clean, chart_specs, messages, page, texts

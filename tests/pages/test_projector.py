@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from bertcore import sources
-from bertcore.analysis import projector as PV
+from bertcore.loading import sources
+from bertcore.analysis import projector_view as PV
 from bertcore.analysis import shipped
 from bertcore.analysis.representations import projector as P
 from bertcore.modeling.heads import BertForMaskedLM

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from bertcore import sources
+from bertcore.loading import sources
 
 from .conftest import array, assert_clean, chart_specs, messages, page
 

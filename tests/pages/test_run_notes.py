@@ -1,4 +1,4 @@
-"""explorer/run_notes.py: the run view's sentences for a busy calibration, a run still on the unigram
+"""explorer/train/run_notes.py: the run view's sentences for a busy calibration, a run still on the unigram
 plateau past its recipe's usual escape step, and fine-tuning against the TF-IDF baseline; as text and on the
 Train page (AppTest)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from bertcore import runs
 from bertcore.training import TrainConfig
 from bertcore.training.recipes import RECIPES, recipe_of
-from explorer import run_notes as notes
+from explorer.train import run_notes as notes
 
 from .conftest import fake_run, page, texts
 

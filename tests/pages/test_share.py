@@ -1,11 +1,11 @@
-"""Shareable views (explorer.share): a link's query string reopens the same model, text and controls; bad or
+"""Shareable views (explorer.server.share): a link's query string reopens the same model, text and controls; bad or
 stale parameters fall back to the defaults with a notice, never an exception; the URL follows the widgets."""
 
 from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
-from bertcore import sources
+from bertcore.loading import sources
 
 from .conftest import APP, PAGES, TIMEOUT, assert_clean, messages
 

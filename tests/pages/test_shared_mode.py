@@ -1,4 +1,5 @@
-"""AppTest of the shared-server mode (explorer/shared_mode.py, BERT_EXPLORER_SHARED=1): a typed path is refused with
+"""AppTest of the shared-server mode (explorer/server/shared_mode.py, BERT_EXPLORER_SHARED=1): a typed path is
+refused with
 a message, another session's run cannot be cancelled, an upload over the limit is refused, the Overview says the
 mode is on; and the operator's file, the per-session run limit, the queue position and the session's folder."""
 
@@ -13,8 +14,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from bertcore import runs
-from bertcore.sources import DEFAULT, ModelSource
-from explorer import shared_mode
+from bertcore.loading.sources import DEFAULT, ModelSource
+from explorer.server import shared_mode
 
 from .conftest import APP, TIMEOUT, fake_run, open_page, page, texts, tiny_folder
 
@@ -246,12 +247,12 @@ def test_refusals_by_source_kind(shared):
 
 
 def test_the_settings_module_is_torch_free():
-    """explorer.shared_mode imports neither torch nor bertcore (app.py reads it before any model)."""
+    """explorer.server.shared_mode imports neither torch nor bertcore (app.py reads it before any model)."""
     import subprocess as sp
 
     from ..conftest import ROOT
 
-    code = ("import sys, explorer.shared_mode\n"
+    code = ("import sys, explorer.server.shared_mode\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'bertcore', 'transformers'}))")
     out = sp.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -5,7 +5,7 @@ import pytest
 import transformers
 
 from bertcore.modeling.heads import BertForPreTraining
-from bertcore.sources import ModelSource
+from bertcore.loading.sources import ModelSource
 
 from ..conftest import mark_complete, save_tiny_bert
 from .conftest import charts, check, dataframes, each_attention_tab, open_page

@@ -5,8 +5,8 @@ which has bert-base-uncased's vocabulary, is not)."""
 import pytest
 
 from bertcore import BertForPreTraining
-from bertcore.tokenizer import save_tokenizer
-from bertcore.wordpiece import train_wordpiece
+from bertcore.tokenization.tokenizer import save_tokenizer
+from bertcore.tokenization.wordpiece import train_wordpiece
 
 from ..conftest import TINY_CORPUS, mark_complete, save_tiny_bert
 from .conftest import BAD_TEXTS, charts, check, open_page

@@ -1,4 +1,4 @@
-"""The guided tour (explorer.tour, explorer/app_pages/tour.py) through app.py: every step opens its page with its
+"""The guided tour (explorer.tour.banner, explorer/app_pages/tour.py) through app.py: every step opens its page with its
 inputs set and a banner whose numbers are measured on the model in use; Back/Next/Leave; a link's step number
 (junk falls back to step 1); bad input in a step's URL parameters; a model without an MLM head; the quiz checks
 right and wrong answers against the measured ones."""
@@ -11,10 +11,11 @@ from streamlit.testing.v1 import AppTest
 
 from bertcore.analysis.attention import activations
 from bertcore.analysis.papers import findings as F
-from bertcore.sources import DEFAULT, PACKAGED, load
-from explorer import share, tour_quiz
+from bertcore.loading.sources import DEFAULT, PACKAGED, load
+from explorer.server import share
+from explorer.tour import quiz as tour_quiz
 from explorer.resources import source_key
-from explorer.tour_steps import ATT_A, STEPS
+from explorer.tour.steps import ATT_A, STEPS
 
 from .conftest import APP, TIMEOUT, assert_clean, messages
 

@@ -1,4 +1,4 @@
-"""AppTest of the Train page's run views (explorer/run_view.py) against a temporary runs root.
+"""AppTest of the Train page's run views (explorer/train/run_view.py) against a temporary runs root.
 
 Hand-written run directories (the contract of docs/CONTRACTS.md) test the views quickly; one real
 tiny pretraining run, launched from the page, tests the whole loop (launch -> listed -> second
@@ -15,7 +15,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from bertcore import runs
-from bertcore.train_config import field_info
+from bertcore.training.config import field_info
 
 from ..conftest import wait_for
 from .conftest import fake_run, page, texts

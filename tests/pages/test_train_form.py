@@ -1,4 +1,4 @@
-"""AppTest of the Train page's launch form (explorer/train_form.py): the one-click recipes launch exactly
+"""AppTest of the Train page's launch form (explorer/train/form.py): the one-click recipes launch exactly
 their options, every input shows TrainConfig's default, range and help, the knobs reach run.json, the
 corpus vocabulary and the named corpora are offered."""
 
@@ -9,7 +9,7 @@ import json
 import pytest
 
 from bertcore import runs
-from bertcore.train_config import TrainConfig, default_lr, field_info
+from bertcore.training.config import TrainConfig, default_lr, field_info
 from bertcore.training.recipes import DEFAULT_RECIPE, RECIPES
 
 from .conftest import page

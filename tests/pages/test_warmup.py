@@ -1,4 +1,4 @@
-"""The server's warm-up (explorer/warmup.py): after it, a first visit of any page imports no package not yet
+"""The server's warm-up (explorer/server/warmup.py): after it, a first visit of any page imports no package not yet
 imported (what it is for: a first visit that answers at once), and it starts once per process, never under the tests."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 import textwrap
 import time
 
-from explorer import warmup
+from explorer.server import warmup
 
 from ..conftest import ROOT
 
@@ -20,7 +20,7 @@ from ..conftest import ROOT
 # distribution.
 VISIT_EVERY_PAGE = textwrap.dedent("""
     import importlib.metadata, json, re, sys
-    from explorer import warmup
+    from explorer.server import warmup
     skipped = warmup.run()
     from streamlit.testing.v1 import AppTest
     installed = set(importlib.metadata.packages_distributions())

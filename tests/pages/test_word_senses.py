@@ -3,7 +3,7 @@ list gives a message, never an exception; the page links to the Findings page.""
 
 import pytest
 
-from bertcore.sources import PACKAGED
+from bertcore.loading.sources import PACKAGED
 
 from .conftest import assert_clean, charts, check, messages, open_page, page, texts
 

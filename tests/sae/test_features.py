@@ -19,7 +19,7 @@ SENTENCES = ["The president spoke to Congress in Washington.", "Farmers grow whe
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     pytest.importorskip("spacy")
-    from bertcore import sources
+    from bertcore.loading import sources
     from bertcore.modeling import heads
     from tests.conftest import save_tiny_bert
 

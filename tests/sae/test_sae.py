@@ -69,7 +69,7 @@ def test_fvu_of_known_cases():
 
 @pytest.fixture(scope="module")
 def tiny_mlm(tmp_path_factory):
-    from bertcore import sources
+    from bertcore.loading import sources
     from bertcore.modeling import heads
     from tests.conftest import save_tiny_bert
 

@@ -10,7 +10,7 @@ import pytest
 from bertcore.sae import features
 from bertcore.sae import io as sae_io
 from bertcore.sae.report import SHIPPED_SENTENCES, card, feature_params
-from bertcore.sources import shipped_mlm_dir
+from bertcore.loading.sources import shipped_mlm_dir
 
 MODEL = shipped_mlm_dir()
 SAES = sorted((MODEL / "sae").glob("layer-*"))

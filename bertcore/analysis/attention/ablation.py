@@ -22,8 +22,8 @@ import torch
 from sklearn.metrics.pairwise import paired_cosine_distances
 
 from ...modeling.attention import HEAD_ABLATIONS
-from ...fill_mask import mlm_head_of
-from ...tokenizer import Encoding
+from ...readouts.fill_mask import mlm_head_of
+from ...tokenization.tokenizer import Encoding
 
 MODES = {"zero": "Zero the head's output (Michel et al. 2019; HF head_mask)",
          "uniform": "Uniform attention (Kovaleva et al. 2019)"}
@@ -80,7 +80,7 @@ def readout(model: torch.nn.Module, head: str, tokenizer, encoding: Encoding, he
     ``head_mask`` / ``mode`` (None: unablated), read out through every head it has.
 
     Args:
-        head: the model's head kind (:attr:`bertcore.sources.LoadedModel.head`: base, mlm,
+        head: the model's head kind (:attr:`bertcore.loading.sources.LoadedModel.head`: base, mlm,
             pretraining, classification).
         k: fill-mask guesses per [MASK].
     Raises:
@@ -173,7 +173,7 @@ def heldout_batch(tokenizer, texts: list[str], max_length: int = HELDOUT_TOKENS,
         ``input_ids``, ``token_type_ids``, ``attention_mask``, ``labels`` (-100 where not selected),
         each ``(N, T)`` long.
     """
-    from ...masking import mask_for_tokenizer
+    from ...tokenization.masking import mask_for_tokenizer
 
     enc = tokenizer(texts, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
     gen = torch.Generator().manual_seed(seed)
@@ -188,7 +188,7 @@ def mlm_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor], head_mask: 
     """MLM cross-entropy (nats per masked token) of a model with an MLM head on :func:`heldout_batch`.
 
     Raises:
-        bertcore.fill_mask.FillMaskError: the model has no MLM head.
+        bertcore.readouts.fill_mask.FillMaskError: the model has no MLM head.
     """
     mlm_head_of(model)
     device = next(model.parameters()).device

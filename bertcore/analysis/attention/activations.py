@@ -11,7 +11,7 @@ import torch
 from transformers import BertTokenizerFast
 
 from ...modeling.model import BertModel
-from ...tokenizer import Encoding, encode
+from ...tokenization.tokenizer import Encoding, encode
 
 # ----------------------------------------------------------------------------- forward pass
 
@@ -21,7 +21,7 @@ class Activations:
     """One text (or sentence pair) run through the encoder.
 
     Attributes:
-        encoding: the :class:`~bertcore.tokenizer.Encoding` that was run (T tokens).
+        encoding: the :class:`~bertcore.tokenization.tokenizer.Encoding` that was run (T tokens).
         attentions: ``(L, heads, T, T)`` float32 attention probabilities; rows (queries) sum to 1.
         hidden_states: ``(L+1, T, H)`` float32; index 0 is the embedding output.
     """
@@ -65,7 +65,7 @@ def run(model: BertModel, tokenizer: BertTokenizerFast, text: str, text_pair: st
     ``result.encoding.num_truncated`` says how many tokens were dropped.
 
     Raises:
-        bertcore.tokenizer.TextError: empty / whitespace-only / unreadable / over-long text.
+        bertcore.tokenization.tokenizer.TextError: empty / whitespace-only / unreadable / over-long text.
         bertcore.modeling.embeddings.InputError: ids the model cannot embed (a tokenizer that is not the model's).
     """
     limit = min(int(model.config.max_sequence_length), int(tokenizer.model_max_length))

@@ -149,7 +149,7 @@ def every_layer(model, inputs: dict, position: int, token_id: int, tokens: list[
     Raises:
         ValueError: no MLM head, a position or id out of range, not one encoding, a model in training mode.
     """
-    from bertcore.fill_mask import FillMaskError, mlm_head_of
+    from bertcore.readouts.fill_mask import FillMaskError, mlm_head_of
     from bertcore.modeling.interventions import Interventions
 
     try:

@@ -3,7 +3,7 @@ BERT Look At?", section 4.1).
 
 Attention *to* a word is the sum of the attention to its pieces (so a row still sums to 1);
 attention *from* a word is the mean of its pieces' rows. Special tokens ([CLS], [SEP]) stay
-their own unit. Groups come from the encoding's ``word_ids`` (:class:`~bertcore.tokenizer.Encoding`).
+their own unit. Groups come from the encoding's ``word_ids`` (:class:`~bertcore.tokenization.tokenizer.Encoding`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def word_groups(tokens: list[str], word_ids: list[int | None]) -> WordGroups:
 
     Args:
         tokens: T WordPiece strings (``##`` marks a continuation).
-        word_ids: T word indices or None (as :attr:`bertcore.tokenizer.Encoding.word_ids`).
+        word_ids: T word indices or None (as :attr:`bertcore.tokenization.tokenizer.Encoding.word_ids`).
     Raises:
         ValueError: lists of different lengths.
     """

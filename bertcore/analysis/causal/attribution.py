@@ -30,9 +30,9 @@ import numpy as np
 import torch
 from transformers import BertTokenizerFast
 
-from ...fill_mask import FillMaskError, mlm_head_of, normalise_mask_markers
+from ...readouts.fill_mask import FillMaskError, mlm_head_of, normalise_mask_markers
 from ...modeling.model import BertModel
-from ...tokenizer import Encoding, encode
+from ...tokenization.tokenizer import Encoding, encode
 
 DEFAULT_STEPS = 20
 TOKENS_PER_BATCH = 4096  # interpolation steps are batched so that batch x T stays near this
@@ -155,7 +155,7 @@ def explain_class(model: torch.nn.Module, tokenizer: BertTokenizerFast, text: st
         target: class index; None = the predicted class.
     Raises:
         AttributionError: no classifier, or a class index out of range.
-        bertcore.tokenizer.TextError: empty / unreadable text.
+        bertcore.tokenization.tokenizer.TextError: empty / unreadable text.
     """
     if not hasattr(model, "classifier"):
         raise AttributionError(NO_CLASSIFIER)
@@ -193,7 +193,7 @@ def explain_fill_mask(model: torch.nn.Module, tokenizer: BertTokenizerFast, text
         token_id: the vocabulary id whose probability is explained; None = the top prediction.
     Raises:
         AttributionError: no MLM head, no [MASK] in the text, or a position / id out of range.
-        bertcore.tokenizer.TextError: empty / unreadable text.
+        bertcore.tokenization.tokenizer.TextError: empty / unreadable text.
     """
     try:
         encoder, head = mlm_head_of(model)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ...fill_mask import FillMaskError, mlm_head_of
+from ...readouts.fill_mask import FillMaskError, mlm_head_of
 from ..attention import decompx
 from ..attention import mixing as mixing_mod
 from ..attention.value_zeroing import every_layer
@@ -228,7 +228,7 @@ def over_sentences(model, tokenizer, sentences: list[str], seed: int = 0, ig_ste
     Raises:
         ValueError: no MLM head.
     """
-    from ...tokenizer import encode
+    from ...tokenization.tokenizer import encode
 
     try:
         encoder, head = mlm_head_of(model)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...data import synthetic
-from ...tokenizer import encode, is_wordpiece
+from ...tokenization.tokenizer import encode, is_wordpiece
 from ..attention.activations import run_encoding
 
 
@@ -103,18 +103,18 @@ def check_verb(model, tokenizer, text: str, verb: str, other_verb: str, subject:
     """Does the model agree ``verb`` with ``subject`` across ``attractor`` in ``text``, and which head links them?
 
     Args:
-        model: a model with an MLM head (:func:`bertcore.fill_mask.mlm_head_of`), eval mode.
+        model: a model with an MLM head (:func:`bertcore.readouts.fill_mask.mlm_head_of`), eval mode.
         tokenizer: its tokenizer. ``verb``, ``other_verb``, ``subject``, ``attractor``: whole words of ``text``
             (each its first occurrence, measured at its first WordPiece); the two verbs single WordPieces.
     Returns:
         :class:`VerbCheck`.
     Raises:
-        bertcore.fill_mask.FillMaskError: the model has no MLM head.
+        bertcore.readouts.fill_mask.FillMaskError: the model has no MLM head.
         ValueError: a word is not in ``text``, or a verb is not one WordPiece.
     """
     import torch
 
-    from ...fill_mask import mlm_logits_at
+    from ...readouts.fill_mask import mlm_logits_at
 
     enc = encode(tokenizer, text)
     words = [w.lower() for w, _ in tokenizer.backend_tokenizer.pre_tokenizer.pre_tokenize_str(text)]  # = word_ids

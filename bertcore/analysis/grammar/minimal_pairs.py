@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ...fill_mask import mlm_logits_at
+from ...readouts.fill_mask import mlm_logits_at
 from .scoring import pseudo_log_likelihood
 
 # (singular, plural); every form is one WordPiece of bert-base-uncased's vocabulary (tests check it)

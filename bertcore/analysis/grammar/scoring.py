@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ...fill_mask import mlm_head_of
+from ...readouts.fill_mask import mlm_head_of
 
 PLL_METRICS = ("original", "within_word_l2r")
 
@@ -72,7 +72,7 @@ def pseudo_log_likelihood(model, tokenizer, text: str, metric: str = "original",
         :class:`SentenceScore` (log-probabilities in nats, float64).
     Raises:
         ScoringError: empty text or more tokens than the model's positions; ValueError: an unknown metric;
-        bertcore.fill_mask.FillMaskError: the model has no MLM head.
+        bertcore.readouts.fill_mask.FillMaskError: the model has no MLM head.
     """
     if metric not in PLL_METRICS:
         raise ValueError(f"metric must be one of {PLL_METRICS}; got {metric!r}")

@@ -27,7 +27,7 @@ from transformers import BertTokenizerFast
 from ... import data
 from ...modeling.model import BertModel
 from ...modeling.interventions import eval_mode
-from ...tokenizer import Encoding, encode
+from ...tokenization.tokenizer import Encoding, encode
 from ..attention.activations import run_encoding
 from ..representations.similarity import pool
 from . import findings

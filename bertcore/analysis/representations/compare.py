@@ -18,7 +18,7 @@ import numpy as np
 from transformers import BertTokenizerFast
 
 from ...modeling.model import BertModel
-from ...tokenizer import TextError
+from ...tokenization.tokenizer import TextError
 from ..attention.activations import Activations, run
 
 MAX_SENTENCES = 64  # more lines than this are refused (each is one forward of both models)
@@ -168,7 +168,7 @@ def sentences_of(text: str, max_sentences: int = MAX_SENTENCES) -> list[str]:
     """The non-empty lines of ``text`` (one sentence or short passage per line).
 
     Raises:
-        bertcore.tokenizer.TextError: no non-empty line, or more than ``max_sentences`` lines.
+        bertcore.tokenization.tokenizer.TextError: no non-empty line, or more than ``max_sentences`` lines.
     """
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
     if not lines:
@@ -210,7 +210,7 @@ def run_pair(model_a: BertModel, tok_a: BertTokenizerFast, model_b: BertModel, t
     sentence is truncated to the shorter of the two models' maximum lengths.
 
     Raises:
-        bertcore.tokenizer.TextError: an empty sentence, or fewer than 2 tokens in all.
+        bertcore.tokenization.tokenizer.TextError: an empty sentence, or fewer than 2 tokens in all.
         TokenizationMismatch: the two tokenizers split a sentence differently.
         bertcore.modeling.embeddings.InputError: ids a model cannot embed.
     """

@@ -12,9 +12,10 @@ rest of the text left exactly as typed.
 - **not**: inserted after the first finite auxiliary (``are -> are not``), with do-support where there is none
   (``goes -> does not go``); removed where it is already there.
 - **The model's guess**: the word replaced by the MLM head's top-k whole words at its position (the word masked
-  as one ``[MASK]``), :func:`bertcore.fill_mask.mlm_logits_at`.
+  as one ``[MASK]``), :func:`bertcore.readouts.fill_mask.mlm_logits_at`.
 
-spaCy's pipeline is :func:`bertcore.spacy_pipeline.parser` (its lemmatizer, loaded but disabled there, is run
+spaCy's pipeline is :func:`bertcore.tokenization.spacy_pipeline.parser` (its lemmatizer, loaded but disabled there,
+is run
 on the parsed document here). Never imports streamlit or plotly.
 """
 
@@ -25,9 +26,9 @@ from dataclasses import dataclass
 import torch
 
 from ...data.inflection import PLURAL, SINGULAR, other_noun, other_verb
-from ...fill_mask import mlm_logits_at
-from ...spacy_pipeline import SyntaxUnavailable, parser
-from ...tokenizer import TextError, check_text, encode
+from ...readouts.fill_mask import mlm_logits_at
+from ...tokenization.spacy_pipeline import SyntaxUnavailable, parser
+from ...tokenization.tokenizer import TextError, check_text, encode
 
 KINDS = {"number": "Other number", "tense": "Other tense", "not": "not", "model": "The model's guess"}
 MAX_EDITS = 12  # grammatical edits offered at once (a long text has many words)
@@ -150,8 +151,8 @@ def grammatical_edits(text: str) -> list[Edit]:
     """The number, tense and ``not`` edits of ``text`` (at most :data:`MAX_EDITS`, in text order per kind).
 
     Raises:
-        bertcore.tokenizer.TextError: empty or over-long text.
-        bertcore.spacy_pipeline.SyntaxUnavailable: spaCy or its English model is missing.
+        bertcore.tokenization.tokenizer.TextError: empty or over-long text.
+        bertcore.tokenization.spacy_pipeline.SyntaxUnavailable: spaCy or its English model is missing.
     """
     text = check_text(text)
     doc = _parse(text)
@@ -223,8 +224,8 @@ def model_edits(model: torch.nn.Module, tokenizer, text: str, word: int, k: int 
         up to k :class:`Edit` of kind ``"model"``, most probable first, labelled ``"keys → doors (31%)"``;
         empty where the word lies beyond the model's maximum length.
     Raises:
-        bertcore.tokenizer.TextError: empty text, or ``word`` not a word of it.
-        bertcore.fill_mask.FillMaskError: the model has no MLM head.
+        bertcore.tokenization.tokenizer.TextError: empty text, or ``word`` not a word of it.
+        bertcore.readouts.fill_mask.FillMaskError: the model has no MLM head.
     """
     spans = words(tokenizer, text)
     if not 0 <= word < len(spans):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ...fill_mask import mlm_head_of
+from ...readouts.fill_mask import mlm_head_of
 
 #: longest input the lens decodes at every position ((L+1) x T x V logits are kept in memory)
 MAX_TOKENS = 256
@@ -55,7 +55,7 @@ def layer_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask
     Returns:
         ``(L+1, T, V)`` float32 logits; row L equals the model's own MLM logits.
     Raises:
-        bertcore.fill_mask.FillMaskError: no MLM head.
+        bertcore.readouts.fill_mask.FillMaskError: no MLM head.
         ValueError: more than :data:`MAX_TOKENS` tokens or not one sequence.
     """
     encoder, head = mlm_head_of(model)
@@ -164,7 +164,7 @@ def train_tuned_lens(model: torch.nn.Module, encodings: list[dict[str, torch.Ten
             are measured.
         progress: optional ``callable(step, steps, loss)``.
     Raises:
-        bertcore.fill_mask.FillMaskError: no MLM head. ValueError: no usable positions.
+        bertcore.readouts.fill_mask.FillMaskError: no MLM head. ValueError: no usable positions.
     """
     encoder, head = mlm_head_of(model)
     cfg = encoder.config

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...spacy_pipeline import INSTALL, SPACY_MODEL, SyntaxUnavailable, parser  # noqa: F401 - re-exported
+from ...tokenization.spacy_pipeline import INSTALL, SPACY_MODEL, SyntaxUnavailable, parser  # noqa: F401 - re-exported
 from ..attention.words import merge_attention, word_groups
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class ParsedSegment:
 
 def parse_segment(tokenizer, text_a: str, text_b: str | None = None, max_length: int | None = None) -> ParsedSegment:
     """Parse a text (or pair) and align it to ``tokenizer``'s WordPieces ([CLS] A [SEP] B [SEP]; cut to
-    ``max_length`` tokens as :func:`bertcore.tokenizer.encode` cuts, when given)."""
+    ``max_length`` tokens as :func:`bertcore.tokenization.tokenizer.encode` cuts, when given)."""
     cut = {"truncation": "longest_first", "max_length": max_length} if max_length else {}
     enc = tokenizer(text_a, text_b, return_offsets_mapping=True, **cut)
     seq = enc.sequence_ids()

@@ -15,7 +15,7 @@ batch of sentences and keeps the points of the asked layers; :func:`project` dra
 
 Nearest neighbours are exact: cosine of one point with every other (brute force, the original space, the chosen
 layer). A projection is cached on disk (:func:`cache_path`), keyed by the model files' SHA-256
-(:func:`bertcore.precomputed.model_hash`), the corpus text, the unit, layer, method and number of points.
+(:func:`bertcore.loading.precomputed.model_hash`), the corpus text, the unit, layer, method and number of points.
 """
 
 from __future__ import annotations
@@ -374,10 +374,10 @@ def cache_path(root: Path, key: str) -> Path:
 
 
 def save(projection: Projection, path: Path) -> None:
-    """Write ``projection`` to ``path`` atomically (no pickle: :func:`bertcore.precomputed.encode`).
+    """Write ``projection`` to ``path`` atomically (no pickle: :func:`bertcore.loading.precomputed.encode`).
     Raises ``OSError``."""
     from ...modeling.checkpoint import atomic_write
-    from ...precomputed import encode
+    from ...loading.precomputed import encode
 
     arrays: dict[str, np.ndarray] = {}
     tree = encode(projection, arrays)
@@ -393,7 +393,7 @@ def save(projection: Projection, path: Path) -> None:
 
 def load(path: Path) -> Projection | None:
     """The projection saved at ``path``, or None (missing or unreadable: then it is computed again)."""
-    from ...precomputed import PrecomputedError, decode
+    from ...loading.precomputed import PrecomputedError, decode
 
     try:
         with np.load(path, allow_pickle=False) as z:

@@ -10,7 +10,7 @@ import numpy as np
 from transformers import BertTokenizerFast
 
 from ...modeling.model import BertModel
-from ...tokenizer import Encoding, TextError
+from ...tokenization.tokenizer import Encoding, TextError
 from ...vectors import cosine_matrix
 from ..attention.activations import run
 
@@ -93,7 +93,7 @@ def word_occurrences(model: BertModel, tokenizer: BertTokenizerFast, target: str
     Sentences are run one at a time (no padding), truncated to the model's positions.
 
     Raises:
-        bertcore.tokenizer.TextError: the target is empty, or is not something the tokenizer can read.
+        bertcore.tokenization.tokenizer.TextError: the target is empty, or is not something the tokenizer can read.
     """
     target = (target or "").strip()
     if not target:

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ...fill_mask import FillMaskError, mlm_head_of, mlm_logits_at
-from ...tokenizer import encode
+from ...readouts.fill_mask import FillMaskError, mlm_head_of, mlm_logits_at
+from ...tokenization.tokenizer import encode
 from ..attention.ablation import paired_cosine
 from ..attention.activations import Activations, run_encoding
 from .compare import js_distance
@@ -247,7 +247,7 @@ def compare(model: torch.nn.Module, tokenizer, text_a: str, text_b: str, pair_a:
     Returns:
         a :class:`WhatIf`.
     Raises:
-        bertcore.tokenizer.TextError: an empty or unreadable A or B.
+        bertcore.tokenization.tokenizer.TextError: an empty or unreadable A or B.
         bertcore.modeling.embeddings.InputError: ids the model cannot embed.
     """
     encoder = model.base_model

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from bertcore.analysis.attention import ablation
-from bertcore.tokenizer import encode
+from bertcore.tokenization.tokenizer import encode
 
 
 def test_make_head_mask():
@@ -38,8 +38,8 @@ def test_ablation_readout_and_movement_on_the_minilm(packaged):
 
 def test_heldout_mlm_loss_rises_when_layers_are_switched_off(tmp_path):
     from bertcore import BertConfig, BertForPreTraining
-    from bertcore.sources import packaged_model_dir
-    from bertcore.tokenizer import load_tokenizer
+    from bertcore.loading.sources import packaged_model_dir
+    from bertcore.tokenization.tokenizer import load_tokenizer
 
     tok = load_tokenizer(packaged_model_dir())
     texts = ablation.heldout_texts(4)

@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from bertcore import BertForPreTraining, BertForSequenceClassification, BertModel, sources
+from bertcore import BertForPreTraining, BertForSequenceClassification, BertModel
+from bertcore.loading import sources
 from bertcore.analysis.attention import decompx
 from bertcore.modeling.encoder import activation
-from bertcore.tokenizer import encode
+from bertcore.tokenization.tokenizer import encode
 
 from tests.analysis.attention.test_mixing import randomized, tiny_inputs
 from tests.conftest import tiny_bert

@@ -11,9 +11,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertcore import BertForPreTraining, BertModel, sources
+from bertcore import BertForPreTraining, BertModel
+from bertcore.loading import sources
 from bertcore.analysis.attention import decompose, mixing, rollout
-from bertcore.tokenizer import encode
+from bertcore.tokenization.tokenizer import encode
 
 from tests.conftest import tiny_bert
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bertcore.analysis.attention import words
-from bertcore.tokenizer import encode
+from bertcore.tokenization.tokenizer import encode
 
 from tests.conftest import random_attention
 

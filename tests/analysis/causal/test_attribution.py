@@ -9,8 +9,8 @@ import torch
 import transformers
 
 from bertcore.analysis.causal import attribution
-from bertcore.sources import ModelSource, load
-from bertcore.tokenizer import TextError
+from bertcore.loading.sources import ModelSource, load
+from bertcore.tokenization.tokenizer import TextError
 
 from tests.conftest import save_tiny_bert
 

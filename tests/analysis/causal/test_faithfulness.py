@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from bertcore import BertForPreTraining, sources
+from bertcore import BertForPreTraining
+from bertcore.loading import sources
 from bertcore.analysis.causal import faithfulness as faith
 
 from tests.analysis.attention.test_mixing import randomized, tiny_inputs

@@ -7,7 +7,7 @@ from bertcore.analysis.grammar import agreement
 from bertcore.analysis.attention.activations import run
 from bertcore.data import synthetic as S
 from bertcore.modeling.model import BertModel
-from bertcore.tokenizer import load_tokenizer
+from bertcore.tokenization.tokenizer import load_tokenizer
 
 from tests.conftest import tiny_bert
 

@@ -8,8 +8,8 @@ import pytest
 
 from bertcore.analysis.attention.activations import run_encoding
 from bertcore.analysis.grammar.agreement import check_verb
-from bertcore.fill_mask import FillMaskError, mlm_logits_at
-from bertcore.tokenizer import encode
+from bertcore.readouts.fill_mask import FillMaskError, mlm_logits_at
+from bertcore.tokenization.tokenizer import encode
 
 TEXT = "The keys to the cabinet are on the table."
 
@@ -18,8 +18,8 @@ TEXT = "The keys to the cabinet are on the table."
 def tiny_mlm():
     """A random tiny BertForPreTraining over the packaged 30,522-piece vocabulary, and that tokenizer."""
     from bertcore.modeling.heads import BertForPreTraining
-    from bertcore.sources import packaged_model_dir
-    from bertcore.tokenizer import load_tokenizer
+    from bertcore.loading.sources import packaged_model_dir
+    from bertcore.tokenization.tokenizer import load_tokenizer
 
     from ...conftest import tiny_bert
 

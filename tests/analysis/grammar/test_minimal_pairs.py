@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from bertcore import sources
+from bertcore.loading import sources
 from bertcore.analysis.grammar import minimal_pairs as M
 from bertcore.modeling.heads import BertForMaskedLM
 

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from bertcore import sources
+from bertcore.loading import sources
 from bertcore.analysis.grammar.scoring import ScoringError, pseudo_log_likelihood
-from bertcore.fill_mask import FillMaskError, mlm_logits_at
+from bertcore.readouts.fill_mask import FillMaskError, mlm_logits_at
 from bertcore.modeling.model import BertModel
 
 from tests.conftest import tiny_bert

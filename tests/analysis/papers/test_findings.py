@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from bertcore import positional
+from bertcore.readouts import positional
 from bertcore.analysis.papers import evalset, published
 from bertcore.analysis.papers import findings as F
 

@@ -11,8 +11,8 @@ import torch
 import transformers
 
 from bertcore.analysis.representations import compare
-from bertcore.sources import ModelSource, load
-from bertcore.tokenizer import TextError
+from bertcore.loading.sources import ModelSource, load
+from bertcore.tokenization.tokenizer import TextError
 
 from tests.conftest import save_with_tokenizer, tiny_bert
 

@@ -89,7 +89,7 @@ def test_hit_labels(packaged, index):
 def test_texts_indexed_in_one_padded_batch_get_their_own_vectors(family, tmp_path, tokenizers):  # noqa: F811
     """``build_index`` runs several texts of different lengths as one padded batch: every text's vectors equal
     those of the text run alone (batch_size=1, no padding), whichever family's tokenizer and attention."""
-    from bertcore import sources
+    from bertcore.loading import sources
 
     folder, _ = save_family(tmp_path / family, family, "mlm" if family != "electra" else "rtd", tokenizers)
     lm = sources.load(sources.ModelSource("local", str(folder)))

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from bertcore.analysis.representations import edits
-from bertcore.fill_mask import FillMaskError
+from bertcore.readouts.fill_mask import FillMaskError
 from bertcore.modeling.heads import BertForMaskedLM
 from bertcore.modeling.model import BertModel
-from bertcore.sources import packaged_model_dir
-from bertcore.tokenizer import TextError, load_tokenizer
+from bertcore.loading.sources import packaged_model_dir
+from bertcore.tokenization.tokenizer import TextError, load_tokenizer
 
 from tests.conftest import tiny_bert
 

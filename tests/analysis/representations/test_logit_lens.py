@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from bertcore import sources
+from bertcore.loading import sources
 from bertcore.analysis.representations.logit_lens import MAX_TOKENS, layer_logits, logit_lens
-from bertcore.fill_mask import FillMaskError, mlm_logits_at
+from bertcore.readouts.fill_mask import FillMaskError, mlm_logits_at
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ import pytest
 import torch
 from sklearn.decomposition import PCA
 
-from bertcore import sources
-from bertcore.analysis import projector as PV
+from bertcore.loading import sources
+from bertcore.analysis import projector_view as PV
 from bertcore.analysis.representations import projector as P
 from bertcore.modeling.heads import BertForMaskedLM, BertForSequenceClassification
 

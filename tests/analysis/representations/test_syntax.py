@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from bertcore import spacy_pipeline
+from bertcore.tokenization import spacy_pipeline
 from bertcore.analysis.representations import syntax as S
 
 pytest.importorskip("spacy")

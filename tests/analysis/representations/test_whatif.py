@@ -12,8 +12,8 @@ from bertcore.analysis.attention.activations import Activations
 from bertcore.analysis.representations import whatif
 from bertcore.modeling.heads import BertForMaskedLM
 from bertcore.modeling.model import BertModel
-from bertcore.sources import packaged_model_dir
-from bertcore.tokenizer import TextError, load_tokenizer
+from bertcore.loading.sources import packaged_model_dir
+from bertcore.tokenization.tokenizer import TextError, load_tokenizer
 
 from tests.conftest import tiny_bert
 

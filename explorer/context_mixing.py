@@ -1,0 +1,262 @@
+"""What flows: the Attention page's tab of context-mixing maps (raw attention against what the value
+vectors, the residual and LayerNorm actually carry), and the Masking page's "which words made this prediction"
+panel (DecompX beside integrated gradients and occlusion, and how faithful each explanation is).
+
+Views shared by pages, wired to :mod:`bertcore.analysis.attention.mixing`, :mod:`.flows`, :mod:`.decompx` and
+:mod:`bertcore.analysis.causal.faithfulness`; figures from :mod:`explorer.figures.mixing`.
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from bertcore.analysis.attention import flows
+from bertcore.analysis.attention import mixing as mixing_mod
+from bertcore.analysis.attention.words import merge_attention
+from bertcore.analysis.causal import faithfulness as faith
+from bertcore.loading.sources import LoadedModel
+from explorer.server import heavy
+from explorer import resources, widgets
+from explorer.figures import mixing as mixing_figures
+from explorer.figures import rollout as rollout_figures
+
+SHOWN = {"attention": "Raw attention", "norm": "Norm ‖αf(x)‖", "norm_res_ln": "+ residual + LayerNorm",
+         "value_zeroing": "Value zeroing", "alti": "ALTI"}
+"""The methods side by side, in order, with short titles."""
+FLOW_MAX_TOKENS = 128
+EXPLAIN = {
+    "attention": "It measures the attention weights, averaged over heads: where a token *looks*.",
+    "norm": "It measures the size of the vector each token actually sends, weight × ‖value‖ (Kobayashi et al. "
+            "2020).",
+    "norm_res_ln": "The same, with the token's own residual and LayerNorm 1 counted (Kobayashi et al. 2021).",
+    "value_zeroing": "It measures how much a token's output changes when one token's value vectors are set to zero "
+                     "and the whole layer is rerun (Mohebbi et al. 2023).",
+    "alti": "It measures how close each token's vector comes to the token's output after LayerNorm 1 (Ferrando et "
+            "al. 2022).",
+}
+
+
+def _maps(lm: LoadedModel, key, text: str, text_pair: str | None, method: str) -> np.ndarray:
+    """``(L, T, T)`` of one method; value zeroing (about T/3 forward passes) goes through the server's queue of
+    heavy jobs, with its progress shown."""
+    if method != "value_zeroing":
+        return resources.mixing_maps(key, text, text_pair, method, _loaded=lm)
+    return heavy.run_with_status(("mixing", key, text, text_pair, method),
+                                 lambda progress: resources.mixing_maps(key, text, text_pair, method, _loaded=lm),
+                                 "value zeroing (each token's values removed in turn, every layer rerun)")
+
+
+def section(lm: LoadedModel, key, text: str, text_pair: str | None, layer: int, labels: list[str], groups,
+            query: int) -> None:
+    """The Attention page's "What flows" tab: the chosen layer (``layer``: the 0-based block, as
+    :func:`explorer.widgets.layer_picker` returns it) by five methods side by side, a one-line readout per method,
+    raw attention rollout against ALTI rollout, and the route graph."""
+    shown = widgets.layer_number(layer)  # the label's number, in text
+    enc = resources.forward(key, text, text_pair, _loaded=lm).encoding
+    plain = list(enc.tokens) if groups is None else list(groups.labels)  # without part-of-speech tags
+    tokens = len(enc)
+    if tokens > FLOW_MAX_TOKENS:
+        st.info(f"What flows is measured on inputs of up to {FLOW_MAX_TOKENS} tokens (value zeroing reruns every "
+                f"layer once per token); this one has {tokens}. Shorten the text.",
+                icon=":material/hourglass_disabled:")
+        return
+    st.markdown(
+        "A token takes in a **weighted sum of value vectors**: attention sets the weights, but what arrives is "
+        "weight × the vector's size, plus the token's own residual, squeezed by LayerNorm. The maps below measure "
+        f"that in layer {shown}, five ways. Row = the token receiving, column = the token contributing; each row "
+        "is shown as shares of 100%, one colour scale for all, the selected token's row outlined.")
+    maps, missing = {}, []
+    for method in SHOWN:
+        try:
+            m = mixing_mod.normalize_rows(_maps(lm, key, text, text_pair, method))
+        except ValueError:
+            missing.append(method)
+            continue
+        maps[method] = m if groups is None else merge_attention(m, groups)
+    if missing:
+        st.info(f"This model is **pre-LN** (LayerNorm before each block): {', '.join(SHOWN[m] for m in missing)} "
+                "take a post-LN LayerNorm apart and do not apply to it, so they are left out.",
+                icon=":material/info:")
+    fig = mixing_figures.side_by_side({SHOWN[m]: v[layer] for m, v in maps.items()}, labels, query,
+                                      title=f"Layer {shown}: what flows into each token")
+    widgets.plotly_chart(fig, key="att_flows_maps")
+    st.markdown(f"**Where “{widgets.escape_md(labels[query])}”'s row goes, layer {shown}.** Kobayashi et al. "
+                "(2020) found that raw attention parks a lot on [CLS], [SEP] and punctuation, but those tokens send "
+                "small vectors: measured here, on your sentence.")
+    lines = []
+    for method, m in maps.items():
+        s = flows.row_shares(m[layer], query, plain)
+        lines.append(f"- **{SHOWN[method]}**: {s.special:.0%} on [CLS] / [SEP], {s.punctuation:.0%} on punctuation, "
+                     f"{s.itself:.0%} on itself (mean over all rows: {s.mean_special:.0%} on [CLS] + [SEP]). "
+                     + EXPLAIN[method])
+    st.markdown("\n".join(lines))
+
+    st.markdown("**Across layers: rollout of raw attention against rollout of ALTI.** Each layer's shares "
+                "multiplied from the bottom up (raw attention with the residual counted as 0.5·A + 0.5·I; ALTI "
+                "holds the residual already): how much of each input token has reached the selected token.")
+    rolled = {"Raw attention rollout": mixing_mod.aggregate(maps["attention"], "attention")[:, query, :]}
+    if "alti" in maps:
+        rolled["ALTI rollout"] = mixing_mod.aggregate(maps["alti"], "alti")[:, query, :]
+    else:
+        rolled["ALTI rollout"] = None
+    widgets.plotly_chart(rollout_figures.contributions_figure(rolled, labels, f"{query}: {labels[query]}"),
+                         key="att_flows_rollout")
+    _route_graph(maps, labels, query)
+
+
+def _route_graph(maps: dict[str, np.ndarray], labels: list[str], query: int) -> None:
+    """The route graph of the selected token, and the row of a clicked node."""
+    st.markdown("**Route graph.** From the selected token at the top layer down to the input tokens: each line "
+                "is a contribution above the threshold, as thick as its share (LM Transparency Tool's view, for "
+                "an encoder). Pick a node in the box below the graph (or click it) to see that token's whole row at "
+                "that layer.")
+    c1, c2 = st.columns(2)
+    names = list(maps)
+    method = c1.selectbox("Contributions by", names, index=names.index("alti") if "alti" in names else 0,
+                          format_func=SHOWN.get, key="att_route_method")
+    threshold = c2.slider("Threshold (smallest share drawn)", 0.02, 0.5, 0.1, 0.01, key="att_route_threshold")
+    num_layers = maps[method].shape[0]
+    route = flows.routes(maps[method], query, threshold, max_edges_per_node=4, max_nodes_per_level=8)
+    fig = mixing_figures.route_graph(route.nodes, route.edges, labels, num_layers,
+                                     title=f"What reaches “{labels[query]}” ({SHOWN[method]})")
+    event = widgets.plotly_chart(fig, key="att_route", on_select="rerun", selection_mode="points")
+    picked = None
+    points = (event or {}).get("selection", {}).get("points", []) if isinstance(event, dict) else \
+        getattr(getattr(event, "selection", None), "points", []) or []
+    for p in points:
+        data = p.get("customdata") if isinstance(p, dict) else None
+        if data is not None and len(data) == 2:
+            picked = (int(data[0]), int(data[1]))
+    if len(route.edges) == 0:
+        st.caption("No contribution passes the threshold: lower it.")
+    node_names = [n for n in route.nodes if n[0] >= 1]
+    if picked is None or picked[0] < 1:
+        if not node_names:
+            return
+        if not 0 <= st.session_state.get("att_route_node", 0) < len(node_names):
+            st.session_state["att_route_node"] = 0  # another token or threshold: fewer nodes
+        picked = node_names[st.selectbox("Node whose row is shown", range(len(node_names)), key="att_route_node",
+                                         format_func=lambda n: f"layer {node_names[n][0]}: {labels[node_names[n][1]]}")]
+    level, token = picked  # level: a hidden_states index (1..L here), so "layer {level}" is its label
+    row = maps[method][level - 1, token]  # the row of block level - 1, whose output is hidden_states[level]
+    st.caption(f"Layer {level}, row of “{widgets.escape_md(labels[token])}”: the share each token contributes "
+               f"({SHOWN[method]}).")
+    widgets.plotly_chart(mixing_figures.rankings(labels, {f"layer {level}: into {labels[token]}": row}, scaled=False),
+                         key="att_route_row")
+
+
+# ----------------------------------------------------------------------------- the Masking page
+MAX_TOKENS = 256  # bertcore.analysis.attention.decompx.MAX_TOKENS: integrated gradients and occlusion grow with T too
+EXAMPLE = "The keys to the cabinet [MASK] on the table."
+
+
+def _candidates(lm: LoadedModel, text: str, text_pair: str | None, position: int, k: int = 5):
+    """The top ``k`` ids at ``position`` and their tokens (one forward)."""
+    import torch
+
+    from bertcore.readouts.fill_mask import mlm_head_of
+
+    enc = resources.mlm_encoding(text, text_pair, lm)
+    encoder, head = mlm_head_of(lm.model)
+    with torch.no_grad():
+        logits = head(encoder(**enc.tensors()).last_hidden_state[:, position])[0]
+    ids = logits.topk(k).indices.tolist()
+    return ids, lm.tokenizer.convert_ids_to_tokens(ids), logits
+
+
+def masking_panel(lm: LoadedModel, text: str, text_pair: str | None) -> None:
+    """The Masking page's "Which words made this prediction": DecompX bars that sum to the logit, beside
+    integrated gradients and occlusion, and the faithfulness table. Works on the [MASK]s typed in the text (or, if
+    there is none, on an example sentence)."""
+    from bertcore.readouts.fill_mask import mask_token_positions
+
+    st.subheader("Which words made this prediction")
+    tok = lm.tokenizer
+    key = resources.source_key(lm.source)
+    enc = resources.mlm_encoding(text, text_pair, lm)
+    masks = mask_token_positions(tok, enc.tensors()["input_ids"])
+    if not masks:
+        st.caption(f"Your text has no [MASK] of its own, so this section explains the example “{EXAMPLE}”. Type "
+                   "[MASK] in your text to explain your own sentence.")
+        text, text_pair = EXAMPLE, None
+        enc = resources.mlm_encoding(text, None, lm)
+        masks = mask_token_positions(tok, enc.tensors()["input_ids"])
+    if len(enc) > MAX_TOKENS:
+        st.info(f"This section explains inputs of up to {MAX_TOKENS} tokens (DecompX's memory grows as the square "
+                f"of the length); this one has {len(enc)}. Shorten the text.", icon=":material/info:")
+        return
+    st.markdown(
+        "**DecompX** (Modarressi et al. 2023) follows every input token's share of the hidden state through "
+        "every layer and the MLM head, so the prediction's logit splits exactly into one term per input token "
+        "plus a rest term (the biases): the bars add up to the logit. Beside it, two other answers to the same "
+        "question: **integrated gradients** (gradients along a path from [PAD]s to your words) and **occlusion** "
+        "(replace the word by [MASK] and see how much the logit drops).")
+    c1, c2, c3 = st.columns([1, 2, 2])
+    position = c1.selectbox("[MASK] at", masks, key="msk_dx_pos", format_func=lambda p: f"position {p}") \
+        if len(masks) > 1 else masks[0]
+    ids, words, _ = _candidates(lm, text, text_pair, position)
+    choice = c2.selectbox("Explain the guess", range(len(ids)), key="msk_dx_guess",
+                          format_func=lambda i: f"#{i + 1}: {words[i]}")
+    pair = c3.text_input("… or a pair of words (logit difference)", key="msk_dx_pair", placeholder="are/is",
+                         help="Two words separated by '/', each one WordPiece: the bars then explain "
+                              "logit(first) − logit(second), e.g. are/is.")
+    token_id, bad_id, what = ids[choice], None, f"the logit of “{words[choice]}”"
+    if pair.strip():
+        parts = [w.strip().lower() for w in pair.split("/")]
+        pair_ids = tok.convert_tokens_to_ids(parts) if len(parts) == 2 else []
+        if len(parts) != 2 or tok.unk_token_id in pair_ids or not all(parts):
+            st.warning("Type two words separated by '/', each a single WordPiece of the vocabulary (e.g. are/is).",
+                       icon=":material/edit_note:")
+        else:
+            token_id, bad_id = pair_ids
+            what = f"logit(“{parts[0]}”) − logit(“{parts[1]}”)"
+    words_of = [widgets.escape_md(t) for t in enc.tokens]
+    result = heavy.run_with_status(
+        ("which-words", key, text, text_pair, position, token_id, bad_id),
+        lambda progress: resources.which_words(key, text, text_pair, position, token_id, bad_id, _loaded=lm),
+        "the explanations")
+    left, right = st.columns(2)
+    dx = result["decompx"]
+    if dx is None:
+        left.info("DecompX is not shown: " + widgets.escape_md(result["decompx_error"].split(";")[0]) + ".",
+                  icon=":material/info:")
+    else:
+        c = dx.contributions[:, 0]
+        title = html.escape(f"DecompX: {what} at position {position}")
+        widgets.plotly_chart(mixing_figures.contribution_bars(enc.tokens, c[:-1], float(c[-1]), float(dx.value[0]),
+                                                              title=title), key="msk_dx_bars", where=left)
+        left.caption(f"The {len(enc.tokens)} token bars plus the rest bar sum to {float(dx.value[0]):.3f}, the "
+                     "model's own number. Blue pushes towards the guess, orange against.")
+    with right:
+        widgets.plotly_chart(mixing_figures.rankings(enc.tokens, {"Integrated gradients": result["ig"],
+                                                                  "Occlusion ([MASK] in its place)":
+                                                                      result["occlusion"]}), key="msk_dx_rank")
+        st.caption("Each panel scaled to its own largest bar (hover for the value). Occlusion leaves [CLS], [SEP] "
+                   "and the [MASK] itself out (0).")
+    table = pd.DataFrame({"token": words_of, "DecompX": np.nan if dx is None else dx.contributions[:-1, 0],
+                          "integrated gradients": result["ig"], "occlusion": result["occlusion"]})
+    widgets.download_csv(table, f"which_words_{position}", key="msk_dx_csv")
+
+    st.markdown("**Which explanation is faithful? Measured, not asserted.** Each method ranks the input tokens; "
+                "a faithful one ranks first the tokens whose removal changes the prediction most. The table gives "
+                "Spearman's rank correlation (magnitudes, 1 = the same order) of each ranking with two ways of "
+                "removing a token: occlusion, and zeroing its value vectors in every layer at once.")
+    if bad_id is not None:
+        st.caption("Measured for the guess chosen on the left, not for the pair.")
+    fa = heavy.run_with_status(("faithfulness", key, text, text_pair, position, ids[choice]),
+                               lambda progress: resources.faithfulness(key, text, text_pair, position, ids[choice],
+                                                                       _loaded=lm),
+                               "the faithfulness table")
+    frame = pd.DataFrame(fa.correlations, index=pd.Index(list(faith.METHODS.values()), name="method"),
+                         columns=list(faith.EFFECTS.values()))
+    st.dataframe(frame, key="msk_faith_table",
+                 column_config={c: st.column_config.NumberColumn(format="%.2f") for c in frame.columns})
+    if fa.skipped:
+        st.caption("n/a: " + "; ".join(f"{faith.METHODS[m]}: {widgets.escape_md(why)}" for m, why in
+                                        fa.skipped.items()))
+    if len(fa.positions) < 3:
+        st.caption("Fewer than 3 ordinary tokens to rank: a correlation needs at least 3.")

@@ -1,0 +1,1 @@
+"""The guided tour: its steps (data), measured facts, the banner, the quiz."""
