@@ -185,3 +185,33 @@ def test_bert_explorer_starts_the_server_with_the_project_settings(installed):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+def test_a_show_the_code_snippet_runs_outside_the_clone(installed):
+    """The Attention page's "Show the code" snippet, saved in a folder outside the clone, runs on the installed
+    package and draws the same map as the snippet run here (to 1e-6)."""
+    import numpy as np
+    import plotly.basedatatypes
+
+    from bertcore.loading.sources import DEFAULT
+    from explorer.as_code import inside
+
+    site, env, elsewhere = installed
+    code = inside.attention(DEFAULT, "The keys to the cabinet are on the table.", None, 1, 3, False, False)
+    quiet = "import plotly.basedatatypes\nplotly.basedatatypes.BaseFigure.show = lambda self, *a, **k: None\n"
+    (elsewhere / "attention_view.py").write_text(
+        quiet + code + "\nimport json\nimport numpy\nprint(json.dumps(numpy.asarray(result).tolist()))\n")
+    done = subprocess.run([sys.executable, "attention_view.py"], capture_output=True, text=True, cwd=elsewhere,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    there = np.array(json.loads(done.stdout.strip().splitlines()[-1]))
+    show = plotly.basedatatypes.BaseFigure.show
+    plotly.basedatatypes.BaseFigure.show = lambda self, *a, **k: None
+    try:
+        namespace: dict = {"__name__": "__main__"}
+        exec(compile(code, "attention_view.py", "exec"), namespace)
+    finally:
+        plotly.basedatatypes.BaseFigure.show = show
+    here = np.asarray(namespace["result"])
+    assert there.shape == here.shape == (12, 12)
+    np.testing.assert_allclose(there, here, atol=1e-6)

@@ -35,7 +35,8 @@ def expander(page: str, title: str, code: str, result: object) -> None:
     with st.expander("Show the code", icon=":material/code:"):
         st.caption("The Python below reproduces this view from its current inputs, with the same `bertcore` and "
                    "`explorer.figures` functions the page calls: change an input above and it changes too. Run it "
-                   "from the repository's root folder; `result` holds the numbers drawn, `fig` the chart.")
+                   "anywhere the project is installed (`pip install -e .`) or in the clone's root; `result` holds "
+                   "the numbers drawn, `fig` the chart.")
         st.code(code, language="python", line_numbers=False)
         c1, c2, _ = st.columns([1, 1, 2])
         c1.download_button("Download .py", code, file_name=f"{page}.py", mime="text/x-python",
