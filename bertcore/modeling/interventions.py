@@ -226,7 +226,7 @@ class Interventions:
                                  f"of shape {tuple(x.shape)}")
             x = y
         if name in self.record:
-            self.recorded[name] = x.detach().clone()
+            self.recorded[name] = x.detach().clone(memory_format=torch.contiguous_format)
         return x
 
     def after(self, first: Mapping[str, Edit]) -> "Interventions":
