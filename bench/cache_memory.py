@@ -6,7 +6,7 @@ its ``max_entries`` (read from the decorator in the source, so the table follows
 An entry is measured by running the bertcore function the cache wraps on the packaged model (arrays' ``nbytes``,
 tensors' ``element_size() * numel()``, summed through dataclasses, tuples and dicts). The worst case is the sum of
 ``max_entries`` x the long entry; models themselves are counted apart (``_load_cached``, 4 entries). A cache's
-``ttl`` only frees memory early; ``max_entries`` is what bounds it. docs/load.md holds the table.
+``ttl`` only frees memory early; ``max_entries`` is what bounds it. docs/measurements/load.md holds the table.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ BAD_TEXT["everything odd at once"] = (
     "Z̵̡a̶l̷g̸o̵ | " + XSS + " | \u202eRLO last")
 BAD_NUMBERS = ["-1", "0", "-999999", "99999999", "1e309", "nan", "abc", ""]
 # The CI run (default) tries a subset that goes through every code path; BROWSER_TEST_FULL=1 tries
-# every input above in every field (a few minutes more; its table is in docs/browser-findings.md).
+# every input above in every field (a few minutes more; its table is in docs/measurements/browser-findings.md).
 FULL = os.environ.get("BROWSER_TEST_FULL") == "1"
 LEAN_MAIN = ["empty", "20k chars", "everything odd at once"]  # the first text field of a page
 LEAN_OTHER = ["empty", "everything odd at once"]  # its other text fields
