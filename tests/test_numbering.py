@@ -133,6 +133,18 @@ def _recording(c: Ctx) -> dict:
     return iv.recorded
 
 
+def _replacement(c: Ctx):
+    """The local replacement model of the context's sentence, with random transcoders (built once)."""
+    if not hasattr(c, "_rm"):
+        from bertcore.circuits.attribution import Replacement
+        from bertcore.sae.transcoder import Transcoder
+
+        h = c.lm.config.hidden_size
+        tcs = {layer: Transcoder(h, h, 16, 2, seed=layer).eval() for layer in range(c.L)}
+        c._rm = Replacement(c.model, tcs, c.inputs)
+    return c._rm
+
+
 def _init_from(c: Ctx, layer: int):
     """:func:`bertcore.sae.train.start_from` on a folder holding an SAE of the last block only."""
     from bertcore.sae import io as sae_io
@@ -282,6 +294,8 @@ TABLE: dict[str, list[Check | Exempt]] = {
     "bertcore.sae.stream:ActivationStream": [
         Check("layers", BLOCK, lambda c, v: _imp("bertcore.sae.stream").ActivationStream(
             c.model, c.tok, [np.array(c.enc.input_ids)], [v]))],
+    "bertcore.circuits.attribution:Replacement.pre_activations": [
+        Check("layer", BLOCK, lambda c, v: _replacement(c).pre_activations(_replacement(c).run(1)[0], v, [0], [0]))],
     "bertcore.sae.stream:feed_forward_pairs": [
         Check("layers", BLOCK, lambda c, v: _imp("bertcore.sae.stream").feed_forward_pairs(c.model, c.inputs, [v]))],
     "bertcore.sae.transcoder:sites": [

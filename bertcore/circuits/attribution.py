@@ -1,0 +1,333 @@
+"""Attribution graphs for a [MASK] prediction (Ameisen et al. 2025, "Circuit tracing", section 3; circuit-tracer's
+``attribution``), for an encoder that reads both directions.
+
+The *local replacement model* of one input: every attention pattern, every LayerNorm's scale (the embedding
+LayerNorm's and the MLM head's included) and the MLM head's GELU (as the slope ``gelu(u) / u`` at its operating
+point) are frozen at the real forward pass's values; each block's feed-forward output is replaced by its
+transcoder's prediction, with the feature activations frozen, plus an *error* that holds exactly what the
+transcoder misses. The model is then linear from the embeddings to a logit, and on this input it computes exactly
+what the real model does. Nodes:
+
+- a feature ``(block, position, latent)`` active on the input: it writes ``a W_dec[latent]`` into that block's
+  ``hook_mlp_out`` at that position, and its own pre-activation is a target;
+- an error ``(block, position)``: what the transcoder misses there;
+- an embedding per position: the word, position and segment embeddings summed (the embedding LayerNorm mixes them);
+- logit targets at the [MASK]: the most probable fills up to 0.95 cumulative probability (at most 10), each logit
+  demeaned over the vocabulary as circuit-tracer does; or the logit difference of a contrast pair.
+
+An edge's weight is the source's direct effect on the target: the gradient of the target in the frozen model at the
+place the source writes, dotted with what it writes (other features held fixed). One backward pass per target, run
+``batch`` targets at a time on copies of the input. Any position may feed any other, in both directions; the graph
+is acyclic by block. Everything runs on a private float64 copy of the model (the shared model is only read).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import torch
+
+from ..modeling.interventions import Interventions, missing_reason
+from ..readouts.fill_mask import mask_token_positions, mlm_head_of
+from ..sae.transcoder import Transcoder, sites
+from ..tokenization.tokenizer import encode
+from .graph import Layout
+
+CUMULATIVE = 0.95
+MAX_TARGETS = 10
+
+
+class CircuitError(ValueError):
+    """An input or transcoder set a graph cannot be built from (the message says why)."""
+
+
+@dataclass
+class Target:
+    """A logit target: ``token_ids`` (one, or a contrast pair ``(a, b)``: logit a minus logit b), its label, its
+    weight (the fill's probability; 1 for a contrast) and the vector over the vocabulary it reads (demeaned)."""
+
+    token_ids: tuple[int, ...]
+    label: str
+    probability: float
+    vector: torch.Tensor = field(repr=False)
+
+
+@dataclass
+class AttributionGraph:
+    """The graph of one input.
+
+    Attributes:
+        tokens, input_ids: the input (``input_ids (T,)`` long); mask_position: the [MASK]'s position.
+        features: ``(n_f, 3)`` long ``(block, position, latent)`` of the active features, sorted.
+        activations: ``(n_f,)`` float64, their activations.
+        targets: the logit targets, in the order of the last ``len(targets)`` nodes.
+        adjacency: ``(n, n)`` float64, ``[target, source]`` direct effects; nodes ``[features, errors (block-major,
+            then position), embeddings (per position), logits]``.
+        layout: the counts of each kind of node.
+        constants: ``(n,)`` float64, what each target computes with every source at 0 (biases through the frozen
+            model): a target's value is its row's sum plus this.
+        values: ``(n,)`` float64, each target's value in the real forward (features: pre-activation; logits: the
+            demeaned logit or the contrast's difference).
+        error_norms: ``(L, T)`` float64, the error vectors' norms.
+    """
+
+    tokens: list[str]
+    input_ids: torch.Tensor
+    mask_position: int
+    features: torch.Tensor
+    activations: torch.Tensor
+    targets: list[Target]
+    adjacency: torch.Tensor
+    layout: Layout
+    constants: torch.Tensor
+    values: torch.Tensor
+    error_norms: torch.Tensor
+
+    @property
+    def probabilities(self) -> torch.Tensor:
+        return torch.tensor([t.probability for t in self.targets], dtype=torch.float64)
+
+
+# ----------------------------------------------------------------------------- the frozen replacement model
+class Replacement:
+    """The local replacement model of one input (module docstring) on a float64 copy of ``model``.
+
+    Args:
+        model: a bertcore model with an MLM head (only read; copied).
+        transcoders: ``{block: Transcoder}`` for every block (copied to float64).
+        inputs: ``input_ids``, ``token_type_ids``, ``attention_mask`` of one sequence, ``(1, T)``.
+    Raises:
+        CircuitError: a block without a transcoder, or one whose sizes do not fit the model.
+    """
+
+    def __init__(self, model: torch.nn.Module, transcoders: dict[int, Transcoder], inputs: dict) -> None:
+        encoder, _ = mlm_head_of(model)
+        cfg = encoder.config
+        missing = [layer for layer in range(cfg.num_hidden_layers) if layer not in transcoders]
+        if missing:
+            raise CircuitError(f"an attribution graph needs a transcoder for every block; blocks {missing} have none "
+                               "(train them: python -m bertcore.sae train --kind transcoder --layers 0,1,...)")
+        for layer, tc in transcoders.items():
+            if tc.d_in != cfg.hidden_size or tc.d_out != cfg.hidden_size:
+                raise CircuitError(f"the transcoder of block {layer} reads {tc.d_in} and writes {tc.d_out} values; "
+                                   f"this model's hidden size is {cfg.hidden_size}: it was trained on another model")
+        self.model = copy.deepcopy(model).double().eval().requires_grad_(False)
+        self.encoder, self.head = mlm_head_of(self.model)
+        self.cfg, self.inputs = cfg, inputs
+        self.tcs = {layer: copy.deepcopy(tc).double().eval().requires_grad_(False) for layer, tc in transcoders.items()}
+        self.n = cfg.num_hidden_layers
+        self.frozen_sites = [n for n in self._scale_sites() if missing_reason(cfg, n) is None]
+        self.frozen_sites += [f"blocks.{i}.attn.hook_pattern" for i in range(self.n)]
+        record = self.frozen_sites + ["mlm_head.hook_pre", "mlm_head.hook_post", "embed.hook_embed"]
+        record += [s for i in range(self.n) for s in sites(cfg, i)]
+        record += [n for n in ("embed.hook_pos_embed", "embed.hook_token_type_embed") if missing_reason(cfg, n) is None]
+        iv = Interventions(record=record)
+        with torch.no_grad():
+            hidden = self.encoder(**inputs, interventions=iv).last_hidden_state
+            self.logits = self.head(hidden[0], iv.tap())  # (T, V): the real model's, as recorded
+        rec = iv.recorded
+        self.recorded = rec
+        self.embedding = rec["embed.hook_embed"][0].clone()  # (T, E): word + position + segment
+        for name in ("embed.hook_pos_embed", "embed.hook_token_type_embed"):
+            if name in rec:
+                self.embedding += rec[name][0].expand_as(self.embedding)
+        pre, post = rec["mlm_head.hook_pre"], rec["mlm_head.hook_post"]
+        self.gelu_slope = torch.where(pre.abs() > 1e-12, post / pre.where(pre.abs() > 1e-12, 1.0), 0.5)
+        self.codes, self.errors, self.fixed = {}, {}, {}
+        for layer, tc in self.tcs.items():
+            x = rec[sites(cfg, layer)[0]][0]  # (T, H) the feed-forward input
+            y = rec[sites(cfg, layer)[1]][0]  # (T, H) its real output
+            with torch.no_grad():
+                z = tc.encode(x)  # (T, d_sae)
+                self.codes[layer] = z
+                self.errors[layer] = y - tc.decode(z, x)  # (T, H): exactly what the transcoder misses
+                self.fixed[layer] = (z @ tc.W_dec + tc.b_dec) / tc.out_scale  # (T, H): the frozen features' part
+
+    @staticmethod
+    def _scale_sites() -> list[str]:
+        return ["embed.ln.hook_scale", "mlm_head.ln.hook_scale", "ln_final.hook_scale"] + [
+            f"blocks.{i}.{ln}.hook_scale" for i in range(64) for ln in ("ln1", "ln2")]
+
+    def _skip(self, layer: int, x: torch.Tensor) -> torch.Tensor:
+        tc = self.tcs[layer]
+        return (x * tc.in_scale) @ tc.W_skip.T / tc.out_scale
+
+    def run(self, batch: int, deltas: dict | None = None, parts: dict | None = None, scale_features=None):
+        """The frozen model on ``batch`` copies of the input. ``deltas``: ``{"embed" | block: (B, T, ·)}`` added
+        where the embeddings / each block's feed-forward output are written (leaf tensors for gradients);
+        ``parts``: which sources to keep, ``{"embed": bool, "features": bool, "errors": bool}`` (all by default;
+        the biases always flow); ``scale_features``: ``{block: (B, T, d_sae)}`` multipliers of the frozen
+        activations. Returns ``(feature inputs {block: (B, T, H)}, logits at every position (B, T, V))``."""
+        deltas, parts = deltas or {}, {"embed": True, "features": True, "errors": True, **(parts or {})}
+        rec, edits, seen = self.recorded, {}, {}
+        for name in self.frozen_sites:
+            edits[name] = lambda x, v=rec[name]: v.expand_as(x).clone()
+        emb = self.embedding if parts["embed"] else torch.zeros_like(self.embedding)
+
+        def embed(x, emb=emb):  # the summed embedding, in place of the word embedding; the other summands removed
+            out = emb.expand(batch, -1, -1)
+            return out + deltas["embed"] if "embed" in deltas else out
+
+        edits["embed.hook_embed"] = embed
+        for name in ("embed.hook_pos_embed", "embed.hook_token_type_embed"):
+            if name in rec:
+                edits[name] = torch.zeros_like
+        for layer in range(self.n):
+            site_in, site_out = sites(self.cfg, layer)
+
+            def keep(x, layer=layer):
+                seen[layer] = x
+                return x
+
+            def replace(y, layer=layer):
+                tc = self.tcs[layer]
+                out = self._skip(layer, seen[layer]) + tc.b_dec / tc.out_scale  # (B, T, H)
+                if parts["features"]:
+                    z = self.codes[layer]
+                    if scale_features is not None and layer in scale_features:
+                        out = out + (scale_features[layer] * z) @ tc.W_dec / tc.out_scale
+                    else:
+                        out = out + (self.fixed[layer] - tc.b_dec / tc.out_scale)
+                if parts["errors"]:
+                    out = out + self.errors[layer]
+                return out + deltas[layer] if layer in deltas else out
+
+            edits[site_in], edits[site_out] = keep, replace
+        slope = self.gelu_slope
+        stash = {}
+        edits["mlm_head.hook_pre"] = lambda u: stash.setdefault("u", u)
+        edits["mlm_head.hook_post"] = lambda _: stash["u"] * slope.expand_as(stash["u"])
+        iv = Interventions(edits)
+        ids = {k: v.expand(batch, -1) for k, v in self.inputs.items()}
+        hidden = self.encoder(**ids, interventions=iv).last_hidden_state  # (B, T, H)
+        logits = self.head(hidden, iv.tap())  # (B, T, V)
+        return dict(seen), logits
+
+    def pre_activations(self, inputs: dict[int, torch.Tensor], layer: int, positions, latents) -> torch.Tensor:
+        """Pre-activations ``(B, k)`` of the latents ``latents`` at ``positions`` of block ``layer`` from its
+        feed-forward inputs ``(B, T, H)``.
+
+        Raises:
+            CircuitError: ``layer`` outside ``0..L-1``.
+        """
+        if isinstance(layer, bool) or layer not in self.tcs:
+            raise CircuitError(f"layer must lie in 0..{self.n - 1}; got {layer!r}")
+        tc = self.tcs[layer]
+        x = inputs[layer][:, positions] * tc.in_scale  # (B, k, H)
+        return (x * tc.W_enc.T[latents]).sum(-1) + tc.b_enc[latents]
+
+
+# ----------------------------------------------------------------------------- the graph
+def targets_at(logits: torch.Tensor, tokenizer, contrast: tuple[int, int] | None = None,
+               cumulative: float = CUMULATIVE, max_targets: int = MAX_TARGETS) -> list[Target]:
+    """The logit targets of ``logits (V,)`` at the [MASK] (module docstring)."""
+    vocab = logits.shape[-1]
+    if contrast is not None:
+        a, b = contrast
+        vector = torch.zeros(vocab, dtype=torch.float64)
+        vector[a], vector[b] = 1.0, -1.0
+        label = f"{tokenizer.convert_ids_to_tokens(a)} - {tokenizer.convert_ids_to_tokens(b)}"
+        return [Target((a, b), label, 1.0, vector)]
+    probs = logits.double().softmax(-1)
+    top_p, top_i = probs.sort(descending=True)
+    n = min(max_targets, int((torch.cumsum(top_p, 0) < cumulative).sum()) + 1)
+    out = []
+    for p, i in zip(top_p[:n].tolist(), top_i[:n].tolist()):
+        vector = torch.full((vocab,), -1.0 / vocab, dtype=torch.float64)
+        vector[i] += 1.0  # logit i minus the mean logit
+        out.append(Target((i,), tokenizer.convert_ids_to_tokens(i), p, vector))
+    return out
+
+
+def build(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, Transcoder],
+          contrast: tuple[str, str] | None = None, batch: int = 32, max_length: int | None = None,
+          progress=None) -> AttributionGraph:
+    """The attribution graph of ``text``'s one [MASK] (module docstring).
+
+    Args:
+        model: a bertcore model with an MLM head (only read); tokenizer: its tokenizer.
+        transcoders: ``{block: Transcoder}`` for every block (:mod:`bertcore.sae.transcoder`).
+        contrast: two words, each one token (``("are", "is")``): the target is their logit difference.
+        batch: targets per backward pass; progress: ``callable(done, total)``.
+    Raises:
+        CircuitError: no [MASK] or more than one, a contrast word that is not one token, missing or misfitting
+            transcoders; bertcore.readouts.fill_mask.FillMaskError: no MLM head; the tokenizer's errors for bad text.
+    """
+    enc = encode(tokenizer, text, max_length=max_length)
+    inputs = enc.tensors()
+    positions = mask_token_positions(tokenizer, inputs["input_ids"])
+    if len(positions) != 1:
+        raise CircuitError(f"write exactly one [MASK] where the model should guess a word; the text has "
+                           f"{len(positions)}")
+    m = positions[0]
+    pair = None
+    if contrast is not None:
+        ids = [tokenizer(w, add_special_tokens=False)["input_ids"] for w in contrast]
+        for word, got in zip(contrast, ids):
+            if len(got) != 1:
+                raise CircuitError(f"the contrast word {word!r} is {len(got)} tokens for this tokenizer "
+                                   f"({tokenizer.convert_ids_to_tokens(got)}); pick a word that is one token")
+        pair = (ids[0][0], ids[1][0])
+    rm = Replacement(model, transcoders, inputs)
+    targets = targets_at(rm.logits[m], tokenizer, pair)
+    feats = torch.cat([torch.cat([torch.full((len(p), 1), layer), p], 1) for layer in range(rm.n)
+                       for p in [rm.codes[layer].nonzero()]]) if rm.n else torch.zeros(0, 3, dtype=torch.long)
+    acts = torch.stack([rm.codes[int(b)][int(p), int(f)] for b, p, f in feats]) if len(feats) else \
+        torch.zeros(0, dtype=torch.float64)
+    t = inputs["input_ids"].shape[1]
+    layout = Layout(len(feats), rm.n * t, t, len(targets))
+    adjacency = torch.zeros(layout.size, layout.size, dtype=torch.float64)
+    values = torch.zeros(layout.size, dtype=torch.float64)
+    rows = [("feature", i) for i in range(len(feats))] + [("logit", j) for j in range(len(targets))]
+    done = 0
+    for start in range(0, len(rows), batch):
+        chunk = rows[start:start + batch]
+        b = len(chunk)
+        deltas = {"embed": torch.zeros(b, t, rm.embedding.shape[-1], dtype=torch.float64, requires_grad=True)}
+        deltas.update({layer: torch.zeros(b, t, rm.cfg.hidden_size, dtype=torch.float64, requires_grad=True)
+                       for layer in range(rm.n)})
+        ffn_inputs, logits = rm.run(b, deltas)
+        outs = []
+        for row, (kind, i) in enumerate(chunk):
+            if kind == "feature":
+                layer, p, f = (int(v) for v in feats[i])
+                outs.append(rm.pre_activations({layer: ffn_inputs[layer][row:row + 1]}, layer, [p], [f])[0, 0])
+            else:
+                outs.append(logits[row, m] @ targets[i].vector)
+        total = torch.stack(outs)
+        wrt = [deltas["embed"]] + [deltas[k] for k in range(rm.n)]
+        grads = torch.autograd.grad(total.sum(), wrt, allow_unused=True)  # a block after every target: no gradient
+        g_embed, *g_blocks = (torch.zeros_like(w) if g is None else g for g, w in zip(grads, wrt))
+        for row, (kind, i) in enumerate(chunk):
+            r = i if kind == "feature" else layout.part("logits").start + i
+            values[r] = float(total[row])
+            adjacency[r, layout.part("embeddings")] = (g_embed[row] * rm.embedding).sum(-1)
+            errors = layout.part("errors").start
+            for layer in range(rm.n):
+                g = g_blocks[layer][row]  # (T, H)
+                adjacency[r, errors + layer * t:errors + (layer + 1) * t] = (g * rm.errors[layer]).sum(-1)
+                here = feats[:, 0] == layer
+                if here.any():
+                    tc = rm.tcs[layer]
+                    p, f = feats[here, 1], feats[here, 2]
+                    adjacency[r, here.nonzero().flatten()] = (g[p] * (tc.W_dec[f] / tc.out_scale)).sum(-1) * acts[here]
+        done += b
+        if progress is not None:
+            progress(done, len(rows))
+    constants = _constants(rm, feats, targets, m, layout)
+    error_norms = torch.stack([rm.errors[layer].norm(dim=-1) for layer in range(rm.n)])
+    return AttributionGraph(enc.tokens, inputs["input_ids"][0], m, feats, acts.detach(), targets, adjacency,
+                            layout, constants, values, error_norms)
+
+
+@torch.no_grad()
+def _constants(rm: Replacement, feats: torch.Tensor, targets: list[Target], m: int, layout: Layout) -> torch.Tensor:
+    """Each target's value with every source at 0 (the frozen model's biases alone)."""
+    ffn_inputs, logits = rm.run(1, parts={"embed": False, "features": False, "errors": False})
+    out = torch.zeros(layout.size, dtype=torch.float64)
+    for i, (layer, p, f) in enumerate(feats.tolist()):
+        out[i] = rm.pre_activations(ffn_inputs, layer, [p], [f])[0, 0]
+    for j, target in enumerate(targets):
+        out[layout.part("logits").start + j] = logits[0, m] @ target.vector
+    return out

@@ -1,0 +1,118 @@
+"""Attribution graphs (bertcore.circuits): exact in float64, as circuit-tracer tests its own. On a tiny random BERT
+and on the shipped MiniLM-MLM, with random transcoders (exactness holds for any weights): each target's incoming
+edges plus its constant rebuild its value, and scaling one feature, error or embedding node by 2 in the frozen model
+changes every target by that node's adjacency column."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bertcore.circuits import attribution as A
+from bertcore.circuits.graph import prune, scores
+from bertcore.loading import sources
+from bertcore.modeling.heads import BertForMaskedLM
+from bertcore.sae.transcoder import Transcoder
+from bertcore.tokenization.tokenizer import load_tokenizer
+from tests.conftest import tiny_bert
+
+TEXT = "The keys to the cabinet [MASK] on the table."
+
+
+def random_transcoders(config, d_sae: int = 32, seed: int = 0) -> dict[int, Transcoder]:
+    """One transcoder per block with random weights (a skip path and biases too): the graph's algebra is exact for
+    any weights, trained or not."""
+    out = {}
+    g = torch.Generator().manual_seed(seed)
+    h = config.hidden_size
+    for layer in range(config.num_hidden_layers):
+        tc = Transcoder(h, h, d_sae, 4, seed=seed + layer)
+        with torch.no_grad():
+            tc.W_enc.copy_(torch.randn(h, d_sae, generator=g) / h ** 0.5)
+            tc.b_enc.copy_(torch.randn(d_sae, generator=g) * 0.1)
+            tc.W_skip.copy_(torch.randn(h, h, generator=g) * 0.02)
+            tc.b_dec.copy_(torch.randn(h, generator=g) * 0.05)
+            tc.threshold.fill_(0.4)  # a few active latents per token: a small graph
+        out[layer] = tc.eval()
+    return out
+
+
+@pytest.fixture(scope="module", params=["tiny", "shipped"])
+def case(request):
+    if request.param == "tiny":
+        model = tiny_bert(BertForMaskedLM, seed=3)
+        tok = load_tokenizer(sources.packaged_model_dir())
+    else:
+        lm = sources.load(sources.PACKAGED_MLM)
+        model, tok = lm.model, lm.tokenizer
+    tcs = random_transcoders(model.config)
+    return model, tok, tcs, A.build(model, tok, TEXT, tcs, batch=64)
+
+
+def _targets(rm: A.Replacement, graph: A.AttributionGraph, **run) -> torch.Tensor:
+    """Every target's value in the frozen model (features' pre-activations, then the logit targets)."""
+    with torch.no_grad():
+        inputs, logits = rm.run(1, **run)
+    feats = [rm.pre_activations(inputs, int(b), [int(p)], [int(f)])[0, 0] for b, p, f in graph.features]
+    logit = [logits[0, graph.mask_position] @ t.vector for t in graph.targets]
+    return torch.stack(feats + logit)
+
+
+def _target_rows(graph) -> torch.Tensor:
+    lay = graph.layout
+    return torch.cat([torch.arange(lay.features), torch.arange(lay.part("logits").start, lay.size)])
+
+
+def test_incoming_edges_and_the_constant_rebuild_every_target(case):
+    model, tok, tcs, graph = case
+    rows = _target_rows(graph)
+    rebuilt = graph.adjacency[rows].sum(1) + graph.constants[rows]
+    torch.testing.assert_close(rebuilt, graph.values[rows], atol=1e-8, rtol=0)
+    assert graph.layout.features > 10 and len(graph.targets) >= 1
+
+
+def test_scaling_a_feature_error_or_embedding_moves_every_target_by_its_column(case):
+    model, tok, tcs, graph = case
+    rm = A.Replacement(model, tcs, A.encode(tok, TEXT).tensors())
+    base = _targets(rm, graph)
+    rows, lay, t = _target_rows(graph), graph.layout, len(graph.tokens)
+    s = int(graph.adjacency[:, :lay.features].abs().sum(0).argmax())  # the feature with the largest effects, doubled
+    layer, p, f = (int(v) for v in graph.features[s])
+    scale = torch.ones(1, t, tcs[layer].d_sae, dtype=torch.float64)
+    scale[0, p, f] = 2.0
+    moved = _targets(rm, graph, scale_features={layer: scale}) - base
+    torch.testing.assert_close(moved, graph.adjacency[rows, s], atol=1e-6, rtol=0)
+    assert moved.abs().max() > 1e-6  # the feature does move something
+    delta = torch.zeros(1, t, model.config.hidden_size, dtype=torch.float64)
+    block = min(2, model.config.num_hidden_layers - 1)
+    error = lay.part("errors").start + block * t + 3
+    delta[0, 3] = rm.errors[block][3]  # block 0 or 2, position 3: its error added once more
+    moved = _targets(rm, graph, deltas={block: delta}) - base
+    torch.testing.assert_close(moved, graph.adjacency[rows, error], atol=1e-6, rtol=0)
+    emb = torch.zeros(1, t, rm.embedding.shape[-1], dtype=torch.float64)
+    emb[0, 1] = rm.embedding[1]  # the first word's embedding node
+    moved = _targets(rm, graph, deltas={"embed": emb}) - base
+    torch.testing.assert_close(moved, graph.adjacency[rows, lay.part("embeddings").start + 1], atol=1e-6, rtol=0)
+
+
+def test_pruning_and_scores_read_the_graph(case):
+    model, tok, tcs, graph = case
+    replacement, completeness = scores(graph.adjacency, graph.layout, graph.probabilities)
+    assert 0 <= replacement <= 1 and 0 <= completeness <= 1
+    pruned = prune(graph.adjacency, graph.layout, graph.probabilities)
+    lay = graph.layout
+    assert pruned.nodes[lay.part("embeddings")].all() and pruned.nodes[lay.part("logits")].all()
+    kept = pruned.nodes[lay.part("features")]
+    assert 0 < int(kept.sum()) < lay.features
+
+
+def test_bad_input_gets_a_sentence(case):
+    model, tok, tcs, _ = case
+    with pytest.raises(A.CircuitError, match="exactly one \\[MASK\\]"):
+        A.build(model, tok, "No mask here.", tcs)
+    with pytest.raises(A.CircuitError, match="exactly one \\[MASK\\]"):
+        A.build(model, tok, "[MASK] and [MASK].", tcs)
+    with pytest.raises(A.CircuitError, match="'cabinetry' is 2 tokens"):
+        A.build(model, tok, TEXT, tcs, contrast=("are", "cabinetry"))
+    with pytest.raises(A.CircuitError, match="blocks \\[1\\] have none"):
+        A.build(model, tok, TEXT, {k: v for k, v in tcs.items() if k != 1})
