@@ -148,7 +148,7 @@ fig.show()
 # the nearest neighbours of point 0 in the full space (cosine), as a click on the page lists them
 print(P.neighbours(proj, 0))"""
     return snippet("Embedding projector", source,
-                   ["from bertcore.analysis import projector as PV", "from bertcore.analysis import shipped",
+                   ["from bertcore.analysis import projector_view as PV", "from bertcore.analysis import shipped",
                     "from bertcore.analysis.representations import projector as P",
                     "from explorer.figures import projector as figures"], values, body)
 
