@@ -230,4 +230,4 @@ def test_every_page_has_its_code():
     pages = {f.stem for f in folder.glob("*.py")} - {"__init__"}
     assert pages - set(STATES) - set(ELSEWHERE) == set()
     assert [p for p in sorted(pages - {"train"}) if "as_code." not in (folder / f"{p}.py").read_text()] == []
-    assert "as_code.run_expander" in (ROOT / "explorer" / "train_form.py").read_text()
+    assert "as_code.run_expander" in (ROOT / "explorer" / "train" / "form.py").read_text()
