@@ -137,6 +137,23 @@ def save(sae: TopKSAE, folder: str | Path, layer: int, *, model_name: str = "", 
     return folder
 
 
+def read_json_object(path: Path, what: str = "an SAE folder") -> dict[str, Any]:
+    """The JSON object in ``path`` (a ``cfg.json`` of ``what``).
+
+    Raises:
+        SAEError: a missing or unreadable file, or one that holds no JSON object.
+    """
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise SAEError(f"{path} not found: {what} holds cfg.json and {WEIGHTS_FILE} (SAELens's layout)") from exc
+    except (OSError, ValueError) as exc:
+        raise SAEError(f"{path} is not readable JSON ({exc})") from exc
+    if not isinstance(cfg, dict):
+        raise SAEError(f"{path} does not hold a JSON object")
+    return cfg
+
+
 def read_cfg(folder: str | Path) -> dict[str, Any]:
     """``cfg.json`` of an SAE folder, checked (architecture topk, sizes, k, hook name).
 
@@ -144,14 +161,7 @@ def read_cfg(folder: str | Path) -> dict[str, Any]:
         SAEError: missing or unreadable file, another architecture, a field missing or out of range.
     """
     path = Path(folder) / CFG_FILE
-    try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise SAEError(f"{path} not found: an SAE folder holds cfg.json and {WEIGHTS_FILE} (SAELens's layout)") from exc
-    except (OSError, ValueError) as exc:
-        raise SAEError(f"{path} is not readable JSON ({exc})") from exc
-    if not isinstance(cfg, dict):
-        raise SAEError(f"{path} does not hold a JSON object")
+    cfg = read_json_object(path)
     if cfg.get("architecture") != "topk":
         raise SAEError(f"{path}: only TopK SAEs are supported (architecture 'topk'); got {cfg.get('architecture')!r}")
     for name in ("d_in", "d_sae", "k"):

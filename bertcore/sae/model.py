@@ -164,7 +164,7 @@ def aux_k_loss(sae: TopKSAE, out: SAEOutput, dead: torch.Tensor, k_aux: int) -> 
 
 
 @torch.no_grad()
-def resample(sae: TopKSAE, dead: torch.Tensor, out: SAEOutput, optimizer: torch.optim.Optimizer | None = None,
+def resample(sae, dead: torch.Tensor, out, optimizer: torch.optim.Optimizer | None = None,
              generator: torch.Generator | None = None, encoder_scale: float = 0.2) -> int:
     """Resample dead latents (Bricken et al. 2023, "Towards Monosemanticity", "neuron resampling"), for TopK.
 
@@ -173,20 +173,24 @@ def resample(sae: TopKSAE, dead: torch.Tensor, out: SAEOutput, optimizer: torch.
     squared error; its encoder column points the same way at ``encoder_scale`` times the alive columns' mean norm
     (small, so that the old features keep their tokens while the new one finds its own); ``b_enc`` 0; and its Adam
     moments (``optimizer``'s ``exp_avg`` / ``exp_avg_sq`` of those rows and columns) reset. Returns how many were
-    resampled (0 when none is dead or the batch reconstructs perfectly).
+    resampled (0 when none is dead or the batch reconstructs perfectly). For a transcoder
+    (:class:`bertcore.sae.transcoder.Transcoder`, whose ``out.target`` is not its input) the error is
+    ``target - x_hat`` and the encoder column points along the token's input ``out.x`` instead.
     """
     idx = dead.nonzero().flatten()
-    err = out.x - out.x_hat
+    err = out.target - out.x_hat
     weights = err.pow(2).sum(-1)
     if len(idx) == 0 or not float(weights.sum()) > 0:
         return 0
     picked = torch.multinomial(weights, len(idx), replacement=len(idx) > int((weights > 0).sum()),
                                generator=generator)
     directions = err[picked] / err[picked].norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    reads = directions if out.target is out.x else out.x[picked] / out.x[picked].norm(dim=-1, keepdim=True).clamp_min(
+        1e-12)
     alive = ~dead
     norm = sae.W_enc[:, alive].norm(dim=0).mean() if bool(alive.any()) else torch.tensor(1.0)
     sae.W_dec[idx] = directions
-    sae.W_enc[:, idx] = directions.T * (encoder_scale * norm)
+    sae.W_enc[:, idx] = reads.T * (encoder_scale * norm)
     sae.b_enc[idx] = 0.0
     if optimizer is not None:
         for param, rows in ((sae.W_dec, (idx,)), (sae.W_enc, (slice(None), idx)), (sae.b_enc, (idx,))):

@@ -245,8 +245,7 @@ class Trainer:
                 every = cfg.resample_every
                 if every and (self.tokens + n) // every > self.tokens // every:
                     gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.step * 31 + sae_io.label(layer))
-                    self.resampled[layer] += (transcoder.resample if self.transcoders else resample)(sae, dead, out,
-                                                                                                      opt, gen)
+                    self.resampled[layer] += resample(sae, dead, out, opt, gen)
                     self.last_fired[layer][dead] = self.tokens + n  # a new latent gets dead_tokens to find its use
                 total = (out.target - out.target.mean(0)).pow(2).sum(-1).mean()
                 name = f"L{_key(layer)}"

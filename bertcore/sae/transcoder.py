@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from ..modeling.checkpoint import CheckpointError, atomic_write_text, read_state_dict, save_safetensors
-from .io import CFG_FILE, DTYPES, METRICS_FILE, SAE_LENS_VERSION, WEIGHTS_FILE, SAEError
+from .io import CFG_FILE, DTYPES, METRICS_FILE, SAE_LENS_VERSION, WEIGHTS_FILE, SAEError, read_json_object
 
 ARCHITECTURE = "jumprelu_skip_transcoder"
 THRESHOLD_MOMENTUM = 0.99  #: the running mean's weight on its past (about the last 100 batches)
@@ -188,34 +188,6 @@ def aux_k_loss(tc: Transcoder, out: TranscoderOutput, dead: torch.Tensor, k_aux:
     return (e_hat - residual).pow(2).sum(-1).mean()
 
 
-@torch.no_grad()
-def resample(tc: Transcoder, dead: torch.Tensor, out: TranscoderOutput, optimizer=None,
-             generator: torch.Generator | None = None, encoder_scale: float = 0.2) -> int:
-    """Resample dead latents (Bricken et al. 2023) for a transcoder: each gets as decoder row the normalised error
-    ``target - x_hat`` of a token drawn by its squared error, as encoder column that token's normalised input at
-    ``encoder_scale`` times the alive columns' mean norm, ``b_enc`` 0, and fresh Adam moments. Returns the count."""
-    idx = dead.nonzero().flatten()
-    err = out.target - out.x_hat
-    weights = err.pow(2).sum(-1)
-    if len(idx) == 0 or not float(weights.sum()) > 0:
-        return 0
-    picked = torch.multinomial(weights, len(idx), replacement=len(idx) > int((weights > 0).sum()),
-                               generator=generator)
-    unit = lambda v: v / v.norm(dim=-1, keepdim=True).clamp_min(1e-12)  # noqa: E731
-    alive = ~dead
-    norm = tc.W_enc[:, alive].norm(dim=0).mean() if bool(alive.any()) else torch.tensor(1.0)
-    tc.W_dec[idx] = unit(err[picked])
-    tc.W_enc[:, idx] = unit(out.x[picked]).T * (encoder_scale * norm)
-    tc.b_enc[idx] = 0.0
-    if optimizer is not None:
-        for param, rows in ((tc.W_dec, (idx,)), (tc.W_enc, (slice(None), idx)), (tc.b_enc, (idx,))):
-            for moment in ("exp_avg", "exp_avg_sq"):
-                state = optimizer.state.get(param, {})
-                if moment in state:
-                    state[moment][rows] = 0.0
-    return len(idx)
-
-
 # ----------------------------------------------------------------------------- files (SAELens's layout)
 def save(tc: Transcoder, folder: str | Path, layer: int, *, pre_layer_norm: bool = False, model_name: str = "",
          dtype: str = "float32", metadata: dict[str, Any] | None = None,
@@ -262,15 +234,9 @@ def load(folder: str | Path) -> tuple[Transcoder, dict[str, Any]]:
     """
     folder = Path(folder)
     path = folder / CFG_FILE
-    try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise SAEError(f"{path} not found: a transcoder folder holds cfg.json and {WEIGHTS_FILE}") from exc
-    except (OSError, ValueError) as exc:
-        raise SAEError(f"{path} is not readable JSON ({exc})") from exc
-    if not isinstance(cfg, dict) or cfg.get("architecture") != ARCHITECTURE:
-        raise SAEError(f"{path}: not a {ARCHITECTURE} (architecture {cfg.get('architecture')!r})"
-                       if isinstance(cfg, dict) else f"{path} does not hold a JSON object")
+    cfg = read_json_object(path, "a transcoder folder")
+    if cfg.get("architecture") != ARCHITECTURE:
+        raise SAEError(f"{path}: not a {ARCHITECTURE} (architecture {cfg.get('architecture')!r})")
     for name in ("d_in", "d_out", "d_sae"):
         if not isinstance(cfg.get(name), int) or cfg[name] < 1:
             raise SAEError(f"{path}: field {name!r} must be a positive integer; got {cfg.get(name)!r}")

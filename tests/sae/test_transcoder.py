@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from bertcore.sae.io import SAEError
-from bertcore.sae.transcoder import Transcoder, aux_k_loss, hook_names, load, resample, save, sites
+from bertcore.sae.model import resample
+from bertcore.sae.transcoder import Transcoder, aux_k_loss, hook_names, load, save, sites
 from tests.conftest import tiny_config
 
 
