@@ -117,7 +117,7 @@ class Replacement:
         self.cfg, self.inputs = cfg, inputs
         self.tcs = {layer: copy.deepcopy(tc).double().eval().requires_grad_(False) for layer, tc in transcoders.items()}
         self.n = cfg.num_hidden_layers
-        self.frozen_sites = [n for n in self._scale_sites() if missing_reason(cfg, n) is None]
+        self.frozen_sites = [n for n in self._scale_sites(cfg.num_hidden_layers) if missing_reason(cfg, n) is None]
         self.frozen_sites += [f"blocks.{i}.attn.hook_pattern" for i in range(self.n)]
         record = self.frozen_sites + ["mlm_head.hook_pre", "mlm_head.hook_post", "embed.hook_embed"]
         record += [s for i in range(self.n) for s in sites(cfg, i)]
@@ -145,9 +145,10 @@ class Replacement:
                 self.fixed[layer] = (z @ tc.W_dec + tc.b_dec) / tc.out_scale  # (T, H): the frozen features' part
 
     @staticmethod
-    def _scale_sites() -> list[str]:
+    def _scale_sites(layers: int) -> list[str]:
+        """Every LayerNorm scale a model of ``layers`` blocks may have (the caller drops those its family lacks)."""
         return ["embed.ln.hook_scale", "mlm_head.ln.hook_scale", "ln_final.hook_scale"] + [
-            f"blocks.{i}.{ln}.hook_scale" for i in range(64) for ln in ("ln1", "ln2")]
+            f"blocks.{i}.{ln}.hook_scale" for i in range(layers) for ln in ("ln1", "ln2")]
 
     def _skip(self, layer: int, x: torch.Tensor) -> torch.Tensor:
         tc = self.tcs[layer]
