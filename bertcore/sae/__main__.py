@@ -3,6 +3,7 @@
     python -m bertcore.sae train --run-dir RUN --layers 1,3,5 --max-time 45 [--model FOLDER] [--corpus everyday]
     python -m bertcore.sae train --kind transcoder --run-dir RUN --layers 0,1,2,3,4,5 --k 32 --max-time 600
     python -m bertcore.sae resume --run-dir RUN
+    python -m bertcore.sae replacement --transcoders RUN/checkpoints/step-N [--chunks 48]
     python -m bertcore.sae evaluate --sae RUN/sae/layer-2 [--sae ...] [--out FOLDER --dtype float16]
     python -m bertcore.sae features --sae FOLDER [--sae ...] [--sentences 3000]
 
@@ -58,6 +59,31 @@ def _evaluate(args) -> int:
     return 0
 
 
+def _replacement(args) -> int:
+    """The spliced MLM loss of each transcoder in a folder and of all at once (bertcore.sae.replacement)."""
+    import time
+
+    from . import replacement, transcoder
+    from .stream import corpus_chunks
+    from .train import load_model
+
+    model, tokenizer, _ = load_model(args.model)
+    folders = sorted(Path(args.transcoders).glob("layer-*"))
+    if not folders:
+        raise ValueError(f"{args.transcoders} holds no transcoder folders (layer-<n>/)")
+    tcs = {}
+    for folder in folders:
+        tc, cfg = transcoder.load(folder)
+        tcs[cfg["layer"]] = tc
+    held = corpus_chunks(args.heldout, tokenizer, 128, allow_held_out=True)
+    start = time.monotonic()
+    r = replacement.spliced(model, tokenizer, tcs, held, n_chunks=args.chunks, batch_chunks=8)
+    print(json.dumps({"transcoders": str(args.transcoders), "clean": r.clean, "delta": r.delta,
+                      "delta_all": r.delta_all, "top1_all": r.top1_all, "masked": r.masked,
+                      "seconds": round(time.monotonic() - start)}, indent=1))
+    return 0
+
+
 def _features(args) -> int:
     from .report import index_features
     from .train import load_model
@@ -87,6 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--spliced-chunks", type=int, default=256, help="held-out sequences for the spliced MLM loss")
     e.add_argument("--out", help="write each SAE here (layer-<l>/) in --dtype first and measure the written files")
     e.add_argument("--dtype", default="float16", choices=["float16", "float32"])
+    rp = sub.add_parser("replacement", help="transcoders spliced in: MLM loss per block, all at once, top-1 agreement")
+    rp.add_argument("--transcoders", required=True, help="a folder of transcoder folders (layer-<n>/)")
+    rp.add_argument("--model", default="shipped")
+    rp.add_argument("--heldout", default="sotu")
+    rp.add_argument("--chunks", type=int, default=48, help="held-out sequences (15%% of their tokens masked)")
     f = sub.add_parser("features", help="index held-out text for SAE folders: top tokens, spaCy label purity")
     f.add_argument("--sae", action="append", required=True)
     f.add_argument("--model", default="shipped")
@@ -111,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
             return _evaluate(args)
         if args.command == "features":
             return _features(args)
+        if args.command == "replacement":
+            return _replacement(args)
         if args.command == "card":
             from .report import card
             from .train import model_folder

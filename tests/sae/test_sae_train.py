@@ -182,3 +182,7 @@ def test_a_transcoder_run_resumes_exactly_and_its_files_give_its_numbers(tiny_fo
         written = json.loads((a / "metrics.json").read_text())["heldout_during_training"]
         again = replacement.reconstruction(model, tokenizer, {meta["layer"]: ta}, held, cfg.eval_tokens)
         assert abs(again[meta["layer"]].fvu - written["fvu"]) < 1e-6
+    from bertcore.sae.__main__ import main
+
+    assert main(["replacement", "--transcoders", str(tmp_path / "straight" / "sae"), "--model", str(tiny_folder),
+                 "--heldout", str(TINY_CORPUS), "--chunks", "4"]) == 0
