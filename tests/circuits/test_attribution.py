@@ -116,3 +116,33 @@ def test_bad_input_gets_a_sentence(case):
         A.build(model, tok, TEXT, tcs, contrast=("are", "cabinetry"))
     with pytest.raises(A.CircuitError, match="blocks \\[1\\] have none"):
         A.build(model, tok, TEXT, {k: v for k, v in tcs.items() if k != 1})
+
+
+def test_the_neuronpedia_json_holds_the_pruned_graph(case):
+    """The export has the fields Neuronpedia's graph schema requires, one node per kept node with a unique id, and one
+    link per kept edge carrying its adjacency weight."""
+    import json
+
+    from bertcore.circuits.export import neuronpedia_json
+
+    model, tok, tcs, graph = case
+    pruned = prune(graph.adjacency, graph.layout, graph.probabilities)
+    doc = json.loads(json.dumps(neuronpedia_json(graph, pruned, "tiny-bert", "keys-cabinet", TEXT)))
+    assert set(doc) == {"metadata", "qParams", "nodes", "links"}
+    assert {"slug", "scan", "prompt_tokens", "prompt"} <= set(doc["metadata"])
+    assert doc["metadata"]["prompt_tokens"] == graph.tokens
+    required = {"node_id": str, "feature": int, "layer": str, "ctx_idx": int, "feature_type": str, "jsNodeId": str,
+                "clerp": str}
+    for node in doc["nodes"]:
+        for key, kind in required.items():
+            assert isinstance(node[key], kind), (key, node)
+    ids = [n["node_id"] for n in doc["nodes"]]
+    assert len(ids) == len(set(ids)) == int(pruned.nodes.sum())
+    kinds = [n["feature_type"] for n in doc["nodes"]]
+    assert kinds.count("embedding") == len(graph.tokens) and kinds.count("logit") == len(graph.targets)
+    assert len(doc["links"]) == int(pruned.edges.sum()) > 0
+    index = {name: i for i, name in enumerate(ids)}
+    kept = pruned.nodes.nonzero().flatten().tolist()
+    for link in doc["links"][:50]:
+        s, t = kept[index[link["source"]]], kept[index[link["target"]]]
+        assert link["weight"] == pytest.approx(float(graph.adjacency[t, s]))
