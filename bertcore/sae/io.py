@@ -154,6 +154,25 @@ def read_json_object(path: Path, what: str = "an SAE folder") -> dict[str, Any]:
     return cfg
 
 
+def read_weights(folder: Path, shapes: dict[str, tuple[int, ...]], what: str = "SAE") -> dict[str, torch.Tensor]:
+    """The tensors of ``folder``'s weights file, each checked against ``shapes`` (what ``cfg.json`` says).
+
+    Raises:
+        SAEError: a missing, truncated or corrupt file; a tensor missing or of another shape.
+    """
+    try:
+        state = read_state_dict(folder / WEIGHTS_FILE)
+    except CheckpointError as exc:
+        raise SAEError(f"the {what}'s weights cannot be read: {exc}") from exc
+    for name, shape in shapes.items():
+        if name not in state:
+            raise SAEError(f"{folder / WEIGHTS_FILE} has no tensor {name!r} (it holds {sorted(state)})")
+        if tuple(state[name].shape) != shape:
+            raise SAEError(f"{folder / WEIGHTS_FILE}: {name} has shape {tuple(state[name].shape)}, cfg.json says "
+                           f"{shape}")
+    return state
+
+
 def read_cfg(folder: str | Path) -> dict[str, Any]:
     """``cfg.json`` of an SAE folder, checked (architecture topk, sizes, k, hook name).
 
@@ -186,18 +205,8 @@ def load(folder: str | Path) -> tuple[TopKSAE, dict[str, Any]]:
     """
     folder = Path(folder)
     cfg = read_cfg(folder)
-    try:
-        state = read_state_dict(folder / WEIGHTS_FILE)
-    except CheckpointError as exc:
-        raise SAEError(f"the SAE's weights cannot be read: {exc}") from exc
     d_in, d_sae = cfg["d_in"], cfg["d_sae"]
-    shapes = {"W_enc": (d_in, d_sae), "b_enc": (d_sae,), "W_dec": (d_sae, d_in), "b_dec": (d_in,)}
-    for name, shape in shapes.items():
-        if name not in state:
-            raise SAEError(f"{folder / WEIGHTS_FILE} has no tensor {name!r} (it holds {sorted(state)})")
-        if tuple(state[name].shape) != shape:
-            raise SAEError(f"{folder / WEIGHTS_FILE}: {name} has shape {tuple(state[name].shape)}, cfg.json says "
-                           f"{shape}")
+    state = read_weights(folder, {"W_enc": (d_in, d_sae), "b_enc": (d_sae,), "W_dec": (d_sae, d_in), "b_dec": (d_in,)})
     metadata = cfg.get("metadata") or {}
     c = float(metadata.get("norm_scaling_factor") or 1.0)
     sae = TopKSAE(d_in, d_sae, cfg["k"], norm_scale=c)

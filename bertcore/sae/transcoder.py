@@ -29,8 +29,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..modeling.checkpoint import CheckpointError, atomic_write_text, read_state_dict, save_safetensors
-from .io import CFG_FILE, DTYPES, METRICS_FILE, SAE_LENS_VERSION, WEIGHTS_FILE, SAEError, read_json_object
+from ..modeling.checkpoint import atomic_write_text, save_safetensors
+from .io import CFG_FILE, DTYPES, METRICS_FILE, SAE_LENS_VERSION, WEIGHTS_FILE, SAEError, read_json_object, read_weights
 
 ARCHITECTURE = "jumprelu_skip_transcoder"
 THRESHOLD_MOMENTUM = 0.99  #: the running mean's weight on its past (about the last 100 batches)
@@ -243,19 +243,9 @@ def load(folder: str | Path) -> tuple[Transcoder, dict[str, Any]]:
     meta = cfg.get("metadata") or {}
     if not isinstance(meta.get("layer"), int):
         raise SAEError(f"{path}: metadata.layer (the block it replaces) is missing")
-    try:
-        state = read_state_dict(folder / WEIGHTS_FILE)
-    except CheckpointError as exc:
-        raise SAEError(f"the transcoder's weights cannot be read: {exc}") from exc
     d_in, d_out, d_sae = cfg["d_in"], cfg["d_out"], cfg["d_sae"]
-    shapes = {"W_enc": (d_in, d_sae), "b_enc": (d_sae,), "W_dec": (d_sae, d_out), "b_dec": (d_out,),
-              "W_skip": (d_out, d_in), "threshold": (d_sae,)}
-    for name, shape in shapes.items():
-        if name not in state:
-            raise SAEError(f"{folder / WEIGHTS_FILE} has no tensor {name!r} (it holds {sorted(state)})")
-        if tuple(state[name].shape) != shape:
-            raise SAEError(f"{folder / WEIGHTS_FILE}: {name} has shape {tuple(state[name].shape)}, cfg.json says "
-                           f"{shape}")
+    state = read_weights(folder, {"W_enc": (d_in, d_sae), "b_enc": (d_sae,), "W_dec": (d_sae, d_out),
+                                  "b_dec": (d_out,), "W_skip": (d_out, d_in), "threshold": (d_sae,)}, "transcoder")
     c_in, c_out = float(meta.get("norm_scaling_factor_in", 1.0)), float(meta.get("norm_scaling_factor_out", 1.0))
     tc = Transcoder(d_in, d_out, d_sae, int(meta.get("k", 1)), in_scale=c_in, out_scale=c_out,
                     skip=bool(meta.get("skip", True)))
