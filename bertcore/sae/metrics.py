@@ -27,7 +27,7 @@ from ..modeling.interventions import Interventions, eval_mode
 from ..tokenization.masking import mask_for_tokenizer
 from .model import TopKSAE
 from .io import site
-from .stream import hidden_states, pad
+from .stream import READERS, pad
 
 
 def fvu(x: torch.Tensor, x_hat: torch.Tensor) -> float:
@@ -81,21 +81,21 @@ class _Sums:
 def reconstruction(model, tokenizer, saes: dict[int, TopKSAE], chunks: Sequence[np.ndarray], n_tokens: int,
                    batch_chunks: int = 32, progress: Callable[[float], None] | None = None,
                    each: Callable[[int, dict, dict], None] | None = None) -> dict[int, Reconstruction]:
-    """FVU, L0 and dead latents of each ``{layer: sae}`` (``layer``: the 0-based block the SAE reads) on the first
-    ``n_tokens`` tokens of ``chunks`` (plain
-    text, no masking; padding excluded). ``each(first_chunk, batch, {layer: (z (B, T, d_sae), ...)})`` is called
-    per batch for callers that collect more (top contexts)."""
-    sums = {layer: _Sums(sae.d_in, sae.d_sae) for layer, sae in saes.items()}
+    """FVU, L0 and dead latents of each ``{layer: sae}`` (``layer``: the 0-based block the SAE reads; transcoders
+    too, their FVU that of the feed-forward output) on the first ``n_tokens`` tokens of ``chunks`` (plain text, no
+    masking; padding excluded); ``Reconstruction.mean`` is the target's mean. ``each(first_chunk, batch, {layer: (z
+    (B, T, d_sae), ...)})`` is called per batch for callers that collect more (top contexts)."""
+    sums = {layer: _Sums(sae.d_out, sae.d_sae) for layer, sae in saes.items()}
+    read = READERS[next(iter(saes.values())).kind]
     seen, i = 0, 0
     while seen < n_tokens and i < len(chunks):
         batch = pad(chunks[i:i + batch_chunks], tokenizer.pad_token_id)
-        hidden = hidden_states(model, batch, sorted(saes))
+        acts = read(model, batch, sorted(saes))
         keep = batch["attention_mask"].bool()
         codes = {}
         for layer, sae in saes.items():
-            x = hidden[layer][keep].float()
-            z = sae.encode(x)
-            sums[layer].add(x, z, sae.decode(z))
+            target, z, recon = sae.measure(acts[layer][keep].float())
+            sums[layer].add(target, z, recon)
             codes[layer] = z
         if each is not None:
             each(i, batch, codes)

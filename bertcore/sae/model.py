@@ -122,6 +122,19 @@ class TopKSAE(nn.Module):
         """Feature activations ``(..., d_sae)`` -> reconstruction ``(..., d_in)`` in the model's units."""
         return (z @ self.W_dec + self.b_dec) / self.norm_scale
 
+    kind = "sae"  #: what it reads (:data:`bertcore.sae.stream.READERS`)
+
+    @property
+    def d_out(self) -> int:
+        """The size of what it reconstructs: its input's."""
+        return self.d_in
+
+    def measure(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(target, z, reconstruction)`` of hidden states ``x (N, d_in)``, in the model's units (what the held-out
+        measures compare)."""
+        z = self.encode(x)
+        return x, z, self.decode(z)
+
     def reconstruct(self, x: torch.Tensor) -> torch.Tensor:
         """``x (..., d_in)`` -> ``x_hat (..., d_in)``, the same units: what is spliced into the model."""
         shape = x.shape

@@ -1,7 +1,7 @@
 """Transcoders spliced into the model: how well they stand in for the feed-forward blocks, on held-out text.
 
 - FVU, L0 and dead latents of each transcoder's prediction of ``blocks.{l}.hook_mlp_out`` from its input
-  (:func:`bertcore.sae.transcoder.sites`), as :func:`bertcore.sae.metrics.reconstruction` measures an SAE;
+  (:func:`bertcore.sae.transcoder.sites`): :func:`bertcore.sae.metrics.reconstruction`, as for an SAE;
 - the spliced MLM loss: block l's feed-forward output replaced by the transcoder's prediction from the real input
   (one forward call, :class:`~bertcore.modeling.interventions.Interventions` edits: no hook), cross-entropy at
   [MASK] positions against the clean model's;
@@ -21,30 +21,8 @@ import torch.nn.functional as F
 
 from ..readouts.fill_mask import mlm_head_of
 from ..modeling.interventions import Interventions, eval_mode
-from .metrics import Reconstruction, _Sums, masked_batch
-from .stream import feed_forward_pairs, pad
+from .metrics import masked_batch
 from .transcoder import Transcoder, sites
-
-
-@torch.no_grad()
-def reconstruction(model, tokenizer, transcoders: dict[int, Transcoder], chunks: Sequence[np.ndarray],
-                   n_tokens: int, batch_chunks: int = 32) -> dict[int, Reconstruction]:
-    """FVU of the feed-forward output, L0 and dead latents of each ``{block: transcoder}`` on the first ``n_tokens``
-    tokens of ``chunks`` (plain text, padding excluded); ``Reconstruction.mean`` is the output's mean."""
-    sums = {layer: _Sums(tc.d_out, tc.d_sae) for layer, tc in transcoders.items()}
-    seen, i = 0, 0
-    while seen < n_tokens and i < len(chunks):
-        batch = pad(chunks[i:i + batch_chunks], tokenizer.pad_token_id)
-        pairs = feed_forward_pairs(model, batch, sorted(transcoders))
-        keep = batch["attention_mask"].bool()
-        for layer, tc in transcoders.items():
-            both = pairs[layer][keep].float()
-            x, y = both[:, :tc.d_in], both[:, tc.d_in:]
-            z = tc.encode(x)
-            sums[layer].add(y, z, tc.decode(z, x))
-        seen += int(keep.sum())
-        i += batch_chunks
-    return {layer: s.result() for layer, s in sums.items()}
 
 
 def splice_edits(config, transcoders: dict[int, Transcoder]) -> dict[str, Callable]:

@@ -146,6 +146,10 @@ def feed_forward_pairs(model, batch: dict[str, torch.Tensor], layers: Sequence[i
     return {layer: torch.cat([recorded[a], recorded[b]], dim=-1) for layer, (a, b) in pairs.items()}
 
 
+#: what each kind of dictionary reads, ``(model, batch, layers) -> {layer: (B, T, ·)}``
+READERS = {"sae": hidden_states, "transcoder": feed_forward_pairs}
+
+
 @dataclass
 class Position:
     """Where a stream is: block ``block``, ``offset`` tokens into it (what a checkpoint stores)."""
@@ -183,7 +187,7 @@ class ActivationStream:
         self.model, self.tokenizer, self.chunks = model, tokenizer, list(chunks)
         self.layers, self.batch_size, self.block_size = list(layers), batch_size, block_size
         self.seed, self.mlm_probability, self.passes = seed, mlm_probability, max(1, int(passes))
-        self.read = feed_forward_pairs if kind == "transcoder" else hidden_states
+        self.read = READERS[kind]
         self.blocks_per_epoch = max(1, len(self.chunks) // block_size)
         self.tokens_seen = 0
 

@@ -34,7 +34,7 @@ from ..loading.precomputed import model_hash
 from ..runs import RunDir, RunWriter, now_iso
 from . import io as sae_io
 from .config import SAETrainConfig
-from . import replacement, transcoder
+from . import transcoder
 from .metrics import reconstruction
 from .model import TopKSAE, aux_k_loss, mse, resample
 from .stream import ActivationStream, Position, corpus_chunks
@@ -263,8 +263,7 @@ class Trainer:
         for sae in self.saes.values():
             sae.eval()
         with torch.no_grad():
-            measure = replacement.reconstruction if self.transcoders else reconstruction
-            rec = measure(self.model, self.tokenizer, self.saes, self.heldout, self.cfg.eval_tokens)
+            rec = reconstruction(self.model, self.tokenizer, self.saes, self.heldout, self.cfg.eval_tokens)
         for sae in self.saes.values():
             sae.train()
         out: dict[str, Any] = {"step": self.step, "split": "val", "tokens": self.tokens}

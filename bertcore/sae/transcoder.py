@@ -159,6 +159,15 @@ class Transcoder(nn.Module):
         feed-forward output ``(..., d_out)``."""
         return (z @ self.W_dec + self.b_dec + (x * self.in_scale) @ self.W_skip.T) / self.out_scale
 
+    kind = "transcoder"  #: what it reads (:data:`bertcore.sae.stream.READERS`)
+
+    def measure(self, pairs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(target, z, prediction)`` of ``(N, d_in + d_out)`` input / output pairs
+        (:func:`bertcore.sae.stream.feed_forward_pairs`), in the model's units."""
+        x, y = pairs[:, :self.d_in], pairs[:, self.d_in:]
+        z = self.encode(x)
+        return y, z, self.decode(z, x)
+
     def reconstruct(self, x: torch.Tensor) -> torch.Tensor:
         """``x (..., d_in)`` -> the predicted ``hook_mlp_out`` ``(..., d_out)``, the input's dtype: what is spliced
         into the model in place of the block's feed-forward output."""

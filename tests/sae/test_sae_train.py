@@ -157,7 +157,8 @@ def test_a_transcoder_run_resumes_exactly_and_its_files_give_its_numbers(tiny_fo
     from sae_lens import SAE
 
     from bertcore.runs import RunDir
-    from bertcore.sae import replacement, transcoder
+    from bertcore.sae import transcoder
+    from bertcore.sae.metrics import reconstruction
     from bertcore.sae.stream import corpus_chunks
     from bertcore.sae.train import load_model
 
@@ -180,7 +181,7 @@ def test_a_transcoder_run_resumes_exactly_and_its_files_give_its_numbers(tiny_fo
         x = torch.randn(5, ta.d_in)
         torch.testing.assert_close(SAE.load_from_disk(str(a))(x), ta.reconstruct(x), atol=1e-5, rtol=1e-5)
         written = json.loads((a / "metrics.json").read_text())["heldout_during_training"]
-        again = replacement.reconstruction(model, tokenizer, {meta["layer"]: ta}, held, cfg.eval_tokens)
+        again = reconstruction(model, tokenizer, {meta["layer"]: ta}, held, cfg.eval_tokens)
         assert abs(again[meta["layer"]].fvu - written["fvu"]) < 1e-6
     from bertcore.sae.__main__ import main
 
