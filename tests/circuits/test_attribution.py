@@ -146,3 +146,37 @@ def test_the_neuronpedia_json_holds_the_pruned_graph(case):
     for link in doc["links"][:50]:
         s, t = kept[index[link["source"]]], kept[index[link["target"]]]
         assert link["weight"] == pytest.approx(float(graph.adjacency[t, s]))
+
+
+def test_building_a_graph_beside_plain_forwards_on_one_model_leaves_both_exact():
+    """One thread builds a graph while another runs plain forwards on the same (shared) model: each gets what it gets
+    alone, and the model keeps its mode, its requires_grad and no hooks (the graph runs on a private copy)."""
+    import threading
+
+    model = tiny_bert(BertForMaskedLM, seed=3)
+    tok = load_tokenizer(sources.packaged_model_dir())
+    tcs = random_transcoders(model.config)
+    ids = A.encode(tok, TEXT).tensors()
+    with torch.no_grad():
+        plain_alone = model(**ids).logits
+    alone = A.build(model, tok, TEXT, tcs, batch=64).adjacency
+    grads = [p.requires_grad for p in model.parameters()]
+    got, errors = {}, []
+
+    def builder():
+        got["adjacency"] = A.build(model, tok, TEXT, tcs, batch=64).adjacency
+
+    def plain():
+        for _ in range(40):
+            with torch.no_grad():
+                if not torch.equal(model(**ids).logits, plain_alone):
+                    errors.append("plain")
+
+    threads = [threading.Thread(target=builder), threading.Thread(target=plain)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and torch.equal(got["adjacency"], alone)
+    assert not model.training and [p.requires_grad for p in model.parameters()] == grads
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
