@@ -20,30 +20,22 @@ from bertcore.analysis.causal import attribution as attribution_mod
 from bertcore.analysis.representations import compare as compare_mod
 from bertcore.analysis.attention.words import WordGroups, merge_attention, word_groups
 from bertcore.modeling.config import PRESETS
-from bertcore.loading.sources import LoadedModel, ModelSource, files_stamp, load
-
-
-def source_key(source: ModelSource) -> tuple[str, str, str]:
-    """The part of a :class:`ModelSource` that identifies its weights: ``(kind, ref, files stamp)``; the stamp
-    (:func:`bertcore.loading.sources.files_stamp`: sizes and modification times) changes when the folder's files are
-    rewritten, so no cache below serves results of the old files."""
-    return (source.kind, source.ref, files_stamp(source))
-
-
-@st.cache_resource(show_spinner="Loading the model ...", max_entries=4)
-def _load_cached(kind: str, ref: str, label: str, stamp: str) -> LoadedModel:
-    return load(ModelSource(kind, ref, label))  # type: ignore[arg-type]
+from bertcore.loading.sources import LoadedModel, ModelSource
+from explorer.views import core as views_core
+from explorer.views.core import source_key
 
 
 def load_model(source: ModelSource) -> LoadedModel:
-    """The model of ``source``, loaded once per process per version of its files (:func:`source_key`) and
-    shared by every session (never mutate it).
+    """The model of ``source`` from the server's one model cache (:func:`explorer.views.core.load`: once per
+    process per version of its files, shared by every session and view; never mutate it), with a spinner while it
+    loads.
 
     Raises:
         bertcore.loading.sources.SourceError: the model cannot be found or read (not cached: a later
             call tries again).
     """
-    return _load_cached(source.kind, source.ref, source.label, files_stamp(source))
+    with st.spinner("Loading the model ...", show_time=True):
+        return views_core.load(source)
 
 
 @st.cache_resource(show_spinner="Running the model ...", max_entries=6, ttl="1h")

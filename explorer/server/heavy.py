@@ -195,3 +195,13 @@ def run_with_status(key: Hashable, compute: Callable[[Callable[[float], None]], 
         return jobs().run(key, compute, report, keep)
     finally:
         slot.empty()
+
+
+def run_view(view, what: str, *args, **kwargs) -> Any:
+    """A heavy view (:class:`explorer.views.core.View`) through the server's queue, with :func:`run_with_status`'s
+    message and progress bar: a result the view cache keeps is returned at once; otherwise one computation per
+    key (:meth:`View.key`) runs when a slot is free, shared by every session asking for the same."""
+    kept = view.cached(*args, **kwargs)
+    if kept is not None:
+        return kept
+    return run_with_status(("view", view.key(*args, **kwargs)), lambda progress: view(*args, **kwargs), what)

@@ -87,6 +87,8 @@ def test_default_pages_never_touch_the_network(monkeypatch):
 
     import streamlit as st
 
+    from explorer.views import core as views_core
+
     attempts = []
 
     def refuse(self, address, *args, **kwargs):
@@ -104,6 +106,7 @@ def test_default_pages_never_touch_the_network(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
     monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **k: refuse(None, host))
     st.cache_resource.clear()  # load the model again, under the guard
+    views_core.clear(models=True)
     st.cache_data.clear()
     at = open_page("overview")
     check(at, None)

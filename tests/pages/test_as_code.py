@@ -8,6 +8,7 @@ jobs, load average 11-12): 131 s of CPU (user + sys) for the whole file, 358 s o
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import shlex
@@ -70,6 +71,8 @@ VIEWS: dict[str, tuple[str, dict[str, object], dict[str, object]]] = {
                                  "att_whatif_b": "The keys to the cabinet are on the table."},
                    {"att_whatif_b": "The key to the cabinets is on the table."}),
     "nsp_whatif": ("next_sentence", {"nsp_whatif": True}, {"nsp_whatif_b": "The striker scored twice."}),
+    "masking_lens": ("masking", {"msk_panel": "Layer by layer: the logit lens"},
+                     {"msk_text": "Paris is the [MASK] of France.", "msk_rate": 0.3}),
 }
 
 # The snippets run as a user runs them: a fresh interpreter in the repository root, with no network (every socket
@@ -112,8 +115,18 @@ def run_snippets(snippets: dict[str, str], folder) -> dict[str, tuple[str, objec
 
 
 def assert_same(got, want, where: str = "result") -> None:
-    """``got`` (the snippet's) equals ``want`` (the page's): same structure, numbers to 1e-6."""
-    if isinstance(want, dict):
+    """``got`` (the snippet's) equals ``want`` (the page's): same structure (dataclasses field by field), numbers
+    to 1e-6."""
+    if dataclasses.is_dataclass(want):
+        assert type(got).__name__ == type(want).__name__, (where, got, want)
+        for f in dataclasses.fields(want):
+            assert_same(getattr(got, f.name), getattr(want, f.name), f"{where}.{f.name}")
+    elif isinstance(want, (list, tuple)) and any(isinstance(w, (str, dict, list, tuple)) or w is None
+                                                 or dataclasses.is_dataclass(w) for w in want):
+        assert isinstance(got, (list, tuple)) and len(got) == len(want), (where, got, want)
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert_same(g, w, f"{where}[{i}]")
+    elif isinstance(want, dict):
         assert isinstance(got, dict) and sorted(got) == sorted(want), (where, got, want)
         for k in want:
             assert_same(got[k], want[k], f"{where}[{k!r}]")
@@ -145,16 +158,19 @@ def page_states(name: str) -> dict[str, object]:
 
 
 @pytest.fixture(scope="module")
-def ran(tmp_path_factory):
-    """Every page's two states, and every snippet's result from ONE fresh offline process (importing torch and
-    transformers is most of a snippet's time on 2 cores)."""
+def ran(request, tmp_path_factory):
+    """The two states of every page whose test is selected (``-k attention`` runs one page), and every snippet's
+    result from ONE fresh offline process (importing torch and transformers is most of a snippet's time on 2
+    cores)."""
+    selected = [item.callspec.params["name"] for item in request.session.items
+                if getattr(item, "originalname", "") == "test_the_snippet_reproduces_the_page"]
     root = tmp_path_factory.mktemp("runs")
     fake_run(root, EVOLUTION_RUN)  # a run with three tiny checkpoints for the Evolution page
     torch.manual_seed(0)  # and a random TopK SAE on layer 2 of the shipped model's width for the Features page
     sae_io.save(TopKSAE(384, 64, 8), root / EVOLUTION_RUN / "sae" / "layer-2", layer=2)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("BERT_EXPLORER_RUNS", str(root))
-        pages = {name: page_states(name) for name in [*STATES, *VIEWS]}
+        pages = {name: page_states(name) for name in selected}
     snippets = {f"{name}.{state}": rec[state].code for name, rec in pages.items() if "error" not in rec
                 for state in ("default", "changed")}
     return pages, run_snippets(snippets, tmp_path_factory.mktemp("as_code"))

@@ -140,6 +140,9 @@ def test_switches_to_the_packaged_mlm_in_one_click():
     assert tables[0]["recovered"].sum() >= 2, tables[0][["original", "top guess"]]
 
 
+LENS_TAB = "Layer by layer: the logit lens"
+
+
 def test_the_logit_lens_decodes_every_layer_and_ends_at_the_prediction():
     """Default model (MiniLM-MLM, no click): the lens grid's last row is the model's own top-1 at every fed
     position, and its line chart ends at the top guess's probability at the typed [MASK]."""
@@ -148,7 +151,7 @@ def test_the_logit_lens_decodes_every_layer_and_ends_at_the_prediction():
     from .conftest import array, chart_specs
 
     text = "The keys to the cabinet [MASK] on the table."
-    at = page("masking", msk_text=text, msk_rate=0.0)
+    at = page("masking", msk_text=text, msk_rate=0.0, msk_panel=LENS_TAB)
     assert_clean(at)
     specs = chart_specs(at)
     grid = next(s for s in specs if "Logit lens" in str(s["layout"].get("title", "")))
@@ -172,7 +175,7 @@ def test_a_long_input_shows_the_predicted_positions_in_the_lens_grid():
     from .conftest import chart_specs
 
     text = " ".join(["The keys to the cabinet [MASK] on the table."] * 6)  # 62 tokens with 6 typed [MASK]
-    at = page("masking", msk_text=text, msk_rate=0.0)
+    at = page("masking", msk_text=text, msk_rate=0.0, msk_panel=LENS_TAB)
     assert_clean(at)
     predicted = [int(p) for p in next(df for df in dataframes(at) if "position" in df.columns)["position"]]
 
@@ -187,7 +190,8 @@ def test_a_long_input_shows_the_predicted_positions_in_the_lens_grid():
 
 
 def test_first_visit_shows_predictions_with_no_click():
-    """A fresh session opened as a user opens the app: the default model fills [MASK] on the Masking page."""
+    """A fresh session opened as a user opens the app: the default model fills [MASK] on the Masking page, and
+    the panels below the fold (the explanations, the logit lens) wait for their tab: nothing of theirs is drawn."""
     from .conftest import chart_specs, open_page
 
     at = open_page("masking")
@@ -195,7 +199,8 @@ def test_first_visit_shows_predictions_with_no_click():
     assert not any("no MLM head" in i for i in messages(at)["info"])
     assert "msk_switch" not in [b.key for b in at.button]
     titles = [str(s["layout"].get("title", "")) for s in chart_specs(at)]
-    assert any("Logit lens" in t for t in titles)
+    assert not any("Logit lens" in t or "DecompX" in t for t in titles)
+    assert at.session_state["msk_panel"] == "About these panels"
     assert any(df.columns.tolist()[:3] == ["position", "original", "model sees"] for df in dataframes(at))
 
 
@@ -215,7 +220,7 @@ def test_the_tuned_lens_is_read_from_disk_and_drawn(monkeypatch, tmp_path):
     encodings = [{k: v[i:i + 1] for k, v in enc.items()} for i in range(2)]
     lens = LL.train_tuned_lens(lm.model, encodings, steps=3, positions_per_step=16)
     LL.save_tuned_lens(lens, LL.tuned_lens_path(repr(resources.source_key(sources.PACKAGED_MLM))))
-    at = page("masking", msk_text=text, msk_rate=0.0, msk_tuned=True)
+    at = page("masking", msk_text=text, msk_rate=0.0, msk_tuned=True, msk_panel=LENS_TAB)
     assert_clean(at)
     specs = chart_specs(at)
     titles = [str(s["layout"].get("title", "")) for s in specs]
@@ -243,7 +248,7 @@ def test_a_rewritten_tuned_lens_file_is_used(monkeypatch, tmp_path):
     enc = lm.tokenizer(text.replace("[MASK]", lm.tokenizer.mask_token), return_tensors="pt")
     path = LL.tuned_lens_path(repr(resources.source_key(sources.PACKAGED_MLM)))
     LL.save_tuned_lens(LL.train_tuned_lens(lm.model, [dict(enc)], steps=20, positions_per_step=16, lr=1e-2), path)
-    at = page("masking", msk_text=text, msk_rate=0.0, msk_tuned=True)
+    at = page("masking", msk_text=text, msk_rate=0.0, msk_tuned=True, msk_panel=LENS_TAB)
     first = next(s for s in chart_specs(at) if "Tuned lens" in str(s["layout"].get("title", "")))["data"][0]["text"]
     untrained = LL.TunedLens(lm.config.num_hidden_layers, lm.config.hidden_size)
     untrained.kl_logit, untrained.kl_tuned = torch.zeros(7), torch.zeros(7)

@@ -21,6 +21,9 @@ TAB = "What flows"
 DEFAULT = "The keys to the cabinet are on the table."
 
 
+WHY_TAB = "Which words made this prediction"  # the Masking page's tab of this panel
+
+
 @pytest.fixture(scope="module")
 def flows_app():
     return page("attention", att_tab=TAB)
@@ -110,8 +113,8 @@ def test_what_flows_on_a_pre_ln_checkpoint_says_which_methods_do_not_apply(pre_l
 
 # ----------------------------------------------------------------------------- Masking
 @pytest.fixture(scope="module")
-def mask_app():
-    return page("masking", sources.PACKAGED_MLM)
+def mask_app():  # the panel's tab opened (it waits for the click otherwise)
+    return page("masking", sources.PACKAGED_MLM, msk_panel=WHY_TAB)
 
 
 def _bars(at):
@@ -166,7 +169,7 @@ def test_masking_panel_explains_a_pair_and_the_typed_mask(mask_app):
     ("", "warning"), ("   ", "warning"), ("token " * 600, None), ("[MASK] " + "token " * 300, "info"),
     ("😀🎉 the [MASK] sat\u200b on the mat \u0000 👍🏽", None), ("The capital of France is [MASK].", None)])
 def test_masking_panel_with_bad_input(text, expect):
-    at = page("masking", sources.PACKAGED_MLM)
+    at = page("masking", sources.PACKAGED_MLM, msk_panel=WHY_TAB)
     at.text_area(key="msk_text").input(text).run()
     assert_clean(at)
     msgs = messages(at)
@@ -185,7 +188,7 @@ def test_masking_panel_without_mlm_head_says_why_it_is_absent():
 
 
 def test_masking_panel_on_a_pre_ln_checkpoint(pre_ln_source):
-    at = page("masking", pre_ln_source)
+    at = page("masking", pre_ln_source, msk_panel=WHY_TAB)
     at.text_area(key="msk_text").input("The keys to the cabinet [MASK] on the table.").run()
     check(at, None)
     info = " ".join(messages(at)["info"]).replace("\\", "")  # Markdown escapes

@@ -1,0 +1,221 @@
+"""Views: what a page shows, computed once per server for every session that asks.
+
+A *view* is a pure function of a model source and a page's parameters that returns a small dataclass of numbers:
+what the page's figure draws and what its text quotes. :func:`view` makes one:
+
+- **server-wide and keyed on the inputs**: the key is the view's name, each :class:`ModelSource` argument's
+  :func:`source_key` (kind, ref and its files' stamp: sizes and modification times, so a rewritten model file
+  gives a new key) and every other argument (lists as tuples);
+- **one computation per key**: a session that asks while another computes the same key waits for it and shares
+  its result; a :class:`~pathlib.Path` argument is keyed on the file's size and modification time;
+- **bounded**: results live in a least-recently-used cache of at most :data:`CACHE_MB` megabytes
+  (``BERT_EXPLORER_VIEW_CACHE_MB``), a result's size being the bytes of its arrays and tensors;
+- **read-only**: every numpy array of a result is made read-only before it is shared, so no session can change
+  what another sees.
+
+The same function is "Show the code": :func:`explorer.views.code.snippet` prints its source with the page's inputs
+bound above it. Models come from :func:`load`, the server's one model cache (``explorer.resources`` reads it too),
+which a snippet prints as :func:`bertcore.loading.sources.load`.
+
+Views import no Streamlit; heavy views (seconds of CPU) are called by their page through ``explorer.server.heavy``'s
+queue, with the key :meth:`View.key` gives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import sys
+import threading
+from pathlib import Path
+from collections.abc import Callable, Hashable
+from typing import Any, Generic, ParamSpec, TypeVar
+
+import cachetools
+import numpy as np
+
+from bertcore.loading.sources import LoadedModel, ModelSource, files_stamp
+from bertcore.loading.sources import load as _load_source
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+CACHE_MB = float(os.environ.get("BERT_EXPLORER_VIEW_CACHE_MB", "") or 512)
+MODEL_ENTRIES = 4
+
+
+def source_key(source: ModelSource) -> tuple[str, str, str]:
+    """The part of a :class:`ModelSource` that identifies its weights: ``(kind, ref, files stamp)``; the stamp
+    (:func:`bertcore.loading.sources.files_stamp`) changes when the folder's files are rewritten, so no cache keyed
+    on it serves results of the old files."""
+    return (source.kind, source.ref, files_stamp(source))
+
+
+class _SingleFlight:
+    """A bounded cache where each key is computed once while every caller for that key waits (see the module)."""
+
+    def __init__(self, cache: cachetools.Cache) -> None:
+        self.cache = cache
+        self.lock = threading.Lock()
+        self.inflight: dict[Hashable, threading.Event] = {}
+        self.computed = 0  # how many computations ran (read by the tests)
+
+    def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        while True:
+            with self.lock:
+                if key in self.cache:
+                    return self.cache[key]
+                event = self.inflight.get(key)
+                owner = event is None
+                if owner:
+                    event = self.inflight[key] = threading.Event()
+            if owner:
+                break
+            event.wait()  # the owner finished (or failed: then this caller computes, next loop)
+        try:
+            value = compute()
+            with self.lock:
+                self.computed += 1
+                try:
+                    self.cache[key] = value
+                except ValueError:  # larger than the whole cache: returned, not kept
+                    pass
+            return value
+        finally:
+            with self.lock:
+                self.inflight.pop(key, None)
+            event.set()
+
+    def clear(self) -> None:
+        with self.lock:
+            self.cache.clear()
+
+
+def nbytes(value: Any, _seen: set[int] | None = None) -> int:
+    """The bytes of the numpy arrays and torch tensors in ``value`` (through dataclasses, lists, tuples and dict
+    values), at least 1: a result's size in the view cache."""
+    seen = set() if _seen is None else _seen
+    if id(value) in seen:
+        return 0
+    seen.add(id(value))
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return int(value.element_size() * value.nelement())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return max(1, sum(nbytes(getattr(value, f.name), seen) for f in dataclasses.fields(value)))
+    if isinstance(value, (list, tuple)):
+        return max(1, sum(nbytes(v, seen) for v in value))
+    if isinstance(value, dict):
+        return max(1, sum(nbytes(v, seen) for v in value.values()))
+    return 1
+
+
+def freeze(value: Any, _seen: set[int] | None = None) -> Any:
+    """Make every numpy array in ``value`` read-only (through dataclasses, lists, tuples and dict values); returns
+    ``value``."""
+    seen = set() if _seen is None else _seen
+    if id(value) in seen:
+        return value
+    seen.add(id(value))
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            freeze(getattr(value, f.name), seen)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            freeze(v, seen)
+    elif isinstance(value, dict):
+        for v in value.values():
+            freeze(v, seen)
+    return value
+
+
+_RESULTS = _SingleFlight(cachetools.LRUCache(maxsize=int(CACHE_MB * 2**20), getsizeof=nbytes))
+_MODELS = _SingleFlight(cachetools.LRUCache(maxsize=MODEL_ENTRIES))
+
+
+def load(source: ModelSource) -> LoadedModel:
+    """The model of ``source`` (:func:`bertcore.loading.sources.load`: eval mode, CPU), loaded once per server per
+    version of its files (:func:`source_key`) and shared by every session and view: never change it (per-call
+    edits go through ``Interventions``). At most :data:`MODEL_ENTRIES` models are kept.
+
+    Raises:
+        bertcore.loading.sources.SourceError: the model cannot be found or read (not kept: a later call tries
+            again).
+    """
+    return _MODELS.get(("model", *source_key(source)), lambda: _load_source(source))
+
+
+def _key_part(value: Any) -> Hashable:
+    if isinstance(value, ModelSource):
+        return ("source", *source_key(value))
+    if isinstance(value, Path):  # a file read by the view: a rewritten file is a new key
+        try:
+            st = value.stat()
+            return ("file", str(value), st.st_size, st.st_mtime_ns)
+        except OSError:
+            return ("file", str(value), None)
+    if isinstance(value, (list, tuple)):
+        return tuple(_key_part(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _key_part(v)) for k, v in value.items()))
+    if isinstance(value, (set, frozenset)):
+        return frozenset(_key_part(v) for v in value)
+    if isinstance(value, np.generic):
+        return value.item()
+    hash(value)  # TypeError for an argument no key can be made of
+    return value
+
+
+class View(Generic[P, R]):
+    """A view function made server-wide, single-flight and bounded (:func:`view`). Call it as the function."""
+
+    def __init__(self, fn: Callable[P, R]) -> None:
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.name = f"{fn.__module__}.{fn.__qualname__}"
+
+    def key(self, *args: P.args, **kwargs: P.kwargs) -> Hashable:
+        """The cache key of a call: the view's name, its arguments by name (defaults filled in), each model source
+        as :func:`source_key`. Raises ``TypeError`` for arguments the function does not take or that cannot be
+        hashed."""
+        import inspect
+
+        bound = inspect.signature(self.fn).bind(*args, **kwargs)
+        bound.apply_defaults()
+        return (self.name, tuple((k, _key_part(v)) for k, v in bound.arguments.items()))
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return _RESULTS.get(self.key(*args, **kwargs), lambda: freeze(self.fn(*args, **kwargs)))
+
+    def cached(self, *args: P.args, **kwargs: P.kwargs) -> R | None:
+        """The kept result of this call, or None (computes nothing)."""
+        key = self.key(*args, **kwargs)
+        with _RESULTS.lock:
+            return _RESULTS.cache.get(key)
+
+    def __get__(self, obj, objtype=None):  # a view is a plain function of its module, never a method
+        return self
+
+
+def view(fn: Callable[P, R]) -> View[P, R]:
+    """Decorator: ``fn`` (a model source and a page's parameters -> a dataclass of numbers) as a :class:`View`."""
+    return View(fn)
+
+
+def stats() -> dict[str, int]:
+    """The view cache now: ``entries``, ``bytes`` and ``limit`` (bytes), ``computed`` (computations so far)."""
+    with _RESULTS.lock:
+        return {"entries": len(_RESULTS.cache), "bytes": int(_RESULTS.cache.currsize),
+                "limit": int(_RESULTS.cache.maxsize), "computed": _RESULTS.computed}
+
+
+def clear(models: bool = False) -> None:
+    """Forget every kept view result, and with ``models`` every loaded model too (as after a server start)."""
+    _RESULTS.clear()
+    if models:
+        _MODELS.clear()

@@ -1,0 +1,157 @@
+"""The Masking page's views: one masking draw as the training collator makes it (Devlin et al. 2019, section 3.1),
+the MLM head's guesses at every selected or typed [MASK], and the logit lens of what the model was fed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from bertcore.analysis.representations import logit_lens
+from bertcore.readouts import fill_mask
+from bertcore.tokenization import masking
+from bertcore.tokenization.tokenizer import encode
+from explorer.figures import lens as lens_figures
+from explorer.figures import masking as mask_figures
+from explorer.views.core import load, view
+
+MAX_PANELS = 12  # bar charts drawn; the page's table lists every position
+
+
+@dataclass
+class Draw:
+    """One masking draw. ``tokens``: the T WordPieces of the text; ``fed_tokens``: what the model is fed;
+    ``input_ids`` / ``labels`` / ``token_type_ids`` / ``attention_mask``: ``(T,)`` int64 (labels -100 where not
+    selected); ``decisions``: per position, a :data:`bertcore.tokenization.masking.DECISION_NAMES` index;
+    ``eligible``: which positions may be selected; ``counts``: selected / masked / random / unchanged / eligible;
+    ``typed_masks``: positions of [MASK]s in the text; ``positions``: where the model is asked (selected or typed);
+    ``num_truncated``: tokens cut at the model's length."""
+
+    tokens: list[str]
+    fed_tokens: list[str]
+    input_ids: np.ndarray
+    labels: np.ndarray
+    token_type_ids: np.ndarray
+    attention_mask: np.ndarray
+    decisions: list[int]
+    eligible: list[bool]
+    counts: dict[str, int]
+    typed_masks: list[int]
+    positions: list[int]
+    num_truncated: int
+
+
+@view
+def draw(source, text: str, text_pair: str | None, rate: float, whole_word: bool, mask_fraction: float,
+         random_fraction: float, seed: int) -> Draw:
+    """Which tokens BERT's MLM selects in ``text`` (and ``text_pair``) and what it feeds instead, with ``seed``.
+
+    Raises ``TextError`` (empty text) and ``MaskingError`` (fractions that do not add up)."""
+    lm = load(source)
+    tok = lm.tokenizer
+    # people type [mask] or [Mask]: the tokenizer knows only its own spelling
+    marked = [None if s is None else fill_mask.normalise_mask_markers(s, tok) for s in (text, text_pair)]
+    enc = encode(tok, *marked, max_length=lm.max_length)
+    t = enc.tensors()
+    # which tokens may be selected, then BERT's 15% / 80-10-10 draw (Devlin et al. 2019, section 3.1)
+    eligible = masking.eligible_positions(tok, t["input_ids"], t["attention_mask"])  # (1, T) bool
+    word_ids = masking.whole_word_ids(tok, t["input_ids"], eligible) if whole_word else None
+    drawn = masking.mask_tokens(t["input_ids"], eligible, mask_token_id=tok.mask_token_id, vocab_size=len(tok),
+                                mlm_probability=rate, mask_fraction=mask_fraction, random_fraction=random_fraction,
+                                word_ids=word_ids, generator=torch.Generator().manual_seed(seed))
+    decisions = drawn.decision[0].tolist()
+    typed = fill_mask.mask_token_positions(tok, t["input_ids"])
+    selected = [i for i, d in enumerate(decisions) if d != masking.NOT_SELECTED]
+    return Draw(tokens=enc.tokens, fed_tokens=tok.convert_ids_to_tokens(drawn.input_ids[0].tolist()),
+                input_ids=drawn.input_ids[0].numpy(), labels=drawn.labels[0].numpy(),
+                token_type_ids=t["token_type_ids"][0].numpy(), attention_mask=t["attention_mask"][0].numpy(),
+                decisions=decisions, eligible=eligible[0].tolist(), counts=drawn.counts(), typed_masks=typed,
+                positions=sorted(set(selected) | set(typed)), num_truncated=enc.num_truncated)
+
+
+@dataclass
+class Guesses:
+    """The MLM head at every asked position of a :class:`Draw`: ``predictions`` (top-k tokens and probabilities,
+    the original's rank), ``probs`` ``(N, k)`` float, ``logits`` ``(N, V)`` float32 (for sampling)."""
+
+    draw: Draw
+    predictions: list[fill_mask.Prediction]
+    probs: np.ndarray
+    logits: np.ndarray
+
+
+@view
+def guesses(source, text: str, text_pair: str | None, rate: float, whole_word: bool, mask_fraction: float,
+            random_fraction: float, seed: int, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+            k: int = 5) -> Guesses:
+    """The MLM head's top-``k`` guesses at every position :func:`draw` selected or the text typed as [MASK],
+    decoded with ``temperature``, ``top_k`` (0 = off) and ``top_p`` (1 = off), as Hugging Face's logits warpers.
+
+    Raises what :func:`draw` raises, and ``FillMaskError`` for a model without an MLM head or nothing to ask."""
+    lm = load(source)
+    d = draw(source, text, text_pair, rate, whole_word, mask_fraction, random_fraction, seed)
+    input_ids = torch.tensor(d.input_ids)[None]
+    logits = fill_mask.mlm_logits_at(lm.model, input_ids, d.positions, torch.tensor(d.attention_mask)[None],
+                                     torch.tensor(d.token_type_ids)[None])  # (N, V)
+    decoding = fill_mask.Decoding(temperature, top_k, top_p)  # softmax(logits / T), then top-k, then top-p
+    preds = fill_mask.predictions_from_logits(lm.tokenizer, input_ids, d.positions, logits,
+                                              torch.tensor(d.labels)[None], k, decoding)
+    return Guesses(d, preds, np.array([p.probs for p in preds]), logits.numpy())
+
+
+def grid_figure(g: Guesses | Draw):
+    """What the model is fed: one cell per token, coloured by its masking decision."""
+    d = g.draw if isinstance(g, Guesses) else g
+    return mask_figures.decision_grid(d.tokens, d.decisions, d.eligible, d.fed_tokens,
+                                      per_row=12 if len(d.tokens) <= 120 else 16)
+
+
+def bars_figure(g: Guesses, drawn: list[str] | None = None):
+    """The top guesses at the first :data:`MAX_PANELS` positions (green: the original token); ``drawn``: a sampled
+    word per position, named in the titles."""
+    d, shown = g.draw, g.predictions[:MAX_PANELS]
+    titles = []
+    for i, p in enumerate(shown):
+        orig, seen = d.tokens[p.position], d.fed_tokens[p.position]
+        title = (f"pos {p.position}: your [MASK]" if p.original_id is None
+                 else f"pos {p.position}: {orig}" + ("" if seen == orig else f" → {seen}"))
+        titles.append(title if drawn is None else f"{title} · drew {drawn[i]}")
+    return mask_figures.topk_figure(titles, [p.tokens for p in shown], [p.probs for p in shown],
+                                    [None if p.original_id is None else d.tokens[p.position] for p in shown])
+
+
+@dataclass
+class Lens:
+    """The logit lens of a draw: ``lens`` (:class:`~bertcore.analysis.representations.logit_lens.LogitLens`, tensors
+    over L+1 layers), ``top_tokens`` ``[layer][position][k]`` (its top ids as WordPieces), ``fed_tokens`` (T)."""
+
+    lens: logit_lens.LogitLens
+    top_tokens: list[list[list[str]]]
+    fed_tokens: list[str]
+
+
+@view
+def lens(source, text: str, text_pair: str | None, rate: float, whole_word: bool, mask_fraction: float,
+         random_fraction: float, seed: int, tuned: Path | None = None) -> Lens:
+    """The logit lens (nostalgebraist 2020) of what :func:`draw` fed the model: every layer's hidden state decoded
+    by the model's own MLM head, or through the tuned lens in the file ``tuned`` (Belrose et al. 2023; the cache
+    key holds the file's size and modification time, so a refitted lens is read again).
+
+    Raises what :func:`draw` raises, ``ValueError`` for an unreadable tuned-lens file, and ``FillMaskError``
+    without an MLM head."""
+    lm = load(source)
+    d = draw(source, text, text_pair, rate, whole_word, mask_fraction, random_fraction, seed)
+    tuned_lens = None if tuned is None else logit_lens.load_tuned_lens(tuned)
+    ll = logit_lens.logit_lens(lm.model, torch.tensor(d.input_ids)[None], None, torch.tensor(d.token_type_ids)[None],
+                               k=5, tuned=tuned_lens)
+    top_tokens = [[lm.tokenizer.convert_ids_to_tokens(row) for row in layer] for layer in ll.top_ids.tolist()]
+    return Lens(ll, top_tokens, d.fed_tokens)
+
+
+def lens_figure(result: Lens, positions: list[int] | None = None,
+                title: str = "Logit lens: each layer's best guess at each position"):
+    """The lens grid: each layer's top guess at each position (or only at ``positions``)."""
+    return lens_figures.lens_grid(result.fed_tokens, result.top_tokens, result.lens.top_probs.numpy(),
+                                  result.lens.final_rank.numpy(), title=title, positions=positions)
