@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from . import training
-from .common import notebook
+from explorer.views.code import notebook
 
 RECORD_KEY = "_as_code"  # page -> Record: what the page showed and computed (read by the snippet tests)
 

@@ -112,6 +112,8 @@ def _used_names(nodes: Sequence[ast.AST]) -> list[str]:
                 stored.add(sub.arg)
             elif isinstance(sub, (ast.FunctionDef, ast.ClassDef)):
                 stored.add(sub.name)
+            elif isinstance(sub, ast.ExceptHandler) and sub.name:
+                stored.add(sub.name)
             elif isinstance(sub, ast.alias):
                 stored.add((sub.asname or sub.name).split(".")[0])
     seen, out = set(), []

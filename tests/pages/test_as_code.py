@@ -23,7 +23,7 @@ import torch
 from bertcore.sae import io as sae_io
 from bertcore.sae.model import TopKSAE
 from bertcore.loading.sources import PACKAGED
-from explorer.as_code import RECORD_KEY, common
+from explorer.as_code import RECORD_KEY
 
 from ..conftest import ROOT
 from .conftest import assert_clean, fake_run, page
@@ -187,22 +187,6 @@ def test_the_snippet_reproduces_the_page(name, ran):
         kind, got = results[f"{name}.{state}"]
         assert kind == "result", got
         assert_same(got, rec[state].result, f"{name}.{state}")
-
-
-def test_notebook_holds_the_snippet_cell_by_cell():
-    from explorer.as_code import inside
-    from bertcore.loading.sources import DEFAULT, ModelSource
-
-    code = inside.attention(ModelSource("local", "/tmp/x", "x"), "A 'quoted' text\n with ünïcode", None, 2, 3,
-                            True, False)
-    assert "sources.ModelSource('local', '/tmp/x', 'x')" in code and repr("A 'quoted' text\n with ünïcode") in code
-    nb = nbformat.reads(common.notebook(code, "Attention"), as_version=4)
-    nbformat.validate(nb)
-    assert nb.cells[0].cell_type == "markdown"
-    body = [c.source for c in nb.cells[1:]]
-    assert all(c.cell_type == "code" for c in nb.cells[1:]) and len(body) == 3
-    assert "\n".join(body).replace("\n", "") == code.replace(common.CELL, "").replace("\n", "")
-    assert "sources.DEFAULT" in inside.attention(DEFAULT, "x", None, 1, 1, False, False)
 
 
 def test_the_tour_says_it_computes_nothing():
