@@ -23,6 +23,7 @@ from explorer.server import heavy
 from explorer import resources, widgets
 from explorer.figures import mixing as mixing_figures
 from explorer.figures import rollout as rollout_figures
+from explorer.views import attention as attention_views
 
 SHOWN = {"attention": "Raw attention", "norm": "Norm ‖αf(x)‖", "norm_res_ln": "+ residual + LayerNorm",
          "value_zeroing": "Value zeroing", "alti": "ALTI"}
@@ -40,23 +41,23 @@ EXPLAIN = {
 }
 
 
-def _maps(lm: LoadedModel, key, text: str, text_pair: str | None, method: str) -> np.ndarray:
-    """``(L, T, T)`` of one method; value zeroing (about T/3 forward passes) goes through the server's queue of
-    heavy jobs, with its progress shown."""
+def _maps(lm: LoadedModel, text: str, text_pair: str | None, method: str) -> np.ndarray:
+    """``(L, T, T)`` of one method (:func:`explorer.views.attention.mixing_maps`); value zeroing (about T/3 forward
+    passes) goes through the server's queue of heavy jobs, with its progress shown."""
     if method != "value_zeroing":
-        return resources.mixing_maps(key, text, text_pair, method, _loaded=lm)
-    return heavy.run_with_status(("mixing", key, text, text_pair, method),
-                                 lambda progress: resources.mixing_maps(key, text, text_pair, method, _loaded=lm),
-                                 "value zeroing (each token's values removed in turn, every layer rerun)")
+        return attention_views.mixing_maps(lm.source, text, text_pair, method)
+    return heavy.run_view(attention_views.mixing_maps,
+                          "value zeroing (each token's values removed in turn, every layer rerun)", lm.source, text,
+                          text_pair, method)
 
 
-def section(lm: LoadedModel, key, text: str, text_pair: str | None, layer: int, labels: list[str], groups,
+def section(lm: LoadedModel, text: str, text_pair: str | None, layer: int, labels: list[str], groups,
             query: int) -> None:
     """The Attention page's "What flows" tab: the chosen layer (``layer``: the 0-based block, as
     :func:`explorer.widgets.layer_picker` returns it) by five methods side by side, a one-line readout per method,
     raw attention rollout against ALTI rollout, and the route graph."""
     shown = widgets.layer_number(layer)  # the label's number, in text
-    enc = resources.forward(key, text, text_pair, _loaded=lm).encoding
+    enc = attention_views.forward(lm.source, text, text_pair).encoding
     plain = list(enc.tokens) if groups is None else list(groups.labels)  # without part-of-speech tags
     tokens = len(enc)
     if tokens > FLOW_MAX_TOKENS:
@@ -72,7 +73,7 @@ def section(lm: LoadedModel, key, text: str, text_pair: str | None, layer: int, 
     maps, missing = {}, []
     for method in SHOWN:
         try:
-            m = mixing_mod.normalize_rows(_maps(lm, key, text, text_pair, method))
+            m = mixing_mod.normalize_rows(_maps(lm, text, text_pair, method))
         except ValueError:
             missing.append(method)
             continue

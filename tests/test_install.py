@@ -194,13 +194,16 @@ def test_a_show_the_code_snippet_runs_outside_the_clone(installed):
     import plotly.basedatatypes
 
     from bertcore.loading.sources import DEFAULT
-    from explorer.as_code import inside
+    from explorer.views import attention as views
+    from explorer.views.code import snippet
 
     site, env, elsewhere = installed
-    code = inside.attention(DEFAULT, "The keys to the cabinet are on the table.", None, 1, 3, False, False)
+    code = snippet("Attention: layer 2, head 4", views.one_head,
+                   (DEFAULT, "The keys to the cabinet are on the table.", None, 1, 3, False, False),
+                   draw=[(views.heatmap_figure, {})])
     quiet = "import plotly.basedatatypes\nplotly.basedatatypes.BaseFigure.show = lambda self, *a, **k: None\n"
     (elsewhere / "attention_view.py").write_text(
-        quiet + code + "\nimport json\nimport numpy\nprint(json.dumps(numpy.asarray(result).tolist()))\n")
+        quiet + code + "\nimport json\nimport numpy\nprint(json.dumps(numpy.asarray(result.attention).tolist()))\n")
     done = subprocess.run([sys.executable, "attention_view.py"], capture_output=True, text=True, cwd=elsewhere,
                           env=env, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -212,6 +215,6 @@ def test_a_show_the_code_snippet_runs_outside_the_clone(installed):
         exec(compile(code, "attention_view.py", "exec"), namespace)
     finally:
         plotly.basedatatypes.BaseFigure.show = show
-    here = np.asarray(namespace["result"])
+    here = np.asarray(namespace["result"].attention)
     assert there.shape == here.shape == (12, 12)
     np.testing.assert_allclose(there, here, atol=1e-6)

@@ -152,35 +152,61 @@ def _check_hidden_index(loaded, layer: int) -> None:
         raise ValueError(f"layer must be a hidden_states index in 0..{n} (0 = embeddings); got {layer}")
 
 
-def corpus_search(loaded, text: str, position: int, layer: int, k: int, n_segments: int,
-                  segments_of=None) -> Computation:
-    """The ``k`` nearest tokens of held-out BBC segments to token ``position`` of ``text`` at ``layer``, a
-    hidden_states index (0 = embeddings), ``0..L`` (:mod:`.representations.corpus_search`): ``{"hits", "labels"
-    (POS, dependency; None without spaCy), "n_tokens", "n_texts"}``. Raises ``ValueError`` (naming the range) for a
-    layer outside ``0..L`` at once, before anything is computed."""
+def corpus_neighbours(loaded, texts: list[str], text: str, position: int, layer: int, k: int,
+                      cache: Path | None = None, progress: Progress = None) -> dict:
+    """The ``k`` tokens of ``texts`` nearest (cosine) to token ``position`` of ``text`` at ``layer``, a hidden_states
+    index (0 = embeddings), ``0..L`` (exBERT, Hoover et al. 2020; :mod:`.representations.corpus_search`): every
+    ordinary token of the texts is indexed at that layer (each text and ``text`` read up to 128 tokens), then
+    searched. ``cache``: a folder where the index is kept (``cache/corpus-index/<key>.npz``, keyed on the model's
+    files, the texts and the layer): read when it is there, written when it is built. Returns ``{"hits",
+    "labels" (POS, dependency of each hit; None without spaCy), "n_tokens", "n_texts"}``.
+
+    Raises ``ValueError`` for a layer outside ``0..L`` or no text, ``TextError`` for an unusable ``text``."""
     import torch
 
+    from ..loading.sources import files_stamp
+    from ..tokenization.tokenizer import encode
     from .representations import corpus_search as CS
     from .representations import parses
-    from ..tokenization.tokenizer import encode
 
+    _check_hidden_index(loaded, layer)
+    limit = _limit(loaded, CS.MAX_TOKENS)
+    path = None
+    if cache is not None:  # keyed as (kind, ref, files stamp): rewritten model files give a new index
+        model_key = repr((loaded.source.kind, loaded.source.ref, files_stamp(loaded.source)))
+        path = CS.index_path(Path(cache), model_key, texts, layer)
+    index = CS.load_index(path) if path is not None and path.is_file() else None
+    if index is None:
+        index = CS.build_index(loaded.encoder, loaded.tokenizer, texts, layer, progress=progress)
+        if path is not None:
+            try:
+                CS.save_index(index, path)
+            except OSError:
+                pass  # the index on disk is an optimisation only
+    t = encode(loaded.tokenizer, text, max_length=limit).tensors()
+    with torch.no_grad():
+        hidden = loaded.encoder(t["input_ids"], t["attention_mask"], t["token_type_ids"],
+                                output_hidden_states=True).hidden_states[layer][0, position].numpy()
+    hits = CS.search(index, hidden, k)
+    try:
+        labels = CS.hit_labels(index, hits, loaded.tokenizer)
+    except parses.SyntaxUnavailable:
+        labels = None
+    return {"hits": hits, "labels": labels, "n_tokens": len(index.tokens), "n_texts": len(texts)}
+
+
+def corpus_search(loaded, text: str, position: int, layer: int, k: int, n_segments: int,
+                  segments_of=None, cache: Path | None = None) -> Computation:
+    """:func:`corpus_neighbours` over ``n_segments`` held-out BBC segments (:func:`segments`): ``{"hits", "labels",
+    "n_tokens", "n_texts"}``. ``cache``: where the index is kept (not a parameter of the result). Raises
+    ``ValueError`` (naming the range) for a layer outside ``0..L`` at once, before anything is computed."""
     _check_hidden_index(loaded, layer)
     limit = _limit(loaded, 128)
     seg = segments_of or (lambda n, m: segments(loaded, n, m))
 
     def compute(progress):
         texts = [f"{s.text_a} {s.text_b}" for s in seg(n_segments, limit)]
-        index = CS.build_index(loaded.encoder, loaded.tokenizer, texts, layer, progress=progress)
-        t = encode(loaded.tokenizer, text, max_length=limit).tensors()
-        with torch.no_grad():
-            hidden = loaded.encoder(t["input_ids"], t["attention_mask"], t["token_type_ids"],
-                                    output_hidden_states=True).hidden_states[layer][0, position].numpy()
-        hits = CS.search(index, hidden, k)
-        try:
-            labels = CS.hit_labels(index, hits, loaded.tokenizer)
-        except parses.SyntaxUnavailable:
-            labels = None
-        return {"hits": hits, "labels": labels, "n_tokens": len(index.tokens), "n_texts": len(texts)}
+        return corpus_neighbours(loaded, texts, text, position, layer, k, cache=cache, progress=progress)
 
     return Computation("corpus_search", {"version": VERSION, "text": text, "position": position, "layer": layer,
                                          "k": k, "n_segments": n_segments, "max_tokens": limit}, compute)

@@ -1,6 +1,5 @@
 """Model anatomy: every named parameter, grouped; preset sizes checked against transformers; the pooler."""
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -8,10 +7,12 @@ from bertcore.readouts import anatomy
 from bertcore.modeling import families
 from bertcore.modeling.config import PRESETS
 from bertcore.modeling.embeddings import InputError
-from bertcore.tokenization.tokenizer import TextError, encode
-from explorer import as_code, resources, widgets
-from explorer.as_code import inside
+from bertcore.tokenization.tokenizer import TextError
+from explorer import as_code, widgets
 from explorer.figures import anatomy as ana_figures
+from explorer.server import heavy
+from explorer.views import anatomy as views
+from explorer.views.code import snippet
 
 POOLER_TEXT = "The pooler summarises the whole input through the [CLS] token."
 
@@ -30,8 +31,8 @@ by name.
 
 lm = widgets.current_model()
 cfg = lm.config
-rows = anatomy.parameter_table(lm.model)
-totals = anatomy.group_totals(rows)
+params = views.parameters(lm.source)
+rows, totals = params.rows, params.totals
 total = sum(totals.values())
 
 st.subheader(f"This model: {widgets.escape_md(lm.source.name)}")
@@ -56,7 +57,7 @@ st.caption(f"The embeddings hold {emb / total:.0%} of the parameters, mostly the
            f"{totals.get('encoder layer 0', 0):,} parameters: 4(H² + H) for Q, K, V and the attention output, "
            "(HI + I) + (IH + H) for the feed-forward block, and 2 × 2H for the two LayerNorms.")
 
-tied = anatomy.tied_parameters(lm.model)
+tied = params.tied
 if tied:
     st.info("Tied weights, counted once: " + "; ".join(f"`{a}` is `{b}`" for a, b in tied) +
             ". The MLM decoder reuses the token embedding matrix (Press & Wolf 2017), so the output "
@@ -84,13 +85,12 @@ c1, c2 = st.columns(2)
 arch_a = c1.selectbox("Architecture A", names, index=0, key="ana_arch_a", persist_state="session")
 arch_b = c2.selectbox("Architecture B", names, index=names.index("ModernBERT-base"), key="ana_arch_b",
                       persist_state="session")
-cfg_a, cfg_b = anatomy.base_config(arch_a), anatomy.base_config(arch_b)
-arch = pd.DataFrame(anatomy.compare_architectures(cfg_a, cfg_b))
-n_a, n_b = (sum(anatomy.group_totals(anatomy.parameter_table(anatomy.build_on_meta(c, "base"))).values())
-            for c in (cfg_a, cfg_b))
+archs = heavy.run_view(views.architectures, "both architectures, built on the meta device", arch_a, arch_b)
+arch = pd.DataFrame(archs.rows)
+(n_a, n_b), (layers_a, layers_b) = archs.counts, archs.layers
 m = st.columns(3)
-m[0].metric(f"{arch_a}: parameters", f"{n_a / 1e6:.1f} M", help=f"{n_a:,}; {cfg_a.num_hidden_layers} layers")
-m[1].metric(f"{arch_b}: parameters", f"{n_b / 1e6:.1f} M", help=f"{n_b:,}; {cfg_b.num_hidden_layers} layers")
+m[0].metric(f"{arch_a}: parameters", f"{n_a / 1e6:.1f} M", help=f"{n_a:,}; {layers_a} layers")
+m[1].metric(f"{arch_b}: parameters", f"{n_b / 1e6:.1f} M", help=f"{n_b:,}; {layers_b} layers")
 m[2].metric("Difference (B − A)", f"{(n_b - n_a) / 1e6:+.1f} M")
 st.dataframe(arch, hide_index=True, key="ana_arch",
              column_config={"shapes_a": f"shapes in {arch_a}", "shapes_b": f"shapes in {arch_b}",
@@ -109,7 +109,7 @@ st.markdown("The sizes this project can build and train. *nano* fits a CPU train
             "config's shapes and compared with `transformers`' own classes built for the same config on "
             "PyTorch's `meta` device (shapes only, no memory): BERT-base has 199 named tensors and "
             "109,482,240 parameters, BERT-large 335,141,888.")
-presets = resources.preset_table()
+presets = pd.DataFrame(heavy.run_view(views.presets, "the presets' parameter counts, beside transformers'"))
 match = [name for name, c in PRESETS.items()
          if (c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.intermediate_size) ==
          (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.intermediate_size)]
@@ -131,16 +131,15 @@ st.markdown("The pooler takes the last layer's vector of the first token, `[CLS]
             "output is ignored by the pooler.")
 text = st.text_input("Sentence for the pooler", POOLER_TEXT, key="ana_text", persist_state="session")
 try:
-    enc = encode(lm.tokenizer, text, max_length=lm.max_length)
-    t = enc.tensors()
-    steps = anatomy.pooler_steps(lm.model, t["input_ids"], t["attention_mask"], t["token_type_ids"])
+    steps = views.pooler(lm.source, text)
 except (TextError, InputError) as exc:
     widgets.show_error(exc)
     st.stop()
-if enc.num_truncated:
-    widgets.truncation_notice(len(enc) + enc.num_truncated, len(enc),
+if steps.num_truncated:
+    widgets.truncation_notice(steps.n_tokens + steps.num_truncated, steps.n_tokens,
                               "The pooler only reads [CLS] anyway, but [CLS] has attended to the kept tokens only.")
-if steps is None:
+result = views.model_anatomy(lm.source, text)  # the two views above, as "Show the code" prints them
+if steps.pooled is None:
     st.info("This model has no pooler (BertForMaskedLM drops it, as Hugging Face does).", icon=":material/info:")
 elif cfg.pooler_act != "tanh" or cfg.pooler_norm or cfg.classifier_pooling != "cls":
     st.info(f"This {cfg.family} model's sentence head is not BERT's tanh pooler (it applies {cfg.pooler_act}"
@@ -148,11 +147,11 @@ elif cfg.pooler_act != "tanh" or cfg.pooler_norm or cfg.classifier_pooling != "c
             + ("s" if cfg.classifier_pooling == "mean" else "") + "), so the tanh view below does not apply.",
             icon=":material/info:")
 else:
-    widgets.plotly_chart(ana_figures.pooler_figure(steps.dense.numpy(), steps.pooled.numpy()), key="ana_pooler")
+    widgets.plotly_chart(views.pooler_figure(result), key="ana_pooler")
     check = "equals" if steps.matches_model else "does NOT equal"
     st.caption(f"Each dot is one of the {cfg.hidden_size} dimensions: before tanh (x) and after (y). "
                f"Recomputed here, the pooled vector {check} the model's `pooler_output`. "
-               f"Saturated dimensions (|y| > 0.99): {int((steps.pooled.abs() > 0.99).sum())}.")
-as_code.expander("anatomy", "Model anatomy", inside.anatomy(lm.source, text),
-                 {"parameters": np.array(list(totals.values())),
-                  "pooled": None if steps is None else steps.pooled.numpy()})
+               f"Saturated dimensions (|y| > 0.99): {int((abs(steps.pooled) > 0.99).sum())}.")
+draw = [(views.groups_figure, {})] + ([(views.pooler_figure, {})] if steps.pooled is not None else [])
+as_code.expander("anatomy", "Model anatomy", snippet("Model anatomy: parameters per group and the pooler",
+                                                     views.model_anatomy, (lm.source, text), draw=draw), result)

@@ -5,14 +5,16 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from bertcore.analysis.representations.compare import MAX_SENTENCES, TokenizationMismatch, js_distance, sentences_of
+from bertcore.analysis.representations.compare import MAX_SENTENCES, TokenizationMismatch
 from bertcore.modeling.embeddings import InputError
 from bertcore.loading.sources import PACKAGED
 from bertcore.tokenization.tokenizer import TextError
 from explorer import as_code, resources, widgets
-from explorer.as_code import more
 from explorer.figures import attention as att_figures
 from explorer.figures import compare as cmp_figures
+from explorer.views import compare as views
+from explorer.views.code import snippet
+from explorer.views.core import source_key
 
 DEFAULT = (
     "The bank raised its interest rates again this quarter.\n"
@@ -49,7 +51,7 @@ lm_a = widgets.current_model()
 with st.expander(f"Model B (model A is the sidebar's: {widgets.escape_md(lm_a.source.name)})", expanded=True):
     source_b = widgets.source_picker(st, "cmp_b", "cmp_source_b", "cmp_error_b", default=PACKAGED)
 try:
-    lm_b = resources.load_model(source_b)
+    resources.load_model(source_b)  # with a spinner; the view reads it from the same cache
 except Exception as exc:  # noqa: BLE001 - a model that loaded before may have been deleted since
     st.error(f"Cannot load model B ({widgets.escape_md(source_b.name)}): {widgets.escape_md(exc)}",
              icon=":material/error:")
@@ -59,10 +61,9 @@ text = st.text_area(f"Sentences, one per line (at most {MAX_SENTENCES}; more tok
                     value=DEFAULT, key="cmp_text", height=170, persist_state="session")
 include_special = st.toggle("Include [CLS] / [SEP] in CKA", key="cmp_special", persist_state="session",
                             help="Their vectors are outliers that can dominate CKA; they are left out by default.")
-key_a, key_b = resources.source_key(lm_a.source), resources.source_key(source_b)
+args = (lm_a.source, source_b, text, include_special)
 try:
-    sentences = sentences_of(text)
-    cmp = resources.compare(key_a, key_b, tuple(sentences), include_special, _a=lm_a, _b=lm_b)
+    cmp = views.compare(*args)
 except TokenizationMismatch as exc:
     st.warning(f"These models cannot be compared token by token: {widgets.escape_md(exc)}",
                icon=":material/compare_arrows:")
@@ -71,23 +72,23 @@ except (TextError, InputError) as exc:
     widgets.show_error(exc)
     st.stop()
 
-if key_a == key_b:
+if source_key(lm_a.source) == source_key(source_b):
     st.info("Model A and model B are the same model: CKA is 1 and the JS distance 0 everywhere. Pick another "
             "model B above (e.g. a checkpoint of a training run).", icon=":material/info:")
-cut = [i + 1 for i, r in enumerate(cmp.runs_a) if r.encoding.num_truncated]
-if cut:
-    st.warning(f"{widgets.lines_phrase(cut)} cut to the models' positions.", icon=":material/content_cut:")
-hidden = max(lm_a.config.hidden_size, lm_b.config.hidden_size)
+if cmp.cut:
+    st.warning(f"{widgets.lines_phrase(cmp.cut)} cut to the models' positions.", icon=":material/content_cut:")
 c1, c2, c3 = st.columns(3)
 c1.metric("Tokens compared", f"{cmp.tokens:,}", help="Over every line, [CLS]/[SEP] excluded unless included above.")
-c2.metric("Layers (A / B)", f"{lm_a.config.num_hidden_layers} / {lm_b.config.num_hidden_layers}")
-c3.metric("Heads per layer (A / B)", f"{lm_a.config.num_attention_heads} / {lm_b.config.num_attention_heads}")
-if cmp.tokens < hidden // 2:
-    st.caption(f"Only {cmp.tokens} tokens for {hidden}-dimensional hidden states: with few tokens CKA is high for "
+c2.metric("Layers (A / B)", f"{cmp.layers[0]} / {cmp.layers[1]}")
+c3.metric("Heads per layer (A / B)", f"{cmp.heads[0]} / {cmp.heads[1]}")
+if cmp.tokens < cmp.hidden // 2:
+    st.caption(f"Only {cmp.tokens} tokens for {cmp.hidden}-dimensional hidden states: with few tokens CKA is high for "
                "almost any pair of representations. Add lines for a sharper comparison.")
 
-as_code.expander("compare", "Compare models", more.compare(lm_a.source, source_b, list(sentences), include_special),
-                 {"cka": cmp.cka, "js": cmp.js, "cka_matrix": cmp.cka_matrix})
+as_code.expander("compare", "Compare models",
+                 snippet("Compare models: CKA by layer and attention difference per head", views.compare, args,
+                         draw=[*([(views.by_layer_figure, {})] if cmp.cka is not None else []),
+                               (views.matrix_figure, {})]), cmp)
 TABS = ["CKA by layer", "Layer × layer CKA", "Attention difference per head", "One head side by side"]
 by_layer, matrix, heads, one = st.tabs(TABS, key="cmp_tab", on_change="rerun")
 if by_layer.open:
@@ -98,7 +99,7 @@ if by_layer.open:
             st.caption("Layer 0 ('emb') is the embedding output. Fine-tuning typically keeps the lower layers (CKA "
                        "near 1) and changes the top ones (Kovaleva et al. 2019).")
             js_layer = cmp.js.mean(1) if cmp.js is not None else None
-            widgets.plotly_chart(cmp_figures.by_layer(cmp.cka, js_layer), key="cmp_by_layer")
+            widgets.plotly_chart(views.by_layer_figure(cmp), key="cmp_by_layer")
             table = pd.DataFrame({"layer": ["emb"] + [str(i) for i in range(1, len(cmp.cka))],
                                   "CKA": np.round(cmp.cka, 4)})
             if js_layer is not None:
@@ -109,7 +110,7 @@ if matrix.open:
     with matrix:
         st.caption("Every layer of A against every layer of B. A bright diagonal means each layer kept its role; "
                    "brightness off the diagonal means a layer of B resembles another layer of A.")
-        widgets.plotly_chart(cmp_figures.cka_heatmap(cmp.cka_matrix, lm_a.source.name, source_b.name), key="cmp_matrix")
+        widgets.plotly_chart(views.matrix_figure(cmp), key="cmp_matrix")
         names = ["emb"] + [str(i) for i in range(1, cmp.cka_matrix.shape[1])]
         frame = pd.DataFrame(cmp.cka_matrix, columns=[f"B {n}" for n in names],
                              index=[f"A {n}" for n in ["emb"] + [str(i) for i in range(1, cmp.cka_matrix.shape[0])]])
@@ -142,18 +143,18 @@ if one.open:
             with s3:
                 head = widgets.head_picker("cmp", cmp.js.shape[1], compact=True)  # 0-based
             shown_layer, shown_head = widgets.layer_number(layer), widgets.head_number(head)  # the labels' numbers
-            act_a, act_b = cmp.runs_a[line], cmp.runs_b[line]
-            d = float(js_distance(act_a.attentions[layer, head], act_b.attentions[layer, head]).mean())
+            one_line = cmp.lines[line]
+            att_a, att_b = one_line.attention_a[layer, head], one_line.attention_b[layer, head]
+            d = float(one_line.js[layer, head])
             st.caption(f"Layer {shown_layer}, head {shown_head} on line {line + 1}: JS distance {d:.3f} (mean over "
                        "query rows). "
                        "Rows are the tokens that look, columns the tokens looked at.")
-            widgets.plotly_chart(cmp_figures.side_by_side(act_a.attentions[layer, head],
-                                                     act_b.attentions[layer, head], act_a.tokens,
-                                                     f"A: {lm_a.source.name}", f"B: {source_b.name}"), key="cmp_side")
-            names = [f"{i}:{tok}" for i, tok in enumerate(act_a.tokens)]
+            widgets.plotly_chart(cmp_figures.side_by_side(att_a, att_b, one_line.tokens, f"A: {cmp.name_a}",
+                                                          f"B: {cmp.name_b}"), key="cmp_side")
+            names = [f"{i}:{tok}" for i, tok in enumerate(one_line.tokens)]
             d1, d2 = st.columns(2)
-            for where, which, act in ((d1, "A", act_a), (d2, "B", act_b)):
-                frame = pd.DataFrame(act.attentions[layer, head], index=names, columns=names)
+            for where, which, att in ((d1, "A", att_a), (d2, "B", att_b)):
+                frame = pd.DataFrame(att, index=names, columns=names)
                 widgets.download_csv(frame, f"attention_{which}_layer{shown_layer}_head{shown_head}",
                                      key=f"cmp_side_csv_{which}",
                                      label=f"CSV of model {which}", where=where)

@@ -4,12 +4,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from bertcore.readouts import anatomy
 from bertcore.modeling.embeddings import InputError
-from bertcore.tokenization.tokenizer import TextError, encode
+from bertcore.tokenization.tokenizer import TextError
 from explorer import as_code, widgets
-from explorer.as_code import inside
 from explorer.figures import embeddings as emb_figures
+from explorer.views import embeddings as views
+from explorer.views.code import snippet
 
 DEFAULT = "The bank raised interest rates."
 DEFAULT_B = "We sat on the river bank."
@@ -37,19 +37,18 @@ hidden = lm.config.hidden_size
 text, text_pair = widgets.text_or_pair("emb", DEFAULT, DEFAULT_B, pair_default=True)
 limit = lm.max_length
 try:
-    enc = encode(tok, text, text_pair, max_length=limit)
-    t = enc.tensors()
-    parts = anatomy.embedding_breakdown(lm.model, t["input_ids"], t["token_type_ids"])
+    parts = views.parts(lm.source, text, text_pair)
 except (TextError, InputError) as exc:
     widgets.show_error(exc)
     st.stop()
-if enc.num_truncated:
-    widgets.truncation_notice(len(enc) + enc.num_truncated, limit)
+n = len(parts.tokens)
+if parts.num_truncated:
+    widgets.truncation_notice(n + parts.num_truncated, limit)
 
-missing = [what for what, absent in (("no position table (its positions are rotary: see the Positional embeddings "
-                                     "page)", lm.encoder.embeddings.position_embeddings is None),
-                                    ("no segment table (one sentence type: the segment part is 0)",
-                                     lm.encoder.embeddings.token_type_embeddings is None)) if absent]
+missing = [what for name, what in (("position", "no position table (its positions are rotary: see the Positional "
+                                                "embeddings page)"),
+                                   ("segment", "no segment table (one sentence type: the segment part is 0)"))
+           if name in parts.missing]
 if missing:
     st.info(f"This {lm.config.family} model has " + " and ".join(missing) + ", so those parts are all zeros below.",
             icon=":material/info:")
@@ -57,9 +56,9 @@ if missing:
 # ----------------------------------------------------------------------------- the check
 st.subheader("Does the recomposition equal the model's embedding output?")
 diff = parts.max_abs_diff
-if parts.matches():
+if parts.matches:
     st.success(f"Yes: token + position + segment, then LayerNorm, equals the model's embedding output "
-               f"(`hidden_states[0]`) for all {len(enc)} tokens; largest difference {diff['model']:.1e} "
+               f"(`hidden_states[0]`) for all {n} tokens; largest difference {diff['model']:.1e} "
                "(float32 rounding).", icon=":material/check_circle:")
 else:
     st.error(f"No: the recomposition differs from the model's embedding output by up to {diff['model']:.3g} "
@@ -71,9 +70,10 @@ st.caption("L2 norm of each vector. The three summands are small (~1) and the sa
            "same position vector, whatever the token; LayerNorm rescales every token to a similar size, set by "
            f"γ. Segment vectors change only where sentence B starts. (Not drawn: the normalised vector, whose "
            f"norm is always √H = {hidden ** 0.5:.1f}.)")
-norms = {k: v.numpy() for k, v in parts.norms.items() if k != "normalised"}
-widgets.plotly_chart(emb_figures.norms_figure(norms, enc.tokens), key="emb_norms")
-as_code.expander("embeddings", "Embeddings", inside.embeddings(lm.source, text, text_pair), norms)
+widgets.plotly_chart(views.norms_figure(parts), key="emb_norms")
+as_code.expander("embeddings", "Embeddings", snippet("Embeddings: the size of each part, token by token", views.parts,
+                                                     (lm.source, text, text_pair), draw=[(views.norms_figure, {})]),
+                 parts)
 
 # ----------------------------------------------------------------------------- heatmaps
 st.subheader("The vectors themselves")
@@ -82,41 +82,41 @@ st.caption("Rows are tokens, columns are hidden dimensions; red is positive, blu
            "not shades, across panels; hover for exact values.")
 c1, c2, c3 = st.columns([2, 2, 3])
 with c1:
-    first_tok = widgets.clamped_slider("First token shown", "emb_first_tok", 0, max(0, len(enc) - 1), 0)
+    first_tok = widgets.clamped_slider("First token shown", "emb_first_tok", 0, max(0, n - 1), 0)
 with c2:
     first_dim = widgets.clamped_slider("First dimension shown", "emb_first_dim", 0, max(0, hidden - 1), 0)
 with c3:
     chosen = st.multiselect("Parts", COMPONENTS, default=["token", "position", "segment", "sum", "output"],
                             key="emb_parts", persist_state="session")
-rows = slice(first_tok, min(first_tok + MAX_ROWS, len(enc)))
+rows = slice(first_tok, min(first_tok + MAX_ROWS, n))
 dims = slice(first_dim, min(first_dim + MAX_DIMS, hidden))
-tensors = {"token": parts.word, "position": parts.position, "segment": parts.segment, "sum": parts.total,
-           "normalised": parts.normalised, "output": parts.output}
+tensors = parts.parts  # (T, H) each
 if not chosen:
     st.info("Choose at least one part to draw.", icon=":material/info:")
 else:
-    st.caption(f"Tokens {rows.start}–{rows.stop - 1} of {len(enc)}, dimensions {dims.start}–{dims.stop - 1} of "
+    st.caption(f"Tokens {rows.start}–{rows.stop - 1} of {n}, dimensions {dims.start}–{dims.stop - 1} of "
                f"{hidden}.")
-    widgets.plotly_chart(emb_figures.component_heatmaps({k: tensors[k][rows, dims].numpy() for k in chosen},
-                                                   enc.tokens[rows], first_token=rows.start, first_dim=dims.start),
-                    key="emb_heatmaps")
+    widgets.plotly_chart(emb_figures.component_heatmaps({k: tensors[k][rows, dims] for k in chosen},
+                                                        parts.tokens[rows], first_token=rows.start,
+                                                        first_dim=dims.start), key="emb_heatmaps")
 
 # ----------------------------------------------------------------------------- one token
 st.subheader("One token, step by step")
-labels = [f"{i}: {tk}" for i, tk in enumerate(enc.tokens)]
-pick = st.selectbox("Token", range(len(enc)), format_func=labels.__getitem__, key="emb_token", persist_state="session",
-                    index=min(1, len(enc) - 1))
-pick = min(int(pick), len(enc) - 1)
-vectors = {k: tensors[k][pick].numpy() for k in ("token", "position", "segment", "sum", "output")}
-widgets.plotly_chart(emb_figures.token_vectors_figure(vectors, f"token {pick}: {enc.tokens[pick]}"), key="emb_vectors")
+labels = [f"{i}: {tk}" for i, tk in enumerate(parts.tokens)]
+pick = st.selectbox("Token", range(n), format_func=labels.__getitem__, key="emb_token", persist_state="session",
+                    index=min(1, n - 1))
+pick = min(int(pick), n - 1)
+vectors = {k: tensors[k][pick] for k in ("token", "position", "segment", "sum", "output")}
+widgets.plotly_chart(emb_figures.token_vectors_figure(vectors, f"token {pick}: {parts.tokens[pick]}"),
+                     key="emb_vectors")
 total = tensors["sum"][pick]
 st.dataframe(pd.DataFrame({
-    "step": ["token (id %d)" % enc.input_ids[pick], f"position {pick}", f"segment {enc.token_type_ids[pick]}",
+    "step": ["token (id %d)" % parts.input_ids[pick], f"position {pick}", f"segment {parts.token_type_ids[pick]}",
              "sum", "normalised", "output (γ · normalised + β)"],
-    "L2 norm": [float(np.linalg.norm(tensors[k][pick].numpy())) for k in COMPONENTS],
+    "L2 norm": [float(np.linalg.norm(tensors[k][pick])) for k in COMPONENTS],
     "mean": [float(tensors[k][pick].mean()) for k in COMPONENTS],
-    "std": [float(tensors[k][pick].std(unbiased=False)) for k in COMPONENTS],
+    "std": [float(tensors[k][pick].std()) for k in COMPONENTS],  # numpy's std is the biased one, as LayerNorm's
 }), hide_index=True, key="emb_steps")
 st.caption(f"LayerNorm subtracts the mean ({float(total.mean()):.4f}) and divides by the standard deviation "
-           f"({float(total.std(unbiased=False)):.4f}, with ε = {lm.config.layer_norm_eps:g}) of the sum, so the "
+           f"({float(total.std()):.4f}, with ε = {lm.config.layer_norm_eps:g}) of the sum, so the "
            "normalised vector has mean 0 and standard deviation 1.")

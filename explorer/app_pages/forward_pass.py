@@ -2,19 +2,16 @@
 feed-forward block and the MLM head. Wiring only: ``bertcore.readouts.forward_pass`` computes, ``explorer.figures.
 forward_pass`` draws. Keys start with ``fp_``."""
 
-import numpy as np
-import pandas as pd
 import streamlit as st
 
 from bertcore.modeling.embeddings import InputError
-from bertcore.readouts.forward_pass import TraceError, formulas
-from bertcore.loading.sources import PACKAGED_MLM
-from bertcore.tokenization.tokenizer import TextError, encode
-from explorer import as_code, resources, widgets
+from bertcore.readouts.forward_pass import TraceError
+from bertcore.tokenization.tokenizer import TextError
+from explorer import as_code, widgets
 from explorer.server import share
-from explorer.as_code import inside
-from explorer.figures import forward_pass as figs
-from explorer.figures import masking as mask_figures
+from explorer.panels import forward_pass as panels
+from explorer.views import forward_pass as views
+from explorer.views.code import snippet
 
 DEFAULT = "The film won the [MASK] for best actor at the ceremony in London."
 DEFAULT_B = "Its director thanked his mother."
@@ -33,7 +30,7 @@ share.shareable({"fp_token": share.integer(0, 4096), "fp_layer": share.integer(1
                  "fp_head": share.integer(1, 512)})
 text, text_pair = widgets.text_or_pair("fp", DEFAULT, DEFAULT_B)
 try:
-    enc = encode(tok, text, text_pair, max_length=lm.max_length)
+    enc = views.encoding(lm.source, text, text_pair)
 except TextError as exc:
     widgets.show_error(exc)
     st.stop()
@@ -52,27 +49,13 @@ with c3:
     head = widgets.head_picker("fp", cfg.num_attention_heads, compact=True)  # 0-based
 shown_layer, shown_head = widgets.layer_number(layer), widgets.head_number(head)  # the labels' numbers, in text
 
-t = enc.tensors()
+args = (lm.source, text, text_pair, i, layer, head)
 try:
-    tr = resources.forward_trace(resources.source_key(lm.source), tuple(t["input_ids"][0].tolist()),
-                                 tuple(t["token_type_ids"][0].tolist()), i, layer, head, lm)
+    result = views.trace(*args)
 except (TraceError, InputError) as exc:
     widgets.show_error(exc)
     st.stop()
-
-F = formulas(cfg.pre_layer_norm, cfg.hidden_act)
-H, I_, d, T = cfg.hidden_size, cfg.intermediate_size, cfg.hidden_size // cfg.num_attention_heads, n
-word = tokens[i]
-show = [f"{j}: {w}" for j, w in enumerate(tokens)]
-
-
-def vec(x) -> np.ndarray:
-    return np.asarray(x.detach().cpu().numpy(), dtype=np.float64)
-
-
-def chart(strips: list, key: str) -> None:
-    widgets.plotly_chart(figs.strips_figure(strips), key=key)
-
+tr = result.trace
 
 if tr.matches(TOLERANCE):
     st.success(f"Every step below equals its formula applied to the step before it, and the model's own forward "
@@ -83,176 +66,8 @@ if tr.matches(TOLERANCE):
 else:
     st.error("Some steps differ from their formula or from the model's forward: " + ", ".join(
         f"{k} {v:.1e}" for k, v in tr.max_abs_diff.items()), icon=":material/error:")
-s, h0 = tr.steps, head
-act = {"gelu": "GELU"}.get(cfg.hidden_act, cfg.hidden_act)
-
-
-def code(text: str) -> str:
-    """A token in a Markdown code span (shown literally; backticks cannot close it)."""
-    return "`" + str(text).replace("`", "'") + "`"
-
-
-def embeddings() -> None:
-    e = tr.embeddings
-    tid, seg = int(t["input_ids"][0, i]), int(t["token_type_ids"][0, i])
-    parts = lm.encoder.embeddings
-    n_tables = 1 + (parts.position_embeddings is not None) + (parts.token_type_embeddings is not None)
-    looked_up = {1: "One row is looked up", 2: "Two rows are looked up and added",
-                 3: "Three rows are looked up and added"}[n_tables]
-    st.markdown(f"{code(word)} is id {tid}, at position {i}, in segment {'AB'[seg]}. {looked_up}; LayerNorm then "
-                "rescales the sum to mean 0 and variance 1 and applies its learned gain"
-                + (" and bias" if parts.LayerNorm.bias is not None else " (this model's norms have no bias)")
-                + ". The last panel is the whole embedding output, one row per token, this token outlined."
-                + (f" ELECTRA's tables are E = {cfg.embedding_width} wide; a linear map projects them to H = {H} "
-                   "before layer 1." if cfg.embedding_width != H else ""))
-    E = cfg.embedding_width  # ELECTRA: narrower tables, projected to H before layer 1
-    En = "E" if E != H else "H"
-    if parts.position_embeddings is None or parts.token_type_embeddings is None:
-        st.caption(f"This {cfg.family} model has " + " and ".join(
-            w for w, missing in (("no position table (its positions are rotary, turned inside attention)",
-                                  parts.position_embeddings is None),
-                                 ("no segment table", parts.token_type_embeddings is None)) if missing) + ".")
-    strips = [figs.Strip(f"word embedding of '{word}' (row {tid})", vec(e.word[i]),
-                         f"(V, {En}) = ({cfg.vocab_size}, {E})", F["word"])]
-    if parts.position_embeddings is not None:
-        strips.append(figs.Strip(f"position embedding (row {i})", vec(e.position[i]),
-                                 f"(P, {En}) = ({cfg.max_position_embeddings}, {E})", F["position"]))
-    if parts.token_type_embeddings is not None:
-        strips.append(figs.Strip(f"segment embedding (row {seg})", vec(e.segment[i]),
-                                 f"(S, {En}) = ({cfg.type_vocab_size}, {E})", F["segment"]))
-    chart(strips + [figs.Strip("sum", vec(e.total[i]), f"(T, {En}) = ({T}, {E})", F["sum"]),
-                    figs.Strip("after LayerNorm", vec(e.output[i]), f"(T, {En}) = ({T}, {E})", F["embedding"]),
-                    figs.Strip("embedding output, every token", vec(e.output), f"(T, {En}) = ({T}, {E})",
-                               F["embedding"], rows=show, highlight=i)], "fp_embeddings")
-
-
-def one_head() -> None:
-    pre = " after a LayerNorm (this model is pre-LN: it normalises before each sub-layer)" if cfg.pre_layer_norm else ""
-    st.markdown(f"The layer reads x, the previous layer's output{pre}. Three linear maps give every token a query, "
-                f"a key and a value, split into {cfg.num_attention_heads} heads of d = {d} numbers. This head compares "
-                f"the query of {code(word)} with every token's key (`q·k / √d`), turns the scores into "
-                "weights that sum to 1 (softmax), and returns the weighted sum of the values.")
-    attn_strips = [figs.Strip(f"x: layer {shown_layer}'s input at '{word}'", vec(s.x[i]), f"(T, H) = ({T}, {H})",
-                              f"hidden_states[{layer}]")]
-    if cfg.pre_layer_norm:
-        attn_strips.append(figs.Strip("LN(x): what attention reads", vec(s.attn_in[i]), f"(T, H) = ({T}, {H})",
-                                      F["attn_in"]))
-    heads_shape = f"(heads, T, d) = ({cfg.num_attention_heads}, {T}, {d})"
-    if s.query_unrotated is not None:  # RoPE (ModernBERT): the rotation is its own step
-        attn_strips += [
-            figs.Strip(f"q before RoPE: query of '{word}', head {shown_head}", vec(s.query_unrotated[h0, i]),
-                       heads_shape, F["query"]),
-            figs.Strip(f"k before RoPE: keys of every token, head {shown_head}", vec(s.key_unrotated[h0]), heads_shape,
-                       F["key"], rows=show, highlight=i)]
-        rot = "RoPE(·, i): pair (j, j + d/2) turned by i·θⱼ"
-        attn_strips += [
-            figs.Strip(f"q after RoPE: turned by position {i}", vec(s.query[h0, i]), heads_shape, rot),
-            figs.Strip("k after RoPE: each key turned by its own position", vec(s.key[h0]), heads_shape, rot,
-                       rows=show, highlight=i)]
-    else:
-        attn_strips += [
-            figs.Strip(f"q: query of '{word}', head {shown_head}", vec(s.query[h0, i]), heads_shape, F["query"]),
-            figs.Strip(f"k: keys of every token, head {shown_head}", vec(s.key[h0]), heads_shape, F["key"], rows=show,
-                       highlight=i)]
-    attn_strips += [
-        figs.Strip("scores of this query against every key", vec(s.scores[h0, i]),
-                   f"(heads, T, T) = ({cfg.num_attention_heads}, {T}, {T})", F["scores"], columns=show),
-        figs.Strip("attention weights (the row of the attention map)", vec(s.probs[h0, i]),
-                   f"(heads, T, T) = ({cfg.num_attention_heads}, {T}, {T})", F["probs"], columns=show,
-                   probability=True),
-        figs.Strip(f"v: values of every token, head {shown_head}", vec(s.value[h0]), heads_shape, F["value"], rows=show,
-                   highlight=i),
-        figs.Strip(f"weighted sum of the values: head {shown_head}'s output at '{word}'", vec(s.context[h0, i]),
-                   heads_shape, F["context"])]
-    chart(attn_strips, "fp_one_head")
-    top = np.argsort(-vec(s.probs[h0, i]))[:3]
-    st.caption(f"Head {shown_head} puts " + ", ".join(
-        f"{vec(s.probs[h0, i])[j]:.0%} on {j}: {widgets.escape_md(tokens[j])}" for j in top) + ".")
-
-
-def all_heads() -> None:
-    st.markdown("Every head does the same with its own weights. Their outputs are put side by side (back to H "
-                "numbers), projected by one more linear map, and **added to x** (the residual connection: the layer "
-                "only adds a change to what it received)"
-                + ("; a pre-LN model does not normalise here." if cfg.pre_layer_norm else
-                   ", then normalised by LayerNorm."))
-    chart([figs.Strip(f"attention weights of '{word}' in every head", vec(s.probs[:, i]),
-                      f"(heads, T, T) = ({cfg.num_attention_heads}, {T}, {T})", F["probs"], columns=show,
-                      rows=[f"head {k + 1}" for k in range(cfg.num_attention_heads)], highlight=h0, probability=True),
-           figs.Strip("heads side by side", vec(s.merged[i]), f"(T, H) = ({T}, {H})", F["merged"]),
-           figs.Strip("output projection Attn(x)", vec(s.attn_proj[i]), f"(T, H) = ({T}, {H})", F["attn_proj"]),
-           figs.Strip("x + Attn(x)" if not cfg.pre_layer_norm else "x + Attn(LN(x))", vec(s.residual1[i]),
-                      f"(T, H) = ({T}, {H})", F["residual1"]),
-           *([] if cfg.pre_layer_norm else [figs.Strip("after LayerNorm: h", vec(s.attn_out[i]), f"(T, H) = ({T}, {H})",
-                                                       F["attn_out"])])], "fp_all_heads")
-
-
-def feed_forward() -> None:
-    st.markdown(f"Each token alone goes through two linear maps with a {act} between them: out to I = {I_} numbers and "
-                f"back to H = {H}. The result is added to h (the second residual)"
-                + (" and normalised: this is the layer's output." if not cfg.pre_layer_norm else
-                   ": this is the layer's output (pre-LN: the LayerNorm came first)."))
-    ffn = ([figs.Strip("LN(h): what the feed-forward reads", vec(s.ffn_in[i]), f"(T, H) = ({T}, {H})", F["ffn_in"])]
-           if cfg.pre_layer_norm else [])
-    if s.ffn_gate is not None:  # GeGLU (ModernBERT): one map gives 2I numbers, half of them gate the other half
-        ffn += [figs.Strip("first linear map, first half (up)", vec(s.ffn_pre[i]), f"(T, I) = ({T}, {I_})",
-                           "u = (W_i h)[:I]"),
-                figs.Strip("first linear map, second half (gate)", vec(s.ffn_gate[i]), f"(T, I) = ({T}, {I_})",
-                           "g = (W_i h)[I:]"),
-                figs.Strip(f"GeGLU: {act}(up) × gate", vec(s.ffn_act[i]), f"(T, I) = ({T}, {I_})", f"{act}(u) ⊙ g")]
-    else:
-        ffn += [figs.Strip("first linear map", vec(s.ffn_pre[i]), f"(T, I) = ({T}, {I_})", F["ffn_pre"]),
-                figs.Strip(f"after {act}", vec(s.ffn_act[i]), f"(T, I) = ({T}, {I_})", F["ffn_act"])]
-    ffn += [
-            figs.Strip("second linear map FFN(h)", vec(s.ffn_out[i]), f"(T, H) = ({T}, {H})", F["ffn_out"]),
-            figs.Strip("h + FFN(h)", vec(s.residual2[i]), f"(T, H) = ({T}, {H})", F["residual2"]),
-            figs.Strip(f"layer {shown_layer}'s output at '{word}'", vec(s.output[i]), f"(T, H) = ({T}, {H})",
-                       F["output"])]
-    chart(ffn, "fp_ffn")
-
-
-def every_layer() -> None:
-    st.markdown(f"The same two blocks repeat in each of the {cfg.num_hidden_layers} layers. Row by row: the vector of "
-                f"{code(word)} after each layer (row 0: the embeddings), layer {shown_layer} outlined.")
-    chart([figs.Strip(f"'{word}' after each layer", vec(tr.hidden_states[:, i]),
-                      f"(L + 1, T, H) = ({cfg.num_hidden_layers + 1}, {T}, {H})", "hidden_states[ℓ][i]",
-                      rows=["embeddings"] + [widgets.layer_label(b) for b in range(cfg.num_hidden_layers)],
-                      highlight=layer + 1)], "fp_layers")  # row 0 is the embeddings: block layer is row layer + 1
-
-
-def mlm_head() -> None:
-    if tr.mlm is None:
-        st.info(f"**{widgets.escape_md(lm.source.name)} has no MLM head**, so the trace ends at the last layer: "
-                + widgets.escape_md(tr.no_mlm_reason) + " The packaged MiniLM-MLM has one.", icon=":material/block:")
-        st.button("Use the packaged MiniLM-MLM to follow the token to a word", key="fp_switch", type="primary",
-                  on_click=widgets.use_source, args=(PACKAGED_MLM,), icon=":material/swap_horiz:")
-        return
-    m = tr.mlm
-    st.markdown(f"The last layer's vector of {code(word)} goes through one more dense layer, {act} and "
-                f"LayerNorm, then is compared with every word's embedding (the decoder is the word-embedding matrix, "
-                f"tied) plus a bias: {cfg.vocab_size:,} logits, and their softmax is the model's guess.")
-    chart([figs.Strip("last layer's output", vec(m.hidden), f"(T, H) = ({T}, {H})",
-                      f"hidden_states[{cfg.num_hidden_layers}]"),
-           figs.Strip("dense", vec(m.dense), f"(T, H) = ({T}, {H})", F["mlm_dense"]),
-           figs.Strip(act, vec(m.act), f"(T, H) = ({T}, {H})", F["mlm_act"]),
-           figs.Strip("LayerNorm", vec(m.normed), f"(T, H) = ({T}, {H})", F["mlm_norm"])], "fp_mlm")
-    words = tok.convert_ids_to_tokens(m.top_ids)
-    widgets.plotly_chart(mask_figures.topk_figure([f"top 5 at {i}: {word}"], [words], [m.top_probs],
-                                                  [None if word == tok.mask_token else word], cols=1), key="fp_top5")
-    st.dataframe(pd.DataFrame({"word": words, "logit": [float(m.logits[j]) for j in m.top_ids],
-                               "probability": m.top_probs}), hide_index=True, key="fp_top_table",
-                 column_config={"probability": st.column_config.NumberColumn(format="%.4f"),
-                                "logit": st.column_config.NumberColumn(format="%.3f")})
-    st.caption(f"Logits: shape (T, V) = ({T}, {cfg.vocab_size:,}); {F['logits']}. Probability: {F['top']}.")
-
-
-# lazy tabs, one step of the pass each: only the open one computes its figures and draws (DESIGN: lazy tabs)
-STEPS = {"1. Embeddings": embeddings, "2. One attention head": one_head,
-         "3. All heads, projection, residual": all_heads, "4. Feed-forward": feed_forward,
-         "5. Every layer": every_layer, "6. MLM head": mlm_head}
-for tab, draw in zip(st.tabs(list(STEPS), key="fp_step", on_change="rerun"), STEPS.values()):
-    if tab.open:
-        with tab:
-            draw()
-as_code.expander("forward_pass", "One forward pass", inside.forward_pass(lm.source, text, text_pair, i, layer, head),
-                 {"hidden_states": vec(tr.hidden_states[:, i]), "probs": vec(tr.steps.probs[head, i])})
+LAYER_ROWS = ["embeddings"] + [widgets.layer_label(b) for b in range(cfg.num_hidden_layers)]  # row 0: embeddings
+panels.steps(lm, result, LAYER_ROWS)
+as_code.expander("forward_pass", "One forward pass", snippet(
+    f"One forward pass: token {i}, layer {shown_layer}, head {shown_head}", views.trace, args,
+    draw=[(views.layers_figure, {"rows": LAYER_ROWS})]), result)

@@ -7,7 +7,8 @@ from bertcore.loading.sources import PACKAGED_MLM
 from explorer import as_code, widgets
 from explorer.server import shared_mode
 from explorer.tour import banner as tour
-from explorer.as_code import more
+from explorer.views import overview as views
+from explorer.views.code import snippet
 
 st.title("BERT Explorer")
 shared_note = shared_mode.describe()  # None for a single user
@@ -51,35 +52,32 @@ The model is chosen in the sidebar and used by every page. Two work offline:
 )
 
 lm = widgets.current_model()
-cfg = lm.config
+card = views.card(lm.source)
 
 st.subheader("The loaded model")
 st.caption("Source")
-st.text(f"{lm.source.name}  ({widgets.KINDS.get(lm.source.kind, lm.source.kind)})\n{lm.path}")
+st.text(f"{card.name}  ({widgets.KINDS.get(lm.source.kind, lm.source.kind)})\n{card.path}")
 cols = st.columns(5)
-cols[0].metric("Parameters", f"{lm.model.num_parameters() / 1e6:.1f} M")
-cols[1].metric("Layers", cfg.num_hidden_layers)
-cols[2].metric("Heads per layer", cfg.num_attention_heads)
-cols[3].metric("Hidden size", cfg.hidden_size)
-cols[4].metric("Vocabulary", f"{cfg.vocab_size:,}")
+cols[0].metric("Parameters", f"{card.parameters / 1e6:.1f} M")
+cols[1].metric("Layers", card.layers)
+cols[2].metric("Heads per layer", card.heads)
+cols[3].metric("Hidden size", card.hidden)
+cols[4].metric("Vocabulary", f"{card.vocab:,}")
 cols = st.columns(5)
-cols[0].metric("Max positions", cfg.max_position_embeddings)
-cols[1].metric("Feed-forward size", cfg.intermediate_size)
-cols[2].metric("Head size", cfg.hidden_size // cfg.num_attention_heads)
-cols[3].metric("Tokenizer size", f"{len(lm.tokenizer):,}")
-cols[4].metric("Head on top", lm.head)
+cols[0].metric("Max positions", card.max_positions)
+cols[1].metric("Feed-forward size", card.intermediate)
+cols[2].metric("Head size", card.head_size)
+cols[3].metric("Tokenizer size", f"{card.tokenizer_size:,}")
+cols[4].metric("Head on top", card.head)
 
-if not lm.has_mlm_head:
+if not card.has_mlm_head:
     st.info("This model has no masked-language-model head, so it cannot fill in [MASK] tokens. "
             "Attention, tokens and contextual vectors work as with any BERT.", icon=":material/info:")
     st.button("Use the packaged MiniLM-MLM (fills [MASK])", key="ov_switch", on_click=widgets.use_source,
               args=(PACKAGED_MLM,), icon=":material/swap_horiz:")
-report = getattr(lm.model, "load_report", None)
-if report is not None:
-    st.caption("Checkpoint keys: " + widgets.escape_md(report.summary()))
+if card.load_report is not None:
+    st.caption("Checkpoint keys: " + widgets.escape_md(card.load_report))
 
 with st.expander("Full configuration (config.json fields)"):
-    st.json(cfg.to_dict())
-as_code.expander("overview", "Overview", more.overview(lm.source),
-                 {"parameters": lm.model.num_parameters(), "layers": cfg.num_hidden_layers,
-                  "heads": cfg.num_attention_heads, "hidden": cfg.hidden_size})
+    st.json(card.config)
+as_code.expander("overview", "Overview", snippet("Overview: the loaded model", views.card, (lm.source,)), card)

@@ -1,7 +1,7 @@
 """Activation patching: which activations cause a prediction (clean vs corrupted input, one site at a time).
 
-Widgets -> ``bertcore.analysis.causal.patching`` -> ``explorer.figures.patching``. Session-state keys start with
-``pat_``.
+Widgets -> ``explorer.views.patching`` (``bertcore.analysis.causal.patching``) -> ``explorer.figures.patching``.
+Session-state keys start with ``pat_``.
 """
 
 from __future__ import annotations
@@ -9,14 +9,13 @@ from __future__ import annotations
 import streamlit as st
 
 from bertcore.analysis.causal import patching as P
-from bertcore.readouts.fill_mask import mask_token_positions
 from bertcore.loading.sources import PACKAGED_MLM
-from bertcore.tokenization.tokenizer import TextError, encode
-from explorer import as_code, resources, widgets
+from bertcore.tokenization.tokenizer import TextError
+from explorer import as_code, widgets
 from explorer.server import heavy
 from explorer.server import share
-from explorer.as_code import more
-from explorer.figures import patching as figs
+from explorer.views import patching as views
+from explorer.views.code import snippet
 
 CLEAN = "The keys to the cabinet [MASK] on the table."
 CORRUPT = "The key to the cabinet [MASK] on the table."
@@ -57,27 +56,16 @@ kinds = c3.multiselect("Sites", list(KIND_LABELS), default=list(KIND_LABELS), fo
                        key="pat_kinds")
 
 try:
-    e_clean = encode(tok, clean_text, max_length=min(lm.max_length, 64))
-    e_corr = encode(tok, corrupt_text, max_length=min(lm.max_length, 64))
+    pair = views.pair(lm.source, clean_text, corrupt_text, good, bad)  # the checks: one [MASK], same length ...
 except TextError as exc:
     widgets.show_error(exc)
     st.stop()
-if e_clean.num_truncated or e_corr.num_truncated:
-    st.warning("Patching runs one forward per site: inputs are limited to 64 tokens here. Shorten the text.",
-               icon=":material/content_cut:")
+if pair.truncated:
+    st.warning(f"Patching runs one forward per site: inputs are limited to {views.MAX_TOKENS} tokens here. Shorten "
+               "the text.", icon=":material/content_cut:")
     st.stop()
-masks = mask_token_positions(tok, e_clean.tensors()["input_ids"])
-ids = [tok.convert_tokens_to_ids(t) for t in (good, bad)]
-problems = []
-if len(masks) != 1:
-    problems.append(f"the clean input needs exactly one {tok.mask_token} (it has {len(masks)})")
-if any(i is None or i == tok.unk_token_id for i in ids):
-    problems.append("tokens A and B must each be one WordPiece of the vocabulary")
-if good == bad:
-    problems.append("tokens A and B must differ")
-if len(e_clean) != len(e_corr):
-    longer, shorter = ("clean", "corrupted") if len(e_clean) > len(e_corr) else ("corrupted", "clean")
-    n = abs(len(e_clean) - len(e_corr))
+if pair.gap:
+    longer, shorter, n = pair.longer, pair.shorter, pair.gap
     st.warning(f"The {longer} input has {n} token(s) more than the {shorter} one: patching copies activations "
                "position by position, so both must have the same length.", icon=":material/straighten:")
 
@@ -88,28 +76,20 @@ if len(e_clean) != len(e_corr):
     st.button(f"Pad the {shorter} input with {n} '.'", key="pat_pad", on_click=_pad, icon=":material/add:",
               help="A full stop is a neutral filler at the end of a sentence; or reword one input.")
     st.stop()
-if problems:
-    text = "; ".join(problems)
+if pair.problems:
+    text = "; ".join(pair.problems)
     st.warning(text[0].upper() + text[1:] + ".", icon=":material/edit_note:")
     st.stop()
 if not kinds:
     st.info("Pick at least one kind of site.", icon=":material/info:")
     st.stop()
 
-metric = P.logit_diff(masks[0], ids[0], ids[1])
-run_key = (resources.source_key(lm.source), clean_text, corrupt_text, good, bad, tuple(kinds))
-stored = st.session_state.get("pat_result")
-if stored is None or stored[0] != run_key:
-    try:  # one scan per inputs for the whole server, queued beside other heavy jobs (explorer/server/heavy.py)
-        result = heavy.run_with_status(("patching", *run_key), lambda progress: P.scan(
-            lm.model, e_clean.tensors(), e_corr.tensors(), metric, kinds=kinds,
-            progress=lambda i, n: progress(i / n)), "the patching scan")
-    except P.PatchingError as exc:
-        st.warning(widgets.escape_md(str(exc)), icon=":material/warning:")
-        st.stop()
-    st.session_state["pat_result"] = (run_key, result)
-else:
-    result = stored[1]
+args = (lm.source, clean_text, corrupt_text, good, bad, tuple(kinds))
+try:  # one scan per inputs for the whole server, queued beside other heavy jobs (explorer/server/heavy.py)
+    result = heavy.run_view(views.scan, "the patching scan", *args)
+except P.PatchingError as exc:
+    st.warning(widgets.escape_md(str(exc)), icon=":material/warning:")
+    st.stop()
 
 m = st.columns(3)
 m[0].metric(f"Clean: logit({good}) - logit({bad})", f"{result.clean:+.3f}")
@@ -125,12 +105,10 @@ else:
                f"**{corrupt_pick}** on the corrupted one ({verdict(corrupt_pick, bad)}): the grids below explain how "
                "it reaches a *wrong* answer. Try a pair it gets right to see the mechanism of the right one.",
                icon=":material/warning:")
-labels = [a if a == b else f"{a} / {b}" for a, b in zip(e_clean.tokens, e_corr.tokens)]
 for kind in kinds:
-    widgets.plotly_chart(figs.effect_heatmap(result.effects[kind], kind, None if kind == "head" else labels),
-                         key=f"pat_{kind}")
+    widgets.plotly_chart(views.heatmap_figure(result, kind), key=f"pat_{kind}")
 st.caption("Columns are positions (clean / corrupted token where they differ). A value above 1 or below 0 means "
            "the single patch overshoots or pushes the other way; effects of different sites need not add up.")
 as_code.expander("patching", "Activation patching",
-                 more.patching(lm.source, clean_text, corrupt_text, good, bad, list(kinds), min(lm.max_length, 64)),
-                 {"clean": result.clean, "corrupted": result.corrupted, **result.effects})
+                 snippet("Activation patching", views.scan, args,
+                         draw=[(views.heatmap_figure, {"kind": kind}) for kind in kinds]), result)

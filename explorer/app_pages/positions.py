@@ -3,10 +3,13 @@
 import streamlit as st
 
 from bertcore.readouts import positional
-from explorer import as_code, resources, rotary_view, widgets
-from explorer.as_code import inside
+from explorer import as_code, widgets
 from explorer.figures import findings as finding_figures
 from explorer.figures import positions as pos_figures
+from explorer.panels import positions as panels
+from explorer.server import heavy
+from explorer.views import positions as views
+from explorer.views.code import snippet
 
 st.title("Positional embeddings")
 st.markdown(
@@ -23,7 +26,7 @@ beside sinusoids of the same size, with the same three views.
 
 lm = widgets.current_model()
 n_pos, hidden = lm.config.max_position_embeddings, lm.config.hidden_size
-has_table = lm.encoder.embeddings.position_embeddings is not None
+has_table = lm.config.position_embedding_type == "absolute"  # rotary models have no position table
 if not has_table:
     st.info(f"This {lm.config.family} model has no position table: its positions are rotary (applied inside "
             "attention), shown in the **Rotary positions** section below.", icon=":material/info:")
@@ -43,25 +46,27 @@ if has_table:
         base = st.number_input("Sinusoid base", value=10000.0, step=1000.0, key="pos_base", persist_state="session",
                                help="10000 in the paper: the longest wavelength is 2π · base. Must be above 1.")
 
-    start, end = int(start), int(end)
-    try:
-        start, stop = positional.check_range(start, end + 1, n_pos)
-    except positional.PositionRangeError as exc:
-        shown_start = min(max(start, 0), n_pos - 1)
-        shown_stop = min(max(end + 1, shown_start + 1), n_pos)
-        st.warning(f"{exc} Showing positions {shown_start} to {shown_stop - 1} instead.", icon=":material/straighten:")
-        start, stop = shown_start, shown_stop
-    if not (1.0 < float(base) < 1e12):
-        st.warning(f"The sinusoid base must be above 1 (and below 10^12); got {float(base):g}. Using 10000, as in the "
-                   "paper.", icon=":material/straighten:")
-        base = 10000.0
+    def shown(start: int, stop: int, base: float) -> views.Positions:
+        """The view of the range and base asked for, or, with a warning, of the nearest ones that fit."""
+        try:
+            return views.positions(lm.source, start, stop, base)
+        except positional.PositionRangeError as exc:
+            shown_start = min(max(start, 0), n_pos - 1)
+            shown_stop = min(max(stop, shown_start + 1), n_pos)
+            st.warning(f"{exc} Showing positions {shown_start} to {shown_stop - 1} instead.",
+                       icon=":material/straighten:")
+            return shown(shown_start, shown_stop, base)
+        except views.BaseError as exc:
+            st.warning(f"{exc} Using 10000, as in the paper.", icon=":material/straighten:")
+            return shown(start, stop, 10000.0)
 
-    learned = positional.learned_positions(lm.model, start, stop)
-    sinus = positional.sinusoidal(stop - start, hidden, base=float(base), start=start)
-    lv, sv = positional.views(learned), positional.views(sinus)
-    as_code.expander("positions", "Positional embeddings", inside.positions(lm.source, start, stop, float(base)),
-                     {"learned": lv.cosine, "sinusoidal": sv.cosine})
-    titles = ("learned (this model)", f"sinusoidal (base {base:g})")
+    result = shown(int(start), int(end) + 1, float(base))
+    start, stop, base = result.start, result.stop, result.base
+    lv, sv = result.learned, result.sinusoidal
+    as_code.expander("positions", "Positional embeddings", snippet(
+        "Positional embeddings: cosine similarity between positions", views.positions, (lm.source, start, stop, base),
+        draw=[(views.cosine_figure, {})]), result)
+    titles = views.titles(result)
     st.caption(f"Positions {start} to {stop - 1} ({stop - start} of this model's {n_pos}), {hidden} dimensions.")
 
     tab_values, tab_cos, tab_pca, tab_offset, tab_reg = st.tabs(
@@ -75,7 +80,7 @@ if has_table:
     with tab_cos:
         st.caption("Cosine similarity of every pair of positions. A bright band along the diagonal means nearby "
                    "positions have similar vectors, so the model can tell near from far.")
-        widgets.plotly_chart(pos_figures.compare_cosine(lv.cosine, sv.cosine, start, titles), key="pos_cosine")
+        widgets.plotly_chart(views.cosine_figure(result), key="pos_cosine")
     with tab_pca:
         st.caption("Each position's vector projected on the two directions of largest variance (PCA), joined in "
                    "order and coloured from first (dark) to last (yellow). A smooth curve means position varies "
@@ -89,12 +94,10 @@ if has_table:
         if stop - start < 2:
             st.info("Choose at least 2 positions to compare offsets.", icon=":material/info:")
         else:
-            max_off = min(64, stop - start - 1)
+            max_off = min(views.MAX_OFFSET, stop - start - 1)
             st.caption(f"Mean cosine similarity between positions 1 to {max_off} apart. For sinusoids it depends only "
                        "on the offset (their dot product is a sum of cos(offset · frequency)).")
-            widgets.plotly_chart(pos_figures.offset_similarity(positional.neighbour_similarity(lv.cosine, max_off),
-                                                          positional.neighbour_similarity(sv.cosine, max_off), titles),
-                            key="pos_offset")
+            widgets.plotly_chart(pos_figures.offset_similarity(*result.offsets, titles), key="pos_offset")
     with tab_reg:
         st.markdown("Does a position's vector *encode its index linearly*? Wang & Chen 2020 (*What do position "
                     "embeddings learn?*, EMNLP, Table 1) fit a linear regression from each vector of the **whole** "
@@ -102,17 +105,16 @@ if has_table:
                     "out predictions: sinusoids are read out almost exactly, bert-base's learned table poorly (tens "
                     "of positions). The same test on this model (all its positions, whatever the range chosen above):")
         try:
-            reg = resources.position_regression(resources.source_key(lm.source), lm)
+            reg = heavy.run_view(views.regression, "the position regression (5-fold, both tables)", lm.source)
         except ValueError as exc:
             widgets.show_error(exc, "Cannot fit the regression")
         else:
             c1, c2 = st.columns(2)
-            c1.metric("Learned table: mean absolute error", f"{reg['learned']['mae']:.1f} positions")
-            c2.metric("Sinusoidal table: mean absolute error", f"{reg['sinusoidal']['mae']:.1f} positions")
-            widgets.plotly_chart(finding_figures.position_regression_figure(
-                {k: v["predictions"] for k, v in reg.items()}, {k: v["mae"] for k, v in reg.items()}),
-                key="pos_regression")
+            c1.metric("Learned table: mean absolute error", f"{reg.mae['learned']:.1f} positions")
+            c2.metric("Sinusoidal table: mean absolute error", f"{reg.mae['sinusoidal']:.1f} positions")
+            widgets.plotly_chart(finding_figures.position_regression_figure(reg.predictions, reg.mae),
+                                 key="pos_regression")
             st.caption("Each dot is one position, predicted by a regression that never saw it. The **Findings** page "
                        "puts this number beside the other published measures.")
 
-rotary_view.section(lm)
+panels.rotary_section(lm)

@@ -1,7 +1,8 @@
 """Embedding projector: a whole corpus's vectors at one layer, in 2-D (PCA, UMAP or an axis between two
 words), coloured by part of speech, word, label or a classifier's answers; a slider over the layers animates it.
 
-Widgets -> ``bertcore.analysis.projector_view.view`` (cached on disk per model files, corpus, layer, method, N) ->
+Widgets -> ``explorer.views.projector`` (``bertcore.analysis.projector_view.view``, cached on disk per model files,
+corpus, layer, method, N) ->
 ``explorer.figures.projector``. Keys start with ``proj_``.
 """
 
@@ -18,11 +19,11 @@ from bertcore.analysis.representations import projector as P
 from bertcore.data import DataError, cache_dir
 from bertcore.sae import catalog
 from bertcore.runs import runs_root
-from explorer import as_code, resources, widgets
+from explorer import as_code, widgets
 from explorer.server import heavy
 from explorer.server import share
-from explorer.as_code import more
-from explorer.figures import projector as figures
+from explorer.views import projector as views
+from explorer.views.code import snippet
 
 OWN_EXAMPLE = """happy | What a wonderful day, I love it.
 happy | The concert was great and everyone smiled.
@@ -100,37 +101,21 @@ if corpus_name == "yours":
         st.info(widgets.escape_md(str(exc)), icon=":material/edit_note:")
         st.stop()
 
-defaults = (corpus_name, n_points, layer, method, colour, unit) == (
-    shipped.PROJECTOR_CORPUS, shipped.PROJECTOR_POINTS, shipped.PROJECTOR_LAYER, shipped.PROJECTOR_METHOD,
-    shipped.PROJECTOR_COLOUR, shipped.PROJECTOR_UNIT)
-own_key = hashlib.sha256("\n".join(own.texts + (own.labels or [])).encode()).hexdigest() if own else ""
-run_key = (resources.source_key(lm.source), corpus_name, n_points, layer, method, colour, unit, axis_words, own_key,
-           sae_folder, feature)
-stored = st.session_state.get("proj_result")
-if stored is not None and stored[0] == run_key:
-    view = stored[1]
-else:
-    view = shipped.shipped(lm, shipped.projector(lm)) if defaults else None  # the default view ships with the model
-    if view is None:
-        try:
-            view = heavy.run_with_status(("projector", *run_key), lambda progress: PV.view(
-                lm, corpus_name, n_points, layer, method, colour, unit, axis_words, cache_root=cache_dir(),
-                texts=own, sae_folder=sae_folder, feature=feature, progress=lambda i, n: progress(i / n)),
-                "the projection", keep=False)
-        except DataError as exc:
-            st.error("Cannot read that corpus: " + widgets.escape_md(str(exc)), icon=":material/error:")
-            st.stop()
-        except ValueError as exc:
-            widgets.show_error(exc)
-            st.stop()
-    st.session_state["proj_result"] = (run_key, view)
+args = (lm.source, corpus_name, n_points, layer, method, colour, unit, axis_words,
+        block if own is not None else None, sae_folder, feature, str(cache_dir()))
+try:  # one computation per inputs for the whole server, queued beside other heavy jobs
+    view = heavy.run_view(views.projection, "the projection", *args)
+except DataError as exc:
+    st.error("Cannot read that corpus: " + widgets.escape_md(str(exc)), icon=":material/error:")
+    st.stop()
+except ValueError as exc:
+    widgets.show_error(exc)
+    st.stop()
 
 proj = view.projection
 for note in view.notes:
     st.info(widgets.escape_md(note), icon=":material/info:")
-hover = figures.hover_texts(proj.tokens, proj.sentence, proj.texts, proj.unit)
-where = "shipped with the model: the default view" if defaults and proj.vectors is None else (
-    "read from the cache" if view.from_cache else "computed now")
+where = "shipped with the model: the default view" if view.shipped else "computed now, or read from the cache"
 explained = proj.explained[proj.layers.index(layer)] if layer in proj.layers else None
 st.caption(f"{len(proj.tokens):,} points from {len(set(proj.sentence.tolist())):,} texts, layer {layer}, "
            f"{METHOD_NAMES[method]} ({where})."
@@ -138,7 +123,7 @@ st.caption(f"{len(proj.tokens):,} points from {len(set(proj.sentence.tolist())):
               "is not drawn." if method == "pca" and explained is not None else ""))
 
 # the chart's key follows the view: a selection made on other points is not carried over to these
-chart_key = "proj_chart_" + hashlib.sha256(repr(run_key).encode()).hexdigest()[:12]
+chart_key = "proj_chart_" + hashlib.sha256(repr(views.projection.key(*args)).encode()).hexdigest()[:12]
 picked = st.session_state.get(chart_key)
 sel_points = []
 if picked and getattr(picked, "selection", None):
@@ -161,20 +146,13 @@ if colour == "layer":
         st.info("The path through the layers needs every layer: choose at most 20,000 points.",
                 icon=":material/info:")
         st.stop()
-    first = sorted(set(proj.sentence.tolist()))[:3]
-    shown = [i for i in range(len(proj.tokens)) if proj.sentence[i] in first]
     st.markdown("Each token of the first three texts at **every layer**, joined in layer order (dark = layer 0). "
                 "Where a path jumps, that layer moved the token's vector to another neighbourhood.")
-    fig = figures.layer_paths(proj.coords, proj.layers, hover, shown, proj.axis_titles)
-else:
-    fig = figures.projector_scatter(proj.coords, proj.layers, layer, view.values, view.numeric, hover,
-                                    PV.COLOURS[colour], proj.axis_titles, highlight=ring)
-widgets.plotly_chart(fig, key=chart_key, on_select="rerun", selection_mode=("points", "box", "lasso"))
+widgets.plotly_chart(views.figure(view, layer, ring), key=chart_key, on_select="rerun",
+                     selection_mode=("points", "box", "lasso"))
 as_code.expander("projector", "Embedding projector",
-                 more.projector(lm.source, corpus_name, n_points, layer, method, colour, unit, axis_words,
-                                block if own is not None else None, defaults,
-                                (sae_folder, feature) if colour == "sae" else None),
-                 proj.coords)
+                 snippet("Embedding projector", views.projection, args, draw=[(views.figure, {"layer": layer})]),
+                 view)
 if len(proj.layers) > 1:
     st.caption("The slider under the plot moves through the layers (▶ plays them). PCA's signs are matched from "
                "layer to layer so that the points move rather than flip; clicks and neighbours are at the layer "

@@ -1,21 +1,20 @@
 """Query-key map: one head's queries and keys over a set of sentences in one 2-D picture (AttentionViz).
 
-Widgets -> ``bertcore.analysis.attention.query_key`` -> ``explorer.figures.query_key``. Session-state keys start with
-``qk_``.
+Widgets -> ``explorer.views.query_key`` (``bertcore.analysis.attention.query_key``) ->
+``explorer.figures.query_key``. Session-state keys start with ``qk_``.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
-from bertcore.analysis.attention import query_key as QK
 from bertcore.analysis.representations import syntax
-from explorer import as_code, resources, widgets
-from explorer.server import share
-from explorer.as_code import more
+from explorer import as_code, widgets
+from explorer.server import heavy, share
 from explorer.figures import attention as att_figures
 from explorer.figures import query_key as figs
+from explorer.views import query_key as views
+from explorer.views.code import snippet
 
 DEFAULT = """The keys to the cabinet are on the table.
 She put the milk back in the fridge to keep it cold.
@@ -26,7 +25,6 @@ The children who live next door play football every evening.
 He said that the old bridge would be closed for a week.
 The sun rises in the east and sets in the west."""
 MAX_SENTENCES = 40
-MAX_TOKENS = 128  # tokens read of one sentence, [CLS]/[SEP] included
 COLOURS = {"role": "query or key", "position": "position in the sentence", "pos": "part of speech (spaCy)"}
 
 st.title("Query-key map")
@@ -52,8 +50,9 @@ sentences = lines[:MAX_SENTENCES]
 if not sentences:
     st.warning("The text is empty: type a few sentences, one per line.", icon=":material/edit_note:")
     st.stop()
-limit = min(lm.max_length, MAX_TOKENS)
-cut = [i + 1 for i, n in enumerate(map(len, lm.tokenizer(sentences)["input_ids"])) if n > limit]
+sentences = tuple(sentences)
+lines_read = views.lines(lm.source, sentences)
+limit, cut = lines_read.limit, lines_read.cut
 said = [f"Only the first {MAX_SENTENCES} of your {len(lines)} lines are mapped."] if len(lines) > MAX_SENTENCES else []
 if cut:
     said.append(f"{widgets.lines_phrase(cut)} cut to {limit} tokens, the most this map reads of a sentence.")
@@ -69,43 +68,24 @@ method = c3.radio("Projection", ["pca", "tsne"], format_func={"pca": "PCA", "tsn
                   "t-SNE keeps neighbours (slower, and its distances mean little).")
 colour = c4.radio("Colour", list(COLOURS), format_func=COLOURS.__getitem__, key="qk_colour")
 
-
-
-@st.cache_resource(show_spinner="Running the model on the sentences ...", max_entries=16, ttl="1h")
-def _map(key: tuple, sentences: tuple[str, ...], layer: int, head: int, method: str, _lm):
-    """Queries and keys of one head (0-based block and head), normalised and projected, cached per (model,
-    sentences, layer, head, projection)."""
-    qk = QK.query_keys(_lm.encoder, _lm.tokenizer, list(sentences), layer, head,
-                       max_length=min(_lm.max_length, MAX_TOKENS))
-    q, k, c = QK.normalize(qk.queries, qk.keys)
-    return qk, c, QK.project(q, k, method)
-
-
 try:
-    qk, c, (pq, pk) = _map(resources.source_key(lm.source), tuple(sentences), layer, head, method, lm)
+    qmap = views.qk_map(lm.source, sentences, layer, head, method)
 except ValueError as exc:
     widgets.show_error(exc)
     st.stop()
-lengths = np.asarray(qk.lengths)[qk.sentence]
-kwargs = {}
-if colour == "position":
-    kwargs = {"color": qk.position / np.maximum(lengths - 1, 1), "color_name": "position / length"}
-elif colour == "pos":
+labels = None
+if colour == "pos":
     try:
-        labels = []
-        for s in sentences:
-            seg = syntax.parse_segment(lm.tokenizer, s, max_length=limit)
-            labels += ["special" if w is None else seg.words[w].pos for w in seg.word_ids]
-        kwargs = {"categorical": labels} if len(labels) == len(qk.tokens) else {}
+        labels = views.parts_of_speech(lm.source, sentences).labels
     except syntax.SyntaxUnavailable as exc:
         st.caption(widgets.escape_md(str(exc)))
-fig = figs.qk_scatter(pq, pk, qk.tokens, qk.sentence, title=(
-    f"Layer {shown_layer}, head {shown_head}: {len(qk.tokens)} queries and keys of {len(sentences)} sentences "
-    f"(c = {c:.2f})"), **kwargs)
+title = f"Layer {shown_layer}, head {shown_head}"
+fig = views.map_figure(qmap, title, colour, labels)
 event = widgets.plotly_chart(fig, key="qk_scatter", on_select="rerun", selection_mode="points")
+draw = {"title": title, "colour": colour, **({"labels": labels} if colour == "pos" else {})}
 as_code.expander("query_key", "Query-key map",
-                 more.query_key(lm.source, sentences, layer, head, method, limit),
-                 {"queries": pq, "keys": pk})
+                 snippet(f"Query-key map: {title.lower()}", views.qk_map, (lm.source, sentences, layer, head, method),
+                         draw=[(views.map_figure, draw)]), qmap)
 picked = None
 try:
     points = event["selection"]["points"]
@@ -117,26 +97,13 @@ if points and points[0].get("customdata") is not None:
 s_idx = picked if picked is not None else int(st.session_state.get("qk_sentence", 0))
 s_idx = min(max(s_idx, 0), len(sentences) - 1)
 st.session_state["qk_sentence"] = s_idx
-idx = np.flatnonzero(qk.sentence == s_idx)
+picked_attention = views.sentence_attention(lm.source, sentences, layer, head, s_idx, method)
 st.markdown(f"**Sentence {s_idx + 1}** ({'clicked' if picked is not None else 'click a point to pick another'}): "
             f"{widgets.escape_md(sentences[s_idx])}")
-widgets.plotly_chart(att_figures.attention_heatmap(QK.attention_from(qk.queries, qk.keys, qk, s_idx),
-                                                   [qk.tokens[i] for i in idx],
+widgets.plotly_chart(att_figures.attention_heatmap(picked_attention.attention, picked_attention.tokens,
                                                    title=f"Layer {shown_layer}, head {shown_head}"), key="qk_attention")
-
-
-
-@st.cache_data(show_spinner="Projecting every head ...", max_entries=8)
-def _all_heads(key: tuple, sentences: tuple[str, ...], layer: int, _lm) -> list:
-    out = []
-    for h in range(_lm.config.num_attention_heads):
-        one = QK.query_keys(_lm.encoder, _lm.tokenizer, list(sentences), layer, h,
-                            max_length=min(_lm.max_length, MAX_TOKENS))
-        out.append(QK.project(*QK.normalize(one.queries, one.keys)[:2], "pca"))
-    return out
-
 
 with st.expander(f"Every head of layer {shown_layer} (small multiples, PCA)"):
     if st.toggle("Show every head", key="qk_all"):
-        projections = _all_heads(resources.source_key(lm.source), tuple(sentences), layer, lm)
-        widgets.plotly_chart(figs.head_multiples(projections, layer), key="qk_multiples")
+        heads = heavy.run_view(views.every_head, f"every head of layer {shown_layer}", lm.source, sentences, layer)
+        widgets.plotly_chart(figs.head_multiples(heads.projections, layer), key="qk_multiples")

@@ -4,12 +4,11 @@ import pandas as pd
 import streamlit as st
 
 from bertcore.analysis.attention import activations
-from bertcore.analysis.representations import syntax
 from bertcore.loading.sources import SourceError
-from bertcore.tokenization.tokenizer import TextError, TokenizerError, compare_vocabularies, encode, is_wordpiece
-from explorer import as_code, resources, widgets
-from explorer.as_code import inside
-from explorer.figures import tokens as token_figures
+from bertcore.tokenization.tokenizer import TextError, TokenizerError, is_wordpiece
+from explorer import as_code, widgets
+from explorer.views import tokenization as views
+from explorer.views.code import snippet
 
 DEFAULT = "Unbelievably, the Café's naïve chatbot tokenized hyperparameterization!"
 DEFAULT_B = "Segment ids tell the two sentences apart."
@@ -42,17 +41,18 @@ if bpe:
         icon=":material/info:")
 text, text_pair = widgets.text_or_pair("tok", DEFAULT, DEFAULT_B)
 limit = lm.max_length
+syntax_on = bool(st.session_state.get("tok_syntax", True))  # the toggle is drawn below the counts, read first
+args = (lm.source, text, text_pair, syntax_on)
 try:
-    enc = encode(tok, text, text_pair, max_length=limit)
+    result = views.tokens(*args)
 except TextError as exc:
     widgets.show_error(exc)
     st.stop()
+enc, rows, n_unk = result.encoding, result.rows, result.n_unknown
 
 if enc.num_truncated:
     widgets.truncation_notice(len(enc) + enc.num_truncated, limit, f"Only the first {limit} are shown.")
 
-rows = activations.word_rows(enc, tok)
-n_unk = sum(t == tok.unk_token for t in enc.tokens)
 cols = st.columns(4)
 cols[0].metric("Tokens (with special)", len(enc))
 cols[1].metric("Words", len(rows))
@@ -66,66 +66,52 @@ st.subheader("Tokens")
 st.caption("Each cell is one token with its id below. Pieces of the same word share a colour (words "
            "alternate two shades); sentence A is blue, sentence B green, special tokens grey. "
            "Hover a cell for its position, word, segment id and attention mask.")
-per_row = 12 if len(enc) <= 120 else 16
-labels = hovers = None
-if st.toggle("Part of speech and dependencies (spaCy)", value=True, key="tok_syntax", persist_state="session",
-             help="spaCy's English parser (en_core_web_sm) tags every word; each WordPiece shows its word's Universal "
-                  "part of speech and dependency label; hover for the Penn tag and the head word. The Syntax heads "
-                  "tab of the Findings page asks which attention heads follow these arcs."):
-    try:
-        labels, hovers = syntax.token_labels(syntax.parse_segment(tok, text, text_pair, max_length=limit))
-    except syntax.SyntaxUnavailable as exc:
-        st.caption(widgets.escape_md(str(exc)))
-    if labels is not None and len(labels) != len(enc):  # a tokenizer whose offsets do not match: no labels
-        labels = hovers = None
-widgets.plotly_chart(token_figures.token_grid(enc.tokens, enc.input_ids, enc.word_ids, enc.special_tokens_mask,
-                                         enc.token_type_ids, enc.attention_mask, per_row=per_row, labels=labels,
-                                         label_hover=hovers),
-                key="tok_grid")
-as_code.expander("tokenization", "Tokenization", inside.tokenization(lm.source, text, text_pair, labels is not None),
-                 {"input_ids": enc.input_ids, "token_type_ids": enc.token_type_ids,
-                  "attention_mask": enc.attention_mask})
+st.toggle("Part of speech and dependencies (spaCy)", value=True, key="tok_syntax", persist_state="session",
+          help="spaCy's English parser (en_core_web_sm) tags every word; each WordPiece shows its word's Universal "
+               "part of speech and dependency label; hover for the Penn tag and the head word. The Syntax heads tab "
+               "of the Findings page asks which attention heads follow these arcs.")
+if result.syntax_note:
+    st.caption(widgets.escape_md(result.syntax_note))
+widgets.plotly_chart(views.grid_figure(result), key="tok_grid")
+as_code.expander("tokenization", "Tokenization", snippet("Tokenization: WordPieces, ids, segment ids, attention mask",
+                                                         views.tokens, args, draw=[(views.grid_figure, {})]), result)
 
 st.subheader("This vocabulary vs bert-base-uncased's" + (" (compare tokenizers: BPE vs WordPiece)" if bpe else ""))
-if resources.has_bert_base_uncased_vocab(resources.source_key(lm.source), lm):
+try:
+    voc = views.vocabularies(lm.source, text, text_pair)
+except (SourceError, TokenizerError) as exc:
+    voc = None
+    st.info(f"bert-base-uncased's vocabulary is not available to compare with: {exc}")
+if voc is not None and voc.same:
     st.caption(f"This model uses bert-base-uncased's vocabulary ({len(tok):,} WordPiece tokens, lower-cased), "
                "the one Devlin et al. (2019) trained on Wikipedia and BooksCorpus. A model pretrained here "
                "from scratch with a corpus vocabulary (`--tokenizer corpus:<size>`) splits words differently: "
                "pick one in the sidebar to compare.")
-else:
-    try:
-        reference = resources.bert_base_uncased_tokenizer()
-    except (SourceError, TokenizerError) as exc:
-        reference = None
-        st.info(f"bert-base-uncased's vocabulary is not available to compare with: {exc}")
-    if reference is not None:
-        comp = compare_vocabularies(tok, reference, text, text_pair, max_length=limit)
-        n_model, n_ref = comp.n_pieces
-        if bpe:
-            st.caption(f"The same text under this model's byte-level BPE ({len(tok):,} tokens; `Ġ` starts a word "
-                       "after a space) and under bert-base-uncased's WordPiece (30,522 tokens, lower-cased; `##` "
-                       "continues a word). Each splits the words it saw often less; every extra piece is a longer "
-                       "sequence for the model. Ids differ too: the same id means a different token in each.")
-        else:
-            st.caption(f"This model's vocabulary ({len(tok):,} tokens) is not bert-base-uncased's (30,522). A "
-                       "smaller vocabulary trained on one corpus (WordPiece, Wu et al. 2016; trained with the "
-                       "`tokenizers` library) keeps that corpus's frequent words whole and cuts rarer words into "
-                       "more pieces; every extra piece is a longer sequence for the model. Ids differ too: the same "
-                       "id means a different token under each vocabulary.")
-        left, right = st.columns(2)
-        for col, name, e, n in ((left, "this model", comp.encoding, n_model),
-                                (right, "bert-base-uncased", comp.reference, n_ref)):
-            col.metric(f"Pieces under {name}", n, delta=None if col is right else n - n_ref,
-                       delta_color="inverse", help="tokens without the special tokens ([CLS] / [SEP], <s> / </s>)")
-            widgets.plotly_chart(where=col, fig=token_figures.token_grid(e.tokens, e.input_ids, e.word_ids,
-                                                                         e.special_tokens_mask, e.token_type_ids,
-                                                                         e.attention_mask, per_row=8),
+elif voc is not None:
+    comp = voc.comparison
+    n_model, n_ref = comp.n_pieces
+    if bpe:
+        st.caption(f"The same text under this model's byte-level BPE ({len(tok):,} tokens; `Ġ` starts a word "
+                   "after a space) and under bert-base-uncased's WordPiece (30,522 tokens, lower-cased; `##` "
+                   "continues a word). Each splits the words it saw often less; every extra piece is a longer "
+                   "sequence for the model. Ids differ too: the same id means a different token in each.")
+    else:
+        st.caption(f"This model's vocabulary ({len(tok):,} tokens) is not bert-base-uncased's (30,522). A "
+                   "smaller vocabulary trained on one corpus (WordPiece, Wu et al. 2016; trained with the "
+                   "`tokenizers` library) keeps that corpus's frequent words whole and cuts rarer words into "
+                   "more pieces; every extra piece is a longer sequence for the model. Ids differ too: the same "
+                   "id means a different token under each vocabulary.")
+    left, right = st.columns(2)
+    for col, name, n in ((left, "this model", n_model), (right, "bert-base-uncased", n_ref)):
+        col.metric(f"Pieces under {name}", n, delta=None if col is right else n - n_ref,
+                   delta_color="inverse", help="tokens without the special tokens ([CLS] / [SEP], <s> / </s>)")
+        widgets.plotly_chart(where=col, fig=views.comparison_figure(voc, reference=col is right),
                              key=f"tok_grid_{'model' if col is left else 'reference'}")
-        if comp.words:
-            st.dataframe(pd.DataFrame(comp.words).drop(columns="word"), hide_index=True, key="tok_compare",
-                         column_config={"text": "word", "pieces": "this model's pieces",
-                                        "reference_pieces": "bert-base-uncased's pieces", "n_pieces": "pieces",
-                                        "n_reference_pieces": "pieces (bert-base-uncased)"})
+    if comp.words:
+        st.dataframe(pd.DataFrame(comp.words).drop(columns="word"), hide_index=True, key="tok_compare",
+                     column_config={"text": "word", "pieces": "this model's pieces",
+                                    "reference_pieces": "bert-base-uncased's pieces", "n_pieces": "pieces",
+                                    "n_reference_pieces": "pieces (bert-base-uncased)"})
 
 st.subheader("Input vs tokens: normalization and WordPiece")
 st.caption("What you typed, what the normalizer made of it, and the pieces. Invisible characters "

@@ -169,7 +169,7 @@ class _Writer:
             inner = value.fn if isinstance(value, View) else value
             if inspect.isfunction(inner) and inner.__module__ == module.__name__:
                 node, _ = _function(inner)
-                self.resolve(inner, _used_names([*node.body, node.args]))
+                self.resolve(inner, _used_names([*node.body, node.args] + ([node.returns] if node.returns else [])))
                 self.defs.append(_def_text(inner))
             elif isinstance(value, CONSTANT_TYPES):
                 self.constants.append(f"{name} = {value!r}")

@@ -1,6 +1,6 @@
-"""The Rotary positions section of the Positional embeddings page: RoPE's frequencies, its
-relative property with a numeric check, its long-range decay, ModernBERT's two bases side by side, and, for a
-model with rotary positions, its real frequencies and what its heads do with relative offsets."""
+"""The Positional embeddings page's Rotary positions section: RoPE's frequencies, its relative property with a
+numeric check, its long-range decay, ModernBERT's two bases side by side, and, for a model with rotary positions,
+its real frequencies and what its heads do with relative offsets (:func:`explorer.views.positions.offset_profile`)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import numpy as np
 import streamlit as st
 import torch
 
-from bertcore.readouts import positional
 from bertcore.modeling import rotary
 from bertcore.loading.sources import LoadedModel
-from explorer import resources, widgets
+from explorer import widgets
 from explorer.figures import rotary as rotary_figures
+from explorer.views import positions as views
 
 #: ModernBERT's bases (Warner et al. 2024, section 2.1.1): global layers, local (sliding-window) layers
 MODERNBERT_BASES = (160_000.0, 10_000.0)
@@ -22,7 +22,7 @@ SHIFTS = (1, 3, 17, 100, 1000, 8000)
 CHECK_TOLERANCE = 1e-5
 
 
-def section(lm: LoadedModel) -> None:
+def rotary_section(lm: LoadedModel) -> None:
     """Draw the section for the current model ``lm`` (its own bases and head size when it has rotary positions)."""
     cfg = lm.config
     has_rope = cfg.position_embedding_type == "rotary"
@@ -92,14 +92,13 @@ def _heads(lm: LoadedModel) -> None:
     text = st.text_input("Sentence", "The old man the boats while the young sailors watch from the shore.",
                          key="rope_text")
     try:
-        act = resources.forward(resources.source_key(lm.source), text, None, lm)
+        result = views.offset_profile(lm.source, text)
     except ValueError as exc:
         widgets.show_error(exc, "Cannot run the model")
         return
-    layer = widgets.layer_picker("rope", act.num_layers)  # 0-based block
+    layer = widgets.layer_picker("rope", result.profile.shape[0])  # 0-based block
     kind = "global" if lm.config.is_global_layer(layer) else "local"
-    profile, offsets = positional.attention_by_offset(act.attentions[layer], 16)
     st.caption(f"Layer {widgets.layer_number(layer)} is a {kind} layer. Each row is one head: its mean attention to "
                "the key at each distance from the query. A bright cell at −1 is a previous-token head, at 0 a self "
                "head; a head spread evenly over the offsets ignores position.")
-    widgets.plotly_chart(rotary_figures.offset_profile(profile, offsets), key="rope_heads")
+    widgets.plotly_chart(rotary_figures.offset_profile(result.profile[layer], result.offsets), key="rope_heads")
