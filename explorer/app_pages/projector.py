@@ -104,7 +104,7 @@ if corpus_name == "yours":
 args = (lm.source, corpus_name, n_points, layer, method, colour, unit, axis_words,
         block if own is not None else None, sae_folder, feature, str(cache_dir()))
 try:  # one computation per inputs for the whole server, queued beside other heavy jobs
-    view = heavy.run_view(views.projection, "the projection", *args)
+    view = heavy.run_view(views.projection, "the projection", *args, keep=False)
 except DataError as exc:
     st.error("Cannot read that corpus: " + widgets.escape_md(str(exc)), icon=":material/error:")
     st.stop()

@@ -197,11 +197,12 @@ def run_with_status(key: Hashable, compute: Callable[[Callable[[float], None]], 
         slot.empty()
 
 
-def run_view(view, what: str, *args, **kwargs) -> Any:
+def run_view(view, what: str, *args, keep: bool = True, **kwargs) -> Any:
     """A heavy view (:class:`explorer.views.core.View`) through the server's queue, with :func:`run_with_status`'s
-    message and progress bar: a result the view cache keeps is returned at once; otherwise one computation per
-    key (:meth:`View.key`) runs when a slot is free, shared by every session asking for the same."""
+    message: a result the view cache keeps is returned at once; otherwise one computation per key
+    (:meth:`View.key`) runs when a slot is free, shared by every session asking for the same. ``keep=False``: the
+    queue does not keep the result beside the view cache (a large one, such as a 50k-point projection)."""
     kept = view.cached(*args, **kwargs)
     if kept is not None:
         return kept
-    return run_with_status(("view", view.key(*args, **kwargs)), lambda progress: view(*args, **kwargs), what)
+    return run_with_status(("view", view.key(*args, **kwargs)), lambda progress: view(*args, **kwargs), what, keep)
