@@ -1,5 +1,5 @@
 """The Train page's SAE recipe: train a sparse autoencoder on a layer of the sidebar's model (a run's checkpoint
-too), and the live view of such a run (FVU, L0 and dead-feature curves). The run is a process
+too), or a transcoder for every layer (the Circuits page's attribution graphs), and the live view of such a run (FVU, L0 and dead-feature curves). The run is a process
 (:func:`bertcore.sae.launch.launch`); the page only reads its directory. Session-state keys start with
 ``train_sae_``."""
 
@@ -27,21 +27,35 @@ def form() -> None:
     if not lm.path:
         st.info("Pick a model folder (the packaged fill-mask model or a run's checkpoint) in the sidebar.")
         return
+    kind = st.radio("What to train", ["sae", "transcoder"], horizontal=True, key="train_sae_kind",
+                    format_func={"sae": "An SAE on one layer (Features page)",
+                                 "transcoder": "Transcoders for every layer (Circuits page)"}.get,
+                    help="A transcoder replaces one feed-forward block (it reads what the block reads and predicts "
+                         "what it writes); one per block makes the attribution graphs of the Circuits page.")
     c1, c2, c3, c4 = st.columns(4)
-    # the input shows (and keeps in the session) the layer's label, from 1; the run takes the 0-based block
-    layer = c1.number_input("Layer", 1, lm.config.num_hidden_layers, min(2, lm.config.num_hidden_layers),
-                            key="train_sae_layer", help="the output of this layer (1 = the first)")
-    block = int(layer) - 1  # layer 1 is block 0
+    n = lm.config.num_hidden_layers
+    if kind == "sae":
+        # the input shows (and keeps in the session) the layer's label, from 1; the run takes the 0-based block
+        layer = c1.number_input("Layer", 1, n, min(2, n), key="train_sae_layer",
+                                help="the output of this layer (1 = the first)")
+        blocks = (int(layer) - 1,)  # layer 1 is block 0
+    else:
+        c1.caption(f"Every layer: blocks 0 to {n - 1} in one run (resumable: it goes on from its last checkpoint "
+                   "after a stop).")
+        blocks = tuple(range(n))
     expansion = c2.selectbox("Features per dimension", [4, 8, 16], index=2, key="train_sae_expansion",
                              help=f"features = this x the hidden size ({lm.config.hidden_size})")
     k = c3.number_input("k (features per token)", 4, 128, 32, key="train_sae_k")
-    minutes = c4.number_input("Minutes", 1.0, 600.0, 20.0, step=5.0, key="train_sae_minutes")
-    cfg = SAETrainConfig(model=str(lm.path), layers=(block,), d_sae=int(expansion) * lm.config.hidden_size,
-                         k=int(k), max_time=float(minutes), batch_size=1024, passes=3, lr=8e-4, warmup_steps=20,
-                         dead_tokens=300_000, eval_every=250, eval_tokens=16_384, save_every=100, log_every=20)
+    minutes = c4.number_input("Minutes", 1.0, 600.0, 20.0 if kind == "sae" else 120.0, step=5.0,
+                              key="train_sae_minutes")
+    extra = {"kind": "transcoder", "lr": 5e-4, "warmup_steps": 50, "resample_every": 250_000} \
+        if kind == "transcoder" else {"lr": 8e-4, "warmup_steps": 20}
+    cfg = SAETrainConfig(model=str(lm.path), layers=blocks, d_sae=int(expansion) * lm.config.hidden_size,
+                         k=int(k), max_time=float(minutes), batch_size=1024, passes=3, dead_tokens=300_000,
+                         eval_every=250, eval_tokens=16_384, save_every=100, log_every=20, **extra)
     st.caption(f"Model: `{lm.source.label}`. Command: `python -m bertcore.sae train --run-dir RUN "
                f"{' '.join(cfg.to_argv())}`")
-    if st.button("Train the SAE", key="train_sae_go", type="primary"):
+    if st.button("Train the SAE" if kind == "sae" else "Train the transcoders", key="train_sae_go", type="primary"):
         try:
             path = launch(cfg)
         except runs.RunError as exc:
