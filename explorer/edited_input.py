@@ -14,22 +14,18 @@ from collections.abc import Callable
 import pandas as pd
 import streamlit as st
 
-from bertcore.readouts import fill_mask as fill_mask_mod
-from bertcore.analysis.attention.ablation import readout
-from bertcore.analysis.causal.attribution import AttributionError, mask_positions
 from bertcore.analysis.representations import edits as edits_mod
 from bertcore.analysis.representations import whatif as whatif_mod
 from bertcore.modeling.embeddings import InputError
 from bertcore.readouts.fill_mask import FillMaskError
 from bertcore.loading.sources import LoadedModel
-from bertcore.tokenization.tokenizer import TextError, check_text, encode
-from explorer import as_code, resources, widgets
+from bertcore.tokenization.tokenizer import TextError, check_text
+from explorer import as_code, widgets
 from explorer.server import share
-from explorer.as_code import analyses as as_code_analyses
-from explorer.figures import attention as att_figures
-from explorer.figures import attribution as attr_figures
 from explorer.figures import masking as mask_figures
 from explorer.figures import whatif as wi_figures
+from explorer.views import edited_input as wi_views
+from explorer.views.code import snippet
 
 TOGGLE = "Compare with an edited input (what if?)"
 MAX_MASKS = 4  # paired [MASK]s drawn (each is two bar panels and a Δ chart)
@@ -42,16 +38,6 @@ def keys(prefix: str) -> tuple[str, str]:
 
 def _set(key: str, value: str) -> None:
     st.session_state[key] = value
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def _grammatical(text: str) -> list[edits_mod.Edit] | None:
-    return edits_mod.grammatical_edits_or_none(text)
-
-
-@st.cache_data(show_spinner="Asking the model for words ...", max_entries=32)
-def _model_edits(key: tuple, text: str, word: int, text_pair: str | None, _loaded: LoadedModel):
-    return edits_mod.model_edits(_loaded.model, _loaded.tokenizer, text, word, text_pair=text_pair)
 
 
 def edited_input(prefix: str, text: str, lm: LoadedModel, text_pair: str | None = None,
@@ -84,11 +70,11 @@ def edit_buttons(prefix: str, b_key: str, b: str, lm: LoadedModel, text_pair: st
                       icon=":material/undo:", type="tertiary")
 
     try:
-        spans = edits_mod.words(lm.tokenizer, b)
+        spans = wi_views.words(lm.source, b)
     except TextError:
         reset()
         return
-    found = _grammatical(b)
+    found = wi_views.grammatical_edits(b)
     st.caption(f"**One-click edits** (each click edits the text in {where}, so edits add up): another number "
                "(inflect), another tense (present ↔ past), *not*, or a word the model itself proposes.")
     with st.container(horizontal=True):
@@ -110,7 +96,7 @@ def edit_buttons(prefix: str, b_key: str, b: str, lm: LoadedModel, text_pair: st
                                     help="The word becomes [MASK]; the buttons are the model's most probable "
                                          "whole words there."))
     try:
-        guesses = _model_edits(resources.source_key(lm.source), b, int(word), text_pair, _loaded=lm)
+        guesses = wi_views.model_edits(lm.source, b, int(word), text_pair)
     except (TextError, InputError, FillMaskError) as exc:
         widgets.show_error(exc)
         return
@@ -121,17 +107,6 @@ def edit_buttons(prefix: str, b_key: str, b: str, lm: LoadedModel, text_pair: st
 
 
 # ----------------------------------------------------------------------------- views
-@st.cache_resource(show_spinner="Running the model on B ...", max_entries=4, ttl="1h")
-def _compare(key: tuple, text_a: str, pair_a: str | None, text_b: str, pair_b: str | None,
-             _loaded: LoadedModel) -> whatif_mod.WhatIf:
-    """:func:`bertcore.analysis.representations.whatif.compare`, A's forward from :func:`resources.forward`."""
-    act_a = resources.forward(key, text_a, pair_a, _loaded=_loaded)
-    result = whatif_mod.compare(_loaded.model, _loaded.tokenizer, text_a, text_b, pair_a, pair_b, act_a=act_a)
-    for array in (result.act_b.attentions, result.act_b.hidden_states, result.cosine, result.js):
-        array.flags.writeable = False  # shared by every session that asks for the same A and B
-    return result
-
-
 def diff_markdown(result: whatif_mod.WhatIf) -> tuple[str, str]:
     """A's and B's WordPieces as Markdown, tokens without a partner or replaced highlighted (red in A, green in B)."""
     ta, tb = result.act_a.tokens, result.act_b.tokens
@@ -173,7 +148,8 @@ def views(lm: LoadedModel, prefix: str, text_a: str, text_b: str, text_pair: str
         text_pair = None if text_pair is None else prepare(text_pair)
     inputs = (text_a, text_b, text_pair, text_pair) if first is None else (first, first, text_a, text_b)
     try:
-        result = _compare(resources.source_key(lm.source), inputs[0], inputs[2], inputs[1], inputs[3], _loaded=lm)
+        args = (lm.source, inputs[0], inputs[1], inputs[2], inputs[3])  # text_a, text_b, pair_a, pair_b
+        result = wi_views.compare(*args)
     except (TextError, InputError) as exc:
         widgets.show_error(exc, "What if")
         return None
@@ -185,8 +161,9 @@ def views(lm: LoadedModel, prefix: str, text_a: str, text_b: str, text_pair: str
     n, only = len(result.alignment), len(result.alignment.only_a) + len(result.alignment.only_b)
     st.caption(f"{n} WordPieces are paired (difflib's SequenceMatcher; a replaced piece is paired with its "
                f"replacement when both sides have as many); {only} exist in one input only (highlighted).")
-    as_code.expander(f"{prefix}_whatif", "What if", as_code_analyses.whatif(lm.source, *inputs),
-                     {"cosine": result.cosine, "head_js": result.head_js})
+    as_code.expander(f"{prefix}_whatif", "What if", snippet("What if: A and B side by side", wi_views.compare, args,
+                                                            draw=[(wi_views.cosine_figure, {}),
+                                                                  (wi_views.js_figure, {})]), result)
     if result.identical:
         st.info("B is the same as A, so every difference below is exactly zero. Edit B (or click an edit above) to "
                 "see what changes.", icon=":material/compare_arrows:")
@@ -198,8 +175,7 @@ def views(lm: LoadedModel, prefix: str, text_a: str, text_b: str, text_pair: str
     st.markdown("**Each token's vector, layer by layer.** The cosine similarity of a token's hidden state in A "
                 "and in B (1 = the same direction). Tokens you did not edit still move, because every layer mixes "
                 "in the context: watch how far the edit spreads, and in which layers.")
-    widgets.plotly_chart(wi_figures.cosine_by_layer(result.cosine, result.labels(), ~result.alignment.same),
-                         key=f"{prefix}_wi_cos")
+    widgets.plotly_chart(wi_views.cosine_figure(result), key=f"{prefix}_wi_cos")
     labels = [f"{i}:{lab}" for i, lab in enumerate(result.labels())]
     widgets.download_csv(pd.DataFrame(result.cosine.T, index=pd.Index(labels, name="aligned token"),
                                       columns=["emb"] + [f"layer {i}" for i in range(1, len(result.cosine))]),
@@ -208,9 +184,7 @@ def views(lm: LoadedModel, prefix: str, text_a: str, text_b: str, text_pair: str
                 "between a token's attention in A and in B, averaged over the paired tokens. Rows are compared over "
                 "the paired tokens only: attention to a word that exists in one input is left out and the rest "
                 "rescaled to sum to 1.")
-    widgets.plotly_chart(att_figures.stat_heatmap(result.head_js, "JS distance A vs B", 0.0,
-                                                  max(float(result.head_js.max()), 1e-6), fmt=".2f"),
-                         key=f"{prefix}_wi_js")
+    widgets.plotly_chart(wi_views.js_figure(result), key=f"{prefix}_wi_js")
     dropped = float(max(result.dropped_a.max(), result.dropped_b.max()))
     if dropped > 0:
         st.caption(f"Left out: at most {dropped:.0%} of a head's attention (mean over the paired tokens) went to "
@@ -219,9 +193,7 @@ def views(lm: LoadedModel, prefix: str, text_a: str, text_b: str, text_pair: str
         layer, h = head
         st.markdown(f"**Layer {widgets.layer_number(layer)}, head {widgets.head_number(h)} on A and on B** (rows: the "
                     "token that looks; columns: the token looked at).")
-        widgets.plotly_chart(wi_figures.pair_heatmaps(result.act_a.attentions[layer, h], result.act_a.tokens,
-                                                      result.act_b.attentions[layer, h], result.act_b.tokens,
-                                                      "A", "B"), key=f"{prefix}_wi_head")
+        widgets.plotly_chart(wi_views.head_figure(result, layer, h), key=f"{prefix}_wi_head")
     return result
 
 
@@ -263,65 +235,3 @@ def section(lm: LoadedModel, prefix: str, text_a: str, text_pair: str | None = N
         return None
     with st.container(border=True):
         return views(lm, prefix, text_a, text_b, text_pair, fill_mask=fill_mask, head=head, prepare=prepare)
-
-
-
-# ----------------------------------------------------------------------------- the Attribution page
-def _class_probs(lm: LoadedModel, text: str, other: str | None):
-    """The classifier's class probabilities ``(C,)`` for one input (one forward), or None without a classifier."""
-    enc = encode(lm.tokenizer, text, other, max_length=lm.max_length)
-    return readout(lm.model, lm.head, lm.tokenizer, enc, None).class_probs
-
-
-def attribution_views(lm: LoadedModel, kind: str, res_a, text_a: str, text_b: str, other: str | None,
-                      target: int | None, n_steps: int, per_word: bool) -> None:
-    """The Attribution page's what-if: input B's prediction and integrated-gradients scores beside A's (``res_a``),
-    for the same output (A's class, or A's guessed word at B's first [MASK]), and the change per aligned token."""
-    st.subheader("What if: A and B side by side")
-    try:
-        check_text(text_b, "edited text B")
-        position = None
-        if kind == "fill_mask":
-            text_b = fill_mask_mod.normalise_mask_markers(text_b, lm.tokenizer)
-            masks = mask_positions(encode(lm.tokenizer, text_b, max_length=lm.max_length), lm.tokenizer)
-            if not masks:
-                st.info("Type [MASK] in B too: the same word's probability is explained there.", icon=":material/info:")
-                return
-            position = masks[0]
-        else:
-            probs_a, probs_b = _class_probs(lm, text_a, other), _class_probs(lm, text_b, other)
-            names = lm.config.id2label or {}
-            st.dataframe(pd.DataFrame({"class": [str(names.get(c, c)) for c in range(len(probs_a))],
-                                       "P in A": probs_a, "P in B": probs_b, "Δ": probs_b - probs_a}),
-                         hide_index=True, key="attr_wi_classes",
-                         column_config={c: st.column_config.NumberColumn(format="%.4f") for c in ("P in A", "P in B",
-                                                                                                 "Δ")})
-            target = int(probs_a.argmax()) if target is None else target
-        res_b = resources.attribution(resources.source_key(lm.source), kind, text_b, other, position, target,
-                                      int(n_steps), _loaded=lm)
-    except (TextError, InputError) as exc:
-        widgets.show_error(exc)
-        return
-    except AttributionError as exc:
-        st.warning(widgets.escape_md(exc), icon=":material/info:")
-        return
-    if res_b.encoding.num_truncated:
-        widgets.truncation_notice(len(res_b.encoding) + res_b.encoding.num_truncated, lm.max_length, "That is input B.")
-    m1, m2 = st.columns(2)
-    m1.metric(f"A: {res_a.target}", f"{res_a.f_input:.4f}")
-    m2.metric(f"B: {res_b.target}", f"{res_b.f_input:.4f}", f"{res_b.f_input - res_a.f_input:+.4f}",
-              delta_color="off", delta_arrow="off")
-    labels, scores = res_b.word_scores() if per_word else (res_b.tokens, res_b.scores)
-    if len(scores):
-        widgets.plotly_chart(attr_figures.attribution_bars(labels, scores, f"B: what moves {res_b.target}",
-                                                           "cosine" if kind == "similarity" else "probability"),
-                             key="attr_wi_bars")
-    al = whatif_mod.align(res_a.tokens, res_b.tokens)
-    if len(al):
-        st.caption("The change of each paired token's attribution, B − A (per WordPiece; paired as in the other "
-                   "what-if views): which tokens the edit made matter more or less.")
-        names = [res_a.tokens[i] if same else f"{res_a.tokens[i]}→{res_b.tokens[j]}"
-                 for i, j, same in zip(al.a, al.b, al.same)]
-        widgets.plotly_chart(attr_figures.attribution_bars(names, res_b.scores[al.b] - res_a.scores[al.a],
-                                                           "Δ attribution, B − A", "probability"),
-                             key="attr_wi_delta")

@@ -9,7 +9,6 @@ import numpy as np
 
 from bertcore.modeling.heads import BertForMaskedLM
 from bertcore.loading.sources import ModelSource, files_stamp
-from explorer.train import checkpoint_resources
 from explorer import heldout, resources
 
 from .conftest import save_tiny_bert
@@ -72,19 +71,21 @@ def test_checkpoint_summary_segments_follow_the_run_tokenizer(tmp_path, monkeypa
 
 
 def test_evolution_maps_follow_a_rewritten_checkpoint(tmp_path):
-    """The Evolution page keys its per-checkpoint caches on files_stamp of each checkpoint folder (what the page
-    passes): a step rewritten by a resumed run shows the new weights' attention and positions."""
+    """The Evolution page's per-checkpoint views are keyed on each checkpoint's files (files_stamp of its model
+    source): a step rewritten by a resumed run shows the new weights' attention and positions."""
+    from explorer.views import evolution as evo_views
+
     ckpt = tmp_path / "run" / "checkpoints" / "step-000010"
     save_tiny_bert(ckpt, BertForMaskedLM, seed=0)
-    stamps = (files_stamp(ModelSource("run", str(ckpt))),)
-    maps, _ = checkpoint_resources.attention_per_checkpoint((str(ckpt),), stamps, "the cat sat", 0, 0)
-    sims = checkpoint_resources.position_similarity_per_checkpoint((str(ckpt),), stamps, 8)
+    source = ModelSource("run", str(ckpt))
+    stamps = files_stamp(source)
+    maps = [evo_views.attention_at(source, "the cat sat", 0, 0).attention]
+    sims = evo_views.position_similarity_at(source, 8)
     save_tiny_bert(ckpt, BertForMaskedLM, seed=1)
-    new_stamps = (files_stamp(ModelSource("run", str(ckpt))),)
-    assert new_stamps != stamps
-    maps2, _ = checkpoint_resources.attention_per_checkpoint((str(ckpt),), new_stamps, "the cat sat", 0, 0)
-    sims2 = checkpoint_resources.position_similarity_per_checkpoint((str(ckpt),), new_stamps, 8)
-    assert not np.allclose(maps[0], maps2[0]) and not np.allclose(sims[0], sims2[0])
+    assert files_stamp(source) != stamps
+    maps2 = [evo_views.attention_at(source, "the cat sat", 0, 0).attention]
+    sims2 = evo_views.position_similarity_at(source, 8)
+    assert not np.allclose(maps[0], maps2[0]) and not np.allclose(sims, sims2)
 
 
 def test_what_flows_caches_follow_the_text_the_method_the_position_and_the_model(tmp_path):

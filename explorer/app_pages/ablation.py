@@ -9,9 +9,11 @@ from bertcore.data import DataError
 from bertcore.modeling.embeddings import InputError
 from bertcore.loading.sources import PACKAGED_MLM
 from bertcore.tokenization.tokenizer import TextError
-from explorer import as_code, resources, widgets
-from explorer.as_code import analyses
+from explorer import as_code, widgets
 from explorer.figures import ablation as abl_figures
+from explorer.server import heavy
+from explorer.views import ablation as views
+from explorer.views.code import snippet
 
 DEFAULT = "The animal didn't cross the street because it was too [MASK]."
 DEFAULT_B = "It lay down on the pavement and slept."
@@ -32,9 +34,8 @@ loss on a fixed held-out batch of BBC News, P(IsNext), the classifier's probabil
 lm = widgets.current_model()
 cfg = lm.config
 text, text_pair = widgets.text_or_pair("abl", DEFAULT, DEFAULT_B)
-key = resources.source_key(lm.source)
 try:
-    enc = resources.forward(key, text, text_pair, _loaded=lm).encoding
+    enc = views.encoded(lm.source, text, text_pair)
 except (TextError, InputError) as exc:
     widgets.show_error(exc)
     st.stop()
@@ -68,28 +69,30 @@ if not off:
     st.info("No head is switched off: pick heads or layers above to see their effect.", icon=":material/info:")
     st.stop()
 
-before = resources.ablation_readout(key, text, text_pair, (), mode, _loaded=lm)
-after = resources.ablation_readout(key, text, text_pair, off, mode, _loaded=lm)
-mv = ablation.movement(before, after)
+args = (lm.source, text, text_pair, mode, off)
+try:
+    res = views.ablate(*args)
+except (TextError, InputError) as exc:
+    widgets.show_error(exc)
+    st.stop()
+before, after, mv, layer_names = res.before, res.after, res.movement, res.layer_names
 
 st.subheader("How far the representations move")
 st.caption("Cosine similarity between the unablated and the ablated hidden states (1 = unchanged). "
            "Layers below the first switched-off head stay at 1; the sentence embedding is the last layer's "
            "[CLS] vector, the mean over all tokens, and the pooler output.")
-layer_names = ["embeddings"] + [widgets.layer_label(b) for b in range(cfg.num_hidden_layers)]  # hidden_states rows
-widgets.plotly_chart(abl_figures.movement_figure(mv.per_layer, layer_names, mv.cls, mv.mean_pooled, mv.pooled),
-                     key="abl_move")
-as_code.expander("ablation", "Head ablation", analyses.ablation(lm.source, text, text_pair, mode, off),
-                 {"per_layer": mv.per_layer, "cls": mv.cls, "mean_pooled": mv.mean_pooled})
+widgets.plotly_chart(views.movement_figure(res), key="abl_move")
+as_code.expander("ablation", "Head ablation", snippet("Head ablation: how far the representations move",
+                                                      views.ablate, args, draw=[(views.movement_figure, {})]), res)
 token_ids = [f"{i}:{tok}" for i, tok in enumerate(enc.tokens)]
 widgets.download_csv(pd.DataFrame(mv.per_token.T, index=pd.Index(token_ids, name="token"), columns=layer_names),
                      "ablation_cosine_per_token", key="abl_move_csv", label="CSV (cosine per token and layer)")
 
 st.subheader("Predictions before and after")
 if lm.has_mlm_head:
-    loss_before = resources.heldout_mlm_loss(key, (), mode, _loaded=lm)
     try:
-        loss_after = resources.heldout_mlm_loss(key, off, mode, _loaded=lm)
+        loss_before = heavy.run_view(views.mlm_loss, "the MLM loss on the held-out batch", lm.source, mode, ())
+        loss_after = heavy.run_view(views.mlm_loss, "the MLM loss on the held-out batch", lm.source, mode, off)
     except DataError as exc:
         widgets.show_error(ValueError(str(exc)))
         st.stop()

@@ -4,15 +4,16 @@ similarity of two sentences, one score per token or word."""
 import pandas as pd
 import streamlit as st
 
-from bertcore.readouts import fill_mask
-from bertcore.analysis.causal.attribution import DEFAULT_STEPS, AttributionError, mask_positions
+from bertcore.analysis.causal.attribution import DEFAULT_STEPS, AttributionError
 from bertcore.modeling.embeddings import InputError
 from bertcore.loading.sources import PACKAGED_MLM
-from bertcore.tokenization.tokenizer import TextError, encode
-from explorer import as_code, resources, widgets
+from bertcore.tokenization.tokenizer import TextError
+from explorer import as_code, widgets
 from explorer import edited_input as whatif
-from explorer.as_code import analyses
-from explorer.figures import attribution as attr_figures
+from explorer.panels import attribution as panels
+from explorer.server import heavy
+from explorer.views import attribution as views
+from explorer.views.code import snippet
 
 DEFAULT_CLS = "The striker scored twice as the home side won the cup final."
 DEFAULT_MLM = "The capital of France is [MASK]."
@@ -71,12 +72,10 @@ with c1:
                             persist_state="session")
         text_b = whatif.edited_input("attr_mlm", text or "", lm)
         try:
-            enc = encode(lm.tokenizer, fill_mask.normalise_mask_markers(text or "", lm.tokenizer),
-                         max_length=lm.max_length)
+            masks = views.masks(lm.source, text or "")
         except TextError as exc:
             widgets.show_error(exc)
             st.stop()
-        masks = mask_positions(enc, lm.tokenizer)
         if not masks:
             st.info("Type [MASK] where the model should guess a word, e.g. “The capital of France is [MASK].”",
                     icon=":material/edit_note:")
@@ -85,9 +84,7 @@ with c1:
         if len(masks) > 1:
             position = st.selectbox("Which [MASK]", masks, key="attr_mask_pos",
                                     format_func=lambda p: f"position {p} ([MASK] #{masks.index(p) + 1})")
-        t = enc.tensors()
-        guesses = fill_mask.predict(lm.model, lm.tokenizer, t["input_ids"], [position], k=5,
-                                    attention_mask=t["attention_mask"], token_type_ids=t["token_type_ids"])[0]
+        guesses = views.guesses(lm.source, text or "", position)
         target = st.selectbox("Guess to explain", guesses.ids, key="attr_guess",
                               format_func=lambda i: f"{guesses.tokens[guesses.ids.index(i)]} "
                                                     f"({guesses.probs[guesses.ids.index(i)]:.3f})")
@@ -98,9 +95,9 @@ with c1:
         other = st.text_area("Sentence B (held fixed)", value=DEFAULT_B, key="attr_sim_b", height=80,
                              persist_state="session")
 
+args = (lm.source, kind, text, other, position, target, int(n_steps))
 try:
-    res = resources.attribution(resources.source_key(lm.source), kind, text, other, position, target, int(n_steps),
-                                _loaded=lm)
+    res = heavy.run_view(views.explain, "integrated gradients", *args)
 except (TextError, InputError) as exc:
     widgets.show_error(exc)
     st.stop()
@@ -129,13 +126,13 @@ else:
 if len(scores) == 0:
     st.info("No word to score.")
     st.stop()
-unit = "cosine" if kind == "similarity" else "probability"
-widgets.plotly_chart(attr_figures.attribution_bars(labels, scores, f"What moves {res.target}", unit), key="attr_bars")
-as_code.expander("attribution", "Attribution", analyses.attribution(lm.source, kind, text, other, position, target,
-                                                                   int(n_steps), per_word), scores)
+draw = {"per_word": bool(per_word), "unit": "cosine" if kind == "similarity" else "probability"}
+widgets.plotly_chart(views.bars_figure(res, **draw), key="attr_bars")
+as_code.expander("attribution", "Attribution", snippet(f"Attribution: {kind.replace('_', '-')}", views.explain, args,
+                                                       draw=[(views.bars_figure, draw)]), res)
 table = pd.DataFrame({"word" if per_word else "token": labels, "attribution": scores})
 st.dataframe(table, hide_index=True, key="attr_table")
 widgets.download_csv(table, "attribution", key="attr_csv", index=False)
 if text_b is not None:
     with st.container(border=True):
-        whatif.attribution_views(lm, kind, res, text, text_b, other, target, int(n_steps), per_word)
+        panels.whatif_section(lm, kind, res, text, text_b, other, target, int(n_steps), per_word)

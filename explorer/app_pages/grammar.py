@@ -11,15 +11,15 @@ import pandas as pd
 import streamlit as st
 
 from bertcore.analysis import shipped
-from bertcore.analysis.grammar import minimal_pairs as M
-from bertcore.analysis.grammar.scoring import PLL_METRICS, ScoringError
+from bertcore.analysis.grammar.scoring import PLL_METRICS
 from bertcore.loading.sources import PACKAGED_MLM
-from explorer import as_code, resources, widgets
+from explorer import as_code, widgets
 from explorer.server import heavy
 from explorer.server import share
 from explorer import edited_input as whatif
-from explorer.as_code import analyses
-from explorer.figures import grammar as figs
+from explorer.views import grammar as views
+from explorer.views.code import snippet
+from explorer.views.core import source_key
 
 GOOD = "The keys to the cabinet are on the table."
 BAD = "The keys to the cabinet is on the table."
@@ -48,7 +48,7 @@ if not lm.has_mlm_head:
     st.stop()
 
 share.shareable({"gram_a": share.text, "gram_b": share.text, "gram_whatif": share.boolean})
-key = resources.source_key(lm.source)
+key = source_key(lm.source)
 metric = st.radio("Scoring", PLL_METRICS, index=PLL_METRICS.index(shipped.GRAMMAR_METRIC), key="gram_metric",
                   format_func=METRIC_LABELS.__getitem__,
                   horizontal=True, help="Within-word left-to-right also hides the later pieces of a word split "
@@ -60,12 +60,11 @@ st.subheader("Which sentence does the model prefer?")
 c1, c2 = st.columns(2)
 a = c1.text_area("Sentence 1", GOOD, key="gram_a", height=80)
 b = c2.text_area("Sentence 2", BAD, key="gram_b", height=80)
-scores = []
-for label, text in (("Sentence 1", a), ("Sentence 2", b)):
-    try:
-        scores.append((label, resources.pll(key, text, metric, _loaded=lm)))
-    except ScoringError as exc:
-        st.warning(f"{label}: {widgets.escape_md(str(exc))}", icon=":material/warning:")
+args = (lm.source, a, b, metric)
+pref = views.preference(*args)
+for label, why in pref.errors.items():
+    st.warning(f"{label}: {widgets.escape_md(why)}", icon=":material/warning:")
+scores = list(zip(pref.labels, pref.scores))
 if len(scores) == 2:
     (_, s1), (_, s2) = scores
     better, worse = (1, 2) if s1.pll >= s2.pll else (2, 1)
@@ -86,12 +85,11 @@ if scores:
     st.caption("Each bar is one WordPiece's log-probability when it alone (with the rest of its word, in the "
                "within-word scoring) is hidden. Where the two sentences differ, the bars show which word the "
                "model finds surprising; small bars elsewhere show the difference spreading to the neighbours.")
-    widgets.plotly_chart(figs.contributions_figure([(lab, s.tokens, s.log_probs) for lab, s in scores]),
-                         key="gram_contrib")
+    widgets.plotly_chart(views.contributions_figure(pref), key="gram_contrib")
 if len(scores) == 2:
-    as_code.expander("grammar", "Grammar", analyses.grammar(lm.source, a, b, metric, resources.PLL_MAX_TOKENS),
-                     {"pll": [s.pll for _, s in scores], "log_probs_1": scores[0][1].log_probs,
-                      "log_probs_2": scores[1][1].log_probs})
+    as_code.expander("grammar", "Grammar", snippet("Grammar: which sentence does the model prefer?",
+                                                   views.preference, args,
+                                                   draw=[(views.contributions_figure, {})]), pref)
 if st.toggle("Compare the two sentences token by token (what if?)", key="gram_whatif", persist_state="session",
              help="Sentence 1 as input A, sentence 2 as input B: each token's vector and each head's attention, "
                   "side by side, and one-click edits of sentence 2."):
@@ -111,15 +109,13 @@ n_pairs = c1.slider("Pairs per paradigm", 10, 200, shipped.GRAMMAR_PAIRS, 10, ke
                     help="More pairs give steadier shares and take longer (two PLLs per pair).")
 run = c2.button("Run the suite", key="gram_run", type="primary", icon=":material/play_arrow:")
 stored = st.session_state.get("gram_results")
-suite = shipped.grammar_suite(lm, n_pairs, metric)
 if run:
     # queued beside other heavy jobs; a class that runs the same suite on the same model scores it once
-    results = heavy.run_with_status(("grammar-suite", key, metric, n_pairs), lambda progress: suite.compute(
-        lambda i, n: progress(i / n) if i % 5 == 0 or i == n else None), "the suite")
+    results = heavy.run_view(views.suite, "the suite", lm.source, n_pairs, metric)
     stored = {"key": key, "metric": metric, "n": n_pairs, "results": results}
     st.session_state["gram_results"] = stored
 elif not stored or (stored["key"], stored["metric"], stored["n"]) != (key, metric, n_pairs):
-    found = shipped.shipped(lm, suite)  # this model's suite as shipped beside it: shown without a click
+    found = views.shipped_suite(lm.source, n_pairs, metric)  # as shipped beside the model: shown without a click
     if found is not None:
         stored = {"key": key, "metric": metric, "n": n_pairs, "results": found, "shipped": True}
 if stored and stored.get("shipped"):
@@ -130,7 +126,7 @@ if stored and (stored["key"], stored["metric"]) != (key, metric):
     stored = None
 if stored:
     results = stored["results"]
-    widgets.plotly_chart(figs.suite_figure(M.accuracy_by_paradigm(results)), key="gram_suite")
+    widgets.plotly_chart(views.suite_figure(results), key="gram_suite")
     failing = [r for r in results if not r.pll_correct]
     st.markdown(f"**{len(failing)} of {len(results)} pairs** where the ungrammatical sentence scored higher.")
     if failing:

@@ -5,14 +5,14 @@ import random
 import streamlit as st
 
 from bertcore.readouts import next_sentence
-from bertcore.analysis.attention.words import merge_vector, word_groups
 from bertcore.loading.sources import PACKAGED_MLM
 from bertcore.tokenization.tokenizer import TextError
 from explorer import as_code, resources, widgets
 from explorer.server import share
 from explorer import edited_input as whatif
-from explorer.as_code import tasks
 from explorer.figures import next_sentence as nsp_figures
+from explorer.views import next_sentence as views
+from explorer.views.code import snippet
 
 EXAMPLES = {
     "true": ("The company said its profits rose by 20% last year.",
@@ -35,7 +35,7 @@ it (RoBERTa, Liu et al. 2019); it is here because it is how BERT was trained.
 )
 
 lm = widgets.current_model()
-if not next_sentence.has_nsp_head(lm.model):
+if not views.has_head(lm.source):
     st.info(f"**{widgets.escape_md(lm.source.name)}**: " + next_sentence.no_nsp_reason(lm.config),
             icon=":material/block:")
     st.button("Use the packaged MiniLM-MLM (has MLM and NSP heads)", key="nsp_switch", type="primary",
@@ -71,7 +71,7 @@ b = st.text_area("Sentence B", key="nsp_b", height=80)
 b_edited = whatif.edited_input("nsp", b or "", lm, label="Sentence B, edited (input B of the what-if)")
 
 try:
-    pred = next_sentence.predict(lm.model, lm.tokenizer, a or "", b or "", max_length=lm.max_length)
+    pred = views.predict(lm.source, a or "", b or "")
 except TextError as exc:
     widgets.show_error(exc)
     st.stop()
@@ -88,7 +88,7 @@ widgets.plotly_chart(where=right, fig=nsp_figures.is_next_bar(pred.p_is_next), k
 if b_edited is not None:
     with st.container(border=True):
         try:
-            pred_b = next_sentence.predict(lm.model, lm.tokenizer, a or "", b_edited, max_length=lm.max_length)
+            pred_b = views.predict(lm.source, a or "", b_edited)
         except TextError:
             pred_b = None  # the views below say what is wrong with the edited sentence
         if pred_b is not None:
@@ -106,14 +106,10 @@ n_heads = pred.cls_attention.shape[1]
 hc1, hc2 = st.columns([3, 1])
 head = hc1.selectbox("Head", ["mean over heads"] + [f"head {h + 1}" for h in range(n_heads)], key="nsp_head")
 head_index = None if head == "mean over heads" else int(head.split()[1]) - 1
-cls_attention, labels, types = pred.cls_attention, enc.tokens, enc.token_type_ids  # (L, heads, T)
 by_word = widgets.words_toggle("nsp", where=hc2)
-if by_word:
-    groups = word_groups(enc.tokens, enc.word_ids)
-    cls_attention = merge_vector(cls_attention, groups, "sum")  # (L, heads, W): a word gets its pieces' sum
-    labels, types = groups.labels, [enc.token_type_ids[m[0]] for m in groups.members]
-widgets.plotly_chart(nsp_figures.cls_attention_figure(cls_attention, labels, types, head_index),
-                     key="nsp_cls_attention")
+args = (lm.source, a or "", b or "", by_word)
+looks = views.cls_looks(*args)
+widgets.plotly_chart(views.cls_figure(looks, head_index), key="nsp_cls_attention")
 as_code.expander("next_sentence", "Next sentence prediction",
-                 tasks.next_sentence(lm.source, a or "", b or "", head_index, by_word),
-                 {"p_is_next": pred.p_is_next, "cls_attention": cls_attention})
+                 snippet("Next sentence prediction: P(IsNext) and where [CLS] looks", views.cls_looks, args,
+                         draw=[(views.cls_figure, {"head": head_index})]), looks)

@@ -5,12 +5,10 @@ import numpy as np
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from bertcore import vectors
-from bertcore.analysis.representations import similarity
 from bertcore.tokenization.tokenizer import TextError
-from explorer import as_code, resources, widgets
-from explorer.as_code import analyses
-from explorer.figures import similarity as sim_figures
+from explorer import as_code, widgets
+from explorer.views import word_senses as views
+from explorer.views.code import snippet
 
 MAX_SENTENCES = 24
 PRESETS = {
@@ -91,7 +89,7 @@ if len(sentences) > MAX_SENTENCES:
     senses, sentences = senses[:MAX_SENTENCES], sentences[:MAX_SENTENCES]
 
 try:
-    occ = resources.occurrences(resources.source_key(lm.source), target, tuple(sentences), _loaded=lm)
+    occ = views.occurrences(lm.source, target, sentences)
 except TextError as exc:
     widgets.show_error(exc)
     st.stop()
@@ -113,10 +111,7 @@ if n < 2:
             "compare its vectors. Add sentences that contain it, or pick an example above.", icon=":material/info:")
     st.stop()
 
-occ_senses = [senses[i] for i in occ.sentence_index]
-occ_labels = [f"[{senses[i]}] {occ.sentences[i]}" if senses[i] else occ.sentences[i] for i in occ.sentence_index]
-n_layers = occ.vectors.shape[1] - 1
-layer_names = ["emb"] + [str(i) for i in range(1, n_layers + 1)]
+n_layers = lm.config.num_hidden_layers
 if len(occ.pieces) > 1:
     st.caption(f"The target is split into {len(occ.pieces)} pieces ({widgets.escape_md(' '.join(occ.pieces))}): "
                "its vector is their mean.")
@@ -124,16 +119,17 @@ if len(occ.pieces) > 1:
 # with the embeddings option the picker returns a hidden_states index (0 = embeddings; "Layer k" is hidden_states[k],
 # the output of block k - 1), and occ.vectors[:, k] is hidden_states[k]: the label's number is the index here
 layer = widgets.layer_picker("ws", n_layers, include_embeddings=True, default=n_layers)
-base_mean, base_std = similarity.random_pair_baseline(occ.others, occ.other_words, n_pairs=400, seed=0)
-sim = vectors.cosine_matrix(occ.vectors[:, layer])
+args = (lm.source, target, sentences, senses, layer)
+res = views.senses(*args)
+base_mean, base_std = res.base_mean, res.base_std
 
 left, right = st.columns(2)
 with left:
     st.subheader("Cosine similarity")
     layer_context = ("the embedding output, before any context is mixed in" if layer == 0
                      else "after " + str(layer) + " layer(s) of attention")
-    st.caption(f"Between the occurrences at layer {layer_names[layer]} ({layer_context}).")
-    widgets.plotly_chart(sim_figures.cosine_heatmap(sim, occ_labels, baseline=float(base_mean[layer])), key="ws_matrix")
+    st.caption(f"Between the occurrences at layer {res.layer_names[layer]} ({layer_context}).")
+    widgets.plotly_chart(views.matrix_figure(res), key="ws_matrix")
     if not np.isnan(base_mean[layer]):
         st.caption(f"Baseline at this layer: two random different words of these sentences have a mean cosine of "
                    f"{base_mean[layer]:.2f} (± {base_std[layer]:.2f}); the colour scale starts there, so a dark "
@@ -142,22 +138,20 @@ with right:
     st.subheader("Two dimensions (PCA)")
     st.caption("The occurrences at the chosen layer, projected on their two main directions of variation "
                "(numbers match the matrix).")
-    points, explained = vectors.pca_2d(occ.vectors[:, layer])
-    if not explained.any():
+    if not res.explained.any():
         st.info("Every occurrence has the same vector at this layer: before any attention layer, a word's "
                 "vector depends only on the word, its position and its segment.", icon=":material/info:")
-    widgets.plotly_chart(sim_figures.pca_scatter(points, occ_labels, occ_senses, explained), key="ws_pca")
+    widgets.plotly_chart(views.pca_figure(res), key="ws_pca")
 
 st.subheader("Similarity across layers")
-same, different = similarity.similarity_by_layer(occ.vectors, occ_senses)
-if np.all(np.isnan(same)) and np.all(np.isnan(different)):
+if np.all(np.isnan(res.same)) and np.all(np.isnan(res.different)):
     st.info("Label the sentences with a sense (`sense | sentence`) to compare same-sense and "
             "different-sense pairs.", icon=":material/info:")
 else:
     st.caption("Mean cosine of pairs of occurrences with the same sense label and with different labels; "
                "the grey band is random pairs of different words from the same sentences. The gap between "
                "green and red is what the model knows about the sense.")
-widgets.plotly_chart(sim_figures.similarity_by_layer(same, different, base_mean, base_std, layer_names),
-                     key="ws_layers")
-as_code.expander("word_senses", "Word senses", analyses.word_senses(lm.source, target, list(sentences), senses, layer),
-                 {"cosine": sim, "same": same, "different": different})
+widgets.plotly_chart(views.layers_figure(res), key="ws_layers")
+as_code.expander("word_senses", "Word senses",
+                 snippet(f"Word senses: '{target}' at layer {layer}", views.senses, args,
+                         draw=[(views.matrix_figure, {}), (views.pca_figure, {}), (views.layers_figure, {})]), res)
