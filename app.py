@@ -55,6 +55,7 @@ PAGES = {
         page("patching", "Activation patching", "swap_calls"),
         page("query_key", "Query-key map", "scatter_plot"),
         page("features", "Features (SAEs)", "category"),
+        page("circuits", "Circuits", "hub"),
         page("corpus_search", "Corpus search", "manage_search"),
         page("projector", "Embedding projector", "bubble_chart"),
         page("compare", "Compare models", "compare_arrows"),

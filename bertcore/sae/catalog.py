@@ -58,3 +58,40 @@ def available(model_folder: str | Path, hidden_size: int, num_layers: int, runs_
         trained_on = ((cfg.get("metadata") or {}).get("bert_explorer") or {}).get("model_hash")
         out.append(Entry(label, folder, cfg, None if trained_on is None or here is None else trained_on == here))
     return out
+
+
+TRANSCODERS_DIR = "transcoders"
+
+
+def _holds_transcoders(folder: Path) -> bool:
+    """Whether ``folder``'s first ``layer-*/cfg.json`` names SAELens's transcoder architecture."""
+    import json
+
+    from .transcoder import ARCHITECTURE
+
+    for cfg in sorted(folder.glob("layer-*/cfg.json"))[:1]:
+        try:
+            return json.loads(cfg.read_text(encoding="utf-8")).get("architecture") == ARCHITECTURE
+        except (OSError, ValueError):
+            return False
+    return False
+
+
+def transcoder_sets(model_folder: str | Path | None, runs_root: str | Path | None = None) -> list[tuple[str, Path]]:
+    """The folders that hold a transcoder set (``layer-<n>/`` folders of transcoders), shipped first: ``(label,
+    folder)`` for ``<model folder>/transcoders/``, then, newest run first, each run's final ``sae/`` folder (a
+    finished transcoder run) or else its newest checkpoint (a run in progress). Readability and fit are checked when
+    a set is loaded (:func:`bertcore.sae.transcoder.load_set`)."""
+    found: list[tuple[str, Path]] = []
+    if model_folder is not None and _holds_transcoders(Path(model_folder) / TRANSCODERS_DIR):
+        found.append(("shipped transcoders", Path(model_folder) / TRANSCODERS_DIR))
+    if runs_root is not None and Path(runs_root).is_dir():
+        for run in sorted(Path(runs_root).iterdir(), reverse=True):
+            if _holds_transcoders(run / SHIPPED_DIR):
+                found.append((f"run {run.name}", run / SHIPPED_DIR))
+                continue
+            steps = sorted(p for p in (run / "checkpoints").glob("step-*") if _holds_transcoders(p)) \
+                if (run / "checkpoints").is_dir() else []
+            if steps:
+                found.append((f"run {run.name}, {steps[-1].name} (in progress)", steps[-1]))
+    return found

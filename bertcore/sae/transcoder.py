@@ -268,3 +268,38 @@ def load(folder: str | Path) -> tuple[Transcoder, dict[str, Any]]:
     tc.eval()
     cfg["layer"] = meta["layer"]
     return tc, cfg
+
+
+def load_set(folder: str | Path, hidden_size: int | None = None,
+             num_layers: int | None = None) -> dict[int, Transcoder]:
+    """Every transcoder of a set folder (one ``layer-<n>/`` folder per block, as a training run's checkpoint or a
+    shipped set holds them): ``{block: Transcoder}``, blocks from 0.
+
+    Args:
+        hidden_size, num_layers: the model's; when given, each transcoder's ``d_in`` / ``d_out`` must equal
+            ``hidden_size`` and the set must hold every block ``0 .. num_layers - 1`` once.
+    Raises:
+        SAEError: no ``layer-*`` folder, an unreadable one (:func:`load`'s reasons, with the folder named), a
+            ``d_in`` or ``d_out`` that is not the model's hidden size, a block the model lacks, missing or twice.
+    """
+    folder = Path(folder)
+    subfolders = sorted(folder.glob("layer-*")) if folder.is_dir() else []
+    if not subfolders:
+        raise SAEError(f"{folder} holds no transcoder folders (layer-<n>/): train them with `python -m bertcore.sae "
+                       "train --kind transcoder`")
+    out: dict[int, Transcoder] = {}
+    for sub in subfolders:
+        tc, cfg = load(sub)
+        block = int(cfg["layer"])
+        if hidden_size is not None and (tc.d_in != hidden_size or tc.d_out != hidden_size):
+            raise SAEError(f"{sub}: d_in {tc.d_in} / d_out {tc.d_out} do not match the model's hidden size "
+                           f"{hidden_size}: these transcoders were trained on another model")
+        if block in out:
+            raise SAEError(f"{folder}: two transcoders replace block {block}")
+        if num_layers is not None and not 0 <= block < num_layers:
+            raise SAEError(f"{sub}: block {block} does not exist in a model of {num_layers} blocks")
+        out[block] = tc
+    if num_layers is not None and sorted(out) != list(range(num_layers)):
+        missing = sorted(set(range(num_layers)) - set(out))
+        raise SAEError(f"{folder}: no transcoder for block(s) {missing}; an attribution graph needs one per block")
+    return out

@@ -7,7 +7,8 @@ what the page's figure draws and what its text quotes. :func:`view` makes one:
   :func:`source_key` (kind, ref and its files' stamp: sizes and modification times, so a rewritten model file
   gives a new key) and every other argument (lists as tuples);
 - **one computation per key**: a session that asks while another computes the same key waits for it and shares
-  its result; a :class:`~pathlib.Path` argument is keyed on the file's size and modification time;
+  its result; a :class:`~pathlib.Path` argument is keyed on its files' sizes and modification times (every file
+  under a folder);
 - **bounded**: results live in a least-recently-used cache of at most :data:`CACHE_MB` megabytes
   (``BERT_EXPLORER_VIEW_CACHE_MB``), a result's size being the bytes of its arrays and tensors;
 - **read-only**: every numpy array of a result is made read-only before it is shared, so no session can change
@@ -153,12 +154,16 @@ def load(source: ModelSource) -> LoadedModel:
 def _key_part(value: Any) -> Hashable:
     if isinstance(value, ModelSource):
         return ("source", *source_key(value))
-    if isinstance(value, Path):  # a file read by the view: a rewritten file is a new key
-        try:
-            st = value.stat()
-            return ("file", str(value), st.st_size, st.st_mtime_ns)
-        except OSError:
-            return ("file", str(value), None)
+    if isinstance(value, Path):  # a file or folder read by the view: a rewritten file is a new key
+        files = sorted(p for p in value.rglob("*") if p.is_file()) if value.is_dir() else [value]
+        stamps = []
+        for f in files:
+            try:
+                st = f.stat()
+                stamps.append((str(f), st.st_size, st.st_mtime_ns))
+            except OSError:
+                stamps.append((str(f), None))
+        return ("path", str(value), tuple(stamps))
     if isinstance(value, (list, tuple)):
         return tuple(_key_part(v) for v in value)
     if isinstance(value, dict):

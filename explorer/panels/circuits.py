@@ -1,0 +1,86 @@
+"""The Circuits page's sections: how to get transcoders, the node picker and a node's details (its activation,
+direct effect and top held-out contexts), and steering a node or a named supernode in the real model."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from bertcore.loading.sources import LoadedModel
+from explorer import widgets
+from explorer.server import heavy
+from explorer.views import circuits as views
+
+
+def how_to_train(lm: LoadedModel) -> None:
+    """What to do when no transcoder set fits the sidebar's model."""
+    n = lm.config.num_hidden_layers
+    st.info(f"**{widgets.escape_md(lm.source.name)} has no transcoders yet.** An attribution graph replaces each "
+            f"of its {n} feed-forward blocks by a transcoder trained on that block's input and output. Train a set "
+            "on the **Train** page (recipe *Transcoders for every layer*: resumable, its newest checkpoint shows "
+            "here while it runs), or from a terminal:", icon=":material/info:")
+    st.code(f"python -m bertcore.sae train --kind transcoder --run-dir runs/transcoders --model "
+            f"{lm.path or 'MODEL_FOLDER'} --layers {','.join(str(b) for b in range(n))} --d-sae "
+            f"{16 * lm.config.hidden_size} --k 32 --max-time 600\npython -m bertcore.sae resume --run-dir "
+            "runs/transcoders   # after a stop: it goes on from its last checkpoint", language="bash")
+
+
+def _name(c: views.Circuit, i: int) -> str:
+    return (f"{c.labels[i]} at {c.tokens[c.positions[i]]!r} (position {c.positions[i]}) · influence "
+            f"{c.influence[i]:.3f}")
+
+
+def node_picker(c: views.Circuit) -> str | None:
+    """A select box of the kept feature and error nodes, most influential first (a click on the graph selects
+    too); returns the chosen node's id."""
+    order = [i for i in sorted(range(len(c.node_ids)), key=lambda i: -c.influence[i])
+             if c.kinds[i] in ("feature", "error")]
+    clicked = st.session_state.get("cir_graph")
+    points = (clicked or {}).get("selection", {}).get("points", []) if isinstance(clicked, dict) else []
+    picked = next((p.get("customdata") for p in points if p.get("customdata") in c.node_ids), None)
+    if picked is not None and picked != st.session_state.get("cir_node"):
+        st.session_state["cir_node"] = picked
+    ids = [c.node_ids[i] for i in order]
+    if st.session_state.get("cir_node") not in ids:
+        st.session_state.pop("cir_node", None)
+    if not ids:
+        st.info("Pruning kept no feature or error node at this threshold: raise it.", icon=":material/info:")
+        return None
+    return st.selectbox("Node (or click one in the graph)", ids, key="cir_node",
+                        format_func=lambda node: _name(c, c.node_ids.index(node)))
+
+
+def node_details(lm: LoadedModel, c: views.Circuit, selected: str | None, transcoders) -> None:
+    """The chosen node: its activation and direct effect on the target; a feature's top held-out contexts on a
+    click (a heavy view, through the queue)."""
+    if selected is None:
+        return
+    i = c.node_ids.index(selected)
+    m = st.columns(3)
+    m[0].metric("Activation" if c.kinds[i] == "feature" else "Error norm", f"{c.activations[i]:.3g}")
+    m[1].metric("Direct effect on the target", f"{c.logit_effect[i]:+.3g}",
+                help="Its edge to the target logit(s): what it adds there, through the frozen attention, with every "
+                     "other node held fixed (weighted by each target's probability).")
+    m[2].metric("Influence", f"{c.influence[i]:.3g}", help="Its share of the influence on the prediction, through "
+                                                            "every path of the graph (circuit-tracer's definition).")
+    if c.kinds[i] != "feature":
+        st.caption("An error node holds what the transcoder of this block misses at this position: it has no "
+                   "feature to look at.")
+        return
+    layer, feature = int(c.layers[i]), int(c.features[i])
+    if st.toggle("Show its top held-out contexts (a few seconds)", key="cir_contexts"):
+        ctx = heavy.run_view(views.contexts, "the feature's top contexts", lm.source, transcoders, layer, feature)
+        st.caption(f"Block {layer} latent {feature} fires on {ctx.density:.2%} of held-out tokens; its strongest "
+                   "sentences (the peak token in bold):")
+        st.markdown("\n".join(
+            f"- {a:.2f}: " + " ".join(f"**{widgets.escape_md(t)}**" if j == p else widgets.escape_md(t)
+                                      for j, t in enumerate(toks))
+            for toks, p, a in zip(ctx.tokens, ctx.position, ctx.activation)))
+
+
+def supernode_table(c: views.Circuit, members: list[str]) -> pd.DataFrame:
+    """The members of a supernode, one row each."""
+    rows = [c.node_ids.index(m) for m in members]
+    return pd.DataFrame({"node": [c.labels[i] for i in rows], "position": [int(c.positions[i]) for i in rows],
+                         "activation": [float(c.activations[i]) for i in rows],
+                         "influence": [float(c.influence[i]) for i in rows]})

@@ -1,0 +1,81 @@
+"""The Circuits page: with a transcoder set in a run (random transcoders: the graph's algebra holds for any), the
+default sentence's pruned graph is drawn with its scores, a node's details show, "Show the code" is recorded; without
+transcoders the page says how to train them; bad input gets a sentence."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bertcore.loading import sources
+from bertcore.sae import transcoder as T
+from explorer.as_code import RECORD_KEY
+
+from ..circuits.test_attribution import random_transcoders
+from .conftest import assert_clean, chart_specs, messages, page
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A runs root with one finished transcoder run for the shipped model (random weights, d_sae 32)."""
+    root = tmp_path_factory.mktemp("runs")
+    lm = sources.load(sources.PACKAGED_MLM)
+    torch.manual_seed(0)
+    for block, tc in random_transcoders(lm.config, d_sae=32).items():
+        T.save(tc, root / "20261129-000000-sae" / "sae" / f"layer-{block + 1}", block)
+    return root
+
+
+def test_the_default_graph_is_drawn_with_its_scores(runs, monkeypatch):
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(runs))
+    at = page("circuits")
+    assert_clean(at)
+    specs = chart_specs(at)
+    graph = next(s for s in specs if "Attribution graph" in str(s["layout"].get("title", "")))
+    kinds = {t.get("name") for t in graph["data"]}
+    assert {"embedding", "logit (target)"} <= kinds
+    labels = [m.label for m in at.metric]
+    assert "Replacement score" in labels and "Completeness score" in labels
+    rec = at.session_state[RECORD_KEY]["circuits"]
+    assert "def graph(" in rec.code and "result = Circuit(" in rec.code
+    assert 0.0 <= rec.result.scores["replacement"] <= 1.0 and len(rec.result.node_ids) == len(rec.result.kinds)
+    assert rec.result.targets == ["are − is"] or len(rec.result.targets) == 1
+    # a lower threshold keeps fewer nodes
+    at.slider(key="cir_threshold").set_value(0.3).run()
+    assert_clean(at)
+    assert len(at.session_state[RECORD_KEY]["circuits"].result.node_ids) <= len(rec.result.node_ids)
+
+
+def test_without_transcoders_the_page_says_how_to_train_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path))
+    at = page("circuits")
+    assert_clean(at)
+    assert any("has no transcoders yet" in i for i in messages(at)["info"])
+    assert any("--kind transcoder" in c.value for c in at.code)
+
+
+@pytest.mark.parametrize("state,expect", [
+    ({"cir_text": "No mask here."}, "exactly one [MASK]"),
+    ({"cir_text": "The [MASK] and the [MASK]."}, "exactly one [MASK]"),
+    ({"cir_contrast": "are/unbelievably"}, "pick a word that is one token"),
+    ({"cir_contrast": "are"}, "two words separated"),
+    ({"cir_text": "word " * 80 + "[MASK]."}, "at most 64"),
+])
+def test_bad_input_gets_a_sentence(runs, monkeypatch, state, expect):
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(runs))
+    at = page("circuits", **state)
+    assert_clean(at)
+    said = " ".join(sum(messages(at).values(), []))
+    assert expect in said.replace("\\", ""), said
+
+
+def test_a_set_of_another_width_is_refused_with_a_sentence(tmp_path, monkeypatch):
+    root = tmp_path / "runs"
+    for block in range(6):
+        T.save(T.Transcoder(8, 8, 4, 2), root / "r" / "sae" / f"layer-{block + 1}", block)
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(root))
+    at = page("circuits")
+    assert_clean(at)
+    said = " ".join(sum(messages(at).values(), []))
+    assert "do not match the model's hidden size" in said, said
