@@ -9,7 +9,9 @@ import numpy as np
 
 from bertcore.modeling.heads import BertForMaskedLM
 from bertcore.loading.sources import ModelSource, files_stamp
-from explorer import heldout, resources
+from explorer import resources
+from explorer.views import attention as attention_views
+from explorer.views import masking as mask_views
 
 from .conftest import save_tiny_bert
 
@@ -19,7 +21,7 @@ def test_a_rewritten_model_folder_is_loaded_and_run_again(tmp_path):
     source = ModelSource("local", str(folder), "tiny")
     first = resources.load_model(source)
     key1 = resources.source_key(source)
-    act1 = resources.forward(key1, "the cat sat on the mat", None, _loaded=first)
+    act1 = attention_views.forward(source, "the cat sat on the mat", None)
     assert resources.load_model(source) is first  # cached while the files are unchanged
     assert resources.source_key(source) == key1
 
@@ -30,7 +32,7 @@ def test_a_rewritten_model_folder_is_loaded_and_run_again(tmp_path):
     w1 = first.model.state_dict()["bert.embeddings.word_embeddings.weight"]
     w2 = second.model.state_dict()["bert.embeddings.word_embeddings.weight"]
     assert not np.allclose(w1.numpy(), w2.numpy())
-    act2 = resources.forward(key2, "the cat sat on the mat", None, _loaded=second)
+    act2 = attention_views.forward(source, "the cat sat on the mat", None)
     assert not np.allclose(act1.hidden_states, act2.hidden_states)
 
 
@@ -43,31 +45,6 @@ def test_files_stamp_follows_every_model_file(tmp_path):
     assert files_stamp(source) != before
     assert files_stamp(ModelSource("local", str(tmp_path / "missing"))) == ""
     assert files_stamp(ModelSource("hub", "bert-base-uncased")) == ""
-
-
-def test_checkpoint_summary_segments_follow_the_run_tokenizer(tmp_path, monkeypatch):
-    """The Evolution page's per-checkpoint summary shares held-out segments (packed to a token budget by the
-    tokenizer) across a run's checkpoints; a run folder rewritten with another vocabulary gets new ones."""
-    from bertcore.modeling.model import BertModel
-
-    from .conftest import SMALL_VOCAB
-
-    keys = []
-    real = heldout.findings_segments
-
-    def spy(tokenizer_key, *args, **kwargs):
-        keys.append(tokenizer_key)
-        return real(tokenizer_key, *args, **kwargs)
-
-    monkeypatch.setattr(heldout, "findings_segments", spy)
-    run = tmp_path / "run"
-    for step, seed in ((10, 0), (20, 1)):  # two checkpoints of one run: one vocabulary, shared segments
-        save_tiny_bert(run / "checkpoints" / f"step-{step:06d}", BertModel, seed=seed)
-        heldout.checkpoint_summary(str(run / "checkpoints" / f"step-{step:06d}"), "a", str(run), 2, 32)
-    save_tiny_bert(run / "checkpoints" / "step-000010", BertModel, tokenizer=SMALL_VOCAB, seed=2,
-                   vocab_size=len(SMALL_VOCAB))  # the run folder reused with another vocabulary
-    heldout.checkpoint_summary(str(run / "checkpoints" / "step-000010"), "b", str(run), 2, 32)
-    assert keys[0] == keys[1] and keys[2] != keys[0]
 
 
 def test_evolution_maps_follow_a_rewritten_checkpoint(tmp_path):
@@ -92,22 +69,18 @@ def test_what_flows_caches_follow_the_text_the_method_the_position_and_the_model
     """The what-flows caches (mixing maps, which words, faithfulness) answer anew when any part of their key changes."""
     folder = save_tiny_bert(tmp_path / "m", BertForMaskedLM, seed=0, tokenizer="full", max_position_embeddings=512)
     source = ModelSource("local", str(folder), "tiny")
-    lm = resources.load_model(source)
-    key = resources.source_key(source)
-    a = resources.mixing_maps(key, "the cat sat on the mat", None, "alti", _loaded=lm)
-    assert resources.mixing_maps(key, "the cat sat on the mat", None, "alti", _loaded=lm) is a
-    assert not np.allclose(a, resources.mixing_maps(key, "the cat sat on the mat", None, "norm_res_ln", _loaded=lm))
-    assert a.shape != resources.mixing_maps(key, "the dog sat", None, "alti", _loaded=lm).shape
+    a = attention_views.mixing_maps(source, "the cat sat on the mat", None, "alti")
+    assert attention_views.mixing_maps(source, "the cat sat on the mat", None, "alti") is a
+    assert not np.allclose(a, attention_views.mixing_maps(source, "the cat sat on the mat", None, "norm_res_ln"))
+    assert a.shape != attention_views.mixing_maps(source, "the dog sat", None, "alti").shape
     text = "the cat sat on the [MASK] today"
-    w1 = resources.which_words(key, text, None, 6, 2024, None, _loaded=lm)
-    w2 = resources.which_words(key, text, None, 6, 2003, None, _loaded=lm)
-    assert not np.allclose(w1["occlusion"], w2["occlusion"])
-    w3 = resources.which_words(key, "a dog ran to the [MASK] today", None, 6, 2024, None, _loaded=lm)
-    assert not np.allclose(w1["ig"], w3["ig"])
+    w1 = mask_views.explanations(source, text, None, 6, 2024, None)
+    w2 = mask_views.explanations(source, text, None, 6, 2003, None)
+    assert not np.allclose(w1.occlusion, w2.occlusion)
+    w3 = mask_views.explanations(source, "a dog ran to the [MASK] today", None, 6, 2024, None)
+    assert not np.allclose(w1.ig, w3.ig)
+    f1 = mask_views.faithfulness_table(source, text, None, 6, 2024)
     save_tiny_bert(folder, BertForMaskedLM, seed=1, tokenizer="full", max_position_embeddings=512)
-    key2 = resources.source_key(source)
-    lm2 = resources.load_model(source)
-    assert not np.allclose(a, resources.mixing_maps(key2, "the cat sat on the mat", None, "alti", _loaded=lm2))
-    f1 = resources.faithfulness(key, text, None, 6, 2024, _loaded=lm)
-    f2 = resources.faithfulness(key2, text, None, 6, 2024, _loaded=lm2)
+    assert not np.allclose(a, attention_views.mixing_maps(source, "the cat sat on the mat", None, "alti"))
+    f2 = mask_views.faithfulness_table(source, text, None, 6, 2024)
     assert not np.allclose(f1.effects["occlusion"], f2.effects["occlusion"])

@@ -1,5 +1,5 @@
 """Attention: what each head of each layer looks at, as heatmaps, grids, a head view, statistics,
-rollout and flow across layers, what actually flows (context mixing: explorer.context_mixing) and the
+rollout and flow across layers, what actually flows (context mixing: explorer.panels.what_flows) and the
 neuron view; every view can merge WordPieces into words."""
 
 import streamlit as st

@@ -4,13 +4,10 @@ import pandas as pd
 import streamlit as st
 
 from bertcore.loading.sources import PACKAGED_MLM
-from bertcore.modeling.embeddings import InputError
 from bertcore.readouts import fill_mask, next_sentence
-from bertcore.readouts.fill_mask import FillMaskError
 from bertcore.tokenization import masking
 from bertcore.tokenization.tokenizer import TextError
-from explorer import as_code, widgets
-from explorer import context_mixing as what_flows
+from explorer import widgets
 from explorer import edited_input as whatif
 from explorer.figures import masking as mask_figures
 from explorer.panels import masking as panels
@@ -125,7 +122,8 @@ if selected:
         st.dataframe(pd.DataFrame({
             "position": selected, "original token": [d.tokens[i] for i in selected],
             "decision": [masking.DECISION_NAMES[d.decisions[i]] for i in selected],
-            "model sees": [d.fed_tokens[i] for i in selected], "label (original id)": [int(d.labels[i]) for i in selected],
+            "model sees": [d.fed_tokens[i] for i in selected],
+            "label (original id)": [int(d.labels[i]) for i in selected],
         }), hide_index=True, key="msk_selected_table")
         st.caption("Every other position has the label -100, which the loss ignores (PyTorch / Hugging Face "
                    "convention).")
@@ -167,7 +165,7 @@ with about:
                 "readable.")
 if why.open:
     with why:
-        what_flows.masking_panel(lm, text, text_pair)  # DecompX and the others, through the heavy-job queue
+        panels.which_words(lm, text, text_pair)  # DecompX and the others, through the heavy-job queue
 if lens_tab.open:
     with lens_tab:
         panels.lens(lm, draw_args, d)

@@ -1,5 +1,5 @@
 """The Attention page's tabs: one head, every head of a layer, every layer × head, the head view, head statistics,
-rollout and flow, what flows (:mod:`explorer.context_mixing`) and the neuron view; each draws what
+rollout and flow, what flows (:mod:`explorer.panels.what_flows`) and the neuron view; each draws what
 :mod:`explorer.views.attention` computes for the page's :class:`Page`. Keys start with ``att_``."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import streamlit as st
 from bertcore.analysis.attention import activations, rollout as rollout_mod
 from bertcore.analysis.attention.activations import Activations
 from bertcore.loading.sources import LoadedModel
-from explorer import context_mixing, widgets
+from explorer import widgets
+from explorer.panels import what_flows as flows_panel
 from explorer.figures import attention as att_figures
 from explorer.figures import rollout as rollout_figures
 from explorer.server import heavy
@@ -170,8 +171,8 @@ def rollout(p: Page) -> None:
 
 
 def what_flows(p: Page) -> None:
-    context_mixing.section(p.lm, p.text, p.text_pair, p.layer, p.labels, p.shown.groups,
-                           query_picker("att_query", p.labels, p.default_query))
+    flows_panel.section(p.lm, p.text, p.text_pair, p.layer, p.labels, p.shown.groups,
+                        query_picker("att_query", p.labels, p.default_query))
 
 
 def neuron(p: Page) -> None:

@@ -1,18 +1,25 @@
-"""The Masking page's sections: what the model predicts (decoding, sampling, bars, table) and the logit lens."""
+"""The Masking page's sections: what the model predicts (decoding, sampling, bars, table), which words made the
+prediction (DecompX, integrated gradients, occlusion, faithfulness) and the logit lens."""
 
 from __future__ import annotations
 
+import html
+
+import numpy as np
 import pandas as pd
 import streamlit as st
 import torch
 
+from bertcore.analysis import shipped
+from bertcore.analysis.causal import faithfulness as faith
 from bertcore.analysis.representations import logit_lens
 from bertcore.loading.sources import LoadedModel
 from bertcore.modeling.embeddings import InputError
 from bertcore.readouts import fill_mask
 from bertcore.readouts.fill_mask import FillMaskError
-from explorer import as_code, heldout, resources, widgets
+from explorer import as_code, resources, widgets
 from explorer.figures import lens as lens_figures
+from explorer.figures import mixing as mixing_figures
 from explorer.server import heavy, share
 from explorer.views import masking as views
 from explorer.views.code import snippet
@@ -134,7 +141,7 @@ def lens(lm: LoadedModel, draw_args: tuple, d: views.Draw) -> None:
         if tuned is None and st.button("Fit the tuned lens for this model (a few minutes)", key="msk_fit_lens",
                                        type="primary", icon=":material/tune:"):
             def fit(progress):
-                segments = heldout.findings_segments(resources.source_key(lm.source), 40, 128, lm)
+                segments = shipped.segments(lm, 40, 128)  # held-out BBC text, packed by this tokenizer
                 encodings = [lm.tokenizer(s.text_a, s.text_b, return_tensors="pt") for s in segments]
                 fitted = logit_lens.train_tuned_lens(lm.model, encodings,
                                                      progress=lambda i, n, loss: progress(i / n))
@@ -166,3 +173,97 @@ def lens(lm: LoadedModel, draw_args: tuple, d: views.Draw) -> None:
     as_code.expander("masking_lens", "Masking: the logit lens", snippet(
         "Masking: the logit lens of one masking draw", views.lens, draw_args, {"tuned": tuned},
         [(views.lens_figure, {"positions": None if every else cols, "title": title})]), result)
+
+
+# ----------------------------------------------------------------------------- the Masking page
+MAX_TOKENS = 256  # bertcore.analysis.attention.decompx.MAX_TOKENS: integrated gradients and occlusion grow with T too
+EXAMPLE = "The keys to the cabinet [MASK] on the table."
+
+
+def which_words(lm: LoadedModel, text: str, text_pair: str | None) -> None:
+    """The Masking page's "Which words made this prediction": DecompX bars that sum to the logit, beside
+    integrated gradients and occlusion, and the faithfulness table. Works on the [MASK]s typed in the text (or, if
+    there is none, on an example sentence)."""
+    st.subheader("Which words made this prediction")
+    tok = lm.tokenizer
+    first = views.draw(lm.source, text, text_pair, 0.0, False, 0.8, 0.1, 0)  # the text as the model reads it
+    masks = first.typed_masks
+    if not masks:
+        st.caption(f"Your text has no [MASK] of its own, so this section explains the example “{EXAMPLE}”. Type "
+                   "[MASK] in your text to explain your own sentence.")
+        text, text_pair = EXAMPLE, None
+        masks = views.draw(lm.source, text, None, 0.0, False, 0.8, 0.1, 0).typed_masks
+    n_tokens = len(first.tokens) if text != EXAMPLE else 0
+    if n_tokens > MAX_TOKENS:
+        st.info(f"This section explains inputs of up to {MAX_TOKENS} tokens (DecompX's memory grows as the square "
+                f"of the length); this one has {n_tokens}. Shorten the text.", icon=":material/info:")
+        return
+    st.markdown(
+        "**DecompX** (Modarressi et al. 2023) follows every input token's share of the hidden state through "
+        "every layer and the MLM head, so the prediction's logit splits exactly into one term per input token "
+        "plus a rest term (the biases): the bars add up to the logit. Beside it, two other answers to the same "
+        "question: **integrated gradients** (gradients along a path from [PAD]s to your words) and **occlusion** "
+        "(replace the word by [MASK] and see how much the logit drops).")
+    c1, c2, c3 = st.columns([1, 2, 2])
+    position = c1.selectbox("[MASK] at", masks, key="msk_dx_pos", format_func=lambda p: f"position {p}") \
+        if len(masks) > 1 else masks[0]
+    cand = views.candidates(lm.source, text, text_pair, position)
+    ids, words = cand.ids, cand.tokens
+    choice = c2.selectbox("Explain the guess", range(len(ids)), key="msk_dx_guess",
+                          format_func=lambda i: f"#{i + 1}: {words[i]}")
+    pair = c3.text_input("… or a pair of words (logit difference)", key="msk_dx_pair", placeholder="are/is",
+                         help="Two words separated by '/', each one WordPiece: the bars then explain "
+                              "logit(first) − logit(second), e.g. are/is.")
+    token_id, bad_id, what = ids[choice], None, f"the logit of “{words[choice]}”"
+    if pair.strip():
+        parts = [w.strip().lower() for w in pair.split("/")]
+        pair_ids = tok.convert_tokens_to_ids(parts) if len(parts) == 2 else []
+        if len(parts) != 2 or tok.unk_token_id in pair_ids or not all(parts):
+            st.warning("Type two words separated by '/', each a single WordPiece of the vocabulary (e.g. are/is).",
+                       icon=":material/edit_note:")
+        else:
+            token_id, bad_id = pair_ids
+            what = f"logit(“{parts[0]}”) − logit(“{parts[1]}”)"
+    result = heavy.run_view(views.explanations, "the explanations", lm.source, text, text_pair, position,
+                            token_id, bad_id)
+    tokens = result.tokens
+    words_of = [widgets.escape_md(t) for t in tokens]
+    left, right = st.columns(2)
+    dx = result.decompx
+    if dx is None:
+        left.info("DecompX is not shown: " + widgets.escape_md(result.decompx_error.split(";")[0]) + ".",
+                  icon=":material/info:")
+    else:
+        c = dx.contributions[:, 0]
+        title = html.escape(f"DecompX: {what} at position {position}")
+        widgets.plotly_chart(mixing_figures.contribution_bars(tokens, c[:-1], float(c[-1]), float(dx.value[0]),
+                                                              title=title), key="msk_dx_bars", where=left)
+        left.caption(f"The {len(tokens)} token bars plus the rest bar sum to {float(dx.value[0]):.3f}, the "
+                     "model's own number. Blue pushes towards the guess, orange against.")
+    with right:
+        widgets.plotly_chart(mixing_figures.rankings(tokens, {"Integrated gradients": result.ig,
+                                                              "Occlusion ([MASK] in its place)": result.occlusion}),
+                             key="msk_dx_rank")
+        st.caption("Each panel scaled to its own largest bar (hover for the value). Occlusion leaves [CLS], [SEP] "
+                   "and the [MASK] itself out (0).")
+    table = pd.DataFrame({"token": words_of, "DecompX": np.nan if dx is None else dx.contributions[:-1, 0],
+                          "integrated gradients": result.ig, "occlusion": result.occlusion})
+    widgets.download_csv(table, f"which_words_{position}", key="msk_dx_csv")
+
+    st.markdown("**Which explanation is faithful? Measured, not asserted.** Each method ranks the input tokens; "
+                "a faithful one ranks first the tokens whose removal changes the prediction most. The table gives "
+                "Spearman's rank correlation (magnitudes, 1 = the same order) of each ranking with two ways of "
+                "removing a token: occlusion, and zeroing its value vectors in every layer at once.")
+    if bad_id is not None:
+        st.caption("Measured for the guess chosen on the left, not for the pair.")
+    fa = heavy.run_view(views.faithfulness_table, "the faithfulness table", lm.source, text, text_pair, position,
+                        ids[choice])
+    frame = pd.DataFrame(fa.correlations, index=pd.Index(list(faith.METHODS.values()), name="method"),
+                         columns=list(faith.EFFECTS.values()))
+    st.dataframe(frame, key="msk_faith_table",
+                 column_config={c: st.column_config.NumberColumn(format="%.2f") for c in frame.columns})
+    if fa.skipped:
+        st.caption("n/a: " + "; ".join(f"{faith.METHODS[m]}: {widgets.escape_md(why)}" for m, why in
+                                        fa.skipped.items()))
+    if len(fa.positions) < 3:
+        st.caption("Fewer than 3 ordinary tokens to rank: a correlation needs at least 3.")

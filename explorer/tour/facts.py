@@ -22,7 +22,7 @@ from bertcore.analysis.papers import findings as F
 from bertcore.loading.sources import LoadedModel
 from bertcore.tokenization.tokenizer import encode
 
-from .. import resources
+from ..views import attention as attention_views
 from ..widgets import head_number, layer_number
 
 
@@ -65,7 +65,7 @@ def head_focus(layer: int, head: int) -> dict:
 def _forward(lm: LoadedModel, values: dict) -> activations.Activations:
     """The Attention page's forward of its text (the same cache the page reads)."""
     text, pair = text_pair(values, "att")
-    return resources.forward(resources.source_key(lm.source), text, pair, _loaded=lm)
+    return attention_views.forward(lm.source, text, pair)
 
 
 def previous_token_head(attn: np.ndarray) -> tuple[int, int, np.ndarray]:

@@ -17,6 +17,8 @@ from bertcore.tokenization.tokenizer import encode
 from bertcore.training.recipes import RECIPES
 
 from .. import resources
+from ..views import attention as attention_views
+from ..views import word_senses as word_senses_views
 from . import quiz as tour_quiz
 from .facts import Fact, code, head_focus, head_name, pct, text_pair
 from .steps import NSP_RANDOM, TRAIN_RECIPE
@@ -101,7 +103,7 @@ def word_senses(lm: LoadedModel, values: dict) -> Fact:
     senses, sentences = _sense_lines(str(values.get("ws_sentences") or ""))
     if not target or len(sentences) < 2:
         return Fact("Type a target word and at least two sentences that contain it.", ok=False)
-    occ = resources.occurrences(resources.source_key(lm.source), target, tuple(sentences[:24]), _loaded=lm)
+    occ = word_senses_views.occurrences(lm.source, target, tuple(sentences[:24]))
     same, diff = similarity.similarity_by_layer(occ.vectors, [senses[i] for i in occ.sentence_index])
     gap = same - diff  # (L+1,)
     if np.isnan(gap).all():
@@ -115,7 +117,7 @@ def word_senses(lm: LoadedModel, values: dict) -> Fact:
 
 def syntax_head(lm: LoadedModel, values: dict) -> Fact:
     text, pair = text_pair(values, "att")
-    act = resources.forward(resources.source_key(lm.source), text, pair, _loaded=lm)
+    act = attention_views.forward(lm.source, text, pair)
     try:
         seg = syntax.parse_segment(lm.tokenizer, text, pair, max_length=lm.max_length)
         heads = syntax.syntax_heads([act.attentions], [seg], min_count=1)

@@ -1,5 +1,6 @@
 """The Train page's SAE recipe: train a sparse autoencoder on a layer of the sidebar's model (a run's checkpoint
-too), or a transcoder for every layer (the Circuits page's attribution graphs), and the live view of such a run (FVU, L0 and dead-feature curves). The run is a process
+too), or a transcoder for every layer (the Circuits page's attribution graphs), and the live view of such a run
+(FVU, L0 and dead-feature curves). The run is a process
 (:func:`bertcore.sae.launch.launch`); the page only reads its directory. Session-state keys start with
 ``train_sae_``."""
 

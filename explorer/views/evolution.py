@@ -207,7 +207,8 @@ def timeline(metrics: Path, steps: list[int], n_segments: int) -> Timeline:
          "step": plateau_text},
         {"event": f"held-out MLM loss below the unigram line for good (by {emergence.UNIGRAM_MARGIN:g} nats)",
          "step": "not yet" if unigram_step is None else str(unigram_step)},
-        {"event": "anisotropy of the last layer, first -> last checkpoint", "step": f"{aniso[0]:.2f} -> {aniso[-1]:.2f}"},
+        {"event": "anisotropy of the last layer, first -> last checkpoint",
+         "step": f"{aniso[0]:.2f} -> {aniso[-1]:.2f}"},
     ]
     return Timeline(series, marks, events)
 

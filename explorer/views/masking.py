@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bertcore.analysis.attention import decompx
+from bertcore.analysis.causal import faithfulness
 from bertcore.analysis.representations import logit_lens
 from bertcore.readouts import fill_mask
 from bertcore.tokenization import masking
@@ -155,3 +157,81 @@ def lens_figure(result: Lens, positions: list[int] | None = None,
     """The lens grid: each layer's top guess at each position (or only at ``positions``)."""
     return lens_figures.lens_grid(result.fed_tokens, result.top_tokens, result.lens.top_probs.numpy(),
                                   result.lens.final_rank.numpy(), title=title, positions=positions)
+
+
+@dataclass
+class Candidates:
+    """The top ``k`` fills at a [MASK]: ``ids`` and ``tokens`` (most probable first), over the encoding of the
+    text the explanations read (``tokens`` of the input: ``input_tokens``)."""
+
+    ids: list[int]
+    tokens: list[str]
+    input_tokens: list[str]
+
+
+@view
+def candidates(source, text: str, text_pair: str | None, position: int, k: int = 5) -> Candidates:
+    """The MLM head's top ``k`` ids at ``position`` of ``text`` (one forward; [mask] spellings normalised, cut to
+    the model's length). Raises ``TextError`` for empty text, ``FillMaskError`` without an MLM head."""
+    lm = load(source)
+    tok = lm.tokenizer
+    marked = [None if s is None else fill_mask.normalise_mask_markers(s, tok) for s in (text, text_pair)]
+    enc = encode(tok, *marked, max_length=lm.max_length)
+    t = enc.tensors()
+    logits = fill_mask.mlm_logits_at(lm.model, t["input_ids"], [position], t["attention_mask"],
+                                     t["token_type_ids"])[0]  # (V,)
+    ids = logits.topk(k).indices.tolist()
+    return Candidates(ids, tok.convert_ids_to_tokens(ids), enc.tokens)
+
+
+@dataclass
+class Explanations:
+    """Which input tokens made the logit of ``token_id`` at a [MASK] (minus ``bad_id``'s when given): ``decompx``
+    (its per-token contributions and the rest, None where it does not apply: ``decompx_error`` says why), ``ig``
+    ``(T,)`` integrated gradients, ``occlusion`` ``(T,)`` (0 at special tokens and the position itself)."""
+
+    tokens: list[str]
+    decompx: object
+    decompx_error: str | None
+    ig: np.ndarray
+    occlusion: np.ndarray
+
+
+@view
+def explanations(source, text: str, text_pair: str | None, position: int, token_id: int,
+                 bad_id: int | None = None) -> Explanations:
+    """DecompX (Modarressi et al. 2023: the logit split exactly into one term per input token plus the biases),
+    integrated gradients (Sundararajan et al. 2017, from [PAD]s) and occlusion (the token replaced by [MASK]) of
+    the logit of ``token_id`` at ``position`` (minus that of ``bad_id``). Raises ``ValueError`` (no MLM head, a
+    position out of range)."""
+    lm = load(source)
+    tok = lm.tokenizer
+    marked = [None if s is None else fill_mask.normalise_mask_markers(s, tok) for s in (text, text_pair)]
+    enc = encode(tok, *marked, max_length=lm.max_length)
+    inputs = enc.tensors()
+    special = np.array(enc.special_tokens_mask, dtype=bool)
+    dx, dx_error = None, None
+    try:  # DecompX decomposes post-LN BERT only: a pre-LN model says why
+        dx = (decompx.fill_mask(lm.model, inputs, position, [token_id]) if bad_id is None
+              else decompx.logit_difference(lm.model, inputs, position, token_id, bad_id))
+    except ValueError as exc:
+        dx_error = str(exc)
+    ig = faithfulness.ig_scores(lm.model, inputs, position, token_id, tok.pad_token_id, special, bad_id=bad_id)
+    ranked = [j for j in range(len(enc)) if not special[j] and j != position]
+    occlusion = np.zeros(len(enc))
+    occlusion[ranked] = faithfulness.occlusion(lm.model, inputs, position, token_id, tok.mask_token_id, ranked,
+                                               bad_id=bad_id)
+    return Explanations(enc.tokens, dx, dx_error, ig, occlusion)
+
+
+@view
+def faithfulness_table(source, text: str, text_pair: str | None, position: int,
+                       token_id: int) -> faithfulness.Faithfulness:
+    """How faithful each explanation of the prediction ``token_id`` at ``position`` is: Spearman's correlation of
+    its ranking with two ways of removing each token (:func:`bertcore.analysis.causal.faithfulness.measure`)."""
+    lm = load(source)
+    tok = lm.tokenizer
+    marked = [None if s is None else fill_mask.normalise_mask_markers(s, tok) for s in (text, text_pair)]
+    enc = encode(tok, *marked, max_length=lm.max_length)
+    return faithfulness.measure(lm.model, enc.tensors(), position, token_id, tok.mask_token_id, tok.pad_token_id,
+                                np.array(enc.special_tokens_mask, dtype=bool))

@@ -39,7 +39,7 @@ def test_what_flows_default_shows_five_methods_side_by_side_and_the_kobayashi_re
     specs = chart_specs(at)
     assert len(specs) == 4  # maps, rollouts, route graph, a node's row
     titles = [a["text"] for a in specs[0]["layout"]["annotations"]]
-    assert titles == list(__import__("explorer.context_mixing", fromlist=["SHOWN"]).SHOWN.values())
+    assert titles == list(__import__("explorer.panels.what_flows", fromlist=["SHOWN"]).SHOWN.values())
     heat = [tr for tr in specs[0]["data"] if tr["type"] == "heatmap"]
     assert len({(tr["zmin"], tr["zmax"]) for tr in heat}) == 1  # one colour scale for the row
     # the readout is bertcore's: layer 1 of the shipped model, the paper's finding on the default sentence

@@ -1,26 +1,21 @@
-"""What flows: the Attention page's tab of context-mixing maps (raw attention against what the value
-vectors, the residual and LayerNorm actually carry), and the Masking page's "which words made this prediction"
-panel (DecompX beside integrated gradients and occlusion, and how faithful each explanation is).
-
-Views shared by pages, wired to :mod:`bertcore.analysis.attention.mixing`, :mod:`.flows`, :mod:`.decompx` and
-:mod:`bertcore.analysis.causal.faithfulness`; figures from :mod:`explorer.figures.mixing`.
+"""What flows: the Attention page's tab of context-mixing maps (raw attention against what the value vectors, the
+residual and LayerNorm actually carry) and the routes between tokens, from the Attention page's views
+(:mod:`explorer.views.attention`: :mod:`bertcore.analysis.attention.mixing` and :mod:`.flows`); figures from
+:mod:`explorer.figures.mixing` and :mod:`explorer.figures.rollout`.
 """
 
 from __future__ import annotations
 
-import html
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from bertcore.analysis.attention import flows
 from bertcore.analysis.attention import mixing as mixing_mod
 from bertcore.analysis.attention.words import merge_attention
-from bertcore.analysis.causal import faithfulness as faith
 from bertcore.loading.sources import LoadedModel
 from explorer.server import heavy
-from explorer import resources, widgets
+from explorer import widgets
 from explorer.figures import mixing as mixing_figures
 from explorer.figures import rollout as rollout_figures
 from explorer.views import attention as attention_views
@@ -148,116 +143,3 @@ def _route_graph(maps: dict[str, np.ndarray], labels: list[str], query: int) -> 
                f"({SHOWN[method]}).")
     widgets.plotly_chart(mixing_figures.rankings(labels, {f"layer {level}: into {labels[token]}": row}, scaled=False),
                          key="att_route_row")
-
-
-# ----------------------------------------------------------------------------- the Masking page
-MAX_TOKENS = 256  # bertcore.analysis.attention.decompx.MAX_TOKENS: integrated gradients and occlusion grow with T too
-EXAMPLE = "The keys to the cabinet [MASK] on the table."
-
-
-def _candidates(lm: LoadedModel, text: str, text_pair: str | None, position: int, k: int = 5):
-    """The top ``k`` ids at ``position`` and their tokens (one forward)."""
-    import torch
-
-    from bertcore.readouts.fill_mask import mlm_head_of
-
-    enc = resources.mlm_encoding(text, text_pair, lm)
-    encoder, head = mlm_head_of(lm.model)
-    with torch.no_grad():
-        logits = head(encoder(**enc.tensors()).last_hidden_state[:, position])[0]
-    ids = logits.topk(k).indices.tolist()
-    return ids, lm.tokenizer.convert_ids_to_tokens(ids), logits
-
-
-def masking_panel(lm: LoadedModel, text: str, text_pair: str | None) -> None:
-    """The Masking page's "Which words made this prediction": DecompX bars that sum to the logit, beside
-    integrated gradients and occlusion, and the faithfulness table. Works on the [MASK]s typed in the text (or, if
-    there is none, on an example sentence)."""
-    from bertcore.readouts.fill_mask import mask_token_positions
-
-    st.subheader("Which words made this prediction")
-    tok = lm.tokenizer
-    key = resources.source_key(lm.source)
-    enc = resources.mlm_encoding(text, text_pair, lm)
-    masks = mask_token_positions(tok, enc.tensors()["input_ids"])
-    if not masks:
-        st.caption(f"Your text has no [MASK] of its own, so this section explains the example “{EXAMPLE}”. Type "
-                   "[MASK] in your text to explain your own sentence.")
-        text, text_pair = EXAMPLE, None
-        enc = resources.mlm_encoding(text, None, lm)
-        masks = mask_token_positions(tok, enc.tensors()["input_ids"])
-    if len(enc) > MAX_TOKENS:
-        st.info(f"This section explains inputs of up to {MAX_TOKENS} tokens (DecompX's memory grows as the square "
-                f"of the length); this one has {len(enc)}. Shorten the text.", icon=":material/info:")
-        return
-    st.markdown(
-        "**DecompX** (Modarressi et al. 2023) follows every input token's share of the hidden state through "
-        "every layer and the MLM head, so the prediction's logit splits exactly into one term per input token "
-        "plus a rest term (the biases): the bars add up to the logit. Beside it, two other answers to the same "
-        "question: **integrated gradients** (gradients along a path from [PAD]s to your words) and **occlusion** "
-        "(replace the word by [MASK] and see how much the logit drops).")
-    c1, c2, c3 = st.columns([1, 2, 2])
-    position = c1.selectbox("[MASK] at", masks, key="msk_dx_pos", format_func=lambda p: f"position {p}") \
-        if len(masks) > 1 else masks[0]
-    ids, words, _ = _candidates(lm, text, text_pair, position)
-    choice = c2.selectbox("Explain the guess", range(len(ids)), key="msk_dx_guess",
-                          format_func=lambda i: f"#{i + 1}: {words[i]}")
-    pair = c3.text_input("… or a pair of words (logit difference)", key="msk_dx_pair", placeholder="are/is",
-                         help="Two words separated by '/', each one WordPiece: the bars then explain "
-                              "logit(first) − logit(second), e.g. are/is.")
-    token_id, bad_id, what = ids[choice], None, f"the logit of “{words[choice]}”"
-    if pair.strip():
-        parts = [w.strip().lower() for w in pair.split("/")]
-        pair_ids = tok.convert_tokens_to_ids(parts) if len(parts) == 2 else []
-        if len(parts) != 2 or tok.unk_token_id in pair_ids or not all(parts):
-            st.warning("Type two words separated by '/', each a single WordPiece of the vocabulary (e.g. are/is).",
-                       icon=":material/edit_note:")
-        else:
-            token_id, bad_id = pair_ids
-            what = f"logit(“{parts[0]}”) − logit(“{parts[1]}”)"
-    words_of = [widgets.escape_md(t) for t in enc.tokens]
-    result = heavy.run_with_status(
-        ("which-words", key, text, text_pair, position, token_id, bad_id),
-        lambda progress: resources.which_words(key, text, text_pair, position, token_id, bad_id, _loaded=lm),
-        "the explanations")
-    left, right = st.columns(2)
-    dx = result["decompx"]
-    if dx is None:
-        left.info("DecompX is not shown: " + widgets.escape_md(result["decompx_error"].split(";")[0]) + ".",
-                  icon=":material/info:")
-    else:
-        c = dx.contributions[:, 0]
-        title = html.escape(f"DecompX: {what} at position {position}")
-        widgets.plotly_chart(mixing_figures.contribution_bars(enc.tokens, c[:-1], float(c[-1]), float(dx.value[0]),
-                                                              title=title), key="msk_dx_bars", where=left)
-        left.caption(f"The {len(enc.tokens)} token bars plus the rest bar sum to {float(dx.value[0]):.3f}, the "
-                     "model's own number. Blue pushes towards the guess, orange against.")
-    with right:
-        widgets.plotly_chart(mixing_figures.rankings(enc.tokens, {"Integrated gradients": result["ig"],
-                                                                  "Occlusion ([MASK] in its place)":
-                                                                      result["occlusion"]}), key="msk_dx_rank")
-        st.caption("Each panel scaled to its own largest bar (hover for the value). Occlusion leaves [CLS], [SEP] "
-                   "and the [MASK] itself out (0).")
-    table = pd.DataFrame({"token": words_of, "DecompX": np.nan if dx is None else dx.contributions[:-1, 0],
-                          "integrated gradients": result["ig"], "occlusion": result["occlusion"]})
-    widgets.download_csv(table, f"which_words_{position}", key="msk_dx_csv")
-
-    st.markdown("**Which explanation is faithful? Measured, not asserted.** Each method ranks the input tokens; "
-                "a faithful one ranks first the tokens whose removal changes the prediction most. The table gives "
-                "Spearman's rank correlation (magnitudes, 1 = the same order) of each ranking with two ways of "
-                "removing a token: occlusion, and zeroing its value vectors in every layer at once.")
-    if bad_id is not None:
-        st.caption("Measured for the guess chosen on the left, not for the pair.")
-    fa = heavy.run_with_status(("faithfulness", key, text, text_pair, position, ids[choice]),
-                               lambda progress: resources.faithfulness(key, text, text_pair, position, ids[choice],
-                                                                       _loaded=lm),
-                               "the faithfulness table")
-    frame = pd.DataFrame(fa.correlations, index=pd.Index(list(faith.METHODS.values()), name="method"),
-                         columns=list(faith.EFFECTS.values()))
-    st.dataframe(frame, key="msk_faith_table",
-                 column_config={c: st.column_config.NumberColumn(format="%.2f") for c in frame.columns})
-    if fa.skipped:
-        st.caption("n/a: " + "; ".join(f"{faith.METHODS[m]}: {widgets.escape_md(why)}" for m, why in
-                                        fa.skipped.items()))
-    if len(fa.positions) < 3:
-        st.caption("Fewer than 3 ordinary tokens to rank: a correlation needs at least 3.")
