@@ -15,16 +15,17 @@ import shlex
 import subprocess
 import sys
 
-import nbformat
 import numpy as np
 import pytest
 import torch
 
 from bertcore.sae import io as sae_io
 from bertcore.sae.model import TopKSAE
-from bertcore.loading.sources import PACKAGED
+from bertcore.loading.sources import PACKAGED, load
+from bertcore.sae import transcoder
 from explorer.as_code import RECORD_KEY
 
+from ..circuits.test_attribution import random_transcoders
 from ..conftest import ROOT
 from .conftest import assert_clean, fake_run, page
 
@@ -59,6 +60,7 @@ STATES: dict[str, dict[str, object]] = {
     "projector": {"proj_corpus": "yours", "proj_colour": "label", "proj_layer": 2},
     "features": {"feat_text": "Paris is the capital of France."},
     "next_sentence": {"nsp_b": "The striker scored twice in the second half.", "nsp_head": "head 3", "nsp_words": True},
+    "circuits": {"cir_threshold": 0.5, "cir_contrast": ""},
 }
 
 # pages whose code is checked by another test below, or not yet
@@ -168,6 +170,8 @@ def ran(request, tmp_path_factory):
     fake_run(root, EVOLUTION_RUN)  # a run with three tiny checkpoints for the Evolution page
     torch.manual_seed(0)  # and a random TopK SAE on layer 2 of the shipped model's width for the Features page
     sae_io.save(TopKSAE(384, 64, 8), root / EVOLUTION_RUN / "sae" / "layer-2", layer=2)
+    for block, tc in random_transcoders(load(PACKAGED).config, d_sae=32).items():  # a set for the Circuits page
+        transcoder.save(tc, root / "20261129-000000-sae" / "sae" / f"layer-{block + 1}", block)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("BERT_EXPLORER_RUNS", str(root))
         pages = {name: page_states(name) for name in selected}
@@ -229,5 +233,11 @@ def test_every_page_has_its_code():
     folder = ROOT / "explorer" / "app_pages"
     pages = {f.stem for f in folder.glob("*.py")} - {"__init__"}
     assert pages - set(STATES) - set(ELSEWHERE) == set()
-    assert [p for p in sorted(pages - {"train"}) if "as_code." not in (folder / f"{p}.py").read_text()] == []
+    panels = ROOT / "explorer" / "panels"
+
+    def code_of(p: str) -> str:  # the page and its panels module
+        return (folder / f"{p}.py").read_text() + ((panels / f"{p}.py").read_text() if (panels / f"{p}.py").is_file()
+                                                    else "")
+
+    assert [p for p in sorted(pages - {"train"}) if "as_code." not in code_of(p)] == []
     assert "as_code.run_expander" in (ROOT / "explorer" / "train" / "form.py").read_text()
