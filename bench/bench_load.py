@@ -163,6 +163,7 @@ DIAGNOSE = """(t0) => {
             skeleton: document.querySelectorAll('[data-testid="stSkeleton"]').length,
             charts_undrawn: charts.filter(el => !el.querySelector('.main-svg')).length, url: location.pathname};
 }"""
+CLIENT_NICE = 0  # --client-nice
 WARMED = "BERT Explorer: warm-up done"  # what explorer/server/warmup.py prints when it has finished
 
 
@@ -173,6 +174,11 @@ async def classroom(n: int, port: int, timeout_s: float, client_cpus: str | None
     results: list[dict] = []
     async with async_playwright() as p:
         exe = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+        if CLIENT_NICE:  # the browsers at a lower CPU priority (each student's browser runs on their own laptop)
+            wrapper = Path(tempfile.mkdtemp()) / "chromium-niced"
+            wrapper.write_text(f'#!/bin/sh\nexec nice -n {CLIENT_NICE} {exe} "$@"\n')
+            wrapper.chmod(0o755)
+            exe = str(wrapper)
         browser = await p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
         if warm_s > 0:  # the teacher opens the app once before the class (its first page pays the model load)
             teacher = await browser.new_context()
@@ -269,6 +275,10 @@ def main() -> None:
                     "cold server; default 120)")
     ap.add_argument("--server-cpus", help="taskset CPU list for the server, e.g. 0")
     ap.add_argument("--client-cpus", help="CPU list for Chromium, e.g. 1")
+    ap.add_argument("--client-nice", type=int, default=0, help="run Chromium at this niceness (19: the lowest CPU "
+                    "priority, so the numbers are the server's, as when each student's browser runs on their laptop)")
+    ap.add_argument("--root", type=Path, default=ROOT, help="the checkout whose app is served (a worktree of an "
+                    "older commit: the before of a before/after)")
     ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server (repeatable)")
     ap.add_argument("--out", type=Path, help="write every result as JSON here")
     ap.add_argument("--shots", type=Path, help="save a screenshot of every step that timed out here")
@@ -276,14 +286,14 @@ def main() -> None:
                     "folder: one collapsed-stack file per N (flamegraph.pl / speedscope read it)")
     a = ap.parse_args()
     env_extra = dict(kv.split("=", 1) for kv in a.env)
-    global SHOTS
-    SHOTS = a.shots
+    global SHOTS, CLIENT_NICE
+    SHOTS, CLIENT_NICE = a.shots, a.client_nice
     print(f"{os.cpu_count()} CPUs; server on {a.server_cpus or 'all'}, clients on {a.client_cpus or 'all'}; "
           f"server env {env_extra or '{}'}", flush=True)
     summaries = []
     for n in a.students:
         # a fresh server for each N: its first page pays the load
-        srv = serve(ROOT, a.port, a.server_cpus, env_extra, server_log(a.port))
+        srv = serve(a.root, a.port, a.server_cpus, env_extra, server_log(a.port))
         mem = PeakMemory(srv.pid)
         before = os.getloadavg()[0]
         spy = None

@@ -19,10 +19,12 @@ def how_to_train(lm: LoadedModel) -> None:
             f"of its {n} feed-forward blocks by a transcoder trained on that block's input and output. Train a set "
             "on the **Train** page (recipe *Transcoders for every layer*: resumable, its newest checkpoint shows "
             "here while it runs), or from a terminal:", icon=":material/info:")
-    st.code(f"python -m bertcore.sae train --kind transcoder --run-dir runs/transcoders --model "
-            f"{lm.path or 'MODEL_FOLDER'} --layers {','.join(str(b) for b in range(n))} --d-sae "
-            f"{16 * lm.config.hidden_size} --k 32 --max-time 600\npython -m bertcore.sae resume --run-dir "
-            "runs/transcoders   # after a stop: it goes on from its last checkpoint", language="bash")
+    st.code(f"python -m bertcore.sae train --kind transcoder --run-dir runs/transcoders \\\n"
+            f"    --model {lm.path or 'MODEL_FOLDER'} \\\n"
+            f"    --layers {','.join(str(b) for b in range(n))} --d-sae {16 * lm.config.hidden_size} --k 32 "
+            "--max-time 600\n"
+            "python -m bertcore.sae resume --run-dir runs/transcoders   # after a stop: on from its last checkpoint",
+            language="bash")
 
 
 def _name(c: views.Circuit, i: int) -> str:
