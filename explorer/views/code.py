@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import inspect
 import re
 import sys
 import textwrap
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import PurePath
 from typing import Any
@@ -57,10 +59,24 @@ def value_expr(value: Any) -> str:
     return repr(value)
 
 
+# ast.parse in two threads at once can fail on CPython 3.11 ("SystemError: AST constructor recursion depth mismatch",
+# python/cpython#106905; seen here with 20 students on the Masking page), and every session's script runs in a thread:
+# parse under one lock, once per function or module object (a module edited and re-imported is a new object).
+_PARSE = threading.Lock()
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(obj) -> tuple[ast.Module, str]:
+    """``obj``'s source (a function or a module), dedented, and its syntax tree; parsed once."""
+    with _PARSE:
+        text = textwrap.dedent(inspect.getsource(obj))
+        return ast.parse(text), text
+
+
 def _function(fn: Callable) -> tuple[ast.FunctionDef, str]:
     fn = fn.fn if isinstance(fn, View) else fn
-    text = textwrap.dedent(inspect.getsource(fn))
-    node = ast.parse(text).body[0]
+    tree, text = _parsed(fn)
+    node = tree.body[0]
     if not isinstance(node, ast.FunctionDef):
         raise ValueError(f"{fn.__qualname__} is not a plain function")
     return node, text
@@ -127,7 +143,7 @@ def _used_names(nodes: Sequence[ast.AST]) -> list[str]:
 def _imports_of(module) -> dict[str, str]:
     """``{bound name: import line}`` for every module-level import of ``module``'s file."""
     out = {}
-    tree = ast.parse(inspect.getsource(module))
+    tree, _ = _parsed(module)
     for node in tree.body:
         if isinstance(node, ast.Import):
             for a in node.names:
