@@ -253,6 +253,9 @@ TABLE: dict[str, list[Check | Exempt]] = {
     A + "shipped:corpus_search": [
         Check("layer", HIDDEN, lambda c, v: _imp(A + "shipped").corpus_search(c.lm, "the cat sat.", 1, v, 3, 2))],
     A + "shipped:projector": [Check("layer", HIDDEN, lambda c, v: _imp(A + "shipped").projector(c.lm, layer=v))],
+    A + "shipped:corpus_neighbours": [
+        Check("layer", HIDDEN, lambda c, v: _imp(A + "shipped").corpus_neighbours(
+            c.lm, ["the cat sat.", "a dog ran."], "the cat sat.", 1, v, 3))],
     # --- the forward pass, step by step
     FP + "layer_steps": [Check("layer", BLOCK, lambda c, v: _imp(FP[:-1]).layer_steps(_recording(c), v, c.lm.config))],
     FP + "trace": [

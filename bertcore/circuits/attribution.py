@@ -16,9 +16,11 @@ what the real model does. Nodes:
   demeaned over the vocabulary as circuit-tracer does; or the logit difference of a contrast pair.
 
 An edge's weight is the source's direct effect on the target: the gradient of the target in the frozen model at the
-place the source writes, dotted with what it writes (other features held fixed). One backward pass per target, run
-``batch`` targets at a time on copies of the input. Any position may feed any other, in both directions; the graph
-is acyclic by block. Everything runs on a private float64 copy of the model (the shared model is only read).
+place the source writes, dotted with what it writes (other features held fixed). One forward pass of the frozen
+model on ``batch`` copies of the input, then one backward pass per ``batch`` targets of one block (copy r carries
+target r; a feature's pass stops below its block), as circuit-tracer's ``attribute`` reuses one forward pass. Any
+position may feed any other, in both directions; the graph is acyclic by block. Everything runs on a private float64
+copy of the model (the shared model is only read).
 """
 
 from __future__ import annotations
@@ -117,6 +119,10 @@ class Replacement:
         self.cfg, self.inputs = cfg, inputs
         self.tcs = {layer: copy.deepcopy(tc).double().eval().requires_grad_(False) for layer, tc in transcoders.items()}
         self.n = cfg.num_hidden_layers
+        # what each block's attention reads: post-LN the block's input; pre-LN its ln1 output (none in ModernBERT's
+        # block 0, whose input the embedding norm has normed)
+        self.attention_inputs = [f"blocks.{i}.ln1.hook_normalized" if cfg.pre_layer_norm and missing_reason(
+            cfg, f"blocks.{i}.ln1.hook_normalized") is None else f"blocks.{i}.hook_resid_pre" for i in range(self.n)]
         self.frozen_sites = [n for n in self._scale_sites(cfg.num_hidden_layers) if missing_reason(cfg, n) is None]
         self.frozen_sites += [f"blocks.{i}.attn.hook_pattern" for i in range(self.n)]
         record = self.frozen_sites + ["mlm_head.hook_pre", "mlm_head.hook_post", "embed.hook_embed"]
@@ -154,16 +160,21 @@ class Replacement:
         tc = self.tcs[layer]
         return (x * tc.in_scale) @ tc.W_skip.T / tc.out_scale
 
-    def run(self, batch: int, deltas: dict | None = None, parts: dict | None = None, scale_features=None):
+    def run(self, batch: int, deltas: dict | None = None, parts: dict | None = None, scale_features=None,
+            positions: list[int] | None = None):
         """The frozen model on ``batch`` copies of the input. ``deltas``: ``{"embed" | block: (B, T, ·)}`` added
         where the embeddings / each block's feed-forward output are written (leaf tensors for gradients);
         ``parts``: which sources to keep, ``{"embed": bool, "features": bool, "errors": bool}`` (all by default;
         the biases always flow); ``scale_features``: ``{block: (B, T, d_sae)}`` multipliers of the frozen
-        activations. Returns ``(feature inputs {block: (B, T, H)}, logits at every position (B, T, V))``."""
+        activations; ``positions``: where the MLM head runs (None: every position; ``[m]``: the [MASK] only, which
+        spares the ``(B, T, V)`` projection). Returns ``(feature inputs {block: (B, T, H)}, logits (B, T, V) at
+        every position, or (B, len(positions), V))``."""
         deltas, parts = deltas or {}, {"embed": True, "features": True, "errors": True, **(parts or {})}
         rec, edits, seen = self.recorded, {}, {}
+        head_rows = slice(None) if positions is None else list(positions)
         for name in self.frozen_sites:
-            edits[name] = lambda x, v=rec[name]: v.expand_as(x).clone()
+            v = rec[name][head_rows] if name.startswith("mlm_head.") else rec[name]
+            edits[name] = lambda x, v=v: v.expand_as(x).clone()
         emb = self.embedding if parts["embed"] else torch.zeros_like(self.embedding)
 
         def embed(x, emb=emb):  # the summed embedding, in place of the word embedding; the other summands removed
@@ -195,14 +206,30 @@ class Replacement:
                 return out + deltas[layer] if layer in deltas else out
 
             edits[site_in], edits[site_out] = keep, replace
-        slope = self.gelu_slope
+            # the patterns are frozen, so queries and keys carry no gradient; the values are recomputed from the
+            # attention's input by the value projection alone (the same numbers), so that a backward pass does not
+            # run through the model's fused (3H, H) query-key-value projection and its zero query and key gradients
+            value = self.encoder.encoder.layer[layer].attention.self.value
+            read: dict[str, torch.Tensor] = {}
+
+            def attention_input(x, read=read):
+                read["x"] = x
+                return x
+
+            def values(v, read=read, value=value):  # v (B, T, heads, d)
+                return torch.nn.functional.linear(read.pop("x"), value.weight, value.bias).view_as(v)
+
+            edits[self.attention_inputs[layer]] = attention_input
+            edits[f"blocks.{layer}.attn.hook_q"] = edits[f"blocks.{layer}.attn.hook_k"] = torch.Tensor.detach
+            edits[f"blocks.{layer}.attn.hook_v"] = values
+        slope = self.gelu_slope[head_rows]
         stash = {}
         edits["mlm_head.hook_pre"] = lambda u: stash.setdefault("u", u)
         edits["mlm_head.hook_post"] = lambda _: stash["u"] * slope.expand_as(stash["u"])
         iv = Interventions(edits)
         ids = {k: v.expand(batch, -1) for k, v in self.inputs.items()}
         hidden = self.encoder(**ids, interventions=iv).last_hidden_state  # (B, T, H)
-        logits = self.head(hidden, iv.tap())  # (B, T, V)
+        logits = self.head(hidden[:, head_rows], iv.tap())  # (B, T or len(positions), V)
         return dict(seen), logits
 
     def pre_activations(self, inputs: dict[int, torch.Tensor], layer: int, positions, latents) -> torch.Tensor:
@@ -274,48 +301,64 @@ def build(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, T
     targets = targets_at(rm.logits[m], tokenizer, pair)
     feats = torch.cat([torch.cat([torch.full((len(p), 1), layer), p], 1) for layer in range(rm.n)
                        for p in [rm.codes[layer].nonzero()]]) if rm.n else torch.zeros(0, 3, dtype=torch.long)
-    acts = torch.stack([rm.codes[int(b)][int(p), int(f)] for b, p, f in feats]) if len(feats) else \
-        torch.zeros(0, dtype=torch.float64)
+    acts = torch.cat([rm.codes[layer][rm.codes[layer] != 0] for layer in range(rm.n)]) if rm.n else \
+        torch.zeros(0, dtype=torch.float64)  # (n_f,) in the order of feats (nonzero's row-major order)
     t = inputs["input_ids"].shape[1]
     layout = Layout(len(feats), rm.n * t, t, len(targets))
     adjacency = torch.zeros(layout.size, layout.size, dtype=torch.float64)
     values = torch.zeros(layout.size, dtype=torch.float64)
-    rows = [("feature", i) for i in range(len(feats))] + [("logit", j) for j in range(len(targets))]
-    done = 0
-    for start in range(0, len(rows), batch):
-        chunk = rows[start:start + batch]
-        b = len(chunk)
-        deltas = {"embed": torch.zeros(b, t, rm.embedding.shape[-1], dtype=torch.float64, requires_grad=True)}
-        deltas.update({layer: torch.zeros(b, t, rm.cfg.hidden_size, dtype=torch.float64, requires_grad=True)
-                       for layer in range(rm.n)})
-        ffn_inputs, logits = rm.run(b, deltas)
-        outs = []
-        for row, (kind, i) in enumerate(chunk):
-            if kind == "feature":
-                layer, p, f = (int(v) for v in feats[i])
-                outs.append(rm.pre_activations({layer: ffn_inputs[layer][row:row + 1]}, layer, [p], [f])[0, 0])
-            else:
-                outs.append(logits[row, m] @ targets[i].vector)
-        total = torch.stack(outs)
-        wrt = [deltas["embed"]] + [deltas[k] for k in range(rm.n)]
-        grads = torch.autograd.grad(total.sum(), wrt, allow_unused=True)  # a block after every target: no gradient
-        g_embed, *g_blocks = (torch.zeros_like(w) if g is None else g for g, w in zip(grads, wrt))
-        for row, (kind, i) in enumerate(chunk):
-            r = i if kind == "feature" else layout.part("logits").start + i
-            values[r] = float(total[row])
-            adjacency[r, layout.part("embeddings")] = (g_embed[row] * rm.embedding).sum(-1)
-            errors = layout.part("errors").start
-            for layer in range(rm.n):
-                g = g_blocks[layer][row]  # (T, H)
-                adjacency[r, errors + layer * t:errors + (layer + 1) * t] = (g * rm.errors[layer]).sum(-1)
-                here = feats[:, 0] == layer
-                if here.any():
-                    tc = rm.tcs[layer]
-                    p, f = feats[here, 1], feats[here, 2]
-                    adjacency[r, here.nonzero().flatten()] = (g[p] * (tc.W_dec[f] / tc.out_scale)).sum(-1) * acts[here]
-        done += b
+    # the sources' vectors: per block and position, (position, columns, a W_dec / c_out of each (k, H))
+    writers: dict[int, list] = {}
+    for layer in range(rm.n):
+        tc, here = rm.tcs[layer], (feats[:, 0] == layer).nonzero().flatten()
+        writers[layer] = []
+        for p in feats[here, 1].unique().tolist():
+            cols = here[feats[here, 1] == p]
+            writers[layer].append((p, cols, (tc.W_dec[feats[cols, 2]] / tc.out_scale) * acts[cols, None]))
+    # chunks of at most `batch` targets of one kind and block: a feature of block l is fed by blocks < l only, so
+    # its backward pass stops there
+    chunks = []
+    for layer in range(rm.n):
+        here = (feats[:, 0] == layer).nonzero().flatten().tolist()
+        chunks += [("feature", layer, here[i:i + batch]) for i in range(0, len(here), batch)]
+    chunks += [("logit", rm.n, list(range(j, min(j + batch, len(targets))))) for j in range(0, len(targets), batch)]
+    b = max([len(c[2]) for c in chunks], default=1)
+    # one forward pass of the frozen model on b copies of the input; one backward pass per chunk, copy r of the
+    # input carrying the chunk's target r
+    deltas = {"embed": torch.zeros(b, t, rm.embedding.shape[-1], dtype=torch.float64, requires_grad=True)}
+    deltas.update({layer: torch.zeros(b, t, rm.cfg.hidden_size, dtype=torch.float64, requires_grad=True)
+                   for layer in range(rm.n)})
+    wrt = [deltas["embed"]] + [deltas[k] for k in range(rm.n)]
+    ffn_inputs, logits = rm.run(b, deltas, positions=[m])  # logits (b, 1, V)
+    errors_start, done = layout.part("errors").start, 0
+    for kind, layer, idx in chunks:
+        k = len(idx)
+        copies = torch.arange(k)
+        if kind == "feature":
+            tc = rm.tcs[layer]
+            ps, fs = feats[idx, 1], feats[idx, 2]
+            x = ffn_inputs[layer][copies, ps] * tc.in_scale  # (k, H)
+            total = (x * tc.W_enc.T[fs]).sum(-1) + tc.b_enc[fs]  # (k,) the pre-activations
+            rows = torch.tensor(idx)
+        else:
+            total = torch.stack([logits[r, 0] @ targets[j].vector for r, j in enumerate(idx)])
+            rows = layout.part("logits").start + torch.tensor(idx)
+        grads = torch.autograd.grad(total.sum(), wrt, retain_graph=True, allow_unused=True)  # None: no path
+        values[rows] = total.detach()
+        if grads[0] is not None:
+            adjacency[rows, layout.part("embeddings")] = (grads[0][:k] * rm.embedding).sum(-1)
+        for source in range(rm.n):
+            g = grads[1 + source]
+            if g is None:
+                continue
+            g = g[:k]  # (k, T, H)
+            adjacency[rows, errors_start + source * t:errors_start + (source + 1) * t] = \
+                (g * rm.errors[source]).sum(-1)
+            for p, cols, vectors in writers[source]:
+                adjacency[rows[:, None], cols[None, :]] = g[:, p] @ vectors.T  # (k, n_cols)
+        done += k
         if progress is not None:
-            progress(done, len(rows))
+            progress(done, layout.features + layout.logits)
     constants = _constants(rm, feats, targets, m, layout)
     error_norms = torch.stack([rm.errors[layer].norm(dim=-1) for layer in range(rm.n)])
     return AttributionGraph(enc.tokens, inputs["input_ids"][0], m, feats, acts.detach(), targets, adjacency,
@@ -325,10 +368,14 @@ def build(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, T
 @torch.no_grad()
 def _constants(rm: Replacement, feats: torch.Tensor, targets: list[Target], m: int, layout: Layout) -> torch.Tensor:
     """Each target's value with every source at 0 (the frozen model's biases alone)."""
-    ffn_inputs, logits = rm.run(1, parts={"embed": False, "features": False, "errors": False})
+    ffn_inputs, logits = rm.run(1, parts={"embed": False, "features": False, "errors": False}, positions=[m])
     out = torch.zeros(layout.size, dtype=torch.float64)
-    for i, (layer, p, f) in enumerate(feats.tolist()):
-        out[i] = rm.pre_activations(ffn_inputs, layer, [p], [f])[0, 0]
+    for layer in range(rm.n):
+        here = (feats[:, 0] == layer).nonzero().flatten()
+        if len(here):
+            tc = rm.tcs[layer]
+            x = ffn_inputs[layer][0, feats[here, 1]] * tc.in_scale  # (k, H)
+            out[here] = (x * tc.W_enc.T[feats[here, 2]]).sum(-1) + tc.b_enc[feats[here, 2]]
     for j, target in enumerate(targets):
-        out[layout.part("logits").start + j] = logits[0, m] @ target.vector
+        out[layout.part("logits").start + j] = logits[0, 0] @ target.vector
     return out

@@ -4,7 +4,6 @@ transcoders the page says how to train them; bad input gets a sentence."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 

@@ -1,0 +1,95 @@
+"""Time an attribution graph of the shipped MiniLM-MLM (issue "attribution graphs for BERT fill-mask": at 2 threads
+a graph for a 16-token sentence in <= 30 s, for 64 tokens in <= 3 min; the pruned JSON of a 64-token graph
+<= 5 MB).
+
+    python bench/bench_circuits.py --transcoders RUN/checkpoints/step-N [--threads 2]
+
+Each graph: :func:`bertcore.circuits.attribution.build` (contrast "are" / "is"), :func:`bertcore.circuits.graph.prune`
+(0.8 / 0.98) and :func:`bertcore.circuits.export.neuronpedia_json` written as compact JSON. The goals are the
+issue's absolute ones; measured in the same run as a unit of this machine's speed, one float64 forward pass of the
+model on the same input (the graph's private copy runs in float64), and the load average before and after (time
+nothing else while this runs: on the shared 2-core machine a busy neighbour slows 2 threads far more than 1).
+Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from timing import median_ms  # noqa: E402
+
+from bertcore import encode  # noqa: E402
+from bertcore.circuits.attribution import build  # noqa: E402
+from bertcore.circuits.check import load_transcoders  # noqa: E402
+from bertcore.circuits.export import neuronpedia_json  # noqa: E402
+from bertcore.circuits.graph import prune  # noqa: E402
+from bertcore.loading import sources  # noqa: E402
+
+#: 16 and 64 WordPiece tokens with [CLS] and [SEP] (checked below)
+TEXTS = {
+    16: "The keys to the old cabinet in the hall [MASK] on the table.",
+    64: ("The keys that the tired old farmer left near the red doors of the small white house on the hill last "
+         "night, after the long walk home from the busy market in the town across the river where his two brothers "
+         "still sell apples, fresh eggs and bread every single morning, [MASK] still on the old wooden table."),
+}
+GOALS = {16: 30.0, 64: 180.0}
+JSON_GOAL_MB = 5.0
+
+
+def one_graph(model, tokenizer, text: str, transcoders) -> dict:
+    t0 = time.perf_counter()
+    graph = build(model, tokenizer, text, transcoders, contrast=("are", "is"))
+    t1 = time.perf_counter()
+    pruned = prune(graph.adjacency, graph.layout, graph.probabilities)
+    t2 = time.perf_counter()
+    doc = json.dumps(neuronpedia_json(graph, pruned, "minilm-mlm", "bench", text), separators=(",", ":"))
+    t3 = time.perf_counter()
+    return {"tokens": len(graph.tokens), "features": graph.layout.features, "nodes": graph.layout.size,
+            "kept_nodes": int(pruned.nodes.sum()), "kept_edges": int(pruned.edges.sum()),
+            "build_s": round(t1 - t0, 2), "prune_s": round(t2 - t1, 2), "export_s": round(t3 - t2, 2),
+            "total_s": round(t3 - t0, 2), "json_mb": round(len(doc.encode("utf-8")) / 2 ** 20, 3)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--transcoders", required=True, help="a folder of transcoder folders (layer-<n>/)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--lengths", type=int, nargs="+", default=[16, 64], choices=sorted(TEXTS))
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()[0]
+
+    lm = sources.load(sources.PACKAGED_MLM)
+    model, tok = lm.model, lm.tokenizer
+    transcoders = load_transcoders(args.transcoders)
+    out = {"threads": args.threads, "transcoders": str(args.transcoders)}
+    for n in args.lengths:
+        enc = encode(tok, TEXTS[n])
+        assert len(enc.tokens) == n, (n, len(enc.tokens))
+        ids = enc.tensors()
+        model64 = copy.deepcopy(model).double()
+        unit = median_ms(lambda: model64(**ids), 5, warmup=1)
+        got = one_graph(model, tok, TEXTS[n], transcoders)
+        got.update({"one_forward_float64_ms": round(unit, 1), "ratio_total_to_one_forward": round(
+            1000 * got["total_s"] / unit), "goal_s": GOALS[n], "met": got["total_s"] <= GOALS[n]})
+        if n == 64:
+            got.update({"json_goal_mb": JSON_GOAL_MB, "json_met": got["json_mb"] <= JSON_GOAL_MB})
+        out[f"tokens_{n}"] = got
+    out["load_average_before_after"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
