@@ -94,6 +94,7 @@ selected = panels.node_picker(c)
 widgets.plotly_chart(views.graph_figure(c, selected), key="cir_graph", on_select="rerun",
                              selection_mode="points")
 panels.node_details(lm, c, selected, transcoders)
+panels.steering(lm, args, c)
 
 as_code.expander("circuits", "Circuits", snippet("Circuits: the attribution graph of a [MASK] prediction",
                                                  views.circuit, args, {"node_threshold": float(threshold)},

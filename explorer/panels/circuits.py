@@ -86,3 +86,43 @@ def supernode_table(c: views.Circuit, members: list[str]) -> pd.DataFrame:
     return pd.DataFrame({"node": [c.labels[i] for i in rows], "position": [int(c.positions[i]) for i in rows],
                          "activation": [float(c.activations[i]) for i in rows],
                          "influence": [float(c.influence[i]) for i in rows]})
+
+
+def steering(lm: LoadedModel, args: tuple, c: views.Circuit) -> None:
+    """Group feature nodes into a named supernode (or take one node) and steer it in the real model: the target and
+    the top fills before and after, beside the graph's prediction."""
+    st.subheader("Steer a node or a supernode in the real model")
+    st.caption("Scale the chosen features' activations (−1 turns them around, 0 removes them, 2 doubles them): the "
+               "decoder difference is added to the feed-forward output of their block and every later layer "
+               "recomputes, in the real model (attention frozen at this input's, as circuit-tracer does). The "
+               "graph predicts the change from its edges alone: where the two agree, the graph says what the model "
+               "does.")
+    features = [i for i in sorted(range(len(c.node_ids)), key=lambda i: -c.influence[i]) if c.kinds[i] == "feature"]
+    if not features:
+        st.info("Pruning kept no feature at this threshold: raise it to steer one.", icon=":material/info:")
+        return
+    c1, c2, c3 = st.columns([3, 2, 2])
+    members = c1.multiselect("Nodes (several make a supernode)", [c.node_ids[i] for i in features],
+                             default=[c.node_ids[features[0]]], key="cir_members",
+                             format_func=lambda node: _name(c, c.node_ids.index(node)))
+    name = c2.text_input("Supernode name", "my supernode", key="cir_supernode")
+    factor = c3.select_slider("Scale by", [-2.0, -1.0, 0.0, 0.5, 1.5, 2.0, 3.0], value=-1.0, key="cir_factor")
+    if not members:
+        return
+    picked = [c.node_ids.index(m) for m in members]
+    nodes = tuple((int(c.layers[i]), int(c.positions[i]), int(c.features[i])) for i in picked)
+    st.dataframe(supernode_table(c, members), hide_index=True, key="cir_members_table")
+    s = heavy.run_view(views.steered, "the steered run", *args, nodes, float(factor))
+    m = st.columns(3)
+    what = widgets.escape_md(name if len(members) > 1 else c.labels[picked[0]])
+    m[0].metric(f"Target {s.target}: before", f"{s.before:+.3f}")
+    m[1].metric(f"After {what} x{factor:g} (real model)", f"{s.after:+.3f}", f"{s.after - s.before:+.3f}")
+    m[2].metric("The graph predicted", f"{s.before + (s.predicted or 0.0):+.3f}", f"{s.predicted or 0.0:+.3f}",
+                help="The change the graph's edges predict for this scaling, through every path of the frozen "
+                     "replacement model.")
+    agree = (s.after - s.before) * (s.predicted or 0.0) > 0
+    st.caption(("The real model moved the way the graph predicts." if agree else
+                "The real model did not move the way the graph predicts: what the graph leaves out (the error nodes, "
+                "the LayerNorm denominators it holds fixed) matters here.") + " Top fills before: "
+                + ", ".join(f"{widgets.escape_md(t)} {p:.0%}" for t, p in s.top_before) + "; after: "
+                + ", ".join(f"{widgets.escape_md(t)} {p:.0%}" for t, p in s.top_after) + ".")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bertcore.circuits import attribution, export
+from bertcore.circuits import attribution, export, steer
 from bertcore.circuits.graph import influence, logit_weights, normalized, prune, scores
 from bertcore.sae.features import heldout_sentences
 from bertcore.sae.stream import feed_forward_pairs
@@ -159,3 +159,18 @@ def contexts(source, transcoders: Path, layer: int, feature: int, n_sentences: i
     tokens = [lm.tokenizer.convert_ids_to_tokens(enc["input_ids"][i][enc["attention_mask"][i].bool()]) for i in order]
     density = float((acts > 0).sum() / enc["attention_mask"].sum())
     return Contexts(tokens, [int(where[i]) for i in order], [float(peak[i]) for i in order], density)
+
+
+@view
+def steered(source, text: str, contrast: tuple[str, str] | None, transcoders: Path,
+            nodes: tuple[tuple[int, int, int], ...], factor: float, freeze_attention: bool = True) -> steer.Steering:
+    """The features ``nodes`` (``(block, position, latent)``, a node or a supernode) scaled by ``factor`` in the
+    REAL model (:func:`bertcore.circuits.steer.steer`: the decoder difference added at each block's feed-forward
+    output, everything downstream recomputed; attention frozen at the clean run's or recomputed): the target before
+    and after, the top fills before and after, and the change :func:`graph` predicts. Raises ``CircuitError`` for a
+    bad node or factor, and what :func:`graph` raises."""
+    lm = load(source)
+    g = graph(source, text, contrast, transcoders)
+    tcs = load_set(transcoders, lm.config.hidden_size, lm.config.num_hidden_layers)
+    return steer.steer(lm.model, lm.tokenizer, text, tcs, list(nodes), factor, graph=g, contrast=contrast,
+                       freeze_attention=freeze_attention)

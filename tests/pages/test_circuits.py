@@ -78,3 +78,27 @@ def test_a_set_of_another_width_is_refused_with_a_sentence(tmp_path, monkeypatch
     assert_clean(at)
     said = " ".join(sum(messages(at).values(), []))
     assert "do not match the model's hidden size" in said, said
+
+
+def test_steering_a_node_shows_the_real_models_change_beside_the_graphs(runs, monkeypatch):
+    """The steering panel's numbers are bertcore.circuits.steer's, run on the page's inputs."""
+    from bertcore.circuits import steer
+
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(runs))
+    at = page("circuits", cir_factor=2.0)
+    assert_clean(at)
+    c = at.session_state[RECORD_KEY]["circuits"].result
+    first = at.session_state["cir_members"][0]
+    i = c.node_ids.index(first)
+    node = (int(c.layers[i]), int(c.positions[i]), int(c.features[i]))
+    lm = sources.load(sources.PACKAGED_MLM)
+    tcs = T.load_set(runs / "20261129-000000-sae" / "sae")
+    from bertcore.circuits import attribution
+
+    text = "The keys to the cabinet [MASK] on the table."
+    g = attribution.build(lm.model, lm.tokenizer, text, tcs, contrast=("are", "is"))
+    want = steer.steer(lm.model, lm.tokenizer, text, tcs, [node], 2.0, graph=g, contrast=("are", "is"))
+    shown = {m.label: m.value for m in at.metric}
+    after = next(v for k, v in shown.items() if k.startswith("After "))
+    assert after == f"{want.after:+.3f}"
+    assert shown["The graph predicted"] == f"{want.before + want.predicted:+.3f}"
