@@ -1,7 +1,6 @@
 """Circuits: the attribution graph behind a fill-mask prediction, through per-block transcoders."""
 
 import json
-from pathlib import Path
 
 import streamlit as st
 
@@ -13,7 +12,7 @@ from bertcore.sae.io import SAEError
 from bertcore.tokenization.tokenizer import TextError
 from explorer import as_code, widgets
 from explorer.panels import circuits as panels
-from explorer.server import heavy, share
+from explorer.server import heavy, share, shared_settings
 from explorer.views import circuits as views
 from explorer.views.code import snippet
 
@@ -35,15 +34,18 @@ lm = widgets.current_model()
 share.shareable({"cir_text": share.text, "cir_contrast": share.text, "cir_threshold": share.number(0.1, 1.0)})
 sets = catalog.transcoder_sets(lm.path, runs_root())
 c1, c2 = st.columns([3, 2])
-labels = [label for label, _ in sets] + ["a folder ..."]
+shared = shared_settings.settings().enabled  # a shared server opens no typed path
+labels = [label for label, _ in sets] + ([] if shared else ["a folder ..."])
+if not labels:
+    panels.how_to_train(lm)
+    st.stop()
 choice = c1.selectbox("Transcoders", labels, key="cir_set",
                       help="A set of one transcoder per block: shipped beside the model, written by a training run "
                            "(its newest checkpoint while it runs), or any folder of layer-<n>/ transcoders.")
+transcoders = dict(sets).get(choice)
 if choice == "a folder ...":
     folder = c2.text_input("Folder of the set (layer-1/ … layer-N/ inside)", key="cir_folder")
-    transcoders = Path(folder).expanduser() if folder.strip() else None
-else:
-    transcoders = dict(sets)[choice]
+    transcoders = panels.typed_folder(folder)
 if transcoders is None:
     panels.how_to_train(lm)
     st.stop()

@@ -3,6 +3,8 @@ direct effect and top held-out contexts), and steering a node or a named superno
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import streamlit as st
 
@@ -25,6 +27,21 @@ def how_to_train(lm: LoadedModel) -> None:
             "--max-time 600\n"
             "python -m bertcore.sae resume --run-dir runs/transcoders   # after a stop: on from its last checkpoint",
             language="bash")
+
+
+def typed_folder(folder: str) -> Path | None:
+    """The typed transcoder folder, or None (nothing typed, or not a folder here: said on the page)."""
+    if not folder.strip():
+        return None
+    path = Path(folder.strip()).expanduser()
+    try:
+        found = path.is_dir()
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte
+        found = False
+    if not found:
+        st.warning("No folder at that path on this machine: type the folder that holds layer-1/ … layer-N/.",
+                   icon=":material/folder_off:")
+    return path if found else None
 
 
 def _name(c: views.Circuit, i: int) -> str:

@@ -155,13 +155,16 @@ def _key_part(value: Any) -> Hashable:
     if isinstance(value, ModelSource):
         return ("source", *source_key(value))
     if isinstance(value, Path):  # a file or folder read by the view: a rewritten file is a new key
-        files = sorted(p for p in value.rglob("*") if p.is_file()) if value.is_dir() else [value]
+        try:
+            files = sorted(p for p in value.rglob("*") if p.is_file()) if value.is_dir() else [value]
+        except (OSError, ValueError):  # unreadable, or a name the file system refuses
+            files = [value]
         stamps = []
         for f in files:
             try:
                 st = f.stat()
                 stamps.append((str(f), st.st_size, st.st_mtime_ns))
-            except OSError:
+            except (OSError, ValueError):
                 stamps.append((str(f), None))
         return ("path", str(value), tuple(stamps))
     if isinstance(value, (list, tuple)):

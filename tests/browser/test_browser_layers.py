@@ -48,7 +48,10 @@ def _open(session, nav_pages, pattern: str, query: str = ""):  # noqa: F811
 def test_layer_and_cause_views(session, server, nav_pages):  # noqa: F811
     rows, found = [], []
     page = _open(session, nav_pages, r"^masking$")
-    assert wait_charts(page) >= 4  # decisions, counts, predictions, the logit lens (+ its lines)
+    assert wait_charts(page) >= 3  # decisions, counts, predictions; the logit lens waits for its tab
+    click_tab(page, "Layer by layer: the logit lens")()
+    wait_idle(page, start_ms=2_000)
+    assert wait_charts(page) >= 5  # + the lens grid and its lines
     shoot(page, SCREENSHOTS / "layers-masking-logit-lens.png")
     found += problems(session, server)
     # a 128-token input: the first computation (forward, fill-mask, the lens), then the page redrawn with every

@@ -40,6 +40,9 @@ def test_what_flows_tab_and_the_masking_panel(session, server, nav_pages):  # no
     if nav is None:
         pytest.fail("no Masking page in the navigation (renamed? update the pattern)")
     open_page(session, nav)
+    text = page.locator(MAIN).inner_text()
+    assert "Which explanation is faithful" not in text  # below the fold: computed when its tab is opened
+    timed(page, click_tab(page, "Which words made this prediction"))
     found += problems(session, server)
     text = page.locator(MAIN).inner_text()
     assert "Which words made this prediction" in text and "Which explanation is faithful" in text, text[-3000:]

@@ -86,9 +86,11 @@ def _state(model) -> tuple:
             [p.requires_grad for p in model.parameters()], [p.grad is None for p in model.parameters()])
 
 
-def run_beside_plain_forwards(model, tokenizer, analysis, other_text: str, min_rounds: int = 3) -> None:
-    """Thread A: ``analysis()`` in a loop; thread B: plain forwards on ``other_text``; both checked against their
-    single-threaded results. Fails with every difference and exception seen."""
+def run_beside_plain_forwards(model, tokenizer, analysis, other_text: str, min_rounds: int = 3,
+                              min_seconds: float = MIN_SECONDS) -> None:
+    """Thread A: ``analysis()`` in a loop (at least ``min_rounds`` times and ``min_seconds``); thread B: plain
+    forwards on ``other_text``; both checked against their single-threaded results. Fails with every difference and
+    exception seen."""
     state = _state(model)
     want_a = _as_arrays(analysis())
     want_b = _plain(model, tokenizer, other_text)
@@ -102,7 +104,7 @@ def run_beside_plain_forwards(model, tokenizer, analysis, other_text: str, min_r
         start.wait()
         t0 = time.perf_counter()
         try:
-            while rounds["a"] < min_rounds or time.perf_counter() - t0 < MIN_SECONDS:
+            while rounds["a"] < min_rounds or time.perf_counter() - t0 < min_seconds:
                 try:
                     if err := _close(_as_arrays(analysis()), want_a):
                         problems.append(f"analysis, round {rounds['a']}: {err}")

@@ -102,3 +102,19 @@ def test_steering_a_node_shows_the_real_models_change_beside_the_graphs(runs, mo
     after = next(v for k, v in shown.items() if k.startswith("After "))
     assert after == f"{want.after:+.3f}"
     assert shown["The graph predicted"] == f"{want.before + want.predicted:+.3f}"
+
+
+@pytest.mark.parametrize("folder", ["x" * 20_000, "/no/such/folder", "a\x00b"])
+def test_a_typed_folder_that_is_not_one_gets_a_sentence(tmp_path, monkeypatch, folder):
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path))
+    at = page("circuits", cir_set="a folder ...", cir_folder=folder)
+    assert_clean(at)
+    assert any("No folder at that path" in w for w in messages(at)["warning"])
+
+
+def test_a_shared_server_offers_no_typed_folder(runs, monkeypatch):
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(runs))
+    monkeypatch.setenv("BERT_EXPLORER_SHARED", "1")
+    at = page("circuits")
+    assert_clean(at)
+    assert "a folder ..." not in at.selectbox(key="cir_set").options
