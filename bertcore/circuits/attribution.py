@@ -268,6 +268,22 @@ def targets_at(logits: torch.Tensor, tokenizer, contrast: tuple[int, int] | None
     return out
 
 
+def contrast_ids(tokenizer, contrast: tuple[str, str] | None) -> tuple[int, int] | None:
+    """The token ids of a contrast pair (``("are", "is")``), or None without one.
+
+    Raises:
+        CircuitError: a word that is not exactly one token for ``tokenizer``.
+    """
+    if contrast is None:
+        return None
+    ids = [tokenizer(w, add_special_tokens=False)["input_ids"] for w in contrast]
+    for word, got in zip(contrast, ids):
+        if len(got) != 1:
+            raise CircuitError(f"the contrast word {word!r} is {len(got)} tokens for this tokenizer "
+                               f"({tokenizer.convert_ids_to_tokens(got)}); pick a word that is one token")
+    return ids[0][0], ids[1][0]
+
+
 def build(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, Transcoder],
           contrast: tuple[str, str] | None = None, batch: int = 32, max_length: int | None = None,
           progress=None) -> AttributionGraph:
@@ -289,14 +305,7 @@ def build(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, T
         raise CircuitError(f"write exactly one [MASK] where the model should guess a word; the text has "
                            f"{len(positions)}")
     m = positions[0]
-    pair = None
-    if contrast is not None:
-        ids = [tokenizer(w, add_special_tokens=False)["input_ids"] for w in contrast]
-        for word, got in zip(contrast, ids):
-            if len(got) != 1:
-                raise CircuitError(f"the contrast word {word!r} is {len(got)} tokens for this tokenizer "
-                                   f"({tokenizer.convert_ids_to_tokens(got)}); pick a word that is one token")
-        pair = (ids[0][0], ids[1][0])
+    pair = contrast_ids(tokenizer, contrast)
     rm = Replacement(model, transcoders, inputs)
     targets = targets_at(rm.logits[m], tokenizer, pair)
     feats = torch.cat([torch.cat([torch.full((len(p), 1), layer), p], 1) for layer in range(rm.n)

@@ -38,7 +38,7 @@ from ..modeling.interventions import Interventions, eval_mode
 from ..readouts.fill_mask import mask_token_positions, mlm_head_of
 from ..sae.transcoder import Transcoder, sites
 from ..tokenization.tokenizer import encode
-from .attribution import AttributionGraph, CircuitError, Target, targets_at
+from .attribution import AttributionGraph, CircuitError, Target, contrast_ids, targets_at
 
 TOP_K = 5
 
@@ -244,15 +244,7 @@ def steer(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, T
     if graph is not None:
         goal: Target = graph.targets[target]  # checked by predicted_change
     else:
-        pair = None
-        if contrast is not None:
-            ids = [tokenizer(w, add_special_tokens=False)["input_ids"] for w in contrast]
-            for word, got in zip(contrast, ids):
-                if len(got) != 1:
-                    raise CircuitError(f"the contrast word {word!r} is {len(got)} tokens for this tokenizer "
-                                       f"({tokenizer.convert_ids_to_tokens(got)}); pick a word that is one token")
-            pair = (ids[0][0], ids[1][0])
-        goal = targets_at(logits_before, tokenizer, pair)[0]
+        goal = targets_at(logits_before, tokenizer, contrast_ids(tokenizer, contrast))[0]
     return Steering(tuple(steered), tuple(activations), factor, freeze_attention, goal.label,
                     float(logits_before @ goal.vector), float(logits_after @ goal.vector),
                     _top(logits_before, tokenizer, top_k), _top(logits_after, tokenizer, top_k), predicted)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import os
 import sys
 import threading
@@ -186,14 +187,13 @@ class View(Generic[P, R]):
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.name = f"{fn.__module__}.{fn.__qualname__}"
+        self.signature = inspect.signature(fn)
 
     def key(self, *args: P.args, **kwargs: P.kwargs) -> Hashable:
         """The cache key of a call: the view's name, its arguments by name (defaults filled in), each model source
         as :func:`source_key`. Raises ``TypeError`` for arguments the function does not take or that cannot be
         hashed."""
-        import inspect
-
-        bound = inspect.signature(self.fn).bind(*args, **kwargs)
+        bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
         return (self.name, tuple((k, _key_part(v)) for k, v in bound.arguments.items()))
 
