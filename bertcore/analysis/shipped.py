@@ -37,6 +37,9 @@ PROJECTOR_LAYER = 3
 PROJECTOR_METHOD = "pca"
 PROJECTOR_COLOUR = "pos"
 PROJECTOR_UNIT = "token"
+CIRCUIT_TEXT = "The keys to the cabinet [MASK] on the table."  # the Circuits page's default sentence
+CIRCUIT_CONTRAST = ("are", "is")  # and its contrast pair: the graph explains logit(are) - logit(is)
+CIRCUIT_TRANSCODERS = "transcoders"  # the transcoder set shipped in a model's folder (one layer-<n>/ per block)
 
 Progress = Callable[[int, int], None] | None
 
@@ -266,6 +269,42 @@ def projector(loaded, corpus: str = PROJECTOR_CORPUS, n_points: int = PROJECTOR_
                                      "max_tokens": PV.MAX_TOKENS, "k": P.K_NEIGHBOURS}, compute)
 
 
+def circuit(loaded, text: str, contrast: tuple[str, str] | None, transcoders: str | Path,
+            node_threshold: float = 0.8, edge_threshold: float = 0.98, graph_of=None) -> Computation:
+    """The Circuits page's pruned attribution graph (:func:`bertcore.circuits.pruned.circuit`) of ``text`` through the
+    transcoder set in ``transcoders``, keyed by those files' bytes (:func:`bertcore.loading.precomputed.files_hash`),
+    not their path. ``graph_of()``: where the unpruned graph comes from (a cache), else
+    :func:`bertcore.circuits.attribution.build`."""
+    from ..circuits import attribution, pruned
+    from ..sae.transcoder import load_set
+
+    def compute(progress):
+        if graph_of is not None:
+            g = graph_of()
+        else:
+            config = loaded.model.config
+            tcs = load_set(transcoders, config.hidden_size, config.num_hidden_layers)
+            g = attribution.build(loaded.model, loaded.tokenizer, text, tcs, contrast=contrast)
+        return pruned.circuit(g, node_threshold, edge_threshold)
+
+    return Computation("circuit", {"version": VERSION, "text": text, "contrast": list(contrast) if contrast else None,
+                                   "transcoders": precomputed.files_hash(transcoders),
+                                   "node_threshold": node_threshold, "edge_threshold": edge_threshold}, compute)
+
+
+def default_circuit(loaded) -> Computation:
+    """The Circuits page's default view: :data:`CIRCUIT_TEXT` and :data:`CIRCUIT_CONTRAST` through the model's
+    shipped transcoder set (``<model folder>/transcoders``).
+
+    Raises:
+        FileNotFoundError: the model's folder holds no transcoder set.
+    """
+    folder = Path(loaded.path) / CIRCUIT_TRANSCODERS
+    if not any(folder.glob("layer-*/cfg.json")):
+        raise FileNotFoundError(f"{folder} holds no transcoder set (layer-<n>/cfg.json)")
+    return circuit(loaded, CIRCUIT_TEXT, CIRCUIT_CONTRAST, folder)
+
+
 def default_views(loaded) -> list[Computation]:
     """Every heavy computation of the app's default views for ``loaded`` (the Grammar suite only with an MLM head)."""
     from .papers import evalset
@@ -276,6 +315,8 @@ def default_views(loaded) -> list[Computation]:
                          CORPUS_SEGMENTS), projector(loaded)]
     if loaded.has_mlm_head:
         out.append(grammar_suite(loaded, GRAMMAR_PAIRS, GRAMMAR_METRIC))
+        if loaded.path is not None and any((Path(loaded.path) / CIRCUIT_TRANSCODERS).glob("layer-*/cfg.json")):
+            out.append(default_circuit(loaded))
     return out
 
 
@@ -296,9 +337,11 @@ def write(loaded, computations: list[Computation] | None = None, log=print) -> P
 
 EXTRA = {"faithfulness": faithfulness}
 """Computations not among :func:`default_views` that ``--add NAME`` ships beside them."""
-ADDABLE = {**EXTRA, "projector": projector, "probes": lambda loaded: probes(loaded, PROBE_SEGMENTS)}
+ADDABLE = {**EXTRA, "projector": projector, "circuit": default_circuit,
+           "probes": lambda loaded: probes(loaded, PROBE_SEGMENTS)}
 """What ``--add NAME`` may compute alone and add to a file: :data:`EXTRA`, default views added after a file
-was written (``projector``), and ``probes`` (recomputed alone after its fits took one BLAS thread)."""
+was written (``projector``, ``circuit`` once transcoders are shipped), and ``probes`` (recomputed alone after its
+fits took one BLAS thread)."""
 
 
 def add(loaded, computations: list[Computation], log=print) -> Path:

@@ -60,6 +60,21 @@ def model_hash(folder: str | Path) -> str:
     return _hash(str(folder), file_stats(folder))
 
 
+def files_hash(folder: str | Path, patterns: tuple[str, ...] = ("**/cfg.json", "**/*.safetensors")) -> str:
+    """SHA-256 over the relative names, sizes and bytes of the files under ``folder`` matching ``patterns`` (by
+    default what an SAE or transcoder folder computes with: ``cfg.json`` and weights, not its README or metrics).
+    Computed once per version of the files in a process; a parameter of an entry that depends on such files (a
+    transcoder set of the Circuits page), so that rewritten files miss the shipped entry.
+
+    Raises:
+        OSError: a file that cannot be read.
+    """
+    folder = Path(folder).resolve()
+    found = sorted({p for pattern in patterns for p in folder.glob(pattern) if p.is_file()})
+    stamp = tuple((p.relative_to(folder).as_posix(), (st := p.stat()).st_size, st.st_mtime_ns) for p in found)
+    return _hash(str(folder), stamp)
+
+
 def entry_id(name: str, params: dict) -> str:
     """The key of one entry: its name and a digest of its parameters (JSON, keys sorted)."""
     blob = json.dumps(params, sort_keys=True, separators=(",", ":"), default=str)

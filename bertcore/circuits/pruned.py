@@ -1,0 +1,90 @@
+"""A pruned attribution graph, ready to draw or to ship: the nodes and edges circuit-tracer's ``prune_graph`` keeps
+(:func:`bertcore.circuits.graph.prune`), each node with its kind, place, activation, influence and direct effect on
+the prediction, and the replacement and completeness scores of the graph before and after pruning
+(``compute_graph_scores``). Plain arrays and lists: a :class:`Circuit` is stored in a model's ``precomputed.npz``
+(:mod:`bertcore.analysis.shipped`) and drawn by the Circuits page."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .attribution import AttributionGraph
+from .graph import influence, logit_weights, normalized, prune, scores
+
+
+@dataclass
+class Circuit:
+    """A pruned graph. Per kept node (arrays of one length): ``node_ids`` (``"{kind}:{block}:{position}:{latent}"``),
+    ``kinds`` ("feature", "error", "embedding", "logit"), ``layers`` (block; -1 for embeddings, L for logits),
+    ``positions``, ``features`` (latent; -1 otherwise), ``activations`` (features: activation; errors: the error
+    vector's norm; embeddings: 1; logits: the target's probability), ``influence`` (float64, the node's total
+    influence on the probability-weighted targets, circuit-tracer's node influence), ``logit_effect`` (float64,
+    direct effect on the targets, weighted by their probabilities), ``labels``. ``edges``: ``(E, 3)`` float64
+    (source index, target index, weight) into the kept nodes. ``scores``: ``replacement`` and ``completeness``,
+    unpruned and ``*_pruned``. ``tokens``, ``mask_position``, ``targets`` and ``target_probs``, ``n_nodes``
+    (unpruned)."""
+
+    tokens: list[str]
+    mask_position: int
+    targets: list[str]
+    target_probs: list[float]
+    node_ids: list[str]
+    kinds: list[str]
+    layers: np.ndarray
+    positions: np.ndarray
+    features: np.ndarray
+    activations: np.ndarray
+    influence: np.ndarray
+    logit_effect: np.ndarray
+    labels: list[str]
+    edges: np.ndarray
+    scores: dict[str, float]
+    n_nodes: int
+
+
+def circuit(g: AttributionGraph, node_threshold: float = 0.8, edge_threshold: float = 0.98) -> Circuit:
+    """``g`` pruned by cumulative influence (``node_threshold`` of the nodes' influence on the logits,
+    ``edge_threshold`` of the edges'; circuit-tracer's ``prune_graph``), with the replacement and completeness
+    scores (circuit-tracer's ``compute_graph_scores``) of the graph before and after pruning.
+
+    Raises:
+        ValueError: a threshold outside 0..1.
+    """
+    lay, probs, n_t = g.layout, g.probabilities, len(g.tokens)
+    kept = prune(g.adjacency, lay, probs, node_threshold, edge_threshold)
+    pruned_adjacency = g.adjacency * kept.edges  # the edges pruning keeps
+    (rep, comp), (rep_p, comp_p) = scores(g.adjacency, lay, probs), scores(pruned_adjacency, lay, probs)
+    node_influence = influence(normalized(g.adjacency), logit_weights(lay, probs))  # (n,)
+    logits = lay.part("logits")
+    direct = (probs[:, None] * g.adjacency[logits]).sum(0)  # (n,): each node's direct effect on the targets
+    index = kept.nodes.nonzero().flatten().tolist()
+    kinds, layers, positions, features, acts, labels, ids = [], [], [], [], [], [], []
+    for i in index:
+        if i < lay.features:  # (block, position, latent)
+            block, pos, latent = (int(v) for v in g.features[i])
+            kind, act, label = "feature", float(g.activations[i]), f"block {block} latent {latent}"
+        elif i < lay.part("embeddings").start:
+            (block, pos), latent = divmod(i - lay.features, n_t), -1
+            kind, act, label = "error", float(g.error_norms[block, pos]), f"error of block {block}"
+        elif i < logits.start:
+            block, pos, latent = -1, i - lay.part("embeddings").start, -1
+            kind, act, label = "embedding", 1.0, f"embedding of {g.tokens[pos]!r}"
+        else:
+            target = g.targets[i - logits.start]
+            block, pos, latent = lay.errors // n_t, g.mask_position, -1
+            kind, act, label = "logit", float(target.probability), f"logit: {target.label}"
+        ids.append(f"{kind}:{block}:{pos}:{latent}")
+        kinds.append(kind), layers.append(block), positions.append(pos), features.append(latent)
+        acts.append(act), labels.append(label)
+    where = {node: k for k, node in enumerate(index)}
+    dst, src = kept.edges.nonzero(as_tuple=True)  # adjacency is [target, source]
+    edges = np.array([[where[int(s)], where[int(d)], float(g.adjacency[d, s])] for d, s in zip(dst, src)],
+                     dtype=np.float64).reshape(-1, 3)
+    return Circuit(tokens=list(g.tokens), mask_position=int(g.mask_position), targets=[t.label for t in g.targets],
+                   target_probs=[float(p) for p in probs], node_ids=ids, kinds=kinds, layers=np.array(layers),
+                   positions=np.array(positions), features=np.array(features), activations=np.array(acts),
+                   influence=node_influence[index].numpy(), logit_effect=direct[index].numpy(), labels=labels,
+                   edges=edges, scores={"replacement": rep, "completeness": comp, "replacement_pruned": rep_p,
+                                        "completeness_pruned": comp_p}, n_nodes=lay.size)
