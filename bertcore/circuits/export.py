@@ -16,6 +16,13 @@ from .attribution import AttributionGraph
 from .graph import Pruned
 
 GENERATOR = {"name": "bert-explorer (bertcore.circuits)", "version": "0.1.0"}
+DIGITS = 6  #: significant digits of the weights, influences and activations written (the viewer draws them)
+
+
+def _num(x) -> float:
+    """``x`` rounded to :data:`DIGITS` significant digits: a link's weight in 10 characters, not 20 (a 64-token graph
+    has ~10^5 links)."""
+    return float(f"{float(x):.{DIGITS}g}")
 
 
 def neuronpedia_json(graph: AttributionGraph, pruned: Pruned, scan: str, slug: str, prompt: str,
@@ -26,13 +33,13 @@ def neuronpedia_json(graph: AttributionGraph, pruned: Pruned, scan: str, slug: s
     ids: dict[int, str] = {}
     nodes = []
     for i in pruned.nodes.nonzero().flatten().tolist():
-        influence = float(pruned.cumulative[i])
+        influence = _num(pruned.cumulative[i])
         if i < lay.features:
             block, pos, latent = (int(v) for v in graph.features[i])
             node = {"node_id": f"{block}_{latent}_{pos}", "feature": latent, "layer": str(block), "ctx_idx": pos,
                     "feature_type": "cross layer transcoder", "jsNodeId": f"{block}_{latent}-{pos}",
                     "clerp": f"block {block} latent {latent}", "influence": influence,
-                    "activation": float(graph.activations[i])}
+                    "activation": _num(graph.activations[i])}
         elif i < lay.part("embeddings").start:
             block, pos = divmod(i - lay.features, t)
             node = {"node_id": f"{block}_-1_{pos}", "feature": -1, "layer": str(block), "ctx_idx": pos,
@@ -54,7 +61,7 @@ def neuronpedia_json(graph: AttributionGraph, pruned: Pruned, scan: str, slug: s
                     "activation": None, "token_prob": target.probability}
         ids[i] = node["node_id"]
         nodes.append(node)
-    links = [{"source": ids[s], "target": ids[tg], "weight": float(graph.adjacency[tg, s])}
+    links = [{"source": ids[s], "target": ids[tg], "weight": _num(graph.adjacency[tg, s])}
              for tg, s in pruned.edges.nonzero().tolist() if s in ids and tg in ids]
     metadata = {"slug": slug, "scan": scan, "prompt_tokens": list(graph.tokens), "prompt": prompt,
                 "node_threshold": node_threshold,
