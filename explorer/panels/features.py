@@ -1,4 +1,5 @@
-"""The Features page's tabs: your text, one feature's dashboard, a search by text and steering."""
+"""The Features page's tabs: your text, one feature's dashboard, a search by text and steering (SAEs; a transcoder's
+features are steered on the Circuits page)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,47 @@ import streamlit as st
 from bertcore.readouts.fill_mask import FillMaskError
 from bertcore.loading.sources import ModelSource
 from bertcore.sae import features as sae_features
+from bertcore.sae import io as sae_io
 from bertcore.sae.report import QUICK_SENTENCES
 from bertcore.tokenization.tokenizer import TextError
 from explorer import as_code, widgets
 from explorer.figures import features as figs
 from explorer.views import features as views
 from explorer.views.code import snippet
+
+
+def metrics(card: views.SAECard, num_layers: int) -> None:
+    """The card's row of metrics: where it reads, how many features, and what its ``metrics.json`` measured (an SAE's
+    or a transcoder's fields, whichever are there)."""
+    layer, shown = card.layer, widgets.layer_number(card.layer)  # the 0-based block; "layer {layer + 1}" in text
+    m = card.metrics
+    cols = st.columns(5)
+    if card.kind == "transcoder":
+        cols[0].metric("Block", f"{layer} (layer {shown})", help=f"block {layer} of 0..{num_layers - 1}: reads the "
+                       f"feed-forward input of layer {shown} and predicts its output")
+        trained = f" (of {m['d_sae_trained']:,} trained; the never-active ones dropped)" if "d_sae_trained" in m else ""
+        cols[1].metric("Features", f"{card.d_sae:,}",
+                       help=f"k = {card.k} kept per token on average in training{trained}")
+        if "fvu" in m:
+            cols[2].metric("Unexplained variance", f"{100 * m['fvu']:.1f}%",
+                           help="FVU of the feed-forward output on held-out State of the Union text")
+        if "dead" in m:
+            cols[3].metric("Dead features", f"{100 * m['dead']:.1f}%", help="never active on the held-out tokens")
+        if "delta_ce" in m:
+            cols[4].metric("MLM loss with the transcoder", f"+{m['delta_ce']:.2f} nats",
+                           help=f"the MLM loss with the transcoder spliced in: layer {shown}'s feed-forward output "
+                                "replaced by its prediction")
+        return
+    cols[0].metric("Layer", f"{shown} of {num_layers}", help=f"reads {sae_io.hook_name(layer)}'s output")
+    cols[1].metric("Features", f"{card.d_sae:,}", help=f"k = {card.k} kept per token")
+    if "fvu" in m:
+        cols[2].metric("Unexplained variance", f"{100 * m['fvu']:.1f}%", help="FVU on held-out State of the Union text")
+        cols[3].metric("Dead features", f"{100 * m['dead']:.1f}%",
+                       help=f"never active on {m['tokens']:,} held-out tokens")
+    if "delta_ce_sae" in m:
+        cols[4].metric("MLM loss with the SAE", f"+{m['delta_ce_sae']:.2f} nats",
+                       help=f"layer {shown}'s output replaced by the reconstruction; zeroing the layer costs "
+                            f"+{m['delta_ce_zero']:.2f}, its mean +{m['delta_ce_mean']:.2f}")
 
 
 def _pick(feature: int) -> None:
@@ -40,7 +76,7 @@ def your_text(source: ModelSource, folder: Path) -> None:
                "to list all its active features.")
     widgets.plotly_chart(views.strip_figure(result), key="feat_strip")
     as_code.expander("features", "Features",
-                     snippet("Features: a sparse autoencoder's features on your text", views.text_features,
+                     snippet("Features: an SAE's or transcoder's features on your text", views.text_features,
                              (source, folder, text), draw=[(views.strip_figure, {})]), result)
     pos = st.selectbox("Token", range(len(tf.tokens)), format_func=lambda i: f"{i}: {tf.tokens[i]}",
                        index=min(2, len(tf.tokens) - 1), key="feat_token")
@@ -54,9 +90,11 @@ def one_feature(source: ModelSource, folder: Path, card: views.SAECard) -> None:
     """One feature's dashboard, or the button that indexes held-out text for it."""
     default = st.session_state.get("feat_id", 0)
     feature = int(st.number_input("Feature", 0, card.d_sae - 1, value=min(default, card.d_sae - 1), key="feat_num"))
+    what = "SAE" if card.kind == "sae" else "transcoder"
     if not card.indexed:
-        st.info(f"This SAE has no indexed held-out text yet. Indexing runs the model and spaCy over {QUICK_SENTENCES} "
-                "State of the Union sentences (about a minute) and stores the result beside the SAE.")
+        st.info(f"This {what} has no indexed held-out text yet. Indexing runs the model and spaCy over "
+                f"{QUICK_SENTENCES} State of the Union sentences (about a minute) and stores the result beside the "
+                f"{what}.")
         if st.button("Index held-out text", key="feat_index"):
             bar = st.progress(0.0, text="Parsing and running the model ...")
             try:
@@ -88,15 +126,19 @@ def one_feature(source: ModelSource, folder: Path, card: views.SAECard) -> None:
     right.markdown("**Nearest features** (cosine of decoder directions)")
     right.dataframe(pd.DataFrame(d.nearest, columns=["feature", "cosine"]), hide_index=True)
     if d.promoted is None:
-        st.caption("This model has no MLM head: no logit effect.")
+        st.caption(f"No logit effect: {widgets.escape_md(d.no_logits)}")
     else:
-        st.caption(f"The feature's direction added to the layer's mean hidden state at its strongest held-out "
+        where = ("the layer's mean hidden state" if card.kind == "sae" else
+                 f"the mean feed-forward output of block {card.layer} (layer {widgets.layer_number(card.layer)}), "
+                 "then that block's LayerNorm,")
+        st.caption(f"The feature's direction added to {where} at its strongest held-out "
                    f"activation ({d.strength:.2f}) and read through the MLM head, as a logit lens would: the "
                    "words it promotes (green) and suppresses (red).")
         widgets.plotly_chart(figs.logit_bars(d.promoted, d.suppressed, feature), key="feat_logits")
-    st.markdown("**How label-pure are the SAE's features?** The share of directions whose top 20 held-out tokens "
-                "share one spaCy label at 80% or more, against random directions and single neurons of the "
-                "same layer. *Varied words* counts only the lists where no single word makes up more than half: "
+    scale = "the same layer" if card.kind == "sae" else "the feed-forward input it reads"
+    st.markdown(f"**How label-pure are the {what}'s features?** The share of directions whose top 20 held-out tokens "
+                "share one spaCy label at 80% or more, against random directions and single neurons of "
+                f"{scale}. *Varied words* counts only the lists where no single word makes up more than half: "
                 "twenty copies of \"the\" are pure by the word alone, and in the last layers a few frequent "
                 "tokens have such long hidden states that most random directions point at them.")
     widgets.plotly_chart(figs.purity_bars(d.purity), key="feat_purity")
@@ -117,7 +159,11 @@ def search(source: ModelSource, folder: Path) -> None:
 
 
 def steering(source: ModelSource, folder: Path, card: views.SAECard) -> None:
-    """Fill-mask with and without one feature changed."""
+    """Fill-mask with and without one feature changed (SAEs; a transcoder gets a pointer to the Circuits page)."""
+    if card.kind != "sae":
+        st.info("Steering a transcoder feature (scaling it and watching every later block and the prediction "
+                "change) is on the **Circuits** page.")
+        return
     st.markdown("Change one feature at this layer and compare fill-mask with and without the change. **Add** adds the "
                 "feature's direction times the amount to every token; **clamp** sets the feature's activation to the "
                 "amount wherever it is computed.")

@@ -24,6 +24,8 @@ from typing import Any
 import cachetools
 import streamlit as st
 
+from explorer.views.core import reporting
+
 RESULT_ENTRIES = 64
 RESULT_TTL_S = 3600.0
 POLL_S = 0.25
@@ -205,4 +207,8 @@ def run_view(view, what: str, *args, keep: bool = True, **kwargs) -> Any:
     kept = view.cached(*args, **kwargs)
     if kept is not None:
         return kept
-    return run_with_status(("view", view.key(*args, **kwargs)), lambda progress: view(*args, **kwargs), what, keep)
+    def compute(progress):
+        with reporting(progress):  # the view's calls of explorer.views.core.progress move this page's bar
+            return view(*args, **kwargs)
+
+    return run_with_status(("view", view.key(*args, **kwargs)), compute, what, keep)

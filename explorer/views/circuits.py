@@ -13,7 +13,7 @@ from bertcore.sae.features import heldout_sentences
 from bertcore.sae.stream import feed_forward_pairs
 from bertcore.sae.transcoder import load_set
 from explorer.figures import circuits as circuit_figures
-from explorer.views.core import load, view
+from explorer.views.core import load, progress, view
 
 MAX_TOKENS = 64  # the page's limit: a graph's adjacency grows as the square of its nodes
 
@@ -34,7 +34,7 @@ def graph(source, text: str, contrast: tuple[str, str] | None, transcoders: Path
     if n_tokens > MAX_TOKENS:
         raise attribution.CircuitError(f"the text is {n_tokens} tokens; attribution graphs here read at most "
                                        f"{MAX_TOKENS} (the graph grows as the square of its nodes): shorten it")
-    return attribution.build(lm.model, lm.tokenizer, text, tcs, contrast=contrast)
+    return attribution.build(lm.model, lm.tokenizer, text, tcs, contrast=contrast, progress=progress)
 
 
 Circuit = pruned.Circuit

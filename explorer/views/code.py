@@ -37,7 +37,8 @@ from .core import View
 
 CELL = "# %%"
 # an import a snippet prints otherwise: the view cache's loader is the library's loader, cached
-REWRITE = {("explorer.views.core", "load"): "from bertcore.loading.sources import load"}
+REWRITE = {("explorer.views.core", "load"): "from bertcore.loading.sources import load",
+           ("explorer.views.core", "progress"): "progress = None  # the app draws a progress bar here"}
 CONSTANT_TYPES = (int, float, str, bool, type(None), tuple, frozenset)
 
 

@@ -19,11 +19,15 @@ bound above it. Models come from :func:`load`, the server's one model cache (``e
 which a snippet prints as :func:`bertcore.loading.sources.load`.
 
 Views import no Streamlit; heavy views (seconds of CPU) are called by their page through ``explorer.server.heavy``'s
-queue, with the key :meth:`View.key` gives.
+queue, with the key :meth:`View.key` gives. A view reports how far it is by passing :func:`progress` to the library
+functions that take a ``progress`` callback: the queue draws it as the page's progress bar (a snippet prints
+``progress = None``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import functools
 import inspect
@@ -150,6 +154,29 @@ def load(source: ModelSource) -> LoadedModel:
             again).
     """
     return _MODELS.get(("model", *source_key(source)), lambda: _load_source(source))
+
+
+_PROGRESS: contextvars.ContextVar[Callable[[float], None] | None] = contextvars.ContextVar("view_progress",
+                                                                                       default=None)
+
+
+def progress(done: float, total: float = 1.0) -> None:
+    """Report how far the running view is: ``done / total``, a fraction (``progress(0.4)``) or steps done of a
+    number (``progress(3, 8)``), the two forms of bertcore's ``progress`` callbacks. Drawn as the page's progress
+    bar while the view runs through the heavy queue (:func:`reporting`); nothing otherwise."""
+    report = _PROGRESS.get()
+    if report is not None and total:
+        report(min(1.0, max(0.0, float(done) / float(total))))
+
+
+@contextlib.contextmanager
+def reporting(report: Callable[[float], None]):
+    """Within the block, :func:`progress` calls ``report(fraction)`` (the heavy queue's progress of this job)."""
+    token = _PROGRESS.set(report)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
 
 
 def _key_part(value: Any) -> Hashable:

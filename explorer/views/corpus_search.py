@@ -9,7 +9,7 @@ from pathlib import Path
 from bertcore.analysis import shipped
 from bertcore.analysis.representations import corpus_search as CS
 from bertcore.tokenization.tokenizer import TextError, encode
-from explorer.views.core import load, view
+from explorer.views.core import load, progress, view
 
 MAX_UPLOAD_CHARS = 2_000_000
 
@@ -84,7 +84,7 @@ def search(source, text: str, position: int, layer: int, k: int = shipped.CORPUS
         found = shipped.shipped(lm, computation)
         from_model = found is not None
         if found is None:
-            found = computation.compute(None)
+            found = computation.compute(progress)
     else:
         from_model = False
         # index every token of the corpus at the layer (or read the index kept on disk), then the nearest by cosine

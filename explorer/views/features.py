@@ -1,7 +1,7 @@
-"""The Features page's views: a sparse autoencoder (a TopK SAE, Gao et al. 2024) on one layer's hidden state, its
-features on a text, one feature's dashboard (held-out contexts, histogram, labels, logit effect), a search by text
-and steering. An SAE folder is keyed on its size and modification time: a rewritten or newly indexed SAE is read
-again."""
+"""The Features page's views: a sparse autoencoder (a TopK SAE, Gao et al. 2024) on one layer's hidden state, or a
+transcoder of one block's feed-forward sub-layer, its features on a text, one feature's dashboard (held-out
+contexts, histogram, labels, logit effect), a search by text and (SAEs) steering. A folder is keyed on its size and
+modification time: a rewritten or newly indexed SAE or transcoder is read again."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from bertcore.readouts.fill_mask import FillMaskError
-from bertcore.sae import explore
+from bertcore.sae import catalog, explore
 from bertcore.sae import features as sae_features
 from bertcore.sae import io as sae_io
 from bertcore.sae.report import QUICK_SENTENCES, SHIPPED_SENTENCES, feature_params, index_features
@@ -23,15 +23,17 @@ N_STRONGEST = 12  # rows of the token strip
 
 @dataclass
 class SAECard:
-    """An SAE folder: ``layer`` (the 0-based block whose output it reads), ``d_sae`` features, ``k`` kept per token,
-    ``metrics`` (metrics.json: FVU, dead share, MLM loss with it ...; {} without) and ``indexed`` (held-out top
-    contexts stored beside it for this model)."""
+    """An SAE or transcoder folder: ``layer`` (the 0-based block whose output an SAE reads, whose feed-forward
+    sub-layer a transcoder replaces), ``d_sae`` features, ``k`` kept per token (a transcoder: on average, in
+    training), ``metrics`` (metrics.json: FVU, dead share, MLM loss with it ...; {} without), ``indexed`` (held-out
+    top contexts stored beside it for this model) and ``kind`` (``"sae"`` or ``"transcoder"``)."""
 
     layer: int
     d_sae: int
     k: int
     metrics: dict
     indexed: bool
+    kind: str = "sae"
 
 
 def stored_index(folder: Path, model_folder, layer: int):
@@ -45,17 +47,17 @@ def stored_index(folder: Path, model_folder, layer: int):
 
 @view
 def card(source, folder: Path) -> SAECard:
-    """What the SAE in ``folder`` is. Raises ``SAEError`` for a folder that cannot be read."""
+    """What the SAE or transcoder in ``folder`` is. Raises ``SAEError`` for a folder that cannot be read."""
     lm = load(source)
-    sae, cfg = sae_io.load(folder)
+    sae, cfg = catalog.load(folder)  # a TopK SAE or a transcoder, by its cfg.json
     index = stored_index(folder, str(lm.path), cfg["layer"])
-    return SAECard(int(cfg["layer"]), int(cfg["d_sae"]), int(cfg["k"]), sae_io.read_metrics(folder) or {},
-                   index is not None)
+    return SAECard(int(cfg["layer"]), int(sae.d_sae), int(sae.k), sae_io.read_metrics(folder) or {},
+                   index is not None, sae.kind)
 
 
 def write_index(source, folder: Path, progress=None) -> None:
     """Not a view (an action): run the model and spaCy over :data:`QUICK_SENTENCES` held-out sentences and store the
-    SAE's top contexts beside it (``features.npz``; :func:`card` then says ``indexed``). Raises what
+    SAE's (or transcoder's) top contexts beside it (``features.npz``; :func:`card` then says ``indexed``). Raises what
     :func:`bertcore.sae.report.index_features` raises."""
     lm = load(source)
     index_features(folder, lm.model, lm.tokenizer, lm.path, QUICK_SENTENCES, progress=progress)
@@ -63,9 +65,9 @@ def write_index(source, folder: Path, progress=None) -> None:
 
 @dataclass
 class TextFeatures:
-    """The SAE on each token of a text: ``features`` (:class:`bertcore.sae.explore.TextFeatures`: ``tokens``,
-    ``z`` ``(T, d_sae)`` activations, ``num_truncated``) and ``strongest`` (the features most active anywhere in
-    it, strongest first)."""
+    """The SAE (or transcoder) on each token of a text: ``features`` (:class:`bertcore.sae.explore.TextFeatures`:
+    ``tokens``, ``z`` ``(T, d_sae)`` activations, ``num_truncated``) and ``strongest`` (the features most active
+    anywhere in it, strongest first)."""
 
     features: explore.TextFeatures
     strongest: list[int]
@@ -73,10 +75,10 @@ class TextFeatures:
 
 @view
 def text_features(source, folder: Path, text: str) -> TextFeatures:
-    """Which features of the SAE fire on each token of ``text``. Raises ``TextError``, ``SAEError``."""
+    """Which features of the SAE or transcoder fire on each token of ``text``. Raises ``TextError``, ``SAEError``."""
     lm = load(source)
-    sae, cfg = sae_io.load(folder)  # a TopK SAE on the output of block cfg["layer"]
-    # one forward pass stopped after that block, its hidden state encoded: (T, d_sae), k non-zero per token
+    sae, cfg = catalog.load(folder)  # a TopK SAE or a transcoder of block cfg["layer"]
+    # one forward pass stopped after that block; an SAE encodes its output, a transcoder its feed-forward input
     tf = explore.text_features(lm.model, lm.tokenizer, sae, cfg["layer"], text, max_length=lm.max_length)
     return TextFeatures(tf, tf.strongest(N_STRONGEST))
 
@@ -102,7 +104,8 @@ class Dashboard:
     """One feature on the held-out text: ``fired`` of ``tokens`` active, its strongest ``contexts``, ``hist``
     (counts in :data:`bertcore.sae.features.HIST_EDGES` bins), ``profile`` (spaCy labels of its top 20 tokens, None
     with fewer), ``nearest`` features (decoder cosine), ``strength`` (its strongest activation), ``promoted`` /
-    ``suppressed`` words through the MLM head (None without one) and the SAE's ``purity`` numbers."""
+    ``suppressed`` words through the MLM head (None without one; ``no_logits`` then says why) and the SAE's (or
+    transcoder's) ``purity`` numbers."""
 
     fired: int
     tokens: int
@@ -114,14 +117,15 @@ class Dashboard:
     promoted: list[tuple[str, float]] | None
     suppressed: list[tuple[str, float]] | None
     purity: dict
+    no_logits: str = ""
 
 
 @view
 def dashboard(source, folder: Path, feature: int) -> Dashboard:
-    """Feature ``feature`` of the SAE on its stored held-out text. Raises ``ValueError`` when the SAE has no stored
-    index for this model (:func:`write_index`)."""
+    """Feature ``feature`` of the SAE or transcoder on its stored held-out text. Raises ``ValueError`` when it has no
+    stored index for this model (:func:`write_index`)."""
     lm = load(source)
-    sae, cfg = sae_io.load(folder)
+    sae, cfg = catalog.load(folder)
     layer = cfg["layer"]
     index = stored_index(folder, str(lm.path), layer)
     if index is None:
@@ -135,13 +139,14 @@ def dashboard(source, folder: Path, feature: int) -> Dashboard:
                 for r, s, ids, act in zip(rows, sents, chunks, shades)]
     strength = float(index.top_values[feature][0]) or 1.0
     promoted = suppressed = None
-    try:  # its direction added to the layer's mean hidden state, read through the MLM head (a logit lens)
-        promoted, suppressed = explore.logit_effect(lm.model, lm.tokenizer, sae, feature, index.mean, strength)
-    except FillMaskError:
-        pass  # no MLM head: no logit effect
+    no_logits = ""
+    try:  # its direction added to the mean state it writes into, read through the MLM head (a logit lens)
+        promoted, suppressed = explore.logit_effect(lm.model, lm.tokenizer, sae, layer, feature, index.mean, strength)
+    except (FillMaskError, sae_io.SAEError) as exc:
+        no_logits = str(exc)  # no MLM head, or a transcoder of a pre-LN model: no logit effect
     return Dashboard(int(index.fired[feature]), len(text.token_ids), contexts, index.hist[feature],
                      sae_features.pure_labels(index.top_rows[feature:feature + 1], text)[0],
-                     explore.nearest(sae, feature), strength, promoted, suppressed, index.purity)
+                     explore.nearest(sae, feature), strength, promoted, suppressed, index.purity, no_logits)
 
 
 @dataclass
@@ -155,7 +160,7 @@ class Found:
 def search(source, folder: Path, phrase: str) -> Found:
     """Which features a word or phrase turns on. Raises ``TextError``."""
     lm = load(source)
-    sae, cfg = sae_io.load(folder)
+    sae, cfg = catalog.load(folder)
     return Found(explore.search(lm.model, lm.tokenizer, sae, cfg["layer"], phrase))
 
 
@@ -163,8 +168,9 @@ def search(source, folder: Path, phrase: str) -> Found:
 def steer(source, folder: Path, text: str, feature: int, mode: str, amount: float) -> explore.Steered:
     """Fill-mask at each [MASK] of ``text`` without and with feature ``feature`` changed at the SAE's layer: "add"
     (its direction times ``amount`` on every token) or "clamp" (its activation set to ``amount``). Raises
-    ``FillMaskError`` (no MLM head, no [MASK]) and ``TextError``."""
+    ``FillMaskError`` (no MLM head, no [MASK]), ``TextError`` and ``SAEError`` (a transcoder: steering its
+    features is on the Circuits page)."""
     lm = load(source)
-    sae, cfg = sae_io.load(folder)
+    sae, cfg = catalog.load(folder)  # steering_edit refuses a transcoder (SAEError)
     edit = explore.steering_edit(sae, feature, mode, amount)
     return explore.steered_fill_mask(lm.model, lm.tokenizer, text, cfg["layer"], edit, max_length=lm.max_length)

@@ -15,7 +15,7 @@ from bertcore.analysis.attention import activations
 from bertcore.analysis.papers import published
 from bertcore.analysis.representations import syntax
 from explorer.figures import findings as figs
-from explorer.views.core import load, view
+from explorer.views.core import load, progress, view
 
 
 @view
@@ -25,7 +25,7 @@ def measures(source, n_segments: int):
     segment can be built."""
     lm = load(source)
     # Clark et al. 2019, Kovaleva et al. 2019, Ethayarajh 2019 on held-out BBC segments, one forward each
-    found = shipped.get(lm, shipped.findings(lm, n_segments))
+    found = shipped.get(lm, shipped.findings(lm, n_segments), progress)
     return found
 
 
@@ -83,7 +83,7 @@ def syntax_heads(source, n_segments: int):
     (:func:`bertcore.analysis.representations.syntax.run_syntax`). Raises ``SyntaxUnavailable`` without spaCy and
     ``ValueError`` with too few arcs."""
     lm = load(source)
-    run = shipped.get(lm, shipped.syntax(lm, n_segments))
+    run = shipped.get(lm, shipped.syntax(lm, n_segments), progress)
     return run
 
 
@@ -129,7 +129,7 @@ def probes(source, n_segments: int) -> dict:
     """Linear probes per layer for part of speech and dependency label, each with its control task, on the words
     of the parsed segments of :func:`syntax_heads`. Raises what :func:`syntax_heads` raises."""
     lm = load(source)
-    results = shipped.get(lm, shipped.probes(lm, n_segments, lambda n: syntax_heads(source, n).segments))
+    results = shipped.get(lm, shipped.probes(lm, n_segments, lambda n: syntax_heads(source, n).segments), progress)
     return results
 
 
@@ -147,5 +147,5 @@ def faithfulness(source, n_sentences: int) -> dict:
     held-out State of the Union sentences: ``{"correlations": (N, methods, effects) Spearman's rank correlation with
     occlusion and value zeroing, "sentences": [...]}``."""
     lm = load(source)
-    result = shipped.get(lm, shipped.faithfulness(lm, n_sentences))
+    result = shipped.get(lm, shipped.faithfulness(lm, n_sentences), progress)
     return result

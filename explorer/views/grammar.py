@@ -12,7 +12,7 @@ from bertcore.analysis import shipped
 from bertcore.analysis.grammar import minimal_pairs
 from bertcore.analysis.grammar.scoring import ScoringError, SentenceScore, pseudo_log_likelihood
 from explorer.figures import grammar as figs
-from explorer.views.core import load, view
+from explorer.views.core import load, progress, view
 
 MAX_TOKENS = 128  # sentences, not documents: 128 copies of 128 tokens take about 1 s
 
@@ -72,7 +72,7 @@ def suite(source, n_pairs: int, metric: str) -> list[minimal_pairs.PairResult]:
     pair (two PLLs each, and the same question with [MASK] at the word where the two differ), or the shipped
     result."""
     lm = load(source)
-    results = shipped.get(lm, shipped.grammar_suite(lm, n_pairs, metric))
+    results = shipped.get(lm, shipped.grammar_suite(lm, n_pairs, metric), progress)
     return results
 
 

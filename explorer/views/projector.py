@@ -9,7 +9,7 @@ from bertcore.analysis import projector_view as PV
 from bertcore.analysis import shipped
 from bertcore.analysis.representations import projector as P
 from explorer.figures import projector as figures
-from explorer.views.core import load, view
+from explorer.views.core import load, progress, view
 
 # the default view, shipped beside the model: corpus, points, layer, projection, colour, unit
 DEFAULT_VIEW = (shipped.PROJECTOR_CORPUS, shipped.PROJECTOR_POINTS, shipped.PROJECTOR_LAYER,
@@ -54,7 +54,7 @@ def projection(source, corpus_name: str, n_points: int, layer: int, method: str 
         # collect the vectors (every layer for PCA and the axis), project them, colour the points
         found = PV.view(lm, corpus_name, n_points, layer, method, colour, unit, tuple(axis_words),
                         cache_root=cache_root, texts=None if own is None else PV.own_corpus(own),
-                        sae_folder=sae_folder, feature=feature)
+                        sae_folder=sae_folder, feature=feature, progress=progress)
     return Projector(found.projection, found.colour, found.values, found.numeric, found.labels, found.predictions,
                      found.notes, from_model)
 

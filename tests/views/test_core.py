@@ -152,3 +152,28 @@ def test_the_model_cache_loads_once_and_again_after_a_rewrite(tmp_path):
     time.sleep(0.01)
     (folder / "config.json").write_text((folder / "config.json").read_text() + "\n")
     assert core.load(source) is not a
+
+
+def test_a_view_reports_its_progress_to_the_queue_that_runs_it(fresh, monkeypatch):
+    """heavy.run_view runs a view inside core.reporting: the view's progress(done, total) calls reach the queue's
+    report as fractions; outside a queue they do nothing; the corpus search view passes it to its computation."""
+    from explorer.server import heavy
+    from explorer.views import corpus_search
+
+    seen: list[float] = []
+    with core.reporting(seen.append):
+        core.progress(3, 4)
+        core.progress(0.5)
+    core.progress(1, 2)  # no queue: nothing
+    assert seen == [0.75, 0.5]
+
+    reports: list[float] = []
+
+    def run_with_status(key, compute, what, keep):
+        return compute(reports.append)
+
+    monkeypatch.setattr(heavy, "run_with_status", run_with_status)
+    lm = core.load(sources.PACKAGED_MLM)
+    result = heavy.run_view(corpus_search.search, "the corpus index", sources.PACKAGED_MLM,
+                            "The bank was closed.", 2, 2, 5, n_segments=3)
+    assert result.hits and reports and reports[-1] == pytest.approx(1.0) and lm is not None
