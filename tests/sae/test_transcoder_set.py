@@ -3,6 +3,8 @@ latents dropped first, each folder's metrics.json written from the written files
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -56,3 +58,33 @@ def test_the_card_quotes_the_metrics(measured):
     for block, m in result.items():
         assert f"| {block} | {m['d_sae']:,} of 48 | {m['fvu']:.3f} | {m['l0']:.1f} |" in text
     assert f"+{result[0]['delta_ce_all']:.3f} nats" in text and "**Missed:" in text
+
+
+def test_the_training_counts_of_an_earlier_evaluation_give_another_threshold_without_counting(measured, tmp_path,
+                                                                                               monkeypatch):
+    from bertcore.sae import stream
+    from bertcore.sae.io import SAEError
+
+    lm, trained, out, _ = measured
+    ckpt = out.parent / "ckpt"
+    fired = np.load(out / "fired.npz")
+    real = stream.corpus_chunks
+
+    def corpus_chunks(corpus, *args, **kwargs):
+        assert corpus != str(TINY_CORPUS), "counted the training text again"
+        return real(corpus, *args, **kwargs)
+
+    monkeypatch.setattr(stream, "corpus_chunks", corpus_chunks)
+    again = replacement.evaluate_set(ckpt, "shipped", out=tmp_path / "b", dtype="float32", n_tokens=300,
+                                     prune_tokens=400, prune_below=3, train_corpus=str(TINY_CORPUS),
+                                     spliced_chunks=2, train_counts=out / "fired.npz")
+    for block, m in again.items():
+        assert m["d_sae"] == int((fired[f"train_{block}"] >= 3).sum()) and m["pruned_below"] == 3
+    other = {block: copy.deepcopy(tc) for block, tc in trained.items()}
+    with torch.no_grad():
+        other[0].W_enc.mul_(2)  # another set: its counts are refused
+    for block, tc in other.items():
+        T.save(tc, tmp_path / "other" / f"layer-{block + 1}", block)
+    with pytest.raises(SAEError, match="another transcoder set"):
+        replacement.evaluate_set(tmp_path / "other", "shipped", n_tokens=300, prune_tokens=400,
+                                 train_corpus=str(TINY_CORPUS), spliced_chunks=2, train_counts=out / "fired.npz")
