@@ -39,7 +39,6 @@ PROJECTOR_COLOUR = "pos"
 PROJECTOR_UNIT = "token"
 CIRCUIT_TEXT = "The keys to the cabinet [MASK] on the table."  # the Circuits page's default sentence
 CIRCUIT_CONTRAST = ("are", "is")  # and its contrast pair: the graph explains logit(are) - logit(is)
-CIRCUIT_TRANSCODERS = "transcoders"  # the transcoder set shipped in a model's folder (one layer-<n>/ per block)
 
 Progress = Callable[[int, int], None] | None
 
@@ -294,12 +293,14 @@ def circuit(loaded, text: str, contrast: tuple[str, str] | None, transcoders: st
 
 def default_circuit(loaded) -> Computation:
     """The Circuits page's default view: :data:`CIRCUIT_TEXT` and :data:`CIRCUIT_CONTRAST` through the model's
-    shipped transcoder set (``<model folder>/transcoders``).
+    shipped transcoder set (``<model folder>/transcoders``, :data:`bertcore.sae.catalog.TRANSCODERS_DIR`).
 
     Raises:
         FileNotFoundError: the model's folder holds no transcoder set.
     """
-    folder = Path(loaded.path) / CIRCUIT_TRANSCODERS
+    from ..sae.catalog import TRANSCODERS_DIR
+
+    folder = Path(loaded.path) / TRANSCODERS_DIR
     if not any(folder.glob("layer-*/cfg.json")):
         raise FileNotFoundError(f"{folder} holds no transcoder set (layer-<n>/cfg.json)")
     return circuit(loaded, CIRCUIT_TEXT, CIRCUIT_CONTRAST, folder)
@@ -315,7 +316,9 @@ def default_views(loaded) -> list[Computation]:
                          CORPUS_SEGMENTS), projector(loaded)]
     if loaded.has_mlm_head:
         out.append(grammar_suite(loaded, GRAMMAR_PAIRS, GRAMMAR_METRIC))
-        if loaded.path is not None and any((Path(loaded.path) / CIRCUIT_TRANSCODERS).glob("layer-*/cfg.json")):
+        from ..sae.catalog import TRANSCODERS_DIR
+
+        if loaded.path is not None and any((Path(loaded.path) / TRANSCODERS_DIR).glob("layer-*/cfg.json")):
             out.append(default_circuit(loaded))
     return out
 

@@ -15,6 +15,7 @@ import torch
 from bertcore.loading import precomputed
 from bertcore.loading import sources
 from bertcore.analysis import shipped
+from bertcore.sae.catalog import TRANSCODERS_DIR
 from bertcore.analysis.papers import evalset
 
 from ..test_precomputed import changed_weight
@@ -81,7 +82,7 @@ def test_the_app_default_views_are_all_shipped_and_the_file_is_small(mlm):
     path = sources.SHIPPED_MLM_DIR / precomputed.FILE_NAME
     assert path.stat().st_size < MAX_BYTES
     views = shipped.default_views(mlm)
-    with_transcoders = {"circuit"} if (sources.SHIPPED_MLM_DIR / shipped.CIRCUIT_TRANSCODERS).is_dir() else set()
+    with_transcoders = {"circuit"} if (sources.SHIPPED_MLM_DIR / TRANSCODERS_DIR).is_dir() else set()
     assert {c.name for c in views} == {
         "findings", "position_regression", "syntax", "probes", "corpus_search", "grammar_suite", "projector",
         *with_transcoders}
@@ -163,7 +164,7 @@ def test_the_shipped_circuit_belongs_to_the_transcoders_files(tmp_path):
     lm = sources.load(sources.ModelSource("local", str(copy)))
     tcs = random_transcoders(lm.config, d_sae=32)
     for block, tc in tcs.items():
-        T.save(tc, copy / shipped.CIRCUIT_TRANSCODERS / f"layer-{block + 1}", block)
+        T.save(tc, copy / TRANSCODERS_DIR / f"layer-{block + 1}", block)
     assert "circuit" in {c.name for c in shipped.default_views(lm)}
     shipped.add(lm, [shipped.default_circuit(lm)], log=lambda *a: None)
     stored = shipped.shipped(lm, shipped.default_circuit(lm))
@@ -172,7 +173,7 @@ def test_the_shipped_circuit_belongs_to_the_transcoders_files(tmp_path):
     assert shipped.shipped(lm, shipped.circuit(lm, shipped.CIRCUIT_TEXT, None, copy / "transcoders")) is None
     with torch.no_grad():
         tcs[0].W_enc.mul_(1.5)
-    T.save(tcs[0], copy / shipped.CIRCUIT_TRANSCODERS / "layer-1", 0)
+    T.save(tcs[0], copy / TRANSCODERS_DIR / "layer-1", 0)
     changed = shipped.default_circuit(lm)
     assert shipped.shipped(lm, changed) is None
     fresh = changed.compute(None)
