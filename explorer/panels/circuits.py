@@ -129,6 +129,8 @@ def steering(lm: LoadedModel, args: tuple, c: views.Circuit) -> None:
     picked = [c.node_ids.index(m) for m in members]
     nodes = tuple((int(c.layers[i]), int(c.positions[i]), int(c.features[i])) for i in picked)
     st.dataframe(supernode_table(c, members), hide_index=True, key="cir_members_table")
+    if not st.toggle("Steer it (the real model and the full graph: seconds)", key="cir_steer"):
+        return
     s = heavy.run_view(views.steered, "the steered run", *args, nodes, float(factor))
     m = st.columns(3)
     what = widgets.escape_md(name if len(members) > 1 else c.labels[picked[0]])

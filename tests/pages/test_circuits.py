@@ -47,7 +47,10 @@ def test_the_default_graph_is_drawn_with_its_scores(runs, monkeypatch):
 
 
 def test_without_transcoders_the_page_says_how_to_train_them(tmp_path, monkeypatch):
+    from bertcore.sae import catalog
+
     monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path))
+    monkeypatch.setattr(catalog, "TRANSCODERS_DIR", "no-transcoders-here")  # as a model shipped without them
     at = page("circuits")
     assert_clean(at)
     assert any("has no transcoders yet" in i for i in messages(at)["info"])
@@ -74,7 +77,7 @@ def test_a_set_of_another_width_is_refused_with_a_sentence(tmp_path, monkeypatch
     for block in range(6):
         T.save(T.Transcoder(8, 8, 4, 2), root / "r" / "sae" / f"layer-{block + 1}", block)
     monkeypatch.setenv("BERT_EXPLORER_RUNS", str(root))
-    at = page("circuits")
+    at = page("circuits", cir_set="run r")
     assert_clean(at)
     said = " ".join(sum(messages(at).values(), []))
     assert "do not match the model's hidden size" in said, said
@@ -85,7 +88,7 @@ def test_steering_a_node_shows_the_real_models_change_beside_the_graphs(runs, mo
     from bertcore.circuits import steer
 
     monkeypatch.setenv("BERT_EXPLORER_RUNS", str(runs))
-    at = page("circuits", cir_factor=2.0)
+    at = page("circuits", cir_factor=2.0, cir_steer=True, cir_set="run 20261129-000000-sae")  # not the shipped set
     assert_clean(at)
     c = at.session_state[RECORD_KEY]["circuits"].result
     first = at.session_state["cir_members"][0]
@@ -118,3 +121,28 @@ def test_a_shared_server_offers_no_typed_folder(runs, monkeypatch):
     at = page("circuits")
     assert_clean(at)
     assert "a folder ..." not in at.selectbox(key="cir_set").options
+
+
+def test_the_default_example_paints_from_the_shipped_graph_without_building_one(tmp_path, monkeypatch):
+    """On a fresh clone the shipped transcoders are picked and the default sentence's pruned graph is read from the
+    model's precomputed.npz: no attribution graph is built (a different threshold builds one)."""
+    from bertcore.circuits import attribution
+    from bertcore.sae.catalog import TRANSCODERS_DIR
+    from explorer.views import core
+
+    if not (sources.shipped_mlm_dir() / TRANSCODERS_DIR).is_dir():
+        pytest.skip("no shipped transcoders")
+    core.clear()
+    built = []
+    real = attribution.build
+    monkeypatch.setattr(attribution, "build", lambda *a, **k: built.append(1) or real(*a, **k))
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path))
+    at = page("circuits")
+    assert_clean(at)
+    assert at.selectbox(key="cir_set").value == "shipped transcoders" and built == []
+    c = at.session_state[RECORD_KEY]["circuits"].result
+    assert c.targets == ["are - is"] and len(c.node_ids) > 10
+    assert not any(m.label.startswith("After ") for m in at.metric)  # steering waits for its toggle
+    at.slider(key="cir_threshold").set_value(0.5).run()
+    assert_clean(at)
+    assert built == [1]
