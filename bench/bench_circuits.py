@@ -1,4 +1,4 @@
-"""Time an attribution graph of the shipped MiniLM-MLM (issue "attribution graphs for BERT fill-mask": at 2 threads
+"""Time an attribution graph of the shipped MiniLM-MLM (the goals: at 2 threads
 a graph for a 16-token sentence in <= 30 s, for 64 tokens in <= 3 min; the pruned JSON of a 64-token graph
 <= 5 MB).
 

@@ -12,6 +12,7 @@ from bertcore.sae import catalog
 from bertcore.sae.io import SAEError
 from bertcore.tokenization.tokenizer import TextError
 from explorer import as_code, widgets
+from explorer.figures import circuits as circuit_figures
 from explorer.panels import circuits as panels
 from explorer.server import heavy, share, shared_settings
 from explorer.views import circuits as views
@@ -77,7 +78,8 @@ except (CircuitError, SAEError, FillMaskError, TextError, ValueError) as exc:
 
 m = st.columns(4)
 m[0].metric("Nodes kept", f"{len(c.node_ids)} of {c.n_nodes}")
-m[1].metric("Edges kept", f"{len(c.edges)}")
+m[1].metric("Edges kept", f"{len(c.edges):,}",
+            help=f"The graph draws the {circuit_figures.MAX_EDGES:,} strongest of them; the JSON download holds all.")
 m[2].metric("Replacement score", f"{c.scores['replacement_pruned']:.2f}", f"unpruned {c.scores['replacement']:.2f}",
             delta_color="off", delta_arrow="off",
             help="Of the influence reaching the prediction from the graph's inputs (embeddings and error nodes), the "

@@ -14,6 +14,7 @@ KIND_SYMBOL = {"feature": "circle", "error": "diamond", "embedding": "square", "
 KIND_NAME = {"feature": "transcoder feature", "error": "error (what the transcoder misses)",
              "embedding": "embedding", "logit": "logit (target)"}
 WIDTHS = (0.6, 1.6, 3.2)  # edge widths by tertile of |weight|
+MAX_EDGES = 1500  # edges drawn, the strongest by |weight|: a readable picture that a browser draws in a blink
 
 
 def _spread(layers: np.ndarray, positions: np.ndarray) -> np.ndarray:
@@ -28,7 +29,8 @@ def _spread(layers: np.ndarray, positions: np.ndarray) -> np.ndarray:
 
 def graph_figure(tokens: Sequence[str], kinds: Sequence[str], layers: np.ndarray, positions: np.ndarray,
                  influence: np.ndarray, labels: Sequence[str], activations: np.ndarray, logit_effect: np.ndarray,
-                 edges: np.ndarray, node_ids: Sequence[str], selected: str | None = None) -> go.Figure:
+                 edges: np.ndarray, node_ids: Sequence[str], selected: str | None = None,
+                 max_edges: int = MAX_EDGES) -> go.Figure:
     """The graph.
 
     Args:
@@ -37,6 +39,7 @@ def graph_figure(tokens: Sequence[str], kinds: Sequence[str], layers: np.ndarray
             (layers: -1 = embeddings, 0..L-1 = blocks, L = the logit).
         edges: ``(E, 3)`` (source index, target index, weight).
         selected: a node id to ring.
+        max_edges: draw only this many edges, the strongest by |weight| (every node is drawn).
     Returns:
         A figure with one edge trace per (sign, width) and one node trace per kind; each node's ``customdata`` is
         its id (for selection).
@@ -44,6 +47,8 @@ def graph_figure(tokens: Sequence[str], kinds: Sequence[str], layers: np.ndarray
     layers, positions = np.asarray(layers), np.asarray(positions)
     x, y = _spread(layers, positions), layers.astype(float) + 1  # embeddings on row 0
     fig = go.Figure()
+    if len(edges) > max_edges:
+        edges = edges[np.argsort(-np.abs(edges[:, 2]), kind="stable")[:max_edges]]
     if len(edges):
         mags = np.abs(edges[:, 2])
         cuts = np.quantile(mags, [1 / 3, 2 / 3]) if len(mags) > 2 else np.array([np.inf, np.inf])
