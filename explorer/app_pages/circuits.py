@@ -77,7 +77,7 @@ except (CircuitError, SAEError, FillMaskError, TextError, ValueError) as exc:
     st.stop()
 
 m = st.columns(4)
-m[0].metric("Nodes kept", f"{len(c.node_ids)} of {c.n_nodes}")
+m[0].metric("Nodes kept", f"{len(c.node_ids):,} of {c.n_nodes:,}")
 m[1].metric("Edges kept", f"{len(c.edges):,}",
             help=f"The graph draws the {circuit_figures.MAX_EDGES:,} strongest of them; the JSON download holds all.")
 m[2].metric("Replacement score", f"{c.scores['replacement_pruned']:.2f}", f"unpruned {c.scores['replacement']:.2f}",

@@ -89,8 +89,8 @@ def graph_figure(tokens: Sequence[str], kinds: Sequence[str], layers: np.ndarray
         xaxis={"tickmode": "array", "tickvals": list(range(len(tokens))), "ticktext": list(tokens),
                "title": "token position", "range": [-0.6, len(tokens) - 0.4]},
         yaxis={"tickmode": "array", "tickvals": list(range(top + 1)),
-               "ticktext": ["embeddings"] + [f"layer {b + 1}" for b in range(top - 1)] + ["logit"],
+               "ticktext": ["embeddings"] + [f"layer {b + 1} (block {b})" for b in range(top - 1)] + ["logit"],
                "title": "", "range": [-0.5, top + 0.5]},
-        height=520, margin={"l": 90, "r": 20, "t": 50, "b": 60}, legend={"orientation": "h", "y": -0.2},
+        height=520, margin={"l": 120, "r": 20, "t": 50, "b": 60}, legend={"orientation": "h", "y": -0.2},
         plot_bgcolor="white")
     return fig
