@@ -12,8 +12,9 @@ def test_every_node_and_the_strongest_edges_are_drawn():
     layers = np.array([-1] * 5 + list(rng.integers(0, 6, 30)) + [0, 1, 2, 3] + [6])
     positions = np.array(list(range(5)) + list(rng.integers(0, 5, 30)) + [0, 1, 2, 3] + [4])
     edges = np.column_stack([rng.integers(0, n - 1, 500), rng.integers(5, n, 500), rng.normal(size=500)])
-    args = (["[CLS]", "a", "[MASK]", "b", "[SEP]"], kinds, layers, positions, rng.random(n), [f"n{i}" for i in range(n)],
-            rng.random(n), rng.normal(size=n), edges, [f"id{i}" for i in range(n)])
+    tokens = ["[CLS]", "a", "[MASK]", "b", "[SEP]"]
+    args = (tokens, kinds, layers, positions, rng.random(n), [f"n{i}" for i in range(n)], rng.random(n),
+            rng.normal(size=n), edges, [f"id{i}" for i in range(n)])
     fig = graph_figure(*args, max_edges=100)
     lines = [t for t in fig.data if t.mode == "lines"]
     drawn = sum(sum(v is None for v in t.x) for t in lines)  # one None after each segment
