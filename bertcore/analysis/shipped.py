@@ -298,11 +298,11 @@ def default_circuit(loaded) -> Computation:
     Raises:
         FileNotFoundError: the model's folder holds no transcoder set.
     """
-    from ..sae.catalog import TRANSCODERS_DIR
+    from ..sae.catalog import TRANSCODERS_DIR, shipped_transcoders
 
-    folder = Path(loaded.path) / TRANSCODERS_DIR
-    if not any(folder.glob("layer-*/cfg.json")):
-        raise FileNotFoundError(f"{folder} holds no transcoder set (layer-<n>/cfg.json)")
+    folder = shipped_transcoders(loaded.path)
+    if folder is None:
+        raise FileNotFoundError(f"{loaded.path}/{TRANSCODERS_DIR} holds no transcoder set (layer-<n>/cfg.json)")
     return circuit(loaded, CIRCUIT_TEXT, CIRCUIT_CONTRAST, folder)
 
 
@@ -316,9 +316,9 @@ def default_views(loaded) -> list[Computation]:
                          CORPUS_SEGMENTS), projector(loaded)]
     if loaded.has_mlm_head:
         out.append(grammar_suite(loaded, GRAMMAR_PAIRS, GRAMMAR_METRIC))
-        from ..sae.catalog import TRANSCODERS_DIR
+        from ..sae.catalog import shipped_transcoders
 
-        if loaded.path is not None and any((Path(loaded.path) / TRANSCODERS_DIR).glob("layer-*/cfg.json")):
+        if shipped_transcoders(loaded.path) is not None:
             out.append(default_circuit(loaded))
     return out
 

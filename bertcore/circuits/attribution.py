@@ -284,6 +284,22 @@ def contrast_ids(tokenizer, contrast: tuple[str, str] | None) -> tuple[int, int]
     return ids[0][0], ids[1][0]
 
 
+def one_mask(tokenizer, text: str, max_length: int | None = None):
+    """``(encoding, inputs, position)``: ``text`` encoded (:func:`bertcore.tokenization.tokenizer.encode`), its
+    tensors (``input_ids`` etc., ``(1, T)`` long) and the position of its one [MASK].
+
+    Raises:
+        CircuitError: no [MASK] or more than one; the tokenizer's errors for bad text.
+    """
+    enc = encode(tokenizer, text, max_length=max_length)
+    inputs = enc.tensors()
+    positions = mask_token_positions(tokenizer, inputs["input_ids"])
+    if len(positions) != 1:
+        raise CircuitError(f"write exactly one [MASK] where the model should guess a word; the text has "
+                           f"{len(positions)}")
+    return enc, inputs, positions[0]
+
+
 def build(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, Transcoder],
           contrast: tuple[str, str] | None = None, batch: int = 32, max_length: int | None = None,
           progress=None) -> AttributionGraph:
@@ -298,13 +314,7 @@ def build(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, T
         CircuitError: no [MASK] or more than one, a contrast word that is not one token, missing or misfitting
             transcoders; bertcore.readouts.fill_mask.FillMaskError: no MLM head; the tokenizer's errors for bad text.
     """
-    enc = encode(tokenizer, text, max_length=max_length)
-    inputs = enc.tensors()
-    positions = mask_token_positions(tokenizer, inputs["input_ids"])
-    if len(positions) != 1:
-        raise CircuitError(f"write exactly one [MASK] where the model should guess a word; the text has "
-                           f"{len(positions)}")
-    m = positions[0]
+    enc, inputs, m = one_mask(tokenizer, text, max_length)
     pair = contrast_ids(tokenizer, contrast)
     rm = Replacement(model, transcoders, inputs)
     targets = targets_at(rm.logits[m], tokenizer, pair)

@@ -35,10 +35,9 @@ from dataclasses import dataclass
 import torch
 
 from ..modeling.interventions import Interventions, eval_mode
-from ..readouts.fill_mask import mask_token_positions, mlm_head_of
+from ..readouts.fill_mask import mlm_head_of
 from ..sae.transcoder import Transcoder, sites
-from ..tokenization.tokenizer import encode
-from .attribution import AttributionGraph, CircuitError, Target, contrast_ids, targets_at
+from .attribution import AttributionGraph, CircuitError, Target, contrast_ids, one_mask, targets_at
 
 TOP_K = 5
 
@@ -202,13 +201,8 @@ def steer(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, T
     factor = _factor(factor)
     encoder, head = mlm_head_of(model)
     cfg = encoder.config
-    enc = encode(tokenizer, text, max_length=max_length)
-    inputs = enc.tensors()
-    positions = mask_token_positions(tokenizer, inputs["input_ids"])
-    if len(positions) != 1:
-        raise CircuitError(f"write exactly one [MASK] where the model should guess a word; the text has "
-                           f"{len(positions)}")
-    m, length = positions[0], inputs["input_ids"].shape[1]
+    _, inputs, m = one_mask(tokenizer, text, max_length)
+    length = inputs["input_ids"].shape[1]
     if graph is not None and graph.input_ids.tolist() != inputs["input_ids"][0].tolist():
         raise CircuitError("the graph was built from another text (its tokens differ from this text's)")
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:

@@ -168,14 +168,21 @@ def _holds_transcoders(folder: Path) -> bool:
     return False
 
 
+def shipped_transcoders(model_folder: str | Path | None) -> Path | None:
+    """The transcoder set shipped in a model's folder (``<model folder>/transcoders/``, one ``layer-<n>/`` per block),
+    or None."""
+    folder = None if model_folder is None else Path(model_folder) / TRANSCODERS_DIR
+    return folder if folder is not None and _holds_transcoders(folder) else None
+
+
 def transcoder_sets(model_folder: str | Path | None, runs_root: str | Path | None = None) -> list[tuple[str, Path]]:
     """The folders that hold a transcoder set (``layer-<n>/`` folders of transcoders), shipped first: ``(label,
     folder)`` for ``<model folder>/transcoders/``, then, newest run first, each run's final ``sae/`` folder (a
     finished transcoder run) or else its newest checkpoint (a run in progress). Readability and fit are checked when
     a set is loaded (:func:`bertcore.sae.transcoder.load_set`)."""
     found: list[tuple[str, Path]] = []
-    if model_folder is not None and _holds_transcoders(Path(model_folder) / TRANSCODERS_DIR):
-        found.append(("shipped transcoders", Path(model_folder) / TRANSCODERS_DIR))
+    if (shipped := shipped_transcoders(model_folder)) is not None:
+        found.append(("shipped transcoders", shipped))
     if runs_root is not None and Path(runs_root).is_dir():
         for run in sorted(Path(runs_root).iterdir(), reverse=True):
             if _holds_transcoders(run / SHIPPED_DIR):

