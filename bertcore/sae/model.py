@@ -141,6 +141,27 @@ class TopKSAE(nn.Module):
         out = self(x.reshape(-1, shape[-1]).to(self.W_enc.dtype))
         return (out.x_hat / self.norm_scale).reshape(shape).to(x.dtype)
 
+    def widened(self, d_sae: int, seed: int = 0) -> TopKSAE:
+        """A copy with ``d_sae`` latents: this SAE's latents first, unchanged, then ``d_sae - self.d_sae`` new ones
+        (random unit decoder rows, encoder columns their transposes at a fifth of the old columns' mean norm, so
+        that the old latents keep their tokens). A wider dictionary started from a trained one; :func:`resample`
+        then points the new latents at the reconstruction's errors (:meth:`bertcore.sae.train.SAETrainer`).
+
+        Raises:
+            ValueError: ``d_sae`` smaller than this SAE's.
+        """
+        if d_sae < self.d_sae:
+            raise ValueError(f"a widened SAE needs at least this one's {self.d_sae} latents; got {d_sae}")
+        wide = TopKSAE(self.d_in, d_sae, self.k, float(self.norm_scale), seed=seed)
+        old = self.d_sae
+        with torch.no_grad():
+            wide.W_dec[:old] = self.W_dec.float()
+            wide.W_enc[:, :old] = self.W_enc.float()
+            wide.W_enc[:, old:] *= 0.2 * float(self.W_enc.float().norm(dim=0).mean())
+            wide.b_enc[:old] = self.b_enc.float()
+            wide.b_dec.copy_(self.b_dec.float())
+        return wide
+
     # -- training helpers (Gao et al. 2024, sections A.1-A.2)
     @torch.no_grad()
     def normalise_decoder(self) -> None:

@@ -125,7 +125,18 @@ class Trainer:
                 self.saes[layer] = self._new_transcoder(layer, x)
                 continue
             if cfg.init_from:
-                self.saes[layer] = start_from(Path(cfg.init_from).expanduser(), layer, x.shape[1], cfg)
+                sae = start_from(Path(cfg.init_from).expanduser(), layer, x.shape[1], cfg)
+                if sae.d_sae < cfg.d_sae:
+                    # a wider dictionary: the started SAE's latents, then new ones pointed where it errs most on
+                    # the first block's tokens (Bricken et al.'s resampling)
+                    narrow = sae.d_sae
+                    sae = sae.widened(cfg.d_sae, seed=cfg.seed + sae_io.label(layer))
+                    new = torch.arange(cfg.d_sae) >= narrow
+                    with torch.no_grad():
+                        out = sae(x[:cfg.batch_size])
+                        resample(sae, new, out, generator=torch.Generator().manual_seed(cfg.seed + layer))
+                    sae.train()
+                self.saes[layer] = sae
                 continue
             c = math.sqrt(x.shape[1]) / float(x.norm(dim=1).mean())
             seed = cfg.seed + sae_io.label(layer)  # the label, as runs were seeded when layers counted from 1
@@ -359,11 +370,12 @@ class Trainer:
 def start_from(folder: Path, layer: int, d_in: int, cfg: SAETrainConfig) -> TopKSAE:
     """The SAE of block ``layer`` (0-based) in ``folder`` (its ``layer-<layer + 1>/``,
     :func:`bertcore.sae.io.folder_name`) as a run's starting point (``--init-from``): its weights and input scale
-    (``norm_scale``), this run's ``k``, float32, in training mode.
+    (``norm_scale``), this run's ``k``, float32, in training mode. It may have fewer latents than ``cfg.d_sae``:
+    the run then widens it (:meth:`bertcore.sae.model.TopKSAE.widened`).
 
     Raises:
         ValueError: a negative block; no SAE for that block there (one past the model's last block has none), one
-            of another block, size or number of latents, or unreadable.
+            of another block or size, with more latents than ``cfg.d_sae``, or unreadable.
     """
     if int(layer) < 0:
         raise ValueError(f"--init-from: an SAE's layer is a 0-based block, 0..L-1; got {layer}")
@@ -372,11 +384,11 @@ def start_from(folder: Path, layer: int, d_in: int, cfg: SAETrainConfig) -> TopK
         sae, meta = sae_io.load(path)
     except sae_io.SAEError as exc:
         raise ValueError(f"--init-from: {exc}") from exc
-    if meta["layer"] != layer or sae.d_in != d_in or sae.d_sae != cfg.d_sae:
+    if meta["layer"] != layer or sae.d_in != d_in or sae.d_sae > cfg.d_sae:
         raise ValueError(f"--init-from: {path} reads block {meta['layer']} with d_in {sae.d_in} and {sae.d_sae} "
-                         f"latents; this run needs block {layer}, d_in {d_in} and {cfg.d_sae} latents")
-    if not 1 <= cfg.k <= sae.d_sae:
-        raise ValueError(f"k must be between 1 and {sae.d_sae}; got {cfg.k}")
+                         f"latents; this run needs block {layer}, d_in {d_in} and at most {cfg.d_sae} latents")
+    if not 1 <= cfg.k <= cfg.d_sae:
+        raise ValueError(f"k must be between 1 and {cfg.d_sae}; got {cfg.k}")
     sae.k = cfg.k
     sae.train()
     return sae

@@ -30,6 +30,7 @@ from ..conftest import ROOT
 from .conftest import assert_clean, fake_run, page
 
 EVOLUTION_RUN = "20261126-090000-pretrain-code"
+TRANSCODER_RUN = "20261129-000000-sae"
 
 # page -> one non-default state (session-state keys of its widgets)
 STATES: dict[str, dict[str, object]] = {
@@ -60,7 +61,9 @@ STATES: dict[str, dict[str, object]] = {
     "projector": {"proj_corpus": "yours", "proj_colour": "label", "proj_layer": 2},
     "features": {"feat_text": "Paris is the capital of France."},
     "next_sentence": {"nsp_b": "The striker scored twice in the second half.", "nsp_head": "head 3", "nsp_words": True},
-    "circuits": {"cir_threshold": 0.5, "cir_contrast": ""},
+    # the changed state reads a run's set (random, 32 latents a block: a graph in about a second, where the shipped
+    # transcoders' graph of the top fills takes 10-25 s on 2 cores) with no contrast and another threshold
+    "circuits": {"cir_set": f"run {TRANSCODER_RUN}", "cir_threshold": 0.5, "cir_contrast": ""},
 }
 
 # pages whose code is checked by another test below, or not yet
@@ -171,7 +174,7 @@ def ran(request, tmp_path_factory):
     torch.manual_seed(0)  # and a random TopK SAE on layer 2 of the shipped model's width for the Features page
     sae_io.save(TopKSAE(384, 64, 8), root / EVOLUTION_RUN / "sae" / "layer-2", layer=2)
     for block, tc in random_transcoders(load(PACKAGED).config, d_sae=32).items():  # a set for the Circuits page
-        transcoder.save(tc, root / "20261129-000000-sae" / "sae" / f"layer-{block + 1}", block)
+        transcoder.save(tc, root / TRANSCODER_RUN / "sae" / f"layer-{block + 1}", block)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("BERT_EXPLORER_RUNS", str(root))
         pages = {name: page_states(name) for name in selected}

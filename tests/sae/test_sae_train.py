@@ -113,6 +113,30 @@ def test_init_from_starts_at_the_given_saes_with_this_runs_k(tiny_folder, tmp_pa
     assert code == 2 and "--init-from" in err and "32 latents" in err
 
 
+def test_init_from_a_narrower_sae_widens_it_keeping_its_latents(tiny_folder, tmp_path):
+    """--init-from with a larger --d-sae: the started SAE's latents come first, unchanged (lr ~0), and the new ones
+    point where it errs (resampled: unit decoder rows along reconstruction errors, not the random start)."""
+    assert Trainer(options(tiny_folder, max_steps=20), tmp_path / "first").run() == 0
+    start = tmp_path / "first" / "sae"
+    wide = options(tiny_folder, max_steps=2, lr=1e-30, d_sae=128, init_from=str(start))
+    assert Trainer(wide, tmp_path / "wide").run() == 0
+    for layer, a, b in zip((0, 1), final_saes(tmp_path / "first"), final_saes(tmp_path / "wide"), strict=True):
+        narrow, _ = sae_io.load(a)
+        widened, cfg = sae_io.load(b)
+        assert cfg["d_sae"] == 128 and float(widened.norm_scale) == pytest.approx(float(narrow.norm_scale))
+        torch.testing.assert_close(widened.W_dec[:64], narrow.W_dec, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(widened.W_enc[:, :64], narrow.W_enc, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(widened.b_dec, narrow.b_dec, rtol=1e-5, atol=1e-6)
+        # the new latents without the resampling (the trainer's seed)
+        random_start = narrow.widened(128, seed=wide.seed + sae_io.label(layer))
+        assert not torch.allclose(widened.W_dec[64:], random_start.W_dec[64:], atol=1e-3)
+        # a new latent's encoder reads its own direction, small beside the trained columns
+        enc, dec = widened.W_enc[:, 64:], widened.W_dec[64:]
+        cos = (enc.T * dec).sum(-1) / enc.norm(dim=0)
+        assert float(cos.min()) > 0.99
+        assert float(enc.norm(dim=0).mean()) < 0.5 * float(narrow.W_enc.norm(dim=0).mean())
+
+
 def test_resampling_changes_the_run_and_is_logged(tiny_folder, tmp_path):
     plain, resampled = tmp_path / "plain", tmp_path / "resampled"
     wide = dict(max_steps=40, d_sae=256, dead_tokens=200)  # 256 latents for a 32-wide state: some go quiet
