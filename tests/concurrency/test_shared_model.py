@@ -4,7 +4,9 @@ may do to a cached model").
 Streamlit runs each browser session's script in its own thread and every session shares the models of
 ``st.cache_resource``. Each test runs one analysis in a loop in thread A while thread B runs plain fill-mask and
 attention forwards on the *same model object*, and compares both with their single-threaded results (to 1e-6),
-with B's sentence of the same length as A's input and of another length. Before the analyses took their
+with B's sentence of the same length as A's input (where leaked activations fit and change numbers silently; the
+views, which run these analyses, are checked beside a sentence of another length, where they raise, in
+test_views.py). Before the analyses took their
 interventions as an argument of the forward pass, A's hooks ran inside B's forwards: B raised (another length)
 or got A's activations (the same length), and A read B's.
 """
@@ -196,12 +198,10 @@ ANALYSES = ["patching.record", "patching.patch", "patching.scan", "query_key", "
             "decompx.fill_mask", "decompose.layer_decomposition"]
 
 
-@pytest.mark.parametrize("other", [SAME_LENGTH, OTHER_LENGTH], ids=["same_length", "other_length"])
 @pytest.mark.parametrize("name", ANALYSES)
-def test_an_analysis_beside_plain_forwards_on_one_model(mlm, name, other):
+def test_an_analysis_beside_plain_forwards_on_one_model(mlm, name):
     assert len(encode(mlm.tokenizer, SAME_LENGTH)) == len(encode(mlm.tokenizer, CLEAN))
-    assert len(encode(mlm.tokenizer, OTHER_LENGTH)) != len(encode(mlm.tokenizer, CLEAN))
-    run_beside_plain_forwards(mlm.model, mlm.tokenizer, _analyses(mlm)[name], other)
+    run_beside_plain_forwards(mlm.model, mlm.tokenizer, _analyses(mlm)[name], SAME_LENGTH)
 
 
 def test_the_suite_covers_every_analysis(mlm):
