@@ -139,6 +139,10 @@ async def student(browser, port: int, timeout_s: float, results: list[dict], sta
             else:
                 box = tab.locator('[data-testid="stTextArea"] textarea').first
                 await box.fill(text, timeout=timeout_s * 1000)
+                # a person types for seconds before Ctrl+Enter; a starved browser may not yet have handed fill's
+                # input event to the text area's own state, and Ctrl+Enter then commits the old text (no run):
+                # two frames first, so that the press commits what was typed
+                await tab.evaluate(NEXT_FRAMES)
                 t0 = await tab.evaluate("() => performance.now()")
                 await box.press("Control+Enter")
             row["seconds"] = await settle(tab, t0, timeout_s, path)
@@ -154,6 +158,7 @@ async def student(browser, port: int, timeout_s: float, results: list[dict], sta
 
 
 SHOTS: Path | None = None  # --shots: a screenshot of each timed-out step
+NEXT_FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(1))))"
 DIAGNOSE = """(t0) => {
     const app = document.querySelector('[data-testid="stApp"]');
     const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].filter(el => el.offsetParent);
