@@ -2,9 +2,9 @@
 gives the numbers the page computed (to 1e-6), in the page's default state and in one changed state; the
 notebook download is a valid nbformat 4 notebook of the same code.
 
-One fresh subprocess runs every page's two snippets, each in its own namespace. Measured (2 cores shared with other
-jobs, load average 11-12): 131 s of CPU (user + sys) for the whole file, 358 s of wall time niced
-(``/usr/bin/time nice -n 19 python -m pytest -q tests/pages/test_as_code.py``)."""
+One fresh subprocess runs every page's two snippets, each in its own namespace. Measured on the quiet 2-core machine
+(``/usr/bin/time python -m pytest -q tests/pages/test_as_code.py``, 2026-11-29): 54 s of wall time, 62 s of CPU
+(user + sys); under load (average 11-12, niced) it took 131 s of CPU and 358 s of wall time."""
 
 from __future__ import annotations
 
