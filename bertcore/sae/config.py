@@ -30,7 +30,7 @@ class SAETrainConfig:
     layers: tuple[int, ...] = (1,)
     corpus: str = DEFAULT_CORPUS  #: any corpus name of bertcore.data, a .txt file or a folder; never 'sotu'
     heldout: str = "sotu"  #: the held-out text of the measures logged during training
-    d_sae: int = 6144  #: latents per SAE
+    d_sae: int = 6144  #: latents per SAE (more than ``init_from``'s: those SAEs are widened, their latents kept)
     k: int = 32  #: latents kept per token
     batch_size: int = 4096  #: tokens per optimizer step
     lr: float = 4e-4
@@ -55,7 +55,8 @@ class SAETrainConfig:
     seed: int = 0
     threads: int = 2
     #: start from the SAEs in this folder (``layer-<l>/`` SAELens folders, e.g. ``models/minilm-mlm/sae``) instead
-    #: of the data initialisation: their weights and input scale, this run's ``k`` and a fresh optimizer
+    #: of the data initialisation: their weights and input scale, this run's ``k`` and a fresh optimizer; with fewer
+    #: latents than ``d_sae`` they are widened (:meth:`bertcore.sae.model.TopKSAE.widened`, the new latents resampled)
     init_from: str | None = None
     #: every this many training tokens, resample the latents dead by ``dead_tokens`` (0: never; Bricken et al. 2023)
     resample_every: int = 0

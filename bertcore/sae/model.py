@@ -145,7 +145,8 @@ class TopKSAE(nn.Module):
         """A copy with ``d_sae`` latents: this SAE's latents first, unchanged, then ``d_sae - self.d_sae`` new ones
         (random unit decoder rows, encoder columns their transposes at a fifth of the old columns' mean norm, so
         that the old latents keep their tokens). A wider dictionary started from a trained one; :func:`resample`
-        then points the new latents at the reconstruction's errors (:meth:`bertcore.sae.train.SAETrainer`).
+        then points the new latents at the reconstruction's errors (:class:`bertcore.sae.train.Trainer`, on a run's
+        first block).
 
         Raises:
             ValueError: ``d_sae`` smaller than this SAE's.
