@@ -171,8 +171,10 @@ def _holds_transcoders(folder: Path) -> bool:
 def shipped_transcoders(model_folder: str | Path | None) -> Path | None:
     """The transcoder set shipped in a model's folder (``<model folder>/transcoders/``, one ``layer-<n>/`` per block),
     or None."""
-    folder = None if model_folder is None else Path(model_folder) / TRANSCODERS_DIR
-    return folder if folder is not None and _holds_transcoders(folder) else None
+    if model_folder is None:
+        return None
+    folder = Path(model_folder) / TRANSCODERS_DIR
+    return folder if _holds_transcoders(folder) else None
 
 
 def transcoder_sets(model_folder: str | Path | None, runs_root: str | Path | None = None) -> list[tuple[str, Path]]:

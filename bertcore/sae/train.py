@@ -135,7 +135,6 @@ class Trainer:
                     with torch.no_grad():
                         out = sae(x[:cfg.batch_size])
                         resample(sae, new, out, generator=torch.Generator().manual_seed(cfg.seed + layer))
-                    sae.train()
                 self.saes[layer] = sae
                 continue
             c = math.sqrt(x.shape[1]) / float(x.norm(dim=1).mean())

@@ -4,11 +4,10 @@ may do to a cached model").
 Streamlit runs each browser session's script in its own thread and every session shares the models of
 ``st.cache_resource``. Each test runs one analysis in a loop in thread A while thread B runs plain fill-mask and
 attention forwards on the *same model object*, and compares both with their single-threaded results (to 1e-6),
-with B's sentence of the same length as A's input (where leaked activations fit and change numbers silently; the
+with B's sentence of the same length as A's input, where leaked activations fit and change numbers silently (the
 views, which run these analyses, are checked beside a sentence of another length, where they raise, in
-test_views.py). Before the analyses took their
-interventions as an argument of the forward pass, A's hooks ran inside B's forwards: B raised (another length)
-or got A's activations (the same length), and A read B's.
+test_views.py). Before the analyses took their interventions as an argument of the forward pass, A's hooks ran
+inside B's forwards: B raised (another length) or got A's activations (the same length), and A read B's.
 """
 
 from __future__ import annotations
