@@ -17,7 +17,13 @@ server process and its children, sampled every 0.2 s).
 The clients' own CPU (Chromium renders N pages) is part of the machine's load on a 2-core machine: the script
 prints the load average beside the numbers, and the CPU seconds the server and the browsers used during the class
 (so the server's share of the machine is measured, not guessed). ``--server-cpus`` / ``--client-cpus`` pin the
-server and Chromium to separate cores (``taskset``).
+server and Chromium to separate cores (``taskset``); ``--client-nice 19`` runs the browsers at the lowest CPU
+priority (their nice and their autogroup's, see ``classroom``).
+
+The server's part of each step is clocked too: the server runs under ``bench/run_clock.py``, which logs every
+script run (session, page, start, end), and each run's wall time is reported by page, alone and in the class.
+On a class's own laptops the browsers' drawing is not the server's: that is the time a student's step waits on the
+server.
 """
 
 from __future__ import annotations
@@ -50,7 +56,16 @@ new MutationObserver((records) => {
             window.__lastRunStart = performance.now();
     }
 }).observe(document, {subtree: true, attributes: true, attributeOldValue: true,
-                      attributeFilter: ['data-test-script-state']});"""
+                      attributeFilter: ['data-test-script-state']});
+// A run that starts and ends within one of a starved browser's frames may never draw the "running" state (React
+// renders the two messages at once): a change of the page's content outside the text box counts as its start too.
+window.__lastContentChange = -1;
+new MutationObserver((records) => {
+    for (const r of records) {
+        const el = r.target.nodeType === 1 ? r.target : r.target.parentElement;
+        if (el && !el.closest('[data-testid="stTextArea"]')) { window.__lastContentChange = performance.now(); return; }
+    }
+}).observe(document, {subtree: true, childList: true, characterData: true});"""
 
 # (step name, page slug or None for "stay", new text for the page's first text box or None)
 PATH = [
@@ -104,13 +119,15 @@ def server_log(port: int) -> Path:
 
 
 STARTED = """([t0, path]) => window.__lastRunStart >= t0
-    || (path !== null && window.__lastMutation > t0 && location.pathname.endsWith(path))"""
+    || (path !== null && window.__lastMutation > t0 && location.pathname.endsWith(path))
+    || (path === null && window.__lastContentChange > t0)"""
 
 
 async def settle(tab, t0: float, timeout_s: float, path: str | None = None) -> float:
     """Seconds from ``t0`` (the page's performance.now(), ms) to the last DOM change of the run the action
-    started: a run seen to start after ``t0``, or, for a page switch (Streamlit may swap the app's element then, and
-    the attribute change is not seen), the DOM changed after ``t0`` with the browser on ``path``."""
+    started: a run seen to start after ``t0``; or, for a page opened (Streamlit may swap the app's element then, and
+    the attribute change is not seen), the DOM changed after ``t0`` with the browser on ``path``; or, on the same
+    page (``path`` None), its content changed outside the text box after ``t0``."""
     await tab.wait_for_function(STARTED, arg=[t0, path], timeout=timeout_s * 1000, polling=50)
     await tab.wait_for_function(SETTLED, arg=300, timeout=timeout_s * 1000, polling=100)
     return (await tab.evaluate("() => window.__lastMutation") - t0) / 1000
@@ -128,7 +145,7 @@ async def student(browser, port: int, timeout_s: float, results: list[dict], sta
         try:
             path = None
             if slug == "":
-                t0 = 0.0  # navigation start
+                t0, path = 0.0, "/"  # navigation start
                 await tab.goto(f"http://127.0.0.1:{port}/", timeout=timeout_s * 1000)
                 await tab.wait_for_selector('[data-testid="stSidebarNavLink"]', timeout=timeout_s * 1000)
             elif slug is not None:
@@ -181,16 +198,21 @@ async def classroom(n: int, port: int, timeout_s: float, client_cpus: str | None
         exe = os.environ.get("CHROMIUM", "/usr/bin/chromium")
         if CLIENT_NICE:  # the browsers at a lower CPU priority (each student's browser runs on their own laptop)
             wrapper = Path(tempfile.mkdtemp()) / "chromium-niced"
-            wrapper.write_text(f'#!/bin/sh\nexec nice -n {CLIENT_NICE} {exe} "$@"\n')
+            # Playwright starts the browser in a session of its own (setsid); with the kernel's autogroup scheduling
+            # each session is a group that gets an equal share of the CPU whatever its processes' nice, so the
+            # group is lowered too (/proc/self/autogroup: absent or ignored without autogroup)
+            wrapper.write_text(f'#!/bin/sh\necho {CLIENT_NICE} > /proc/self/autogroup 2>/dev/null\n'
+                               f'exec nice -n {CLIENT_NICE} {exe} "$@"\n')
             wrapper.chmod(0o755)
             exe = str(wrapper)
         browser = await p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
+        print(f"  browsers' scheduling group: {chromium_autogroup()}", flush=True)
         if warm_s > 0:  # the teacher opens the app once before the class (its first page pays the model load)
             teacher = await browser.new_context()
             tab = await teacher.new_page()
             await tab.add_init_script(RUN_WATCH)
             await tab.goto(f"http://127.0.0.1:{port}/", timeout=timeout_s * 1000)
-            await settle(tab, 0.0, timeout_s)
+            await settle(tab, 0.0, timeout_s, "/")
             await teacher.close()
             for _ in range(int(warm_s * 4)):  # the server's warm-up thread (explorer/server/warmup.py) imports the rest
                 if WARMED in log.read_text(errors="replace"):
@@ -202,6 +224,7 @@ async def classroom(n: int, port: int, timeout_s: float, client_cpus: str | None
         tasks = [asyncio.create_task(student(browser, port, timeout_s, results, start)) for _ in range(n)]
         await asyncio.sleep(1.0)
         chromium_before, server_before, t0 = chromium_cpu(), process_cpu(server_pid), time.perf_counter()
+        CPU["class_start"] = time.monotonic()  # the server's run clock (bench/run_clock.py) reads the same clock
         start.set()
         await asyncio.gather(*tasks)
         CPU["clients"] = chromium_cpu() - chromium_before
@@ -231,6 +254,19 @@ def chromium_cpu() -> float:
     return total
 
 
+def chromium_autogroup() -> str:
+    """The autogroup line (``/autogroup-N nice K``) of a Chromium process of this machine, or "unknown"."""
+    import psutil
+
+    for proc in psutil.process_iter(["name"]):
+        if "chrom" in (proc.info["name"] or ""):
+            try:
+                return Path(f"/proc/{proc.pid}/autogroup").read_text().strip()
+            except OSError:
+                return "unknown"
+    return "unknown"
+
+
 def process_cpu(pid: int) -> float:
     """CPU seconds (user + system) of a process and its children so far."""
     import psutil
@@ -252,6 +288,32 @@ async def pin_chromium(cpus: str) -> None:
                 except psutil.Error:
                     pass
         await asyncio.sleep(0.5)
+
+
+def server_runs(clock: Path, since: float) -> list[dict]:
+    """The students' script runs logged by ``bench/run_clock.py`` (those that started at or after ``since``, the
+    class's start: not the teacher's), each labelled with its page, and ", again" from a session's second run of a
+    page on (the Masking page's new sentence)."""
+    rows = [json.loads(line) for line in clock.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = sorted((r for r in rows if r["start"] >= since), key=lambda r: r["start"])
+    seen: set[tuple[str, str]] = set()
+    for r in rows:
+        key = (r["session"], r["page"])
+        r["label"] = (r["page"] or "first page") + (", again" if key in seen else "")
+        seen.add(key)
+    return rows
+
+
+def summarise_runs(runs: list[dict]) -> dict:
+    """Median, p95 and maximum of the server's wall seconds a script run (``end - start``), overall and per
+    label; ``cpu_s``: the script threads' CPU seconds (the model's own threads not included)."""
+    def stats(rows):
+        secs = [r["end"] - r["start"] for r in rows]
+        return {"runs": len(secs), "median_s": statistics.median(secs) if secs else None,
+                "p95_s": percentile(secs, 95), "max_s": max(secs, default=float("nan")),
+                "cpu_s": sum(r["cpu"] for r in rows)}
+    labels = dict.fromkeys(r["label"] for r in runs)
+    return {"all": stats(runs), **{label: stats([r for r in runs if r["label"] == label]) for label in labels}}
 
 
 def summarise(n: int, results: list[dict], peak: int, load: tuple[float, float]) -> dict:
@@ -297,8 +359,11 @@ def main() -> None:
           f"server env {env_extra or '{}'}", flush=True)
     summaries = []
     for n in a.students:
-        # a fresh server for each N: its first page pays the load
-        srv = serve(a.root, a.port, a.server_cpus, env_extra, server_log(a.port))
+        # a fresh server for each N: its first page pays the load; every script run clocked (bench/run_clock.py)
+        clock = Path(tempfile.mkdtemp()) / "runs.jsonl"
+        clocked = {"PYTHONPATH": os.pathsep.join([str(a.root), str(ROOT / "bench")]), "BENCH_RUN_CLOCK": str(clock),
+                   **env_extra}
+        srv = serve(a.root, a.port, a.server_cpus, clocked, server_log(a.port), module="run_clock")
         mem = PeakMemory(srv.pid)
         before = os.getloadavg()[0]
         spy = None
@@ -319,6 +384,7 @@ def main() -> None:
             srv.terminate()
             srv.wait(30)
         s = summarise(n, results, peak, (before, os.getloadavg()[0]))
+        s["server_runs"] = summarise_runs(server_runs(clock, CPU["class_start"]))
         summaries.append(s)
         print(f"\nN = {n}: median {s['median_s']:.2f} s, p95 {s['p95_s']:.2f} s, exception boxes {s['exceptions']}, "
               f"timeouts {s['timeouts']}, server peak {s['server_peak_gb']:.2f} GB, load {s['load_before']:.2f} -> "
@@ -334,6 +400,12 @@ def main() -> None:
             med = "-" if st["median_s"] is None else f"{st['median_s']:.2f}"
             print(f"  {name:24s} median {med:>6s} s  p95 {st['p95_s']:6.2f} s  exceptions {st['exceptions']}  "
                   f"timeouts {st['timeouts']}", flush=True)
+        print("  the server's script runs (wall seconds from the request to the run's end, bench/run_clock.py):",
+              flush=True)
+        for label, st in s["server_runs"].items():
+            med = "-" if st["median_s"] is None else f"{st['median_s']:.2f}"
+            print(f"  {label:24s} median {med:>6s} s  p95 {st['p95_s']:6.2f} s  max {st['max_s']:6.2f} s  "
+                  f"runs {st['runs']:4d}  CPU {st['cpu_s']:6.1f} s", flush=True)
         time.sleep(5)
     if a.out:
         a.out.write_text(json.dumps(summaries, indent=1))

@@ -42,12 +42,14 @@ def page_slugs(root: Path) -> list[str]:
 
 
 def serve(root: Path, port: int, cpus: str | None = None, env_extra: dict[str, str] | None = None,
-          log: Path | None = None) -> subprocess.Popen:
+          log: Path | None = None, module: str = "streamlit") -> subprocess.Popen:
     """``streamlit run app.py`` of ``root`` on ``port`` (pinned to ``cpus`` with taskset when given, its output to
-    ``log`` or nowhere), once it accepts connections. Raises RuntimeError when it has not started in 4 minutes."""
+    ``log`` or nowhere), once it accepts connections; ``python -m <module> run ...`` (a wrapper such as
+    ``bench/run_clock.py``, on ``env_extra``'s PYTHONPATH). Raises RuntimeError when it has not started in 4
+    minutes."""
     env = {**os.environ, "BERT_EXPLORER_RUNS": tempfile.mkdtemp(), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(root),
            **(env_extra or {})}
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+    cmd = [sys.executable, "-m", module, "run", "app.py", "--server.headless", "true", "--server.port", str(port),
            "--server.address", "127.0.0.1"]
     if cpus:
         cmd = ["taskset", "-c", cpus, *cmd]
