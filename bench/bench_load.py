@@ -190,7 +190,7 @@ WARMED = "BERT Explorer: warm-up done"  # what explorer/server/warmup.py prints 
 
 
 async def classroom(n: int, port: int, timeout_s: float, client_cpus: str | None, warm_s: float,
-                    log: Path, server_pid: int) -> list[dict]:
+                    log: Path, server_pid: int) -> tuple[list[dict], float]:
     from playwright.async_api import async_playwright
 
     results: list[dict] = []
@@ -224,7 +224,7 @@ async def classroom(n: int, port: int, timeout_s: float, client_cpus: str | None
         tasks = [asyncio.create_task(student(browser, port, timeout_s, results, start)) for _ in range(n)]
         await asyncio.sleep(1.0)
         chromium_before, server_before, t0 = chromium_cpu(), process_cpu(server_pid), time.perf_counter()
-        CPU["class_start"] = time.monotonic()  # the server's run clock (bench/run_clock.py) reads the same clock
+        class_start = time.monotonic()  # the server's run clock (bench/run_clock.py) reads the same clock
         start.set()
         await asyncio.gather(*tasks)
         CPU["clients"] = chromium_cpu() - chromium_before
@@ -233,10 +233,17 @@ async def classroom(n: int, port: int, timeout_s: float, client_cpus: str | None
         if client_cpus:
             pid_pin.cancel()
         await browser.close()
-    return results
+    return results, class_start
 
 
 CPU: dict[str, float] = {}  # CPU seconds of the class ("server", "clients") and its wall time ("wall")
+
+
+def chromium_processes() -> list:
+    """Every Chromium process of this machine (``psutil.Process``)."""
+    import psutil
+
+    return [proc for proc in psutil.process_iter(["name"]) if "chrom" in (proc.info["name"] or "")]
 
 
 def chromium_cpu() -> float:
@@ -244,26 +251,22 @@ def chromium_cpu() -> float:
     import psutil
 
     total = 0.0
-    for proc in psutil.process_iter(["name"]):
-        if "chrom" in (proc.info["name"] or ""):
-            try:
-                t = proc.cpu_times()
-                total += t.user + t.system
-            except psutil.Error:
-                pass
+    for proc in chromium_processes():
+        try:
+            t = proc.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
     return total
 
 
 def chromium_autogroup() -> str:
     """The autogroup line (``/autogroup-N nice K``) of a Chromium process of this machine, or "unknown"."""
-    import psutil
-
-    for proc in psutil.process_iter(["name"]):
-        if "chrom" in (proc.info["name"] or ""):
-            try:
-                return Path(f"/proc/{proc.pid}/autogroup").read_text().strip()
-            except OSError:
-                return "unknown"
+    for proc in chromium_processes()[:1]:
+        try:
+            return Path(f"/proc/{proc.pid}/autogroup").read_text().strip()
+        except OSError:
+            pass
     return "unknown"
 
 
@@ -281,12 +284,11 @@ async def pin_chromium(cpus: str) -> None:
 
     ids = [int(c) for c in cpus.split(",")]
     while True:
-        for proc in psutil.process_iter(["name"]):
-            if "chrom" in (proc.info["name"] or ""):
-                try:
-                    proc.cpu_affinity(ids)
-                except psutil.Error:
-                    pass
+        for proc in chromium_processes():
+            try:
+                proc.cpu_affinity(ids)
+            except psutil.Error:
+                pass
         await asyncio.sleep(0.5)
 
 
@@ -374,8 +376,8 @@ def main() -> None:
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             CPU.clear()
-            results = asyncio.run(classroom(n, a.port, a.timeout, a.client_cpus, a.warm, server_log(a.port),
-                                            srv.pid))
+            results, class_start = asyncio.run(classroom(n, a.port, a.timeout, a.client_cpus, a.warm,
+                                                         server_log(a.port), srv.pid))
         finally:
             if spy is not None:
                 spy.send_signal(2)  # SIGINT: py-spy writes its file
@@ -384,7 +386,7 @@ def main() -> None:
             srv.terminate()
             srv.wait(30)
         s = summarise(n, results, peak, (before, os.getloadavg()[0]))
-        s["server_runs"] = summarise_runs(server_runs(clock, CPU["class_start"]))
+        s["server_runs"] = summarise_runs(server_runs(clock, class_start))
         summaries.append(s)
         print(f"\nN = {n}: median {s['median_s']:.2f} s, p95 {s['p95_s']:.2f} s, exception boxes {s['exceptions']}, "
               f"timeouts {s['timeouts']}, server peak {s['server_peak_gb']:.2f} GB, load {s['load_before']:.2f} -> "
