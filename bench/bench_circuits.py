@@ -5,7 +5,8 @@ a graph for a 16-token sentence in <= 30 s, for 64 tokens in <= 3 min; the prune
     python bench/bench_circuits.py --transcoders RUN/checkpoints/step-N [--threads 2]
 
 Each graph: :func:`bertcore.circuits.attribution.build` (contrast "are" / "is"), :func:`bertcore.circuits.graph.prune`
-(0.8 / 0.98) and :func:`bertcore.circuits.export.neuronpedia_json` written as compact JSON. The goals are the
+(0.8 / 0.98) and :func:`bertcore.circuits.export.neuronpedia_json` written as the page's download writes it
+(:func:`bertcore.circuits.export.dumps`). The goals are the
 issue's absolute ones; measured in the same run as a unit of this machine's speed, one float64 forward pass of the
 model on the same input (the graph's private copy runs in float64), and the load average before and after (time
 nothing else while this runs: on the shared 2-core machine a busy neighbour slows 2 threads far more than 1).
@@ -33,7 +34,7 @@ from timing import median_ms  # noqa: E402
 from bertcore import encode  # noqa: E402
 from bertcore.circuits.attribution import build  # noqa: E402
 from bertcore.circuits.check import load_transcoders  # noqa: E402
-from bertcore.circuits.export import neuronpedia_json  # noqa: E402
+from bertcore.circuits.export import dumps, neuronpedia_json  # noqa: E402
 from bertcore.circuits.graph import prune  # noqa: E402
 from bertcore.loading import sources  # noqa: E402
 
@@ -54,7 +55,7 @@ def one_graph(model, tokenizer, text: str, transcoders) -> dict:
     t1 = time.perf_counter()
     pruned = prune(graph.adjacency, graph.layout, graph.probabilities)
     t2 = time.perf_counter()
-    doc = json.dumps(neuronpedia_json(graph, pruned, "minilm-mlm", "bench", text), separators=(",", ":"))
+    doc = dumps(neuronpedia_json(graph, pruned, "minilm-mlm", "bench", text))
     t3 = time.perf_counter()
     return {"tokens": len(graph.tokens), "features": graph.layout.features, "nodes": graph.layout.size,
             "kept_nodes": int(pruned.nodes.sum()), "kept_edges": int(pruned.edges.sum()),

@@ -10,7 +10,8 @@ import transformers
 from bertcore.loading import sources
 from bertcore.modeling.heads import BertForMaskedLM
 from bertcore.modeling.interventions import (BLOCK_SITES, EMBED_SITES, FINAL_SITES, MLM_HEAD_SITES, Interventions,
-                                             act_name, eval_mode, hidden_state_site, missing_reason)
+                                             act_name, eval_mode, hidden_state_site, layer_norm_scale_sites,
+                                             missing_reason)
 from tests.conftest import SMALL_VOCAB, hf_folder, save_with_tokenizer, tiny_bert
 from tests.test_families import inputs as family_inputs, save_family, tokenizers  # noqa: F401 - a fixture
 
@@ -279,6 +280,21 @@ def test_a_frozen_layernorm_scale_makes_the_layernorm_linear(family_models):
     centred = (iv.recorded["blocks.0.ln1.hook_normalized"] - ln.bias) / ln.weight
     torch.testing.assert_close((doubled.recorded["blocks.0.ln1.hook_normalized"] - ln.bias) / ln.weight,
                                2 * centred, atol=1e-9, rtol=0)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@torch.no_grad()
+def test_the_layer_norm_scale_sites_are_every_scale_the_model_computes(family_models, family):
+    """``layer_norm_scale_sites`` lists each ``hook_scale`` site the family has, each once; every one is recorded by
+    a forward pass (the MLM head's through the head's tap)."""
+    ours, _, batch = family_models[family]
+    names = layer_norm_scale_sites(ours.config)
+    assert sorted(names) == sorted(n for n in all_sites(ours.config) if n.endswith(".hook_scale"))
+    assert len(set(names)) == len(names) and "mlm_head.ln.hook_scale" in names
+    assert ("ln_final.hook_scale" in names) == bool(ours.config.pre_layer_norm)
+    iv = Interventions(record=names)
+    ours(**batch, interventions=iv)
+    assert set(iv.recorded) == set(names)
 
 
 # ----------------------------------------------------------------------------- names, errors, threads

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..modeling.interventions import Interventions, missing_reason
+from ..modeling.interventions import Interventions, layer_norm_scale_sites, missing_reason
 from ..readouts.fill_mask import mask_token_positions, mlm_head_of
 from ..sae.transcoder import Transcoder, sites
 from ..tokenization.tokenizer import encode
@@ -123,7 +123,7 @@ class Replacement:
         # block 0, whose input the embedding norm has normed)
         self.attention_inputs = [f"blocks.{i}.ln1.hook_normalized" if cfg.pre_layer_norm and missing_reason(
             cfg, f"blocks.{i}.ln1.hook_normalized") is None else f"blocks.{i}.hook_resid_pre" for i in range(self.n)]
-        self.frozen_sites = [n for n in self._scale_sites(cfg.num_hidden_layers) if missing_reason(cfg, n) is None]
+        self.frozen_sites = layer_norm_scale_sites(cfg)
         self.frozen_sites += [f"blocks.{i}.attn.hook_pattern" for i in range(self.n)]
         record = self.frozen_sites + ["mlm_head.hook_pre", "mlm_head.hook_post", "embed.hook_embed"]
         record += [s for i in range(self.n) for s in sites(cfg, i)]
@@ -149,12 +149,6 @@ class Replacement:
                 self.codes[layer] = z
                 self.errors[layer] = y - tc.decode(z, x)  # (T, H): exactly what the transcoder misses
                 self.fixed[layer] = (z @ tc.W_dec + tc.b_dec) / tc.out_scale  # (T, H): the frozen features' part
-
-    @staticmethod
-    def _scale_sites(layers: int) -> list[str]:
-        """Every LayerNorm scale a model of ``layers`` blocks may have (the caller drops those its family lacks)."""
-        return ["embed.ln.hook_scale", "mlm_head.ln.hook_scale", "ln_final.hook_scale"] + [
-            f"blocks.{i}.{ln}.hook_scale" for i in range(layers) for ln in ("ln1", "ln2")]
 
     def _skip(self, layer: int, x: torch.Tensor) -> torch.Tensor:
         tc = self.tcs[layer]

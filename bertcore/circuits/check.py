@@ -21,7 +21,9 @@ What is steered:
   groups one pins in Neuronpedia's viewer, chosen without a hand label. All in one block, so the intervention is
   circuit-tracer's ``feature_intervention`` exactly (:mod:`.steer`).
 
-Each at factors -1 and 2, with attention frozen (the default of :func:`.steer.steer`) and recomputed. Reported:
+Each at factors -1 and 2, in three runs of the real model: attention frozen (the default of :func:`.steer.steer`,
+as circuit-tracer's ``feature_intervention``), attention recomputed, and attention and every LayerNorm's scale frozen
+(what the graph itself holds fixed; the real feed-forward blocks and the head's GELU still recompute). Reported:
 how often the target moves in the predicted direction (``sign(actual) == sign(predicted)``) and the Pearson
 correlation of predicted with actual change, per sentence kind, what is steered and factor.
 """
@@ -44,6 +46,9 @@ from .graph import influence, normalized
 from .steer import Node, steer
 
 FACTORS = (-1.0, 2.0)
+#: the real model's runs (``Case.actual_<mode>``) and their column labels
+MODES = {"frozen": "attention frozen", "recomputed": "attention recomputed",
+         "scales_frozen": "attention and LayerNorm scales frozen"}
 SUPERNODE = 5  #: features in the top supernode
 MAX_TOKENS = 32  #: the longest agreement sentence drawn (the graph's cost grows as tokens squared)
 CLOZE_FILES = ("cloze_everyday.tsv", "cloze_news.tsv")
@@ -164,7 +169,8 @@ def top_nodes(graph: AttributionGraph, target: int = 0, size: int = SUPERNODE) -
 class Case:
     """One steering of one graph: the sentence (``kind``, ``text``), the target's label, ``steered`` ``"node"`` or
     ``"supernode"`` and its features, the factor, the graph's ``predicted`` change and the ``actual`` one with
-    attention frozen and recomputed (logit units), and the top fills before / after (frozen)."""
+    attention frozen, recomputed, and frozen with the LayerNorm scales (logit units), and the top fills before /
+    after (attention frozen)."""
 
     kind: str
     text: str
@@ -176,6 +182,7 @@ class Case:
     predicted: float
     actual_frozen: float
     actual_recomputed: float
+    actual_scales_frozen: float
     before: float
     top_before: list
     top_after: list
@@ -194,9 +201,11 @@ def check_sentence(model, tokenizer, sentence: Sentence, transcoders, batch: int
             frozen = steer(model, tokenizer, sentence.text, transcoders, nodes, factor, graph=graph)
             free = steer(model, tokenizer, sentence.text, transcoders, nodes, factor, graph=graph,
                          freeze_attention=False)
+            scales = steer(model, tokenizer, sentence.text, transcoders, nodes, factor, graph=graph,
+                           freeze_layer_norms=True)
             cases.append(Case(sentence.kind, sentence.text, frozen.target, steered, list(frozen.nodes),
                               list(frozen.activations), factor, float(frozen.predicted), frozen.change, free.change,
-                              frozen.before, list(frozen.top_before), list(frozen.top_after)))
+                              scales.change, frozen.before, list(frozen.top_before), list(frozen.top_after)))
     facts = {"kind": sentence.kind, "text": sentence.text, "source": sentence.source, "tokens": len(graph.tokens),
              "features": graph.layout.features, "target": graph.targets[0].label,
              "build_s": round(built, 2), "total_s": round(time.monotonic() - start, 2)}
@@ -216,7 +225,7 @@ def pearson(x: list[float], y: list[float]) -> float:
 def summary(cases: list[Case]) -> list[dict]:
     """One row per (sentence kind, steered, factor), per (sentence kind, steered), and over all cases: ``n``, the
     share of cases whose actual change has the predicted sign, and Pearson's r of predicted with actual change,
-    with attention frozen and recomputed."""
+    in each of :data:`MODES`."""
     groups: dict[tuple[str, str, str], list[Case]] = {}
     for c in cases:
         for key in ((c.kind, c.steered, f"{c.factor:g}x"), (c.kind, c.steered, "both"), ("all", c.steered, "both"),
@@ -226,7 +235,7 @@ def summary(cases: list[Case]) -> list[dict]:
     for (kind, steered, factor), group in groups.items():
         pred = [c.predicted for c in group]
         row = {"sentences": kind, "steered": steered, "factor": factor, "n": len(group)}
-        for mode in ("frozen", "recomputed"):
+        for mode in MODES:
             actual = [getattr(c, f"actual_{mode}") for c in group]
             agree = [math.copysign(1, p) == math.copysign(1, a) if p and a else p == a for p, a in zip(pred, actual)]
             row[f"direction_{mode}"] = sum(agree) / len(agree)
@@ -240,13 +249,12 @@ def summary(cases: list[Case]) -> list[dict]:
 
 def markdown(rows: list[dict]) -> str:
     """The summary as a markdown table."""
-    head = ("| sentences | steered | factor | cases | direction right (attention frozen) | Pearson r (frozen) | "
-            "direction right (attention recomputed) | Pearson r (recomputed) |\n|---|---|---|---:|---:|---:|---:|---:|")
-    lines = [head]
+    head = "| sentences | steered | factor | cases | " + " | ".join(
+        f"direction right ({label}) | Pearson r ({label})" for label in MODES.values())
+    lines = [head + " |", "|---|---|---|---:|" + "---:|" * (2 * len(MODES))]
     for r in rows:
-        lines.append(f"| {r['sentences']} | {r['steered']} | {r['factor']} | {r['n']} | "
-                     f"{100 * r['direction_frozen']:.0f}% | {r['pearson_frozen']:.2f} | "
-                     f"{100 * r['direction_recomputed']:.0f}% | {r['pearson_recomputed']:.2f} |")
+        lines.append(f"| {r['sentences']} | {r['steered']} | {r['factor']} | {r['n']} | " + " | ".join(
+            f"{100 * r[f'direction_{mode}']:.0f}% | {r[f'pearson_{mode}']:.2f}" for mode in MODES) + " |")
     return "\n".join(lines)
 
 

@@ -9,6 +9,7 @@ an embedding ``"E_{token id}_{position}"`` on layer ``"E"``; a logit ``"{L + 1}_
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -70,3 +71,9 @@ def neuronpedia_json(graph: AttributionGraph, pruned: Pruned, scan: str, slug: s
                 "pruning_settings": {"node_threshold": node_threshold, "edge_threshold": edge_threshold}}
     return {"metadata": metadata, "qParams": {"pinnedIds": [], "supernodes": [], "linkType": "both"},
             "nodes": nodes, "links": links}
+
+
+def dumps(doc: dict[str, Any]) -> str:
+    """``doc`` (:func:`neuronpedia_json`) as compact JSON text, UTF-8 characters as they are: what the download and
+    the size benchmark write (without the spaces of ``json.dumps``' defaults a 64-token graph is ~8% smaller)."""
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)

@@ -9,10 +9,13 @@ list of them. Steering by a factor ``f`` (-1: the feature's contribution turned 
 activation on the clean run's feed-forward input there. Everything downstream recomputes: the real feed-forward
 blocks (not the transcoders), the LayerNorms, the MLM head; the attention patterns are recomputed too, or, with
 ``freeze_attention`` (the default, as circuit-tracer's ``feature_intervention``), written at every
-``blocks.{l}.attn.hook_pattern`` from the clean run. It runs as two forward calls with
-:class:`~bertcore.modeling.interventions.Interventions` (no hook, nothing set on the model): safe beside other
-threads using the same model. circuit-tracer sets a feature to a value in the steered run itself; the two agree when
-every steered feature sits in one block (nothing steered upstream of another), as the check's supernodes do.
+``blocks.{l}.attn.hook_pattern`` from the clean run. With ``freeze_layer_norms`` every LayerNorm's scale is written
+from the clean run too (each LayerNorm then linear, as in the graph): what then separates the steered run from the
+graph's prediction is the real feed-forward blocks against the transcoders, and the head's GELU. It runs as two
+forward calls with :class:`~bertcore.modeling.interventions.Interventions` (no hook, nothing set on the model): safe
+beside other threads using the same model. circuit-tracer sets a feature to a value in the steered run itself; the
+two agree when every steered feature sits in one block (nothing steered upstream of another), as the check's
+supernodes do.
 
 **In the graph** (:func:`predicted_change`). The graph's prediction is the change of the target in the linear
 local replacement model (:mod:`bertcore.circuits.attribution`: attention, LayerNorm scales and the head's GELU
@@ -34,7 +37,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..modeling.interventions import Interventions, eval_mode
+from ..modeling.interventions import Interventions, eval_mode, layer_norm_scale_sites
 from ..readouts.fill_mask import mlm_head_of
 from ..sae.transcoder import Transcoder, sites
 from .attribution import AttributionGraph, CircuitError, Target, contrast_ids, one_mask, targets_at
@@ -51,8 +54,8 @@ class Steering:
     Attributes:
         nodes: the steered features ``(block, position, latent)``; activations: their clean activations (the
             transcoder's, on the clean run's feed-forward input), float, the transcoder's units.
-        factor: the factor each activation was scaled by; freeze_attention: whether the attention patterns were the
-            clean run's.
+        factor: the factor each activation was scaled by; freeze_attention, freeze_layer_norms: whether the
+            attention patterns, and the LayerNorms' scales, were the clean run's.
         target: the target's label (a token, or ``"are - is"``); before, after: its value (the [MASK]'s logit of the
             token minus the mean logit over the vocabulary, or the contrast's logit difference; nats of logit) in
             the clean and the steered run.
@@ -64,6 +67,7 @@ class Steering:
     activations: tuple[float, ...]
     factor: float
     freeze_attention: bool
+    freeze_layer_norms: bool
     target: str
     before: float
     after: float
@@ -175,7 +179,8 @@ def _top(logits: torch.Tensor, tokenizer, k: int) -> tuple[tuple[str, float], ..
 @torch.no_grad()
 def steer(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, Transcoder], nodes, factor: float,
           *, graph: AttributionGraph | None = None, target: int = 0, contrast: tuple[str, str] | None = None,
-          freeze_attention: bool = True, top_k: int = TOP_K, max_length: int | None = None) -> Steering:
+          freeze_attention: bool = True, freeze_layer_norms: bool = False, top_k: int = TOP_K,
+          max_length: int | None = None) -> Steering:
     """Steer ``nodes`` by ``factor`` in the real model on ``text``'s one [MASK] (module docstring).
 
     Args:
@@ -188,6 +193,9 @@ def steer(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, T
             ``targets[target]`` and :attr:`Steering.predicted` its prediction. Without a graph the target is the
             ``contrast`` pair's logit difference, or the clean run's top fill (demeaned logit).
         freeze_attention: the attention patterns of the clean run in the steered run (True), or recomputed.
+        freeze_layer_norms: every LayerNorm's scale (each block's ``ln1`` and ``ln2``, the MLM head's; the sites of
+            :func:`~bertcore.modeling.interventions.layer_norm_scale_sites`) written from the clean run too, as the
+            graph holds them (False: recomputed, as circuit-tracer's ``feature_intervention`` does).
         top_k: how many fills to report before and after.
     Returns:
         :class:`Steering`.
@@ -217,11 +225,12 @@ def steer(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, T
     param = next(model.parameters())
     inputs = {k: v.to(param.device) for k, v in inputs.items()}
     blocks = sorted({b for b, _, _ in steered})
-    patterns = [f"blocks.{i}.attn.hook_pattern" for i in range(cfg.num_hidden_layers)] if freeze_attention else []
+    frozen = [f"blocks.{i}.attn.hook_pattern" for i in range(cfg.num_hidden_layers)] if freeze_attention else []
+    frozen += layer_norm_scale_sites(cfg) if freeze_layer_norms else []
     with eval_mode(model):
-        clean = Interventions(record=[sites(cfg, b)[0] for b in blocks] + patterns)
+        clean = Interventions(record=[sites(cfg, b)[0] for b in blocks] + frozen)
         hidden = encoder(**inputs, interventions=clean).last_hidden_state  # (1, T, H)
-        logits_before = head(hidden[0, m]).double().cpu()  # (V,)
+        logits_before = head(hidden[0, m], clean.tap()).double().cpu()  # (V,)
         delta = {b: torch.zeros_like(hidden) for b in blocks}  # (1, T, H) added to each block's hook_mlp_out
         activations = []
         for block, position, latent in steered:
@@ -232,13 +241,14 @@ def steer(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, T
             direction = (tc.W_dec[latent] / tc.out_scale).to(hidden.device, hidden.dtype)  # (H,) model units
             delta[block][0, position] += (factor - 1.0) * a * direction
         edits = {f"blocks.{b}.hook_mlp_out": (lambda y, d=delta[b]: y + d) for b in blocks}
-        edits.update({name: (lambda x, v=clean.recorded[name]: v.expand_as(x).clone()) for name in patterns})
-        hidden = encoder(**inputs, interventions=Interventions(edits)).last_hidden_state
-        logits_after = head(hidden[0, m]).double().cpu()  # (V,)
+        edits.update({name: (lambda x, v=clean.recorded[name]: v.expand_as(x).clone()) for name in frozen})
+        steered_run = Interventions(edits)
+        hidden = encoder(**inputs, interventions=steered_run).last_hidden_state
+        logits_after = head(hidden[0, m], steered_run.tap()).double().cpu()  # (V,)
     if graph is not None:
         goal: Target = graph.targets[target]  # checked by predicted_change
     else:
         goal = targets_at(logits_before, tokenizer, contrast_ids(tokenizer, contrast))[0]
-    return Steering(tuple(steered), tuple(activations), factor, freeze_attention, goal.label,
+    return Steering(tuple(steered), tuple(activations), factor, freeze_attention, freeze_layer_norms, goal.label,
                     float(logits_before @ goal.vector), float(logits_after @ goal.vector),
                     _top(logits_before, tokenizer, top_k), _top(logits_after, tokenizer, top_k), predicted)

@@ -152,6 +152,17 @@ def missing_reason(config, name: str) -> str | None:
     return None
 
 
+def layer_norm_scale_sites(config) -> list[str]:
+    """Every LayerNorm scale site (``hook_scale``) a model of ``config`` has: the embedding norm's, each block's
+    ``ln1`` and ``ln2`` (ModernBERT's block 0 has no ``ln1``), a pre-LN stack's ``ln_final``, and the MLM head's
+    ``mlm_head.ln.hook_scale`` (written through the head's own tap). Writing them all from a clean run makes every
+    LayerNorm of the model linear in its input, as the local replacement model of
+    :mod:`bertcore.circuits.attribution` holds them."""
+    names = ["embed.ln.hook_scale"] + [f"blocks.{i}.{ln}.hook_scale" for i in range(config.num_hidden_layers)
+                                       for ln in ("ln1", "ln2")] + ["ln_final.hook_scale", "mlm_head.ln.hook_scale"]
+    return [n for n in names if missing_reason(config, n) is None]
+
+
 def hidden_state_site(config, index: int) -> str:
     """The site equal to ``hidden_states[index]`` (HF's numbering: 0 = the embedding output, k = block k-1's
     output) for a model of ``config``: ``blocks.0.hook_resid_pre``, then each block's output

@@ -1,10 +1,9 @@
 """Circuits: the attribution graph behind a fill-mask prediction, through per-block transcoders."""
 
-import json
-
 import streamlit as st
 
 from bertcore.analysis import shipped
+from bertcore.circuits import export
 from bertcore.circuits.attribution import CircuitError
 from bertcore.readouts.fill_mask import FillMaskError
 from bertcore.runs.layout import runs_root
@@ -104,6 +103,6 @@ as_code.expander("circuits", "Circuits", snippet("Circuits: the attribution grap
                                                  views.circuit, args, {"node_threshold": float(threshold)},
                                                  [(views.graph_figure, {})]), c)
 st.download_button("Download the graph for Neuronpedia's viewer (JSON)", key="cir_json", icon=":material/download:",
-                   data=lambda: json.dumps(views.neuronpedia(*args, node_threshold=float(threshold))),
+                   data=lambda: export.dumps(views.neuronpedia(*args, node_threshold=float(threshold))),
                    file_name="bert-attribution-graph.json", mime="application/json", on_click="ignore",
                    help="Neuronpedia's graph format (nodes, links, metadata, qParams), as circuit-tracer writes it.")

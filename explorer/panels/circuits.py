@@ -13,6 +13,11 @@ from explorer import widgets
 from explorer.server import heavy
 from explorer.views import circuits as views
 
+#: what the steered run keeps from the clean run: ``(freeze_attention, freeze_layer_norms)`` of
+#: :func:`bertcore.circuits.steer.steer`
+HOLD = {"attention patterns": (True, False), "attention and LayerNorm scales (as the graph)": (True, True),
+        "nothing (all recomputed)": (False, False)}
+
 
 def how_to_train(lm: LoadedModel) -> None:
     """What to do when no transcoder set fits the sidebar's model."""
@@ -105,15 +110,15 @@ def supernode_table(c: views.Circuit, members: list[str]) -> pd.DataFrame:
                          "influence": [float(c.influence[i]) for i in rows]})
 
 
+
 def steering(lm: LoadedModel, args: tuple, c: views.Circuit) -> None:
     """Group feature nodes into a named supernode (or take one node) and steer it in the real model: the target and
     the top fills before and after, beside the graph's prediction."""
     st.subheader("Steer a node or a supernode in the real model")
     st.caption("Scale the chosen features' activations (−1 turns them around, 0 removes them, 2 doubles them): the "
                "decoder difference is added to the feed-forward output of their block and every later layer "
-               "recomputes, in the real model (attention frozen at this input's, as circuit-tracer does). The "
-               "graph predicts the change from its edges alone: where the two agree, the graph says what the model "
-               "does.")
+               "recomputes, in the real model. The graph predicts the change from its edges alone: where the two "
+               "agree, the graph says what the model does.")
     features = [i for i in sorted(range(len(c.node_ids)), key=lambda i: -c.influence[i]) if c.kinds[i] == "feature"]
     if not features:
         st.info("Pruning kept no feature at this threshold: raise it to steer one.", icon=":material/info:")
@@ -129,9 +134,13 @@ def steering(lm: LoadedModel, args: tuple, c: views.Circuit) -> None:
     picked = [c.node_ids.index(m) for m in members]
     nodes = tuple((int(c.layers[i]), int(c.positions[i]), int(c.features[i])) for i in picked)
     st.dataframe(supernode_table(c, members), hide_index=True, key="cir_members_table")
+    hold = st.radio("In the real model, keep from this input", list(HOLD), index=0, key="cir_hold", horizontal=True,
+                    help="Attention frozen is what circuit-tracer's interventions do. The graph itself also holds "
+                         "every LayerNorm's scale fixed: freeze them too and only the real feed-forward blocks (in "
+                         "place of the transcoders) and the head's GELU separate the model from the graph.")
     if not st.toggle("Steer it (the real model and the full graph: seconds)", key="cir_steer"):
         return
-    s = heavy.run_view(views.steered, "the steered run", *args, nodes, float(factor))
+    s = heavy.run_view(views.steered, "the steered run", *args, nodes, float(factor), *HOLD[hold])
     m = st.columns(3)
     what = widgets.escape_md(name if len(members) > 1 else c.labels[picked[0]])
     m[0].metric(f"Target {s.target}: before", f"{s.before:+.3f}")
@@ -140,8 +149,14 @@ def steering(lm: LoadedModel, args: tuple, c: views.Circuit) -> None:
                 help="The change the graph's edges predict for this scaling, through every path of the frozen "
                      "replacement model.")
     agree = (s.after - s.before) * (s.predicted or 0.0) > 0
-    st.caption(("The real model moved the way the graph predicts." if agree else
-                "The real model did not move the way the graph predicts: what the graph leaves out (the error nodes, "
-                "the LayerNorm denominators it holds fixed) matters here.") + " Top fills before: "
-                + ", ".join(f"{widgets.escape_md(t)} {p:.0%}" for t, p in s.top_before) + "; after: "
-                + ", ".join(f"{widgets.escape_md(t)} {p:.0%}" for t, p in s.top_after) + ".")
+    if agree:
+        verdict = "The real model moved the way the graph predicts."
+    elif s.freeze_layer_norms:
+        verdict = ("The real model did not move the way the graph predicts, even with the LayerNorm scales kept: the "
+                   "real feed-forward blocks, which the graph replaces by transcoders and error nodes, matter here.")
+    else:
+        verdict = ("The real model did not move the way the graph predicts: what the graph holds fixed (the "
+                   "LayerNorm denominators, the error nodes) matters here. Keep the LayerNorm scales too to see which.")
+    st.caption(verdict + " Top fills before: "
+               + ", ".join(f"{widgets.escape_md(t)} {p:.0%}" for t, p in s.top_before) + "; after: "
+               + ", ".join(f"{widgets.escape_md(t)} {p:.0%}" for t, p in s.top_after) + ".")

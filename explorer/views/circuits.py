@@ -106,14 +106,16 @@ def contexts(source, transcoders: Path, layer: int, feature: int, n_sentences: i
 
 @view
 def steered(source, text: str, contrast: tuple[str, str] | None, transcoders: Path,
-            nodes: tuple[tuple[int, int, int], ...], factor: float, freeze_attention: bool = True) -> steer.Steering:
+            nodes: tuple[tuple[int, int, int], ...], factor: float, freeze_attention: bool = True,
+            freeze_layer_norms: bool = False) -> steer.Steering:
     """The features ``nodes`` (``(block, position, latent)``, a node or a supernode) scaled by ``factor`` in the
     REAL model (:func:`bertcore.circuits.steer.steer`: the decoder difference added at each block's feed-forward
-    output, everything downstream recomputed; attention frozen at the clean run's or recomputed): the target before
+    output, everything downstream recomputed; attention, and the LayerNorm scales, frozen at the clean run's or
+    recomputed): the target before
     and after, the top fills before and after, and the change :func:`graph` predicts. Raises ``CircuitError`` for a
     bad node or factor, and what :func:`graph` raises."""
     lm = load(source)
     g = graph(source, text, contrast, transcoders)
     tcs = load_set(transcoders, lm.config.hidden_size, lm.config.num_hidden_layers)
     return steer.steer(lm.model, lm.tokenizer, text, tcs, list(nodes), factor, graph=g, contrast=contrast,
-                       freeze_attention=freeze_attention)
+                       freeze_attention=freeze_attention, freeze_layer_norms=freeze_layer_norms)

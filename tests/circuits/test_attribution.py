@@ -123,11 +123,14 @@ def test_the_neuronpedia_json_holds_the_pruned_graph(case):
     link per kept edge carrying its adjacency weight."""
     import json
 
-    from bertcore.circuits.export import neuronpedia_json
+    from bertcore.circuits.export import dumps, neuronpedia_json
 
     model, tok, tcs, graph = case
     pruned = prune(graph.adjacency, graph.layout, graph.probabilities)
-    doc = json.loads(json.dumps(neuronpedia_json(graph, pruned, "tiny-bert", "keys-cabinet", TEXT)))
+    built = neuronpedia_json(graph, pruned, "tiny-bert", "keys-cabinet", TEXT)
+    text = dumps(built)  # what the page's download writes
+    doc = json.loads(text)
+    assert doc == json.loads(json.dumps(built)) and len(text) < len(json.dumps(built))  # the same, compact
     assert set(doc) == {"metadata", "qParams", "nodes", "links"}
     assert {"slug", "scan", "prompt_tokens", "prompt"} <= set(doc["metadata"])
     assert doc["metadata"]["prompt_tokens"] == graph.tokens

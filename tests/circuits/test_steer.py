@@ -137,6 +137,48 @@ def test_frozen_attention_writes_the_clean_patterns(case):
     assert abs(recomputed.after - frozen.after) > 1e-9  # float64 rounding is 1e-15; a random tiny model attends evenly
 
 
+def _linear_case():
+    """A tiny BERT with every feed-forward and head activation the identity, and transcoders that hold each block's
+    feed-forward map exactly in their skip path, with decoders zero outside block 0: with attention and every
+    LayerNorm scale frozen, the real model is then the graph's replacement model (nothing non-linear is left)."""
+    model = tiny_bert(BertForMaskedLM, seed=3, num_hidden_layers=3).double()
+    for block in model.bert.encoder.layer:
+        block.intermediate.intermediate_act_fn = torch.nn.Identity()
+    model.cls.predictions.transform.transform_act_fn = torch.nn.Identity()
+    tcs = {layer: tc.double() for layer, tc in random_transcoders(model.config).items()}
+    with torch.no_grad():
+        for layer, tc in tcs.items():
+            ff = model.bert.encoder.layer[layer]
+            w_in, b_in = ff.intermediate.dense.weight, ff.intermediate.dense.bias
+            w_out, b_out = ff.output.dense.weight, ff.output.dense.bias
+            tc.W_skip.copy_(w_out @ w_in * (tc.out_scale / tc.in_scale))
+            tc.b_dec.copy_((w_out @ b_in + b_out) * tc.out_scale)
+            if layer > 0:
+                tc.W_dec.zero_()
+    return model, tcs
+
+
+@pytest.mark.parametrize("factor", [-1.0, 2.0])
+def test_with_layer_norms_frozen_the_steered_model_is_the_graph(factor):
+    """In :func:`_linear_case`, steering a block-0 node with attention and the LayerNorm scales frozen changes the
+    target by exactly the graph's prediction (1e-9); with the scales recomputed, or attention recomputed, it does
+    not: the LayerNorm denominators are what the graph holds fixed."""
+    model, tcs = _linear_case()
+    tok = load_tokenizer(sources.packaged_model_dir())
+    graph = A.build(model, tok, TEXT, tcs, batch=64)
+    node = _node(graph, 0)
+    frozen = S.steer(model, tok, TEXT, tcs, node, factor, graph=graph, freeze_layer_norms=True)
+    assert frozen.freeze_layer_norms and frozen.freeze_attention
+    assert abs(frozen.predicted) > 1e-3
+    assert frozen.change == pytest.approx(frozen.predicted, abs=1e-9)
+    scales_free = S.steer(model, tok, TEXT, tcs, node, factor, graph=graph)
+    assert not scales_free.freeze_layer_norms
+    assert abs(scales_free.change - frozen.predicted) > 1e-6
+    attention_free = S.steer(model, tok, TEXT, tcs, node, factor, graph=graph, freeze_attention=False,
+                             freeze_layer_norms=True)
+    assert abs(attention_free.change - frozen.predicted) > 1e-6
+
+
 def test_steering_beside_plain_forwards_on_one_model_leaves_both_exact():
     """One thread steers (attention frozen and not) while another runs plain forwards on the same model object:
     each gets what it gets alone, and the model keeps its mode, its requires_grad and no hooks."""
@@ -148,14 +190,16 @@ def test_steering_beside_plain_forwards_on_one_model_leaves_both_exact():
     nodes = [tuple([layer, *map(int, codes[layer].nonzero()[0])]) for layer in (0, 1)]  # two active features
     with torch.no_grad():
         plain_alone = model(**ids).logits
-    alone = [S.steer(model, tok, TEXT, tcs, nodes, f, freeze_attention=fr) for f in (-1.0, 2.0) for fr in (True, False)]
+    modes = [(True, False), (False, False), (True, True)]  # (attention frozen, LayerNorm scales frozen)
+    alone = [S.steer(model, tok, TEXT, tcs, nodes, f, freeze_attention=fr, freeze_layer_norms=ln)
+             for f in (-1.0, 2.0) for fr, ln in modes]
     grads = [p.requires_grad for p in model.parameters()]
     got, errors = [], []
 
     def steering():
         for _ in range(5):
-            got.append([S.steer(model, tok, TEXT, tcs, nodes, f, freeze_attention=fr)
-                        for f in (-1.0, 2.0) for fr in (True, False)])
+            got.append([S.steer(model, tok, TEXT, tcs, nodes, f, freeze_attention=fr, freeze_layer_norms=ln)
+                        for f in (-1.0, 2.0) for fr, ln in modes])
 
     def plain():
         for _ in range(40):

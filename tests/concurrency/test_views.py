@@ -99,7 +99,8 @@ CALLS: dict[str, tuple[tuple, dict]] = {
     "circuits.circuit": ((S, KEYS, ("are", "is"), TRANSCODERS), {}),
     "circuits.contexts": ((S, TRANSCODERS, 2, 3), {"n_sentences": 2, "top": 2}),
     "circuits.graph": ((S, KEYS, ("are", "is"), TRANSCODERS), {}),
-    "circuits.steered": ((S, KEYS, ("are", "is"), TRANSCODERS, ((2, 3, 0), (4, 1, 5)), -1.0), {}),
+    "circuits.steered": ((S, KEYS, ("are", "is"), TRANSCODERS, ((2, 3, 0), (4, 1, 5)), -1.0),
+                         {"freeze_layer_norms": True}),
     # Compare models
     "compare.compare": ((S, B, "The bank raised its rates.\nWe sat on the river bank."), {}),
     # Corpus search

@@ -105,6 +105,12 @@ def test_steering_a_node_shows_the_real_models_change_beside_the_graphs(runs, mo
     after = next(v for k, v in shown.items() if k.startswith("After "))
     assert after == f"{want.after:+.3f}"
     assert shown["The graph predicted"] == f"{want.before + want.predicted:+.3f}"
+    at.radio(key="cir_hold").set_value("attention and LayerNorm scales (as the graph)").run()  # the graph is cached
+    assert_clean(at)
+    want = steer.steer(lm.model, lm.tokenizer, text, tcs, [node], 2.0, graph=g, contrast=("are", "is"),
+                       freeze_layer_norms=True)
+    after = next(m.value for m in at.metric if m.label.startswith("After "))
+    assert after == f"{want.after:+.3f}" and want.change != 0.0
 
 
 @pytest.mark.parametrize("folder", ["x" * 20_000, "/no/such/folder", "a\x00b"])
