@@ -144,7 +144,7 @@ def steering(lm: LoadedModel, args: tuple, c: views.Circuit) -> None:
     m = st.columns(3)
     what = widgets.escape_md(name if len(members) > 1 else c.labels[picked[0]])
     m[0].metric(f"Target {s.target}: before", f"{s.before:+.3f}")
-    m[1].metric(f"After {what} x{factor:g} (real model)", f"{s.after:+.3f}", f"{s.after - s.before:+.3f}")
+    m[1].metric(f"After {what} × {factor:g} (real model)", f"{s.after:+.3f}", f"{s.after - s.before:+.3f}")
     m[2].metric("The graph predicted", f"{s.before + (s.predicted or 0.0):+.3f}", f"{s.predicted or 0.0:+.3f}",
                 help="The change the graph's edges predict for this scaling, through every path of the frozen "
                      "replacement model.")
