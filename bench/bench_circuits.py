@@ -21,6 +21,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -55,12 +56,24 @@ def one_graph(model, tokenizer, text: str, transcoders) -> dict:
     t1 = time.perf_counter()
     pruned = prune(graph.adjacency, graph.layout, graph.probabilities)
     t2 = time.perf_counter()
-    doc = dumps(neuronpedia_json(graph, pruned, "minilm-mlm", "bench", text))
+    built = neuronpedia_json(graph, pruned, "minilm-mlm", "bench", text)
+    doc = dumps(built)
     t3 = time.perf_counter()
+    kind = {n["node_id"]: n["feature_type"] for n in built["nodes"]}
+    links = Counter(f"{kind[k['source']]} -> {kind[k['target']]}" for k in built["links"])
+    smaller = {digits: round(mb(dumps(neuronpedia_json(graph, pruned, "minilm-mlm", "bench", text, digits=digits))), 3)
+               for digits in (5, 4, 3)}  # what fewer significant digits would save
     return {"tokens": len(graph.tokens), "features": graph.layout.features, "nodes": graph.layout.size,
             "kept_nodes": int(pruned.nodes.sum()), "kept_edges": int(pruned.edges.sum()),
             "build_s": round(t1 - t0, 2), "prune_s": round(t2 - t1, 2), "export_s": round(t3 - t2, 2),
-            "total_s": round(t3 - t0, 2), "json_mb": round(len(doc.encode("utf-8")) / 2 ** 20, 3)}
+            "total_s": round(t3 - t0, 2), "json_mb": round(mb(doc), 3),
+            "json_nodes_by_type": dict(Counter(kind.values())), "json_links_by_type": dict(links),
+            "json_bytes_per_link": round(len(dumps(built["links"]).encode("utf-8")) / max(1, len(built["links"])), 1),
+            "json_mb_at_fewer_digits": smaller}
+
+
+def mb(text: str) -> float:
+    return len(text.encode("utf-8")) / 2 ** 20
 
 
 def main() -> None:

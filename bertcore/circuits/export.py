@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 from typing import Any
 
 from .attribution import AttributionGraph
@@ -20,27 +21,29 @@ GENERATOR = {"name": "bert-explorer (bertcore.circuits)", "version": "0.1.0"}
 DIGITS = 6  #: significant digits of the weights, influences and activations written (the viewer draws them)
 
 
-def _num(x) -> float:
-    """``x`` rounded to :data:`DIGITS` significant digits: a link's weight in 10 characters, not 20 (a 64-token graph
+def _num(x, digits: int = DIGITS) -> float:
+    """``x`` rounded to ``digits`` significant digits: a link's weight in 10 characters, not 20 (a 64-token graph
     has ~10^5 links)."""
-    return float(f"{float(x):.{DIGITS}g}")
+    return float(f"{float(x):.{digits}g}")
 
 
 def neuronpedia_json(graph: AttributionGraph, pruned: Pruned, scan: str, slug: str, prompt: str,
-                     node_threshold: float = 0.8, edge_threshold: float = 0.98) -> dict[str, Any]:
+                     node_threshold: float = 0.8, edge_threshold: float = 0.98, digits: int = DIGITS) -> dict[str, Any]:
     """The pruned ``graph`` (``pruned`` from :func:`bertcore.circuits.graph.prune`) as Neuronpedia's graph JSON.
-    ``scan``: the model's name (Neuronpedia's model id); ``slug``: the graph's name; ``prompt``: the input text."""
+    ``scan``: the model's name (Neuronpedia's model id); ``slug``: the graph's name; ``prompt``: the input text;
+    ``digits``: significant digits of the numbers written."""
+    num = partial(_num, digits=digits)
     lay, t, n_blocks = graph.layout, len(graph.tokens), graph.layout.errors // max(1, len(graph.tokens))
     ids: dict[int, str] = {}
     nodes = []
     for i in pruned.nodes.nonzero().flatten().tolist():
-        influence = _num(pruned.cumulative[i])
+        influence = num(pruned.cumulative[i])
         if i < lay.features:
             block, pos, latent = (int(v) for v in graph.features[i])
             node = {"node_id": f"{block}_{latent}_{pos}", "feature": latent, "layer": str(block), "ctx_idx": pos,
                     "feature_type": "cross layer transcoder", "jsNodeId": f"{block}_{latent}-{pos}",
                     "clerp": f"block {block} latent {latent}", "influence": influence,
-                    "activation": _num(graph.activations[i])}
+                    "activation": num(graph.activations[i])}
         elif i < lay.part("embeddings").start:
             block, pos = divmod(i - lay.features, t)
             node = {"node_id": f"{block}_-1_{pos}", "feature": -1, "layer": str(block), "ctx_idx": pos,
@@ -62,7 +65,7 @@ def neuronpedia_json(graph: AttributionGraph, pruned: Pruned, scan: str, slug: s
                     "activation": None, "token_prob": target.probability}
         ids[i] = node["node_id"]
         nodes.append(node)
-    links = [{"source": ids[s], "target": ids[tg], "weight": _num(graph.adjacency[tg, s])}
+    links = [{"source": ids[s], "target": ids[tg], "weight": num(graph.adjacency[tg, s])}
              for tg, s in pruned.edges.nonzero().tolist() if s in ids and tg in ids]
     metadata = {"slug": slug, "scan": scan, "prompt_tokens": list(graph.tokens), "prompt": prompt,
                 "node_threshold": node_threshold,
@@ -75,5 +78,6 @@ def neuronpedia_json(graph: AttributionGraph, pruned: Pruned, scan: str, slug: s
 
 def dumps(doc: dict[str, Any]) -> str:
     """``doc`` (:func:`neuronpedia_json`) as compact JSON text, UTF-8 characters as they are: what the download and
-    the size benchmark write (without the spaces of ``json.dumps``' defaults a 64-token graph is ~8% smaller)."""
+    the size benchmark write (without the spaces of ``json.dumps``' defaults: the benchmark's 64-token graph 5.59 MB,
+    not 6.12)."""
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)

@@ -149,6 +149,9 @@ def test_the_neuronpedia_json_holds_the_pruned_graph(case):
     for link in doc["links"][:50]:
         s, t = kept[index[link["source"]]], kept[index[link["target"]]]
         assert link["weight"] == pytest.approx(float(graph.adjacency[t, s]), rel=1e-5)  # 6 significant digits
+    short = neuronpedia_json(graph, pruned, "tiny-bert", "keys-cabinet", TEXT, digits=3)["links"]
+    assert [k["weight"] for k in short] == [float(f"{k['weight']:.3g}") for k in doc["links"]]
+    assert len(dumps(short)) < len(dumps(doc["links"]))
 
 
 def test_building_a_graph_beside_plain_forwards_on_one_model_leaves_both_exact():
