@@ -63,13 +63,18 @@ def one_graph(model, tokenizer, text: str, transcoders) -> dict:
     links = Counter(f"{kind[k['source']]} -> {kind[k['target']]}" for k in built["links"])
     smaller = {digits: round(mb(dumps(neuronpedia_json(graph, pruned, "minilm-mlm", "bench", text, digits=digits))), 3)
                for digits in (5, 4, 3)}  # what fewer significant digits would save
+    fewer_edges = {}  # what a lower edge threshold would keep (nodes, edges, MB)
+    for threshold in (0.975, 0.97):
+        kept = prune(graph.adjacency, graph.layout, graph.probabilities, edge_threshold=threshold)
+        fewer = neuronpedia_json(graph, kept, "minilm-mlm", "bench", text, edge_threshold=threshold)
+        fewer_edges[threshold] = [len(fewer["nodes"]), len(fewer["links"]), round(mb(dumps(fewer)), 3)]
     return {"tokens": len(graph.tokens), "features": graph.layout.features, "nodes": graph.layout.size,
             "kept_nodes": int(pruned.nodes.sum()), "kept_edges": int(pruned.edges.sum()),
             "build_s": round(t1 - t0, 2), "prune_s": round(t2 - t1, 2), "export_s": round(t3 - t2, 2),
             "total_s": round(t3 - t0, 2), "json_mb": round(mb(doc), 3),
             "json_nodes_by_type": dict(Counter(kind.values())), "json_links_by_type": dict(links),
             "json_bytes_per_link": round(len(dumps(built["links"]).encode("utf-8")) / max(1, len(built["links"])), 1),
-            "json_mb_at_fewer_digits": smaller}
+            "json_mb_at_fewer_digits": smaller, "json_nodes_edges_mb_at_edge_threshold": fewer_edges}
 
 
 def mb(text: str) -> float:
