@@ -10,6 +10,7 @@ from bertcore.analysis import shipped
 from bertcore.circuits import attribution, export, pruned, steer
 from bertcore.circuits.graph import prune
 from bertcore.sae.features import heldout_sentences
+from bertcore.sae.io import CFG_FILE, read_json_object
 from bertcore.sae.stream import feed_forward_pairs
 from bertcore.sae.transcoder import load_set
 from explorer.figures import circuits as circuit_figures
@@ -57,8 +58,14 @@ def circuit(source, text: str, contrast: tuple[str, str] | None, transcoders: Pa
 
 
 def neuronpedia(source, text: str, contrast: tuple[str, str] | None, transcoders: Path, node_threshold: float = 0.8,
-                edge_threshold: float = 0.98, scan: str = "minilm-mlm") -> dict:
-    """The pruned graph as Neuronpedia's graph JSON (:func:`bertcore.circuits.export.neuronpedia_json`)."""
+                edge_threshold: float = 0.98, scan: str | None = None) -> dict:
+    """The pruned graph as Neuronpedia's graph JSON (:func:`bertcore.circuits.export.neuronpedia_json`). ``scan``
+    (Neuronpedia's model id): by default the model the transcoders were trained on, as their files name it
+    (``metadata.model_name``: ``minilm-mlm`` for the shipped set, a run's model folder for a trained one)."""
+    if scan is None:
+        first = sorted(Path(transcoders).glob("layer-*"))[:1]
+        meta = read_json_object(first[0] / CFG_FILE).get("metadata") if first else None
+        scan = (meta or {}).get("model_name") or "bert"
     g = graph(source, text, contrast, transcoders)
     kept = prune(g.adjacency, g.layout, g.probabilities, node_threshold, edge_threshold)
     slug = "bert-" + "-".join(text.lower().split()[:6]).replace("[mask]", "mask")

@@ -46,6 +46,32 @@ def test_the_default_graph_is_drawn_with_its_scores(runs, monkeypatch):
     assert len(at.session_state[RECORD_KEY]["circuits"].result.node_ids) <= len(rec.result.node_ids)
 
 
+def test_the_download_is_the_pruned_graph_named_after_the_transcoders_model(runs, tmp_path):
+    """The JSON the page offers is :func:`bertcore.circuits.export.neuronpedia_json` of the graph pruned at the
+    page's threshold, its ``scan`` the model the transcoder files name (not a fixed name)."""
+    import json
+    import shutil
+
+    from bertcore.circuits import attribution, export
+    from bertcore.circuits.graph import prune
+    from explorer.views import circuits as views
+
+    folder = tmp_path / "set"
+    shutil.copytree(runs / "20261129-000000-sae" / "sae", folder)
+    for layer in folder.glob("layer-*"):  # as a run on another model writes them
+        cfg = json.loads((layer / "cfg.json").read_text())
+        cfg["metadata"]["model_name"] = "my-bert"
+        (layer / "cfg.json").write_text(json.dumps(cfg))
+    text = "The keys to the cabinet [MASK] on the table."
+    doc = json.loads(export.dumps(views.neuronpedia(sources.PACKAGED_MLM, text, ("are", "is"), folder,
+                                                    node_threshold=0.5)))
+    assert doc["metadata"]["scan"] == "my-bert"
+    lm = sources.load(sources.PACKAGED_MLM)
+    g = attribution.build(lm.model, lm.tokenizer, text, T.load_set(folder), contrast=("are", "is"))
+    kept = prune(g.adjacency, g.layout, g.probabilities, 0.5, 0.98)
+    want = export.neuronpedia_json(g, kept, "my-bert", doc["metadata"]["slug"], text, 0.5, 0.98)
+    assert doc["nodes"] == want["nodes"] and doc["links"] == want["links"]
+
 def test_without_transcoders_the_page_says_how_to_train_them(tmp_path, monkeypatch):
     from bertcore.sae import catalog
 
