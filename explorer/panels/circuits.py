@@ -110,7 +110,6 @@ def supernode_table(c: views.Circuit, members: list[str]) -> pd.DataFrame:
                          "influence": [float(c.influence[i]) for i in rows]})
 
 
-
 def steering(lm: LoadedModel, args: tuple, c: views.Circuit) -> None:
     """Group feature nodes into a named supernode (or take one node) and steer it in the real model: the target and
     the top fills before and after, beside the graph's prediction."""

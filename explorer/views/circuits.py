@@ -118,9 +118,8 @@ def steered(source, text: str, contrast: tuple[str, str] | None, transcoders: Pa
     """The features ``nodes`` (``(block, position, latent)``, a node or a supernode) scaled by ``factor`` in the
     REAL model (:func:`bertcore.circuits.steer.steer`: the decoder difference added at each block's feed-forward
     output, everything downstream recomputed; attention, and the LayerNorm scales, frozen at the clean run's or
-    recomputed): the target before
-    and after, the top fills before and after, and the change :func:`graph` predicts. Raises ``CircuitError`` for a
-    bad node or factor, and what :func:`graph` raises."""
+    recomputed): the target before and after, the top fills before and after, and the change :func:`graph`
+    predicts. Raises ``CircuitError`` for a bad node or factor, and what :func:`graph` raises."""
     lm = load(source)
     g = graph(source, text, contrast, transcoders)
     tcs = load_set(transcoders, lm.config.hidden_size, lm.config.num_hidden_layers)

@@ -72,6 +72,7 @@ def test_the_download_is_the_pruned_graph_named_after_the_transcoders_model(runs
     want = export.neuronpedia_json(g, kept, "my-bert", doc["metadata"]["slug"], text, 0.5, 0.98)
     assert doc["nodes"] == want["nodes"] and doc["links"] == want["links"]
 
+
 def test_without_transcoders_the_page_says_how_to_train_them(tmp_path, monkeypatch):
     from bertcore.sae import catalog
 
