@@ -68,8 +68,7 @@ def neuronpedia(source, text: str, contrast: tuple[str, str] | None, transcoders
         scan = (meta or {}).get("model_name") or "bert"
     g = graph(source, text, contrast, transcoders)
     kept = prune(g.adjacency, g.layout, g.probabilities, node_threshold, edge_threshold)
-    slug = "bert-" + "-".join(text.lower().split()[:6]).replace("[mask]", "mask")
-    return export.neuronpedia_json(g, kept, scan, slug, text, node_threshold, edge_threshold)
+    return export.neuronpedia_json(g, kept, scan, export.slug_of(text), text, node_threshold, edge_threshold)
 
 
 def graph_figure(c: Circuit, selected: str | None = None):

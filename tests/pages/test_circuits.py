@@ -65,7 +65,7 @@ def test_the_download_is_the_pruned_graph_named_after_the_transcoders_model(runs
     text = "The keys to the cabinet [MASK] on the table."
     doc = json.loads(export.dumps(views.neuronpedia(sources.PACKAGED_MLM, text, ("are", "is"), folder,
                                                     node_threshold=0.5)))
-    assert doc["metadata"]["scan"] == "my-bert"
+    assert doc["metadata"]["scan"] == "my-bert" and doc["metadata"]["slug"] == export.slug_of(text)
     lm = sources.load(sources.PACKAGED_MLM)
     g = attribution.build(lm.model, lm.tokenizer, text, T.load_set(folder), contrast=("are", "is"))
     kept = prune(g.adjacency, g.layout, g.probabilities, 0.5, 0.98)
