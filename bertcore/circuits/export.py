@@ -227,7 +227,8 @@ def feature_files(graph: AttributionGraph, pruned: Pruned, model, tokenizer, tra
     page's dashboard shows, computed the same way): ``examples_quantiles``, one quantile "Top activations" of the
     ``examples`` held-out sentences of its strongest activations, each with its WordPieces and the feature's
     activation on every one (:func:`bertcore.sae.explore.activations`, one forward pass per ``batch`` sentences of a
-    block; ``train_token_ind`` the top token; ``is_repeated_datapoint`` a sentence already shown);
+    block; the tokens as :func:`_display` writes them; ``train_token_ind`` the top token;
+    ``is_repeated_datapoint`` a sentence already shown);
     ``top_logits`` / ``bottom_logits``, the ``n_logits`` WordPieces it promotes and suppresses through the MLM head
     (:func:`bertcore.sae.explore.logit_effect` at its strongest activation; empty without a head);
     ``act_max`` its strongest held-out activation (``act_min`` 0), ``histogram`` and ``quantile_values``
@@ -290,7 +291,7 @@ def feature_files(graph: AttributionGraph, pruned: Pruned, model, tokenizer, tra
                 ids = text.token_ids[text.starts[k]:text.starts[k + 1]]
                 shown.append({"tokens_acts_list": [float(f"{v:.4g}") for v in acts[k][:, col].tolist()],
                               "train_token_ind": int(r - text.starts[k]), "is_repeated_datapoint": k in seen,
-                              "tokens": tokenizer.convert_ids_to_tokens([int(i) for i in ids])})
+                              "tokens": _display(tokenizer.convert_ids_to_tokens([int(i) for i in ids]))})
                 seen.add(k)
             try:
                 up, down = explore.logit_effect(model, tokenizer, tc, block, latent, index.mean, strength or 1.0,
@@ -309,6 +310,13 @@ def feature_files(graph: AttributionGraph, pruned: Pruned, model, tokenizer, tra
             if progress is not None:
                 progress(done, total)
     return dirs, written, unindexed
+
+
+def _display(pieces: list[str]) -> list[str]:
+    """WordPieces as the viewer's context strip joins them (it writes tokens side by side, as GPT-style tokens carry
+    their own spaces): a word's first piece with a leading space (not the first token), a ``##`` continuation
+    without its ``##``. One string per token, so the activations stay aligned."""
+    return [p[2:] if p.startswith("##") else (p if i == 0 else " " + p) for i, p in enumerate(pieces)]
 
 
 def _block_folders(transcoder_set) -> dict:

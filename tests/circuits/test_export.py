@@ -242,7 +242,8 @@ def test_the_feature_files_are_circuit_tracers_feature_model(tmp_path, capsys):
         top = feature.examples_quantiles[0].examples[0]
         assert len(top.tokens) == len(top.tokens_acts_list) > top.train_token_ind
         assert top.tokens_acts_list[top.train_token_ind] == pytest.approx(feature.act_max, rel=2e-2)
-        words = [a for t, a in zip(top.tokens, top.tokens_acts_list) if t not in ("[CLS]", "[SEP]")]
+        assert top.tokens[0] == "[CLS]" and top.tokens[-1] == " [SEP]" and "##" not in "".join(top.tokens)
+        words = [a for t, a in zip(top.tokens, top.tokens_acts_list) if t.strip() not in ("[CLS]", "[SEP]")]
         assert max(words) == pytest.approx(feature.act_max, rel=2e-2)  # the index ranks no special token
         assert 0 < feature.activation_frequency < 1 and len(feature.quantile_values) == 100
         assert feature.quantile_values == sorted(feature.quantile_values)
