@@ -6,6 +6,7 @@ methods of the field on top. What a notebook needs is named here (``docs/library
     enc = bertcore.encode(lm.tokenizer, "The keys to the cabinet [MASK] on the table.")
     iv = bertcore.Interventions(record=["blocks.3.attn.hook_pattern", "blocks.3.hook_mlp_out"])
     out = lm.model(**enc.tensors(), interventions=iv)      # iv.recorded[...]: (1, 12, 12, 12), (1, 12, 384)
+    logits, cache = bertcore.run_with_cache(lm, "The keys [MASK] here.")   # TransformerLens's workflow and names
     from bertcore.analysis.causal import patching          # the analysis subpackages, one per question
 
 Blocks and heads are numbered from 0 (HF's ``encoder.layer[i]``, TransformerLens's ``blocks.i``). Never imports
@@ -17,7 +18,8 @@ from importlib import import_module
 from .modeling.config import PRESETS, BertConfig, ConfigError, preset
 from .modeling.embeddings import InputError
 from .modeling.heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
-from .modeling.interventions import Interventions, act_name, block_output_site, hidden_state_site
+from .modeling.hooked import ActivationCache, HookPoint, run_with_cache, run_with_hooks
+from .modeling.interventions import Interventions, act_name, block_output_site, hidden_state_site, site_names
 from .modeling.model import BertModel, BertModelOutput
 from .modeling.checkpoint import CheckpointError, LoadReport
 from .tokenization.tokenizer import Encoding, TextError, TokenizerError, encode, load_tokenizer
@@ -31,7 +33,8 @@ __all__ = [
     "PRESETS", "BertConfig", "ConfigError", "preset", "InputError", "BertModel", "BertModelOutput",
     "BertForMaskedLM", "BertForPreTraining", "BertForSequenceClassification", "CheckpointError",
     "LoadReport", "Encoding", "TextError", "TokenizerError", "encode", "load_tokenizer",
-    "Interventions", "act_name", "block_output_site", "hidden_state_site", *LAZY,
+    "Interventions", "act_name", "block_output_site", "hidden_state_site", "site_names", "run_with_cache",
+    "run_with_hooks", "ActivationCache", "HookPoint", *LAZY,
 ]
 
 

@@ -15,6 +15,7 @@ from bertcore.modeling.interventions import (BLOCK_SITES, EMBED_SITES, FINAL_SIT
 from tests.conftest import SMALL_VOCAB, hf_folder, save_with_tokenizer, tiny_bert
 from tests.test_families import inputs as family_inputs, save_family, tokenizers  # noqa: F401 - a fixture
 
+LAYER_NORM_SITES = ("hook_scale", "hook_normalized", "hook_out")
 IDS = torch.tensor([[2, 10, 11, 12, 4, 13, 3]])
 
 
@@ -33,6 +34,7 @@ BERT_LIKE = {
     "embed.hook_pos_embed": ("{base}.embeddings.position_embeddings", "out"),
     "embed.hook_token_type_embed": ("{base}.embeddings.token_type_embeddings", "out"),
     "embed.ln": ("{base}.embeddings.LayerNorm", None),
+    "hook_full_embed": ("{base}.embeddings", "out"),
     "hook_resid_pre": ("{base}.encoder.layer.{i}", "in"),
     "attn.hook_q": ("{base}.encoder.layer.{i}.attention.self.query", "out"),
     "attn.hook_k": ("{base}.encoder.layer.{i}.attention.self.key", "out"),
@@ -57,6 +59,7 @@ DISTILBERT = {
     "embed.hook_embed": ("distilbert.embeddings.word_embeddings", "out"),
     "embed.hook_pos_embed": ("distilbert.embeddings.position_embeddings", "out"),
     "embed.ln": ("distilbert.embeddings.LayerNorm", None),
+    "hook_full_embed": ("distilbert.embeddings", "out"),
     "hook_resid_pre": ("distilbert.transformer.layer.{i}", "in"),
     "attn.hook_q": ("distilbert.transformer.layer.{i}.attention.q_lin", "out"),
     "attn.hook_k": ("distilbert.transformer.layer.{i}.attention.k_lin", "out"),
@@ -77,6 +80,7 @@ DISTILBERT = {
 MODERNBERT = {
     "embed.hook_embed": ("model.embeddings.tok_embeddings", "out"),
     "embed.ln": ("model.embeddings.norm", None),
+    "hook_full_embed": ("model.embeddings", "out"),
     "hook_resid_pre": ("model.layers.{i}", "in"),
     "attn.hook_z": ("model.layers.{i}.attn.Wo", "in"),
     "hook_attn_out": ("model.layers.{i}.attn.Wo", "out"),
@@ -127,7 +131,9 @@ def hf_sites(hf, family: str, batch: dict, names: list[str], heads: int) -> dict
     wanted = {}
     for name in names:
         i, site = (None, name) if not name.startswith("blocks.") else (name.split(".")[1], name.split(".", 2)[2])
-        key = site.rsplit(".hook_", 1)[0] if site.endswith(("hook_scale", "hook_normalized")) else site
+        key = site.rsplit(".hook_", 1)[0] if site.endswith(LAYER_NORM_SITES) else site
+        if site == "hook_normalized_resid_post":
+            key = "ln2"
         if key not in table:
             continue
         path = table[key][0].replace("{i}", str(i))
@@ -145,9 +151,9 @@ def hf_sites(hf, family: str, batch: dict, names: list[str], heads: int) -> dict
     result = {}
     for name, (path, side, site) in wanted.items():
         x_in, x_out = seen[path]
-        if site.endswith("hook_scale"):
-            eps = modules[path].eps
-            result[name] = (x_in.var(-1, unbiased=False, keepdim=True) + eps).sqrt()
+        if site.endswith(("hook_scale", "hook_normalized")):  # TransformerLens's LayerNorm: before weight and bias
+            scale = (x_in.var(-1, unbiased=False, keepdim=True) + modules[path].eps).sqrt()
+            result[name] = scale if site.endswith("hook_scale") else (x_in - x_in.mean(-1, keepdim=True)) / scale
             continue
         x = x_out if side in ("out", None) else x_in
         if site in ("attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_z"):
@@ -263,23 +269,27 @@ def test_zeroing_a_head_at_the_pattern_is_head_ablation(family_models, family):
 @torch.no_grad()
 def test_a_frozen_layernorm_scale_makes_the_layernorm_linear(family_models):
     """Replacing ``ln1.hook_scale`` by the recorded scale gives the same output; scaling the input of the
-    LayerNorm then scales its centred output (the circuit-tracing linearisation)."""
+    LayerNorm then scales ``hook_normalized`` (the circuit-tracing linearisation), and ``hook_out`` is it times the
+    weight plus the bias."""
     ours, _, batch = family_models["bert"]
-    iv = Interventions(record=["blocks.0.ln1.hook_scale", "blocks.0.ln1.hook_normalized"])
+    names = ["blocks.0.ln1.hook_scale", "blocks.0.ln1.hook_normalized", "blocks.0.ln1.hook_out"]
+    iv = Interventions(record=names)
     ours(**batch, interventions=iv)
     scale = iv.recorded["blocks.0.ln1.hook_scale"]
-    again = Interventions({"blocks.0.ln1.hook_scale": lambda s: scale.clone()},
-                          record=["blocks.0.ln1.hook_normalized"])
+    again = Interventions({"blocks.0.ln1.hook_scale": lambda s: scale.clone()}, record=names[1:])
     ours(**batch, interventions=again)
-    torch.testing.assert_close(again.recorded["blocks.0.ln1.hook_normalized"],
-                               iv.recorded["blocks.0.ln1.hook_normalized"], atol=1e-12, rtol=0)
+    for name in names[1:]:
+        torch.testing.assert_close(again.recorded[name], iv.recorded[name], atol=1e-12, rtol=0)
     ln = ours.bert.encoder.layer[0].attention.output.LayerNorm
+    torch.testing.assert_close(iv.recorded["blocks.0.ln1.hook_out"],
+                               iv.recorded["blocks.0.ln1.hook_normalized"] * ln.weight + ln.bias, atol=1e-12, rtol=0)
     doubled = Interventions({"blocks.0.hook_resid_mid": lambda x: 2 * x, "blocks.0.ln1.hook_scale": lambda s: scale},
-                            record=["blocks.0.ln1.hook_normalized"])
+                            record=names[1:])
     ours(**batch, interventions=doubled)
-    centred = (iv.recorded["blocks.0.ln1.hook_normalized"] - ln.bias) / ln.weight
-    torch.testing.assert_close((doubled.recorded["blocks.0.ln1.hook_normalized"] - ln.bias) / ln.weight,
-                               2 * centred, atol=1e-9, rtol=0)
+    torch.testing.assert_close(doubled.recorded["blocks.0.ln1.hook_normalized"],
+                               2 * iv.recorded["blocks.0.ln1.hook_normalized"], atol=1e-9, rtol=0)
+    torch.testing.assert_close((doubled.recorded["blocks.0.ln1.hook_out"] - ln.bias) / ln.weight,
+                               2 * iv.recorded["blocks.0.ln1.hook_normalized"], atol=1e-9, rtol=0)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -121,8 +121,8 @@ class Replacement:
         self.n = cfg.num_hidden_layers
         # what each block's attention reads: post-LN the block's input; pre-LN its ln1 output (none in ModernBERT's
         # block 0, whose input the embedding norm has normed)
-        self.attention_inputs = [f"blocks.{i}.ln1.hook_normalized" if cfg.pre_layer_norm and missing_reason(
-            cfg, f"blocks.{i}.ln1.hook_normalized") is None else f"blocks.{i}.hook_resid_pre" for i in range(self.n)]
+        self.attention_inputs = [f"blocks.{i}.ln1.hook_out" if cfg.pre_layer_norm and missing_reason(
+            cfg, f"blocks.{i}.ln1.hook_out") is None else f"blocks.{i}.hook_resid_pre" for i in range(self.n)]
         self.frozen_sites = layer_norm_scale_sites(cfg)
         self.frozen_sites += [f"blocks.{i}.attn.hook_pattern" for i in range(self.n)]
         record = self.frozen_sites + ["mlm_head.hook_pre", "mlm_head.hook_post", "embed.hook_embed"]

@@ -145,7 +145,8 @@ class BertEmbeddings(nn.Module):
             if tap is not None:
                 positions = tap("embed.hook_pos_embed", positions)
             x = x + positions  # (B, T, E)
-        return self.dropout(layer_norm(self.LayerNorm, x, tap, "embed.ln"))  # (B, T, E)
+        out = self.dropout(layer_norm(self.LayerNorm, x, tap, "embed.ln"))  # (B, T, E)
+        return out if tap is None else tap("hook_full_embed", out)
 
     def _position_ids(self, input_ids: torch.Tensor | None, position_ids: torch.Tensor | None,
                       t: int | None = None) -> torch.Tensor:

@@ -72,12 +72,15 @@ class BertOutput(nn.Module):
 
     def forward(self, intermediate: torch.Tensor, residual: torch.Tensor, tap: Tap | None = None) -> torch.Tensor:
         """``(B, T, I), (B, T, H) -> (B, T, H)``; ``tap``: the block's ``hook_mlp_out``, ``hook_resid_post`` and
-        (post-LN) ``ln2`` sites of :mod:`bertcore.modeling.interventions`, or None."""
+        (post-LN) ``ln2`` and ``hook_normalized_resid_post`` sites of :mod:`bertcore.modeling.interventions`, or
+        None."""
         if tap is None:
             out = self.dropout(self.dense(intermediate)) + residual  # (B, T, H)
             return out if self.pre_layer_norm else self.LayerNorm(out)
         out = tap("hook_resid_post", self.dropout(tap("hook_mlp_out", self.dense(intermediate))) + residual)
-        return out if self.pre_layer_norm else layer_norm(self.LayerNorm, out, tap, "ln2")  # (B, T, H)
+        if self.pre_layer_norm:
+            return out
+        return tap("hook_normalized_resid_post", layer_norm(self.LayerNorm, out, tap, "ln2"))  # (B, T, H)
 
 
 class BertLayer(nn.Module):

@@ -17,8 +17,10 @@ site                                    shape             what it is (HF module)
 ``embed.hook_embed``                    (B, T, E)         word embeddings (``embeddings.word_embeddings``)
 ``embed.hook_token_type_embed``         (B, T, E)         segment embeddings; families with segments only
 ``embed.hook_pos_embed``                (B or 1, T, E)    learned positions; not in a rotary model
-``embed.ln.hook_scale``                 (B, T, 1)         ``sqrt(var + eps)`` of the embedding sum
-``embed.ln.hook_normalized``            (B, T, E)         ``embeddings.LayerNorm``'s output (weight and bias applied)
+``embed.ln.hook_scale``                 (B, T, 1)         ``sqrt(var + eps)`` of the centred embedding sum
+``embed.ln.hook_normalized``            (B, T, E)         ``(x - mean) / scale``, before the weight and bias
+``embed.ln.hook_out``                   (B, T, E)         ``embeddings.LayerNorm``'s output (weight and bias applied)
+``hook_full_embed``                     (B, T, E)         the embeddings' output (ELECTRA: before the projection)
 ``blocks.{i}.hook_resid_pre``           (B, T, H)         the block's input, ``hidden_states[i]``
 ``blocks.{i}.attn.hook_q|k|v``          (B, T, n, d)      ``query`` / ``key`` / ``value``, before ``1/sqrt(d)``
 ``blocks.{i}.attn.hook_rot_q|rot_k``    (B, T, n, d)      queries and keys after the rotation; rotary models only
@@ -33,21 +35,29 @@ site                                    shape             what it is (HF module)
 ``blocks.{i}.hook_mlp_out``             (B, T, H)         ``output.dense``, before dropout and residual
 ``blocks.{i}.hook_resid_post``          (B, T, H)         the feed-forward's input plus ``hook_mlp_out``
 ``blocks.{i}.ln1.hook_scale``           (B, T, 1)         ``attention.output.LayerNorm``: ``sqrt(var + eps)``
-``blocks.{i}.ln1.hook_normalized``      (B, T, H)         ``attention.output.LayerNorm``'s output
-``blocks.{i}.ln2.hook_scale|normalized``                  the same for ``output.LayerNorm``
-``ln_final.hook_scale|normalized``                        the closing LayerNorm of a pre-LN stack; pre-LN only
+``blocks.{i}.ln1.hook_normalized``      (B, T, H)         ``attention.output.LayerNorm``: ``(x - mean) / scale``
+``blocks.{i}.ln1.hook_out``             (B, T, H)         ``attention.output.LayerNorm``'s output
+``blocks.{i}.ln2.hook_scale|normalized|out``              the same for ``output.LayerNorm``
+``blocks.{i}.hook_normalized_resid_post``  (B, T, H)      the block's output, ``hidden_states[i + 1]``; post-LN only
+``ln_final.hook_scale|normalized|out``                    the closing LayerNorm of a pre-LN stack; pre-LN only
 ``mlm_head.hook_pre``                   (B, T, H)         ``cls.predictions.transform.dense``
 ``mlm_head.hook_post``                  (B, T, H)         after ``transform_act_fn``
-``mlm_head.ln.hook_scale|normalized``                     ``cls.predictions.transform.LayerNorm``
+``mlm_head.ln.hook_scale|normalized|out``                 ``cls.predictions.transform.LayerNorm``
 ======================================  ================  ==========================================================
+
+Each LayerNorm has three sites, as TransformerLens's ``LayerNorm`` (``components/layer_norm.py``) and its
+``TransformerBridge`` name them: ``hook_scale`` is ``sqrt(mean((x - mean)^2) + eps)``, ``hook_normalized`` is
+``(x - mean) / scale`` (before the weight and bias), and ``hook_out`` is the module's output (``hook_normalized * w
++ b``, what flows on). TransformerLens's ``HookedEncoder`` has no ``hook_out``; it names a ``BertBlock``'s output
+``hook_normalized_resid_post`` and the embeddings' output ``hook_full_embed``, and so does bertcore.
 
 The LayerNorms are named by the sub-layer they belong to, as HF's modules are: ``ln1`` is the attention
 sub-layer's (``attention.output.LayerNorm``), ``ln2`` the feed-forward's (``output.LayerNorm``). What each
 normalises depends on where the family puts it:
 
 - post-LN (BERT, RoBERTa, DistilBERT, ELECTRA; TransformerLens's ``BertBlock``): ``ln1`` normalises
-  ``hook_resid_mid`` and feeds the feed-forward block; ``ln2`` normalises ``hook_resid_post`` and is the block's
-  output, ``hidden_states[i + 1]``;
+  ``hook_resid_mid`` and feeds the feed-forward block; ``ln2`` normalises ``hook_resid_post``, and its
+  output is the block's output, ``hook_normalized_resid_post``, ``hidden_states[i + 1]``;
 - pre-LN (``pre_layer_norm``, ModernBERT; TransformerLens's GPT-2 blocks): ``ln1`` normalises ``hook_resid_pre``
   and feeds attention, ``ln2`` normalises ``hook_resid_mid`` and feeds the feed-forward block; ``hook_resid_post``
   is the block's output, and ``ln_final`` closes the stack. ModernBERT's block 0 has no ``ln1`` (the embedding norm
@@ -70,15 +80,17 @@ import torch
 Edit = Callable[[torch.Tensor], torch.Tensor]
 
 EMBED_SITES: tuple[str, ...] = ("embed.hook_embed", "embed.hook_token_type_embed", "embed.hook_pos_embed",
-                                "embed.ln.hook_scale", "embed.ln.hook_normalized")
+                                "embed.ln.hook_scale", "embed.ln.hook_normalized", "embed.ln.hook_out",
+                                "hook_full_embed")
 BLOCK_SITES: tuple[str, ...] = (
     "hook_resid_pre", "attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_rot_q", "attn.hook_rot_k",
     "attn.hook_attn_scores", "attn.hook_pattern", "attn.hook_z", "hook_attn_out", "hook_resid_mid",
-    "ln1.hook_scale", "ln1.hook_normalized", "mlp.hook_pre", "mlp.hook_pre_linear", "mlp.hook_post", "hook_mlp_out",
-    "hook_resid_post", "ln2.hook_scale", "ln2.hook_normalized")
-FINAL_SITES: tuple[str, ...] = ("ln_final.hook_scale", "ln_final.hook_normalized")
+    "ln1.hook_scale", "ln1.hook_normalized", "ln1.hook_out", "mlp.hook_pre", "mlp.hook_pre_linear", "mlp.hook_post",
+    "hook_mlp_out", "hook_resid_post", "ln2.hook_scale", "ln2.hook_normalized", "ln2.hook_out",
+    "hook_normalized_resid_post")
+FINAL_SITES: tuple[str, ...] = ("ln_final.hook_scale", "ln_final.hook_normalized", "ln_final.hook_out")
 MLM_HEAD_SITES: tuple[str, ...] = ("mlm_head.hook_pre", "mlm_head.hook_post", "mlm_head.ln.hook_scale",
-                                   "mlm_head.ln.hook_normalized")
+                                   "mlm_head.ln.hook_normalized", "mlm_head.ln.hook_out")
 # sites whose tensors the model holds as (B, n, T, d) and TransformerLens shows as (B, T, n, d)
 HEAD_MAJOR: frozenset[str] = frozenset({"attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_rot_q",
                                         "attn.hook_rot_k", "attn.hook_z"})
@@ -145,11 +157,22 @@ def missing_reason(config, name: str) -> str | None:
         return "only a rotary model rotates its queries and keys"
     if site.startswith("ln_final.") and not config.pre_layer_norm:
         return "only a pre-LN stack has a final LayerNorm"
+    if site == "hook_normalized_resid_post" and config.pre_layer_norm:
+        return "only a post-LN block normalises its output; a pre-LN block's output is hook_resid_post"
     if site == "mlp.hook_pre_linear" and not config.gated_ffn:
         return "only a gated (GeGLU) feed-forward block has a linear half"
     if site.startswith("ln1.") and layer == 0 and not config.first_attention_norm:
         return "block 0 of this family has no attention LayerNorm (the embedding norm is it)"
     return None
+
+
+def site_names(config) -> list[str]:
+    """Every site a model of ``config`` has, in the order a forward pass reaches them: the embeddings', each
+    block's, a pre-LN stack's final LayerNorm and the MLM head's (recorded only when the model has an MLM head)."""
+    names = [*EMBED_SITES]
+    names += [f"blocks.{i}.{s}" for i in range(config.num_hidden_layers) for s in BLOCK_SITES]
+    names = [n for n in [*names, *FINAL_SITES] if missing_reason(config, n) is None]
+    return names + list(MLM_HEAD_SITES)
 
 
 def layer_norm_scale_sites(config) -> list[str]:
@@ -166,8 +189,8 @@ def layer_norm_scale_sites(config) -> list[str]:
 def hidden_state_site(config, index: int) -> str:
     """The site equal to ``hidden_states[index]`` (HF's numbering: 0 = the embedding output, k = block k-1's
     output) for a model of ``config``: ``blocks.0.hook_resid_pre``, then each block's output
-    (post-LN ``blocks.{k-1}.ln2.hook_normalized``; pre-LN ``blocks.{k-1}.hook_resid_post``, the last one
-    ``ln_final.hook_normalized``).
+    (post-LN ``blocks.{k-1}.hook_normalized_resid_post``; pre-LN ``blocks.{k-1}.hook_resid_post``, the last one
+    ``ln_final.hook_out``).
 
     Raises:
         ValueError: ``index`` outside ``0..num_hidden_layers``.
@@ -178,13 +201,13 @@ def hidden_state_site(config, index: int) -> str:
     if index == 0:
         return "blocks.0.hook_resid_pre"
     if not config.pre_layer_norm:
-        return f"blocks.{index - 1}.ln2.hook_normalized"
-    return "ln_final.hook_normalized" if index == n else f"blocks.{index - 1}.hook_resid_post"
+        return f"blocks.{index - 1}.hook_normalized_resid_post"
+    return "ln_final.hook_out" if index == n else f"blocks.{index - 1}.hook_resid_post"
 
 
 def block_output_site(config, layer: int) -> str:
     """The site of block ``layer``'s output as the next block reads it (the residual stream after the block;
-    before the final LayerNorm of a pre-LN stack): post-LN ``blocks.{layer}.ln2.hook_normalized``, pre-LN
+    before the final LayerNorm of a pre-LN stack): post-LN ``blocks.{layer}.hook_normalized_resid_post``, pre-LN
     ``blocks.{layer}.hook_resid_post``.
 
     Raises:
@@ -193,7 +216,7 @@ def block_output_site(config, layer: int) -> str:
     n = config.num_hidden_layers
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n:
         raise ValueError(f"the model has {n} blocks, numbered 0..{n - 1}; got {layer!r}")
-    return f"blocks.{layer}.hook_resid_post" if config.pre_layer_norm else f"blocks.{layer}.ln2.hook_normalized"
+    return f"blocks.{layer}.hook_resid_post" if config.pre_layer_norm else f"blocks.{layer}.hook_normalized_resid_post"
 
 
 class Interventions:
@@ -282,21 +305,22 @@ class Tap:
 
 
 def layer_norm(module: torch.nn.Module, x: torch.Tensor, tap: Tap | None, name: str) -> torch.Tensor:
-    """``module(x)`` for a LayerNorm (or ``nn.Identity``) with its sites ``{name}.hook_scale`` and
-    ``{name}.hook_normalized``: with no tap, or no scale site asked for, the module itself runs; else the
-    normalisation is written out as TransformerLens's ``LayerNorm`` (``x - mean``, divided by the scale
-    ``sqrt(mean(x^2) + eps)``, times the weight, plus the bias) so that the scale can be read or replaced."""
+    """``module(x)`` for a LayerNorm (or ``nn.Identity``) with its sites ``{name}.hook_scale``,
+    ``{name}.hook_normalized`` and ``{name}.hook_out``: with no tap, or neither of the first two asked for, the module
+    itself runs; else the normalisation is written out as TransformerLens's ``LayerNorm``
+    (``components/layer_norm.py``): ``x - mean``, divided by the scale ``sqrt(mean(x^2) + eps)`` (``hook_scale``),
+    that is ``hook_normalized``; times the weight, plus the bias, that is ``hook_out``."""
     if tap is None or isinstance(module, torch.nn.Identity):
         return module(x)
-    if tap.wants(f"{name}.hook_scale"):
+    if tap.wants(f"{name}.hook_scale") or tap.wants(f"{name}.hook_normalized"):
         centred = x - x.mean(-1, keepdim=True)  # (..., H)
         scale = tap(f"{name}.hook_scale", (centred.pow(2).mean(-1, keepdim=True) + module.eps).sqrt())  # (..., 1)
-        out = centred / scale * module.weight  # (..., H)
+        out = tap(f"{name}.hook_normalized", centred / scale) * module.weight  # (..., H)
         if module.bias is not None:
             out = out + module.bias
     else:
         out = module(x)
-    return tap(f"{name}.hook_normalized", out)
+    return tap(f"{name}.hook_out", out)
 
 
 @contextmanager

@@ -146,7 +146,7 @@ def step_sites(config) -> list[str]:
     """Every site :func:`trace` records for a model of ``config``: each block's sites (those the family has), the
     final LayerNorm of a pre-LN stack, and the MLM head's."""
     names = [f"blocks.{i}.{s}" for i in range(config.num_hidden_layers) for s in BLOCK_SITES]
-    names.append("ln_final.hook_normalized")
+    names.append("ln_final.hook_out")
     return [n for n in names if missing_reason(config, n) is None] + list(MLM_HEAD_SITES)
 
 
@@ -170,20 +170,20 @@ def layer_steps(recorded: dict[str, torch.Tensor], layer: int, config, window: i
 
     pre, rotary = config.pre_layer_norm, config.position_embedding_type == "rotary"
     x = site("hook_resid_pre")  # (T, H)
-    has_ln1 = missing_reason(config, f"blocks.{layer}.ln1.hook_normalized") is None
-    attn_in = site("ln1.hook_normalized") if pre and has_ln1 else x  # (T, H)
+    has_ln1 = missing_reason(config, f"blocks.{layer}.ln1.hook_out") is None
+    attn_in = site("ln1.hook_out") if pre and has_ln1 else x  # (T, H)
     q, k = (heads_first(site(f"attn.hook_{'rot_' if rotary else ''}{n}")) for n in "qk")  # (heads, T, d)
     q0, k0 = (heads_first(site("attn.hook_q")), heads_first(site("attn.hook_k"))) if rotary else (None, None)
     z = site("attn.hook_z")  # (T, heads, d)
     residual1 = site("hook_resid_mid")  # (T, H)
-    attn_out = residual1 if pre else site("ln1.hook_normalized")  # (T, H)
+    attn_out = residual1 if pre else site("ln1.hook_out")  # (T, H)
     residual2 = site("hook_resid_post")  # (T, H)
-    output = residual2 if pre else site("ln2.hook_normalized")  # (T, H)
+    output = residual2 if pre else site("ln2.hook_out")  # (T, H)
     if pre and layer == config.num_hidden_layers - 1:
-        output = recorded["ln_final.hook_normalized"][0]
+        output = recorded["ln_final.hook_out"][0]
     return LayerSteps(layer, x, attn_in, q, k, heads_first(site("attn.hook_v")), site("attn.hook_attn_scores"),
                       site("attn.hook_pattern"), heads_first(z), z.reshape(z.shape[0], -1), site("hook_attn_out"),
-                      residual1, attn_out, site("ln2.hook_normalized") if pre else attn_out, site("mlp.hook_pre"),
+                      residual1, attn_out, site("ln2.hook_out") if pre else attn_out, site("mlp.hook_pre"),
                       site("mlp.hook_post"), site("hook_mlp_out"), residual2, output, q0, k0,
                       site("mlp.hook_pre_linear") if config.gated_ffn else None, window)
 
@@ -234,7 +234,7 @@ def mlm_steps(recorded: dict[str, torch.Tensor], hidden: torch.Tensor, token: in
         return recorded[f"mlm_head.{name}"][0, token]
 
     top_p, top_i = logits.softmax(-1).topk(min(k, logits.numel()))
-    return MLMSteps(hidden, site("hook_pre"), site("hook_post"), site("ln.hook_normalized"), logits, top_i.tolist(),
+    return MLMSteps(hidden, site("hook_pre"), site("hook_post"), site("ln.hook_out"), logits, top_i.tolist(),
                     top_p.tolist())
 
 

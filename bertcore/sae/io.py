@@ -7,7 +7,7 @@ any). ``cfg.json`` has SAELens's fields: ``architecture: "topk"``, ``d_in``, ``d
 compute dtype: fp16 weights are loaded as float32), ``apply_b_dec_to_input: true``, ``normalize_activations:
 "none"``, ``rescale_acts_by_decoder_norm: false``, and ``metadata`` with ``hook_name`` (the transformers module
 whose output the SAE reads, 0-based: ``bert.encoder.layer.3`` is the output of block 3, bertcore's site
-:func:`site` gives: ``blocks.3.ln2.hook_normalized`` for a post-LN BERT), ``model_name`` and
+:func:`site` gives: ``blocks.3.hook_normalized_resid_post`` for a post-LN BERT), ``model_name`` and
 ``norm_scaling_factor``.
 
 Numbering: an SAE's ``layer`` is the 0-based BLOCK whose output it reads (``encoder.layer[layer]``, ``0..L-1``, as
@@ -55,7 +55,7 @@ def _check_block(layer: int, num_layers: int | None) -> None:
 
 def site(config, layer: int) -> str:
     """The :mod:`bertcore.modeling.interventions` site an SAE of block ``layer`` (0-based, ``0..L-1``) reads: the
-    output of block ``layer`` as the next block reads it (``blocks.{layer}.ln2.hook_normalized`` post-LN,
+    output of block ``layer`` as the next block reads it (``blocks.{layer}.hook_normalized_resid_post`` post-LN,
     ``blocks.{layer}.hook_resid_post`` pre-LN, before a final LayerNorm): ``hidden_states[layer + 1]``.
 
     Raises:

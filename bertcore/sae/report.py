@@ -162,7 +162,7 @@ def card(folders: Sequence[Path], model_folder: Path, commands: Sequence[str], t
         "",
         "TopK SAEs (Gao et al. 2024) on the residual stream of the packaged fill-mask model, one folder per layer in "
         "SAELens's layout: `layer-<l>` reads the output of block l - 1 (blocks count from 0, as `hook_name` "
-        "`bert.encoder.layer.<l - 1>` and bertcore's site `blocks.<l - 1>.ln2.hook_normalized` for this post-LN "
+        "`bert.encoder.layer.<l - 1>` and bertcore's site `blocks.<l - 1>.hook_normalized_resid_post` for this post-LN "
         "model; `--layers` and `cfg[\"layer\"]` take the block, the rows below the layer l) "
         "(`cfg.json` + `sae_weights.safetensors`, fp16; `sae_lens.SAE.load_from_disk(folder)` loads "
         "them; the input normalisation is folded into the weights, its factor in `metadata.norm_scaling_factor`). "

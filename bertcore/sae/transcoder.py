@@ -2,7 +2,7 @@
 interpretable LLM feature circuits"; the per-layer transcoders of Ameisen et al. 2025, "Circuit tracing").
 
 A transcoder reads what block ``l``'s feed-forward sub-layer reads, :func:`sites`' input (post-LN:
-``blocks.{l}.ln1.hook_normalized``; pre-LN: ``blocks.{l}.ln2.hook_normalized``), and predicts what it writes,
+``blocks.{l}.ln1.hook_out``; pre-LN: ``blocks.{l}.ln2.hook_out``), and predicts what it writes,
 ``blocks.{l}.hook_mlp_out``. With the input scaled by ``c_in`` and the output by ``c_out`` (each to mean norm
 ``sqrt(d)`` on the training data, as the SAEs' inputs)::
 
@@ -47,7 +47,7 @@ def sites(config, layer: int) -> tuple[str, str]:
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n:
         raise ValueError(f"the model has {n} blocks, numbered 0..{n - 1}; got {layer!r}")
     norm = "ln2" if config.pre_layer_norm else "ln1"
-    return f"blocks.{layer}.{norm}.hook_normalized", f"blocks.{layer}.hook_mlp_out"
+    return f"blocks.{layer}.{norm}.hook_out", f"blocks.{layer}.hook_mlp_out"
 
 
 def hook_names(layer: int, pre_layer_norm: bool = False) -> tuple[str, str]:

@@ -96,7 +96,8 @@ def test_a_perfect_sae_spliced_in_changes_no_loss(tiny_mlm):
     broken = identity_sae(d)
     with torch.no_grad():
         broken.W_dec[:d] *= 0.5  # the positive halves decoded at half strength
-    batch_loss = mlm_ce(tiny_mlm.model, _masked(tok, chunks), {"blocks.0.ln2.hook_normalized": broken.reconstruct})
+    edits = {"blocks.0.hook_normalized_resid_post": broken.reconstruct}
+    batch_loss = mlm_ce(tiny_mlm.model, _masked(tok, chunks), edits)
     assert batch_loss != mlm_ce(tiny_mlm.model, _masked(tok, chunks))
 
 

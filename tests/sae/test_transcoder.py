@@ -85,8 +85,8 @@ def test_bad_files_get_clear_messages(trained, tmp_path):
 
 
 def test_sites_of_post_and_pre_ln_blocks():
-    assert sites(tiny_config(num_hidden_layers=2), 1) == ("blocks.1.ln1.hook_normalized", "blocks.1.hook_mlp_out")
-    assert sites(tiny_config(pre_layer_norm=True), 0) == ("blocks.0.ln2.hook_normalized", "blocks.0.hook_mlp_out")
+    assert sites(tiny_config(num_hidden_layers=2), 1) == ("blocks.1.ln1.hook_out", "blocks.1.hook_mlp_out")
+    assert sites(tiny_config(pre_layer_norm=True), 0) == ("blocks.0.ln2.hook_out", "blocks.0.hook_mlp_out")
     with pytest.raises(ValueError, match="numbered 0..1"):
         sites(tiny_config(num_hidden_layers=2), 2)
 

@@ -241,7 +241,7 @@ class LayerDecomposition:
             ``"beta1"`` (LayerNorm 1's bias), ``"ffn"`` (the feed-forward output) and ``"beta2"``, each carried
             through the LayerNorms that follow it.
         output: ``(R, H)`` float64, the stage's real output as the model computed it (the recorded site:
-            ``hook_attn_out``, ``ln1.hook_normalized`` or ``ln2.hook_normalized``): equal to
+            ``hook_attn_out``, ``ln1.hook_out`` or ``ln2.hook_out``): equal to
             ``vectors.sum(1) + sum(rest.values())`` (the tests check both against the model's own modules).
     """
 
@@ -257,9 +257,9 @@ class LayerDecomposition:
 #: the block sites (:func:`record`) that :func:`decompose` reads for each stage
 STAGE_SITES: dict[str, tuple[str, ...]] = {
     "attention": ("attn.hook_v", "attn.hook_pattern", "hook_attn_out"),
-    "ln1": ("attn.hook_v", "attn.hook_pattern", "hook_resid_pre", "ln1.hook_scale", "ln1.hook_normalized"),
+    "ln1": ("attn.hook_v", "attn.hook_pattern", "hook_resid_pre", "ln1.hook_scale", "ln1.hook_out"),
     "layer": ("attn.hook_v", "attn.hook_pattern", "hook_resid_pre", "ln1.hook_scale", "hook_mlp_out",
-              "ln2.hook_scale", "ln2.hook_normalized")}
+              "ln2.hook_scale", "ln2.hook_out")}
 
 
 def check_stage(stage: str, pre_ln: bool) -> None:
@@ -305,12 +305,12 @@ def decompose(math: LayerMath, sites: dict[str, torch.Tensor], stage: str,
     vectors = g(z, math.g1, inv1[:, None])  # (R, T, H)
     rest = {"b_O": g(math.bo, math.g1, inv1), "beta1": math.beta1.expand(r, -1)}
     if stage == "ln1":
-        return LayerDecomposition(vectors, rest, sites["ln1.hook_normalized"][rows])
+        return LayerDecomposition(vectors, rest, sites["ln1.hook_out"][rows])
     inv2 = 1 / sites["ln2.hook_scale"][rows]  # (R, 1)
     rest = {name: g(term, math.g2, inv2) for name, term in rest.items()}
     rest["ffn"] = g(sites["hook_mlp_out"][rows], math.g2, inv2)
     rest["beta2"] = math.beta2.expand(r, -1)
-    return LayerDecomposition(g(vectors, math.g2, inv2[:, None]), rest, sites["ln2.hook_normalized"][rows])
+    return LayerDecomposition(g(vectors, math.g2, inv2[:, None]), rest, sites["ln2.hook_out"][rows])
 
 
 def row_blocks(t: int, width: int, budget: int | None = None) -> list[slice]:

@@ -149,7 +149,7 @@ def alti(model, inputs: dict) -> np.ndarray:
     require_post_ln(model, "alti")
     base = base_model(model)
     rec = record(model, inputs, ("hook_resid_pre", "attn.hook_v", "attn.hook_pattern", "ln1.hook_scale",
-                                 "ln1.hook_normalized"))
+                                 "ln1.hook_out"))
     work = work_dtype(model)
     t, hid = rec[0]["hook_resid_pre"].shape
     out = torch.empty(len(rec), t, t, dtype=F64)
@@ -160,7 +160,7 @@ def alti(model, inputs: dict) -> np.ndarray:
             s = rec[layer]
             x, v, p = s["hook_resid_pre"], s["attn.hook_v"], s["attn.hook_pattern"]
             inv = (1 / s["ln1.hook_scale"].to(F64)).to(work)  # (T, 1): 1 / std(y_i), y_i the real pre-LN1 sum
-            x1 = s["ln1.hook_normalized"]  # (T, H) the real post-LN1 state y_i
+            x1 = s["ln1.hook_out"]  # (T, H) the real post-LN1 state y_i
             kf = _transformed(mw, v, _ln_linear(mw.wo, mw.g1)).transpose(0, 1).contiguous()  # (j, heads, H)
             a = (p * inv[None]).permute(2, 1, 0).contiguous()  # (j, i, heads): a_hij / std(y_i)
             own = (kf * a[diag, diag, :, None]).sum(1) + g(x, mw.g1, inv)  # T_i(x_i), the residual inside

@@ -31,7 +31,7 @@ from .decompose import (F64, LayerMath, activation_, base_model, check_inputs, r
 VZ_BLOCK = 1 << 20
 #: the block sites :func:`distances` reads (:func:`.decompose.record`)
 SITES = ("attn.hook_v", "attn.hook_pattern", "hook_resid_mid", "ln1.hook_scale", "mlp.hook_pre", "mlp.hook_post",
-         "hook_resid_post", "ln2.hook_scale", "ln2.hook_normalized")
+         "hook_resid_post", "ln2.hook_scale", "ln2.hook_out")
 
 
 def value_zeroing(model, inputs: dict) -> np.ndarray:
@@ -82,7 +82,7 @@ def distances(m: LayerMath, mw: LayerMath, sites: dict[str, torch.Tensor]) -> to
     cz = z - z.mean(-1, keepdim=True)
     s2 = sites["ln2.hook_scale"].to(F64)[:, 0]
     var2, inv2 = s2 * s2 - m.eps2, 1 / s2
-    o = sites["ln2.hook_normalized"].to(F64)  # (T, H) the layer's real output
+    o = sites["ln2.hook_out"].to(F64)  # (T, H) the layer's real output
     # LayerNorm 1 of y_i - w_ij: var = var(y_i) - 2 cov(y_i, w_ij) + var(w_ij), from f without building w
     cf = f - f.mean(-1, keepdim=True)  # (heads, T, H)
     a = probs.permute(2, 1, 0).contiguous()  # (j, i, heads)
