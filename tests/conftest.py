@@ -69,6 +69,20 @@ def _seed():
     torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True)
+def _threads_unchanged(request):
+    """Each test leaves torch's thread count as it found it. The count is a setting of the calling thread (OpenMP's
+    nthreads-var): code that sets it in the test's thread and keeps it computes there with another reduction order
+    than the pages AppTest runs in threads of their own, and float32 results then differ by 1e-6 in a later test."""
+    before = torch.get_num_threads()
+    yield
+    after = torch.get_num_threads()
+    if after != before:
+        torch.set_num_threads(before)
+        pytest.fail(f"the test left torch.get_num_threads() at {after}, not {before}: the code it ran sets the count "
+                    "and does not restore it")
+
+
 # ----------------------------------------------------------------------------- parity (docs/LAYERING.md, "Parity")
 PARITY_ATOL = 1e-9  # float64: a wrong formula is off by 1e-3 or more, float64 rounding by about 1e-13
 

@@ -296,6 +296,7 @@ class Trainer:
     def run(self) -> int:
         cfg = self.cfg
         previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+        threads = torch.get_num_threads()  # _setup sets the run's own; the caller's process gets its own back
         try:
             self.writer.set_status(state="running", started=now_iso(), error=None)
             self._setup()
@@ -342,6 +343,7 @@ class Trainer:
             raise
         finally:
             signal.signal(signal.SIGTERM, previous)
+            torch.set_num_threads(threads)
 
     def _snapshot(self) -> None:
         now = time.monotonic()
