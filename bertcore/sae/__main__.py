@@ -7,6 +7,7 @@
     python -m bertcore.sae transcoders --transcoders RUN/checkpoints/step-N --out FOLDER [--prune-tokens 1000000]
     python -m bertcore.sae evaluate --sae RUN/sae/layer-2 [--sae ...] [--out FOLDER --dtype float16]
     python -m bertcore.sae features --sae FOLDER [--sae ...] [--sentences 3000]
+    python -m bertcore.sae labels --sae FOLDER [--sae ...] [--score-sentences 1000]
 
 Exit codes: 0 done, 1 failed, 2 bad options or input (a message, no traceback), 143 stopped by SIGTERM.
 """
@@ -117,6 +118,23 @@ def _features(args) -> int:
     return 0
 
 
+def _labels(args) -> int:
+    from .features import heldout_sentences, labelled_text
+    from .report import SHIPPED_SENTENCES, label_features
+    from .train import load_model
+
+    model, tokenizer, folder = load_model(args.model)
+    score_text = None
+    if args.score_sentences:  # held-out sentences the indexes (seed 0) did not draw
+        indexed = set(heldout_sentences(SHIPPED_SENTENCES, seed=0))
+        fresh = [s for s in heldout_sentences(args.score_sentences + SHIPPED_SENTENCES, seed=1) if s not in indexed]
+        score_text = labelled_text(tokenizer, fresh[:args.score_sentences])
+    for sae in args.sae:
+        print(json.dumps({"sae": sae, **label_features(Path(sae), model, tokenizer, folder, score_text)}, indent=1),
+              flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bertcore.sae", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -157,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--sae", action="append", required=True)
     f.add_argument("--model", default="shipped")
     f.add_argument("--sentences", type=int, default=3000)
+    lb = sub.add_parser("labels", help="label every feature of indexed SAE or transcoder folders from measured "
+                                       "statistics; score the labels as detectors on other held-out sentences")
+    lb.add_argument("--sae", action="append", required=True)
+    lb.add_argument("--model", default="shipped")
+    lb.add_argument("--score-sentences", type=int, default=1000, help="held-out sentences to score on (0: none)")
     c = sub.add_parser("card", help="write the README of SAE folders from their measured files")
     c.add_argument("--sae", action="append", required=True)
     c.add_argument("--model", default="shipped")
@@ -177,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
             return _evaluate(args)
         if args.command == "features":
             return _features(args)
+        if args.command == "labels":
+            return _labels(args)
         if args.command == "replacement":
             return _replacement(args)
         if args.command == "transcoders":

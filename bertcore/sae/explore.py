@@ -99,12 +99,13 @@ def nearest(sae: TopKSAE | Transcoder, feature: int, n: int = 8) -> list[tuple[i
 
 
 @torch.no_grad()
-def logit_effect(model, tokenizer, sae: TopKSAE | Transcoder, layer: int, feature: int, base: torch.Tensor | np.ndarray,
-                 strength: float, n: int = 10) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
-    """What the feature writes, read through the MLM head (``cls.predictions``: the post-LN transform and the
-    decoder) as a logit lens reads a direction: ``head(h + strength * d) - head(h)``, ``d`` the feature's decoder
+def logit_effects(model, sae: TopKSAE | Transcoder, layer: int, features, base: torch.Tensor | np.ndarray,
+                  strengths, n: int = 10, batch: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+    """What each of ``features`` writes, read through the MLM head (``cls.predictions``: the post-LN transform and
+    the decoder) as a logit lens reads a direction: ``head(h + strength * d) - head(h)``, ``d`` the feature's decoder
     direction in the model's units (``W_dec[f] / c``). ``base``: the feature index's ``mean``
-    (:class:`bertcore.sae.features.FeatureIndex`).
+    (:class:`bertcore.sae.features.FeatureIndex`); ``strengths``: one activation per feature (its strongest
+    held-out one), in the SAE's units.
 
     - An SAE of block ``layer``: ``h`` is the layer's mean hidden state (``base (H,)``), ``c`` the SAE's
       ``norm_scale``.
@@ -115,7 +116,9 @@ def logit_effect(model, tokenizer, sae: TopKSAE | Transcoder, layer: int, featur
       (``encoder.layer[layer].output.LayerNorm``). The LayerNorm of the mean, not the mean of the LayerNorms: like
       the SAE's, a typical state, not an average of effects.
 
-    Returns the ``n`` WordPieces it promotes most and the ``n`` it suppresses most, ``(token, Δ logit)``.
+    Returns ``(ids, delta)``, each ``(F, 2n)``: per feature the ``n`` token ids it promotes most then the ``n`` it
+    suppresses most, and their Δ logit (float32; the first ``n`` descending, the last ``n`` ascending). Computed
+    ``batch`` features at a time, on the model's device.
 
     Raises:
         FillMaskError: the model has no MLM head.
@@ -124,22 +127,41 @@ def logit_effect(model, tokenizer, sae: TopKSAE | Transcoder, layer: int, featur
     """
     encoder, head = mlm_head_of(model)
     site(encoder.config, layer)
-    base = torch.as_tensor(base, dtype=torch.float32)
+    weight = next(head.parameters())
+    features = torch.as_tensor(features, dtype=torch.long, device=weight.device).reshape(-1)  # (F,)
+    strengths = torch.as_tensor(strengths, dtype=weight.dtype, device=weight.device).reshape(-1, 1)  # (F, 1)
+    base = torch.as_tensor(base, dtype=weight.dtype, device=weight.device)
     if sae.kind == "sae":
-        direction = sae.W_dec[feature].detach() / sae.norm_scale  # (H,)
-        clean, edited = base, base + strength * direction
+        scale, norm, resid = sae.norm_scale, None, base  # (H,)
     else:
         if encoder.config.pre_layer_norm:
             raise SAEError("the logit effect of a transcoder feature is computed for post-LN models only (a pre-LN "
                            "block has no output LayerNorm to apply)")
-        direction = sae.W_dec[feature].detach() / sae.out_scale  # (H,) added to hook_mlp_out
+        scale, norm = sae.out_scale, encoder.encoder.layer[layer].output.LayerNorm
         resid = base[:sae.d_in] + base[sae.d_in:]  # (H,) post-LN hook_resid_post = feed-forward input + output
-        norm = encoder.encoder.layer[layer].output.LayerNorm
-        clean, edited = norm(resid), norm(resid + strength * direction)
-    delta = (head(edited) - head(clean)).float()  # (V,)
-    up, down = delta.topk(n), (-delta).topk(n)
-    return ([(tokenizer.convert_ids_to_tokens(int(i)), float(v)) for v, i in zip(*up)],
-            [(tokenizer.convert_ids_to_tokens(int(i)), -float(v)) for v, i in zip(*down)])
+    clean = head(resid if norm is None else norm(resid))  # (V,)
+    ids, deltas = [], []
+    for a in range(0, features.numel(), batch):
+        f = features[a:a + batch]
+        direction = sae.W_dec.detach()[f.to(sae.W_dec.device)].to(weight) / scale  # (b, H)
+        edited = resid + strengths[a:a + batch] * direction  # (b, H)
+        delta = (head(edited if norm is None else norm(edited)) - clean).float()  # (b, V)
+        up, down = delta.topk(n, dim=1), delta.topk(n, dim=1, largest=False)
+        ids.append(torch.cat([up.indices, down.indices], 1))
+        deltas.append(torch.cat([up.values, down.values], 1))
+    width = 2 * n
+    return (torch.cat(ids) if ids else torch.empty(0, width, dtype=torch.long),
+            torch.cat(deltas) if deltas else torch.empty(0, width))
+
+
+def logit_effect(model, tokenizer, sae: TopKSAE | Transcoder, layer: int, feature: int, base: torch.Tensor | np.ndarray,
+                 strength: float, n: int = 10) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """One feature's :func:`logit_effects`: the ``n`` WordPieces it promotes most and the ``n`` it suppresses most,
+    ``(token, Δ logit)``. Raises what :func:`logit_effects` raises."""
+    ids, delta = logit_effects(model, sae, layer, [feature], base, [strength], n)
+    words = tokenizer.convert_ids_to_tokens([int(i) for i in ids[0]])
+    pairs = [(w, float(v)) for w, v in zip(words, delta[0])]
+    return pairs[:n], pairs[n:]
 
 
 def steering_edit(sae: TopKSAE, feature: int, mode: str, value: float, positions: list[int] | None = None):

@@ -21,7 +21,8 @@ block's feed-forward input (:func:`bertcore.sae.transcoder.sites`, read by
   pick them (measured: ``docs/sae.md``). ``pure_varied`` counts the pure directions whose top 20 are varied, the
   purity that is not the word's identity.
 
-:func:`write` / :func:`read` store the result as ``features.npz`` in the SAE's (or transcoder's) folder, keyed by the
+:func:`write` / :func:`read` store the result, and the features' labels (:mod:`bertcore.sae.labels`), as
+``features.npz`` in the SAE's (or transcoder's) folder, keyed by the
 model's files (:func:`bertcore.loading.precomputed.model_hash`) and the folder's (:func:`sae_hash`: ``cfg.json`` and
 ``sae_weights.safetensors``, the same names for both kinds) and the parameters: a changed model, SAE or transcoder
 file ignores it.
@@ -138,7 +139,8 @@ class FeatureIndex:
     (m,)`` int64 active tokens; ``mean`` float32 the mean over the text of what the dictionary's reader
     (:data:`bertcore.sae.stream.READERS`) reads: ``(H,)`` the layer's mean hidden state for an SAE, ``(d_in + d_out,)``
     the block's mean feed-forward input and output side by side for a transcoder; ``purity``: :func:`purity`'s
-    numbers; ``text`` the :class:`LabelledText`."""
+    numbers; ``text`` the :class:`LabelledText`; ``labels`` the features' labels as stored
+    (:func:`bertcore.sae.labels.to_json`; read them with :func:`bertcore.sae.labels.of_index`; None: not labelled)."""
 
     top_rows: np.ndarray
     top_values: np.ndarray
@@ -147,6 +149,7 @@ class FeatureIndex:
     mean: np.ndarray
     purity: dict
     text: LabelledText = field(repr=False)
+    labels: dict | None = field(default=None, repr=False)
 
 
 @torch.no_grad()
@@ -264,6 +267,8 @@ def write(sae_folder: str | Path, model_folder: str | Path, index: FeatureIndex,
 
     t = index.text
     manifest = {**_key(model_folder, sae_folder, params), "purity": index.purity, "vocab": t.vocab}
+    if index.labels is not None:
+        manifest["labels"] = index.labels
     arrays = {"top_rows": index.top_rows.astype(np.int32), "top_values": index.top_values.astype(np.float16),
               "hist": index.hist.astype(np.int32), "fired": index.fired.astype(np.int32), "mean": index.mean,
               "token_ids": t.token_ids, "starts": t.starts, "special": t.special,
@@ -276,7 +281,8 @@ def write(sae_folder: str | Path, model_folder: str | Path, index: FeatureIndex,
 
 
 def read(sae_folder: str | Path, model_folder: str | Path, params: dict) -> FeatureIndex | None:
-    """``features.npz`` if it belongs to these model files, these SAE files and ``params``; else None."""
+    """``features.npz`` if it belongs to these model files, these SAE files and ``params``; else None. Its labels
+    (:mod:`bertcore.sae.labels`) come with it when it holds them."""
     path = Path(sae_folder) / FILE_NAME
     try:
         with np.load(path, allow_pickle=False) as z:
@@ -288,6 +294,7 @@ def read(sae_folder: str | Path, model_folder: str | Path, params: dict) -> Feat
                                 manifest["vocab"], z["special"])
             rows = z["top_rows"].astype(np.int64)
             return FeatureIndex(rows, z["top_values"].astype(np.float32), z["hist"].astype(np.int64),
-                                z["fired"].astype(np.int64), z["mean"], manifest["purity"], text)
+                                z["fired"].astype(np.int64), z["mean"], manifest["purity"], text,
+                                manifest.get("labels"))
     except (OSError, ValueError, KeyError):
         return None

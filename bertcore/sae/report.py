@@ -108,21 +108,68 @@ def feature_params(layer: int, sentences: int, seed: int = 0) -> dict:
 def index_features(sae_folder: Path, model, tokenizer, model_folder: Path, sentences: int = SHIPPED_SENTENCES,
                    seed: int = 0, progress: Callable[[float], None] | None = None, text=None):
     """Compute and store ``features.npz`` for one SAE or transcoder folder (:mod:`bertcore.sae.features`; either kind,
-    :func:`bertcore.sae.catalog.load`); returns the index. ``text``: the
+    :func:`bertcore.sae.catalog.load`), its features' labels included (:mod:`bertcore.sae.labels`); returns the
+    index. ``text``: the
     :class:`~bertcore.sae.features.LabelledText` of these ``sentences`` if already parsed.
 
     Raises:
         bertcore.sae.io.SAEError: the folder cannot be read or does not fit the model.
         bertcore.tokenization.spacy_pipeline.SyntaxUnavailable: spaCy is missing.
     """
-    from . import catalog, features
+    from . import catalog, features, labels
 
     sae, cfg = catalog.load(sae_folder, model.config.hidden_size, model.config.num_hidden_layers)
     if text is None:
         text = features.labelled_text(tokenizer, features.heldout_sentences(sentences, seed))
     index = features.collect(model, tokenizer, sae, cfg["layer"], text, seed=seed, progress=progress)
+    index.labels = labels.to_json(labels.feature_labels(model, tokenizer, sae, cfg["layer"], index))
     features.write(sae_folder, model_folder, index, feature_params(cfg["layer"], sentences, seed))
     return index
+
+
+def label_features(sae_folder: Path, model, tokenizer, model_folder: Path, score_text=None) -> dict:
+    """Label the features of an SAE or transcoder folder whose ``features.npz`` is stored for this model
+    (:mod:`bertcore.sae.labels`; the index itself is kept as it is) and write the labels into it; with
+    ``score_text`` (a :class:`~bertcore.sae.features.LabelledText` of held-out sentences not in the index) also score
+    them as detectors. Returns ``{"labelled", "examples"[, "detector"]}``.
+
+    Raises:
+        bertcore.sae.io.SAEError: the folder cannot be read, does not fit the model, or has no stored index.
+    """
+    from . import catalog, features, labels
+
+    sae, cfg = catalog.load(sae_folder, model.config.hidden_size, model.config.num_hidden_layers)
+    index, params = stored_index_and_params(sae_folder, model_folder, cfg["layer"])
+    if index is None:
+        raise sae_io.SAEError(f"{sae_folder} has no features.npz for this model: run `python -m bertcore.sae features "
+                              f"--sae {sae_folder}` first")
+    found = labels.feature_labels(model, tokenizer, sae, cfg["layer"], index)
+    index.labels = labels.to_json(found)
+    features.write(sae_folder, model_folder, index, params)
+    out = {"labelled": len(found), "examples": [lb.text for lb in found[:5]]}
+    if score_text is not None:
+        out["detector"] = labels.score(model, tokenizer, sae, cfg["layer"], found, score_text,
+                                       index.top_values[:, 0]).summary()
+    return out
+
+
+def stored_index_and_params(sae_folder: Path, model_folder, layer: int):
+    """``(index, params)``: the folder's ``features.npz`` if it belongs to these model and SAE files, at the shipped
+    size (:data:`SHIPPED_SENTENCES`) or the Features page's quick one (:data:`QUICK_SENTENCES`), and the parameters
+    it is keyed by; ``(None, None)`` when there is none."""
+    from . import features
+
+    for n in (SHIPPED_SENTENCES, QUICK_SENTENCES):
+        params = feature_params(layer, n)
+        found = features.read(sae_folder, model_folder, params)
+        if found is not None:
+            return found, params
+    return None, None
+
+
+def stored_index(sae_folder: Path, model_folder, layer: int):
+    """The folder's stored feature index for this model (:func:`stored_index_and_params`), or None."""
+    return stored_index_and_params(sae_folder, model_folder, layer)[0]
 
 
 def cfg_k(folder: Path) -> int:
