@@ -227,8 +227,8 @@ def feature_files(graph: AttributionGraph, pruned: Pruned, model, tokenizer, tra
     page's dashboard shows, computed the same way): ``examples_quantiles``, one quantile "Top activations" of the
     ``examples`` held-out sentences of its strongest activations, each with its WordPieces and the feature's
     activation on every one (:func:`bertcore.sae.explore.activations`, one forward pass per ``batch`` sentences of a
-    block; the tokens as :func:`_display` writes them; ``train_token_ind`` the top token;
-    ``is_repeated_datapoint`` a sentence already shown);
+    block, sentences of like length together; the tokens as :func:`_display` writes them; ``train_token_ind`` the
+    top token; ``is_repeated_datapoint`` a sentence already shown);
     ``top_logits`` / ``bottom_logits``, the ``n_logits`` WordPieces it promotes and suppresses through the MLM head
     (:func:`bertcore.sae.explore.logit_effect` at its strongest activation; empty without a head);
     ``act_max`` its strongest held-out activation (``act_min`` 0), ``histogram`` and ``quantile_values``
@@ -273,7 +273,8 @@ def feature_files(graph: AttributionGraph, pruned: Pruned, model, tokenizer, tra
             continue
         tc, text = tcs[block], index.text
         rows = {lat: [int(r) for r in index.top_rows[lat] if r >= 0][:examples] for lat in latents}
-        sentences = sorted({text.sentence_of(r) for rs in rows.values() for r in rs})
+        sentences = sorted({text.sentence_of(r) for rs in rows.values() for r in rs},
+                           key=lambda k: text.starts[k + 1] - text.starts[k])  # by length: batches pad little
         acts: dict[int, torch.Tensor] = {}  # sentence -> (T, len(latents)) the latents' activations
         for s in range(0, len(sentences), batch):
             part = sentences[s:s + batch]
