@@ -6,7 +6,8 @@ the prediction, and the replacement and completeness scores of the graph before 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -88,3 +89,39 @@ def circuit(g: AttributionGraph, node_threshold: float = 0.8, edge_threshold: fl
                    influence=node_influence[index].numpy(), logit_effect=direct[index].numpy(), labels=labels,
                    edges=edges, scores={"replacement": rep, "completeness": comp, "replacement_pruned": rep_p,
                                         "completeness_pruned": comp_p}, n_nodes=lay.size)
+
+
+def labelled(c: Circuit, names: Mapping[int, Sequence[str]]) -> Circuit:
+    """``c`` with each feature node named by its feature's label (``names[block][latent]``,
+    :mod:`bertcore.sae.labels`), its place kept in brackets: ``"nouns: keys, doors → are (block 3 #4512)"``. Blocks
+    without names keep ``"block b latent l"``."""
+    out = []
+    for kind, block, latent, label in zip(c.kinds, c.layers, c.features, c.labels):
+        given = names.get(int(block)) if kind == "feature" else None
+        out.append(f"{given[int(latent)]} (block {int(block)} #{int(latent)})" if given is not None else label)
+    return replace(c, labels=out)
+
+
+def most_influential(c: Circuit, n: int) -> Circuit:
+    """The ``n`` most influential nodes of ``c`` (by :attr:`Circuit.influence`) besides its logit nodes, which are
+    always kept, and the edges among them: the graph at a glance. ``n`` at least the nodes ``c`` has gives ``c``.
+
+    Raises:
+        ValueError: ``n`` below 1.
+    """
+    if n < 1:
+        raise ValueError(f"keep at least one node besides the logits; got {n}")
+    logits = [i for i, k in enumerate(c.kinds) if k == "logit"]
+    others = [i for i in np.argsort(-c.influence, kind="stable").tolist() if c.kinds[i] != "logit"][:n]
+    keep = sorted(logits + others)
+    if len(keep) == len(c.kinds):
+        return c
+    where = {old: new for new, old in enumerate(keep)}
+    edges = np.array([[where[int(s)], where[int(d)], w] for s, d, w in c.edges if int(s) in where and int(d) in where],
+                     dtype=np.float64).reshape(-1, 3)
+
+    def pick(values):
+        return [values[i] for i in keep] if isinstance(values, list) else np.asarray(values)[keep]
+    return replace(c, node_ids=pick(c.node_ids), kinds=pick(c.kinds), layers=pick(c.layers),
+                   positions=pick(c.positions), features=pick(c.features), activations=pick(c.activations),
+                   influence=pick(c.influence), logit_effect=pick(c.logit_effect), labels=pick(c.labels), edges=edges)

@@ -172,6 +172,20 @@ def stored_index(sae_folder: Path, model_folder, layer: int):
     return stored_index_and_params(sae_folder, model_folder, layer)[0]
 
 
+def set_labels(transcoder_set: Path, model_folder) -> dict:
+    """``{block: [FeatureLabel]}``: the stored labels of each transcoder of a set (:mod:`bertcore.sae.labels`) for
+    this model; blocks whose index holds none are left out."""
+    from .labels import of_index
+    from .transcoder import set_folders
+
+    out = {}
+    for block, folder in set_folders(transcoder_set).items():
+        found = of_index(stored_index(folder, model_folder, block))
+        if found is not None:
+            out[block] = found
+    return out
+
+
 def cfg_k(folder: Path) -> int:
     """The SAE's ``k`` (its ``cfg.json``)."""
     return int(sae_io.read_cfg(folder)["k"])

@@ -299,6 +299,21 @@ def load(folder: str | Path) -> tuple[Transcoder, dict[str, Any]]:
     return tc, cfg
 
 
+def set_folders(folder: str | Path) -> dict[int, Path]:
+    """``{block: folder}`` of a transcoder set, without loading weights: each ``layer-<n>/`` folder's ``cfg.json``
+    names its 0-based block in ``metadata.layer``. Folders whose ``cfg.json`` cannot be read are left out
+    (:func:`load_set` says why)."""
+    from .io import SAEError, read_json_object
+
+    out = {}
+    for sub in sorted(Path(folder).glob("layer-*")):
+        try:
+            out[int(read_json_object(sub / "cfg.json")["metadata"]["layer"])] = sub
+        except (SAEError, KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
 def load_set(folder: str | Path, hidden_size: int | None = None,
              num_layers: int | None = None) -> dict[int, Transcoder]:
     """Every transcoder of a set folder (one ``layer-<n>/`` folder per block, as a training run's checkpoint or a

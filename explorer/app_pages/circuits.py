@@ -94,14 +94,23 @@ st.caption("**Replacement**: how much of the prediction flows through named feat
                        for t, p in zip(c.targets, c.target_probs)) + ".")
 
 selected = panels.node_picker(c)
-widgets.plotly_chart(views.graph_figure(c, selected), key="cir_graph", on_select="rerun",
-                             selection_mode="points")
+full = st.toggle("Show the whole pruned graph", key="cir_full", persist_state="session",
+                 help=f"Off: the {views.AT_A_GLANCE} most influential nodes and the logit, each with its label. "
+                      "On: every node the pruning keeps, labels on hover.")
+top = None if full else views.AT_A_GLANCE
+if not full:
+    st.caption(f"The {views.AT_A_GLANCE} most influential nodes of {len(c.node_ids):,} kept, and the edges among them. "
+               "A feature's label is measured, not written: the words it fires on most in held-out text, their "
+               "spaCy label when one covers half of them, and the words it promotes (→); the Features page "
+               "explains each part.")
+widgets.plotly_chart(views.graph_figure(c, selected, top), key="cir_graph", on_select="rerun",
+                     selection_mode="points")
 panels.node_details(lm, c, selected, transcoders)
 panels.steering(lm, args, c)
 
 as_code.expander("circuits", "Circuits", snippet("Circuits: the attribution graph of a [MASK] prediction",
                                                  views.circuit, args, {"node_threshold": float(threshold)},
-                                                 [(views.graph_figure, {})]), c)
+                                                 [(views.graph_figure, {"top": top})]), c)
 st.download_button("Download the graph for Neuronpedia's viewer (JSON)", key="cir_json", icon=":material/download:",
                    data=lambda: export.dumps(views.neuronpedia(*args, node_threshold=float(threshold))),
                    file_name="bert-attribution-graph.json", mime="application/json", on_click="ignore",

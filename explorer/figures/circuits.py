@@ -15,6 +15,13 @@ KIND_NAME = {"feature": "transcoder feature", "error": "error (what the transcod
              "embedding": "embedding", "logit": "logit (target)"}
 WIDTHS = (0.6, 1.6, 3.2)  # edge widths by tertile of |weight|
 MAX_EDGES = 1500  # edges drawn, the strongest by |weight|: a readable picture that a browser draws in a blink
+LABEL_CHARS = 32  # a label written beside its node: the feature's name, cut here
+
+
+def _short(label: str) -> str:
+    """A node's label as written beside it: without its bracketed place, at most :data:`LABEL_CHARS` characters."""
+    name = label.rsplit(" (block ", 1)[0]
+    return name if len(name) <= LABEL_CHARS else name[:LABEL_CHARS - 1] + "…"
 
 
 def _spread(layers: np.ndarray, positions: np.ndarray) -> np.ndarray:
@@ -30,7 +37,7 @@ def _spread(layers: np.ndarray, positions: np.ndarray) -> np.ndarray:
 def graph_figure(tokens: Sequence[str], kinds: Sequence[str], layers: np.ndarray, positions: np.ndarray,
                  influence: np.ndarray, labels: Sequence[str], activations: np.ndarray, logit_effect: np.ndarray,
                  edges: np.ndarray, node_ids: Sequence[str], selected: str | None = None,
-                 max_edges: int = MAX_EDGES) -> go.Figure:
+                 max_edges: int = MAX_EDGES, show_labels: bool = False) -> go.Figure:
     """The graph.
 
     Args:
@@ -40,6 +47,8 @@ def graph_figure(tokens: Sequence[str], kinds: Sequence[str], layers: np.ndarray
         edges: ``(E, 3)`` (source index, target index, weight).
         selected: a node id to ring.
         max_edges: draw only this many edges, the strongest by |weight| (every node is drawn).
+        show_labels: write each feature's and error's label beside it (its first :data:`LABEL_CHARS` characters),
+            for a graph of a few nodes.
     Returns:
         A figure with one edge trace per (sign, width) and one node trace per kind; each node's ``customdata`` is
         its id (for selection).
@@ -72,9 +81,12 @@ def graph_figure(tokens: Sequence[str], kinds: Sequence[str], layers: np.ndarray
         hover = [f"<b>{labels[i]}</b><br>position {positions[i]} ({tokens[positions[i]]})<br>activation "
                  f"{activations[i]:.3g}<br>direct effect on the target {logit_effect[i]:+.3g}<br>influence "
                  f"{influence[i]:.3g}" for i in idx]
+        written = show_labels and kind in ("feature", "error")
         fig.add_trace(go.Scatter(
-            x=x[idx], y=y[idx], mode="markers", name=KIND_NAME[kind], text=hover, hoverinfo="text",
-            customdata=[node_ids[i] for i in idx],
+            x=x[idx], y=y[idx], mode="markers+text" if written else "markers", name=KIND_NAME[kind],
+            hovertext=hover, hoverinfo="text", customdata=[node_ids[i] for i in idx],
+            text=[_short(labels[i]) for i in idx] if written else None, textposition="top center",
+            textfont={"size": 10, "color": "#333"},
             marker={"symbol": symbol, "size": size[idx], "line": {"width": 1, "color": "#333"},
                     "color": [POSITIVE if logit_effect[i] >= 0 else NEGATIVE for i in idx]
                     if kind in ("feature", "error") else ("#9e9e9e" if kind == "embedding" else "#2ca02c")}))

@@ -55,6 +55,14 @@ def metrics(card: views.SAECard, num_layers: int) -> None:
                             f"+{m['delta_ce_zero']:.2f}, its mean +{m['delta_ce_mean']:.2f}")
 
 
+def _with_labels(table: pd.DataFrame, source: ModelSource, folder: Path) -> pd.DataFrame:
+    """``table`` with each feature's stored label beside its number (unchanged when the index holds none)."""
+    names = views.feature_labels(source, folder)
+    if names is not None and len(table):
+        table.insert(1, "label", [names[int(f)] for f in table["feature"]])
+    return table
+
+
 def _pick(feature: int) -> None:
     st.session_state["feat_id"] = int(feature)
 
@@ -81,7 +89,8 @@ def your_text(source: ModelSource, folder: Path) -> None:
     pos = st.selectbox("Token", range(len(tf.tokens)), format_func=lambda i: f"{i}: {tf.tokens[i]}",
                        index=min(2, len(tf.tokens) - 1), key="feat_token")
     rows = tf.at(pos, 12)
-    st.dataframe(pd.DataFrame(rows, columns=["feature", "activation"]), hide_index=True)
+    st.dataframe(_with_labels(pd.DataFrame(rows, columns=["feature", "activation"]), source, folder),
+                 hide_index=True)
     if rows:
         st.button(f"Open feature #{rows[0][0]}", on_click=_pick, args=(rows[0][0],), key="feat_open_top")
 
@@ -105,6 +114,8 @@ def one_feature(source: ModelSource, folder: Path, card: views.SAECard) -> None:
                 st.rerun()
         return
     d = views.dashboard(source, folder, feature)
+    if d.label is not None:
+        _label(d.label)
     st.markdown(f"**Fires on {d.fired:,} of {d.tokens:,} held-out tokens.** "
                 "Its strongest held-out contexts (the token framed; the shading is the feature's activation on "
                 "each neighbour):")
@@ -144,6 +155,26 @@ def one_feature(source: ModelSource, folder: Path, card: views.SAECard) -> None:
     widgets.plotly_chart(figs.purity_bars(d.purity), key="feat_purity")
 
 
+def _label(label) -> None:
+    """A feature's automatic label, and how each of its parts was measured."""
+    st.markdown(f"#### {html.escape(label.text)}")
+    with st.expander("How this label is made"):
+        parts = [f"- **Tokens** ({', '.join(label.tokens) or 'none'}): the WordPieces most frequent among its "
+                 f"{label.top} strongest held-out activations; they make up {100 * label.token_share:.0f}% of them."]
+        if label.spacy is not None:
+            kind = {"pos": "part of speech", "dep": "dependency relation", "ent": "entity type"}[label.spacy[0]]
+            parts.append(f"- **{label.spacy[1]}**: the spaCy {kind} of {100 * label.spacy[2]:.0f}% of those tokens "
+                         "(named when one value covers half of them or more).")
+        else:
+            parts.append("- No spaCy part: no part of speech, dependency or entity type covers half of its top 20.")
+        if label.promoted:
+            parts.append(f"- **→ {', '.join(label.promoted)}**: the words whose masked-LM logit its direction raises "
+                         "most, at its strongest activation, read through the MLM head (the logit effect below).")
+        parts.append("Only measured statistics: nothing is written by a language model. `python -m bertcore.sae "
+                     "labels` recomputes them and scores each as a detector on other held-out sentences.")
+        st.markdown("\n".join(parts))
+
+
 def search(source: ModelSource, folder: Path) -> None:
     """The features a word or phrase turns on."""
     phrase = st.text_input("Word or phrase", "president", key="feat_search")
@@ -153,7 +184,8 @@ def search(source: ModelSource, folder: Path) -> None:
         widgets.show_error(exc)
         found = []
     st.caption("The features with the largest mean activation over the phrase's WordPieces.")
-    st.dataframe(pd.DataFrame(found, columns=["feature", "mean activation"]), hide_index=True)
+    st.dataframe(_with_labels(pd.DataFrame(found, columns=["feature", "mean activation"]), source, folder),
+                 hide_index=True)
     if found:
         st.button(f"Open feature #{found[0][0]}", on_click=_pick, args=(found[0][0],), key="feat_open_search")
 

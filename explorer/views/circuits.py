@@ -11,12 +11,14 @@ from bertcore.circuits import attribution, export, pruned, steer
 from bertcore.circuits.graph import prune
 from bertcore.sae.features import heldout_sentences
 from bertcore.sae.io import CFG_FILE, read_json_object
+from bertcore.sae.report import set_labels
 from bertcore.sae.stream import feed_forward_pairs
 from bertcore.sae.transcoder import load_set
 from explorer.figures import circuits as circuit_figures
 from explorer.views.core import load, progress, view
 
 MAX_TOKENS = 64  # the page's limit: a graph's adjacency grows as the square of its nodes
+AT_A_GLANCE = 20  # nodes the page opens on (besides the logits), the most influential, each with its label
 
 
 @view
@@ -50,11 +52,21 @@ def circuit(source, text: str, contrast: tuple[str, str] | None, transcoders: Pa
     (:func:`bertcore.circuits.pruned.circuit`). The default example ships with the model
     (:func:`bertcore.analysis.shipped.circuit`, keyed by the transcoders' files); anything else is computed.
 
+    Each feature node is named by its transcoder feature's stored label (:func:`feature_names`).
+
     Raises what :func:`graph` raises, and ``ValueError`` for a threshold outside 0..1."""
     lm = load(source)
     computation = shipped.circuit(lm, text, contrast, transcoders, node_threshold, edge_threshold,
                                   graph_of=lambda: graph(source, text, contrast, transcoders))
-    return shipped.get(lm, computation)
+    return pruned.labelled(shipped.get(lm, computation), feature_names(source, transcoders))
+
+
+@view
+def feature_names(source, transcoders: Path) -> dict[int, list[str]]:
+    """``{block: [label]}``: each transcoder feature's label (:mod:`bertcore.sae.labels`), as stored in the set's
+    feature indexes for this model; blocks without stored labels are left out."""
+    lm = load(source)
+    return {block: [lb.text for lb in found] for block, found in set_labels(transcoders, str(lm.path)).items()}
 
 
 def neuronpedia(source, text: str, contrast: tuple[str, str] | None, transcoders: Path, node_threshold: float = 0.8,
@@ -71,11 +83,16 @@ def neuronpedia(source, text: str, contrast: tuple[str, str] | None, transcoders
     return export.neuronpedia_json(g, kept, scan, export.slug_of(text), text, node_threshold, edge_threshold)
 
 
-def graph_figure(c: Circuit, selected: str | None = None):
+def graph_figure(c: Circuit, selected: str | None = None, top: int | None = None):
     """The pruned graph laid out as Neuronpedia's viewer lays it out: x = token position, y = layer (embeddings at
-    the bottom, the logit on top); node size = influence, edge width = |weight|, blue excites, red inhibits."""
+    the bottom, the logit on top); node size = influence, edge width = |weight|, blue excites, red inhibits.
+    ``top``: draw only the ``top`` most influential nodes besides the logits
+    (:func:`bertcore.circuits.pruned.most_influential`), each with its label written beside it; None: every node."""
+    if top is not None:
+        c = pruned.most_influential(c, top)
     return circuit_figures.graph_figure(c.tokens, c.kinds, c.layers, c.positions, c.influence, c.labels,
-                                        c.activations, c.logit_effect, c.edges, c.node_ids, selected=selected)
+                                        c.activations, c.logit_effect, c.edges, c.node_ids, selected=selected,
+                                        show_labels=top is not None)
 
 
 

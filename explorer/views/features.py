@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 
 from bertcore.readouts.fill_mask import FillMaskError
-from bertcore.sae import catalog, explore
+from bertcore.sae import catalog, explore, labels
 from bertcore.sae import features as sae_features
 from bertcore.sae import io as sae_io
-from bertcore.sae.report import QUICK_SENTENCES, SHIPPED_SENTENCES, feature_params, index_features
+from bertcore.sae.report import QUICK_SENTENCES, index_features, stored_index
 from explorer.figures import features as figs
 from explorer.views.core import load, view
 
@@ -34,15 +34,6 @@ class SAECard:
     metrics: dict
     indexed: bool
     kind: str = "sae"
-
-
-def stored_index(folder: Path, model_folder, layer: int):
-    """The SAE's ``features.npz`` if it belongs to these model and SAE files: the shipped size first, then the page's
-    quick one; else None."""
-    found = None
-    for n in (SHIPPED_SENTENCES, QUICK_SENTENCES):
-        found = found or sae_features.read(folder, model_folder, feature_params(layer, n))
-    return found
 
 
 @view
@@ -105,7 +96,8 @@ class Dashboard:
     (counts in :data:`bertcore.sae.features.HIST_EDGES` bins), ``profile`` (spaCy labels of its top 20 tokens, None
     with fewer), ``nearest`` features (decoder cosine), ``strength`` (its strongest activation), ``promoted`` /
     ``suppressed`` words through the MLM head (None without one; ``no_logits`` then says why) and the SAE's (or
-    transcoder's) ``purity`` numbers."""
+    transcoder's) ``purity`` numbers; ``label`` its :class:`bertcore.sae.labels.FeatureLabel` (None: the index holds
+    no labels)."""
 
     fired: int
     tokens: int
@@ -118,6 +110,7 @@ class Dashboard:
     suppressed: list[tuple[str, float]] | None
     purity: dict
     no_logits: str = ""
+    label: labels.FeatureLabel | None = None
 
 
 @view
@@ -146,7 +139,18 @@ def dashboard(source, folder: Path, feature: int) -> Dashboard:
         no_logits = str(exc)  # no MLM head, or a transcoder of a pre-LN model: no logit effect
     return Dashboard(int(index.fired[feature]), len(text.token_ids), contexts, index.hist[feature],
                      sae_features.pure_labels(index.top_rows[feature:feature + 1], text)[0],
-                     explore.nearest(sae, feature), strength, promoted, suppressed, index.purity, no_logits)
+                     explore.nearest(sae, feature), strength, promoted, suppressed, index.purity, no_logits,
+                     (labels.of_index(index) or [None] * (feature + 1))[feature])
+
+
+@view
+def feature_labels(source, folder: Path) -> list[str] | None:
+    """Each feature's label (:mod:`bertcore.sae.labels`) as stored in the SAE's or transcoder's index for this
+    model; None when it holds none."""
+    lm = load(source)
+    _, cfg = catalog.load(folder)
+    found = labels.of_index(stored_index(folder, str(lm.path), cfg["layer"]))
+    return None if found is None else [lb.text for lb in found]
 
 
 @dataclass

@@ -179,3 +179,35 @@ def test_the_default_example_paints_from_the_shipped_graph_without_building_one(
     at.slider(key="cir_threshold").set_value(0.5).run()
     assert_clean(at)
     assert built == [1]
+
+
+def test_the_page_opens_on_the_most_influential_nodes_with_their_labels(tmp_path, monkeypatch):
+    """With the shipped transcoders, the default graph draws its AT_A_GLANCE most influential nodes and the logit,
+    each feature written with its stored label (the words it fires on, not "block b latent l"); the toggle draws
+    every node the pruning keeps, the labels on hover."""
+    from bertcore.sae.catalog import TRANSCODERS_DIR
+    from explorer.views import circuits as views
+
+    if not (sources.shipped_mlm_dir() / TRANSCODERS_DIR).is_dir():
+        pytest.skip("no shipped transcoders")
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path))
+    at = page("circuits")
+    assert_clean(at)
+    c = at.session_state[RECORD_KEY]["circuits"].result
+    names = views.feature_names(sources.PACKAGED_MLM, sources.shipped_mlm_dir() / TRANSCODERS_DIR)
+    feature = c.kinds.index("feature")
+    block, latent = int(c.layers[feature]), int(c.features[feature])
+    assert c.labels[feature] == f"{names[block][latent]} (block {block} #{latent})"
+
+    def drawn():
+        graph = next(s for s in chart_specs(at) if "Attribution graph" in str(s["layout"].get("title", "")))
+        nodes = [t for t in graph["data"] if t.get("mode", "").startswith("markers") and t.get("customdata")]
+        return sum(len(t["customdata"]) for t in nodes), [w for t in nodes for w in (t.get("text") or [])]
+
+    count, written = drawn()
+    assert count == views.AT_A_GLANCE + c.kinds.count("logit") < len(c.node_ids)
+    assert written and not any(w.startswith("block ") for w in written)
+    at.toggle(key="cir_full").set_value(True).run()
+    assert_clean(at)
+    count, written = drawn()
+    assert count == len(c.node_ids) and written == []
