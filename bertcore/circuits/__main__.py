@@ -60,7 +60,8 @@ def _graph(args) -> int:
 
     from ..loading import sources
     from ..sae.catalog import shipped_transcoders
-    from ..sae.io import CFG_FILE, SAEError, read_json_object
+    from ..sae.io import SAEError
+    from ..sae.report import set_labels
     from ..sae.transcoder import load_set
     from . import attribution, export
     from .graph import prune
@@ -73,8 +74,7 @@ def _graph(args) -> int:
     if folder is None:
         raise SAEError(f"the model at {lm.path} ships no transcoders (transcoders/): name a set with --transcoders")
     tcs = load_set(folder, lm.config.hidden_size, lm.config.num_hidden_layers)
-    first = sorted(folder.glob("layer-*"))[0]
-    scan = (read_json_object(first / CFG_FILE).get("metadata") or {}).get("model_name") or "bert"
+    scan = export.scan_of(folder)
     contrast = tuple(args.contrast) if args.contrast else None
     g = attribution.build(lm.model, lm.tokenizer, args.text, tcs, contrast=contrast)
     built = time.monotonic()
@@ -85,8 +85,9 @@ def _graph(args) -> int:
     if not args.no_features:
         dirs, written, unindexed = export.feature_files(g, kept, lm.model, lm.tokenizer, folder, lm.path, out, scan)
     slug = export.slug_of(args.text)
+    names = {block: [lb.text for lb in found] for block, found in set_labels(folder, lm.path).items()}
     doc = export.neuronpedia_json(g, kept, scan, slug, args.text, args.node_threshold, args.edge_threshold,
-                                  feature_dirs=dirs)
+                                  feature_dirs=dirs, names=names)
     (out / f"{slug}.json").write_text(export.dumps(doc), encoding="utf-8")
     export.add_graph_metadata(out, doc["metadata"])
     n_features = sum(n["feature_type"] == "cross layer transcoder" for n in doc["nodes"])
@@ -160,11 +161,16 @@ def main(argv: list[str] | None = None) -> int:
     from ..sae.io import SAEError
     from .attribution import CircuitError
 
+    import torch
+
+    threads = torch.get_num_threads()  # --threads is this command's; a caller in the same process gets its own back
     try:
         return _graph(args) if args.command == "graph" else _check(args)
     except (CircuitError, SAEError, DataError, SourceError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        torch.set_num_threads(threads)
 
 
 if __name__ == "__main__":

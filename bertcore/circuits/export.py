@@ -33,6 +33,7 @@ held-out feature index stored beside each transcoder (:mod:`bertcore.sae.feature
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 import re
 import time
 from functools import partial
@@ -82,6 +83,25 @@ def logit_clerp(token: str, probability: float) -> str:
     return f'Output "{token}" (p={probability:.3f})'
 
 
+def clerp_of(names: Mapping[int, Sequence[str]] | None, block: int, latent: int) -> str:
+    """A feature node's clerp: its label (``names[block][latent]``), or ``"block b latent l"`` without one."""
+    given = (names or {}).get(block)
+    return given[latent] if given is not None else f"block {block} latent {latent}"
+
+
+def scan_of(transcoder_set) -> str:
+    """The model a transcoder set was trained on, as its files name it (the first ``layer-*/cfg.json``'s
+    ``metadata.model_name``: ``minilm-mlm`` for the shipped set), or ``"bert"``: the graph's Neuronpedia scan."""
+    from ..sae.io import CFG_FILE, SAEError, read_json_object
+
+    first = sorted(Path(transcoder_set).glob("layer-*"))[:1]
+    try:
+        meta = read_json_object(first[0] / CFG_FILE).get("metadata") if first else None
+    except SAEError:
+        meta = None
+    return (meta or {}).get("model_name") or "bert"
+
+
 def _num(x, digits: int = DIGITS) -> float:
     """``x`` rounded to ``digits`` significant digits: a link's weight in 10 characters, not 20 (a 64-token graph
     has ~10^5 links)."""
@@ -90,7 +110,8 @@ def _num(x, digits: int = DIGITS) -> float:
 
 def neuronpedia_json(graph: AttributionGraph, pruned: Pruned, scan: str, slug: str, prompt: str,
                      node_threshold: float = 0.8, edge_threshold: float = 0.98, digits: int = DIGITS,
-                     feature_dirs: list[str] | None = None) -> dict[str, Any]:
+                     feature_dirs: list[str] | None = None,
+                     names: Mapping[int, Sequence[str]] | None = None) -> dict[str, Any]:
     """The pruned ``graph`` (``pruned`` from :func:`bertcore.circuits.graph.prune`) as the graph JSON of
     circuit-tracer 0.5.0's ``create_graph_files`` (module docstring). ``scan``: the model's name (Neuronpedia's model
     id); ``slug``: the graph's name (both through :func:`safe_name`); ``prompt``: the input text; ``digits``:
@@ -101,6 +122,9 @@ def neuronpedia_json(graph: AttributionGraph, pruned: Pruned, scan: str, slug: s
     circuit-tracer writes a list of transcoders: ``scan`` becomes ``"custom-{scan}"`` and ``transcoder_list`` the
     folders (the viewer reads block ``b``'s features from ``transcoder_list[b]``; a folder starting ``./`` is read
     from the viewer's own server). Without: ``transcoder_list`` is empty.
+
+    ``names``: ``{block: [label]}``, each transcoder feature's label (:func:`bertcore.sae.report.set_labels`), written
+    as its clerp; a feature without one reads ``"block b latent l"``.
 
     Raises:
         ValueError: a ``scan`` or ``slug`` with no character of Neuronpedia's set; ``feature_dirs`` not one per
@@ -117,7 +141,7 @@ def neuronpedia_json(graph: AttributionGraph, pruned: Pruned, scan: str, slug: s
             block, pos, latent = (int(v) for v in graph.features[i])
             node = {"node_id": f"{block}_{latent}_{pos}", "feature": cantor(block, latent), "layer": str(block),
                     "ctx_idx": pos, "feature_type": "cross layer transcoder", "jsNodeId": f"{block}_{latent}-{pos}",
-                    "clerp": f"block {block} latent {latent}", "influence": influence,
+                    "clerp": clerp_of(names, block, latent), "influence": influence,
                     "activation": num(graph.activations[i])}
         elif i < lay.part("embeddings").start:
             block, pos = divmod(i - lay.features, t)
@@ -176,19 +200,6 @@ N_LOGITS = 10  #: top and bottom logits per feature file
 HIST_BINS = 30  #: bins of a feature file's histogram, linear over 0..act_max
 
 
-def stored_feature_index(folder, model_folder, layer: int):
-    """The held-out feature index stored beside a transcoder (``features.npz``,
-    :class:`bertcore.sae.features.FeatureIndex`) if it belongs to these model and transcoder files: the shipped
-    size first, then the Features page's quick one (as the Features page looks it up); else None."""
-    from ..sae import features
-    from ..sae.report import QUICK_SENTENCES, SHIPPED_SENTENCES, feature_params
-
-    for n in (SHIPPED_SENTENCES, QUICK_SENTENCES):
-        if (found := features.read(folder, model_folder, feature_params(layer, n))) is not None:
-            return found
-    return None
-
-
 def _histogram(counts, act_max: float):
     """A feature's stored counts in :data:`bertcore.sae.features.HIST_EDGES` bins (log-spaced) as
     ``(histogram (HIST_BINS,), quantile_values (100,))``: each log bin's count put in the linear bin over
@@ -223,17 +234,16 @@ def feature_files(graph: AttributionGraph, pruned: Pruned, model, tokenizer, tra
     and ``./data/features/{scan}/block-{b}`` block ``b``'s entry of ``transcoder_list``
     (:func:`neuronpedia_json`'s ``feature_dirs``).
 
-    What a file holds, from the transcoder's stored held-out index (:func:`stored_feature_index`; what the Features
-    page's dashboard shows, computed the same way): ``examples_quantiles``, one quantile "Top activations" of the
-    ``examples`` held-out sentences of its strongest activations, each with its WordPieces and the feature's
+    What a file holds, from the transcoder's stored held-out index (:func:`bertcore.sae.report.stored_index`; what the
+    Features page's dashboard shows, computed the same way): ``examples_quantiles``, one quantile "Top activations" of
+    the ``examples`` held-out sentences of its strongest activations, each with its WordPieces and the feature's
     activation on every one (:func:`bertcore.sae.explore.activations`, one forward pass per ``batch`` sentences of a
-    block, sentences of like length together; the tokens as :func:`_display` writes them; ``train_token_ind`` the
-    top token; ``is_repeated_datapoint`` a sentence already shown);
-    ``top_logits`` / ``bottom_logits``, the ``n_logits`` WordPieces it promotes and suppresses through the MLM head
-    (:func:`bertcore.sae.explore.logit_effect` at its strongest activation; empty without a head);
-    ``act_max`` its strongest held-out activation (``act_min`` 0), ``histogram`` and ``quantile_values``
-    (:func:`_histogram`), ``activation_frequency`` the share of held-out tokens where it fires. Activations are in
-    the transcoder's scaled units.
+    block, sentences of like length together; the tokens as :func:`_display` writes them; ``train_token_ind`` the top
+    token; ``is_repeated_datapoint`` a sentence already shown); ``top_logits`` / ``bottom_logits``, the ``n_logits``
+    WordPieces it promotes and suppresses through the MLM head (:func:`bertcore.sae.explore.logit_effect` at its
+    strongest activation; empty without a head); ``act_max`` its strongest held-out activation (``act_min`` 0),
+    ``histogram`` and ``quantile_values`` (:func:`_histogram`), ``activation_frequency`` the share of held-out tokens
+    where it fires. Activations are in the transcoder's scaled units.
 
     Args:
         transcoder_set: the set folder (``layer-<n>/`` per block); model_folder: the model's files (the index's
@@ -250,11 +260,12 @@ def feature_files(graph: AttributionGraph, pruned: Pruned, model, tokenizer, tra
     from ..sae import explore
     from ..sae.io import SAEError
     from ..sae.stream import pad
-    from ..sae.transcoder import load_set
+    from ..sae.report import stored_index
+    from ..sae.transcoder import load_set, set_folders
 
     cfg = getattr(model, "base_model", model).config
     tcs = load_set(transcoder_set, cfg.hidden_size, cfg.num_hidden_layers)
-    folders = _block_folders(transcoder_set)
+    folders = set_folders(transcoder_set)
     scan = safe_name(scan)
     root = Path(out) / "features" / scan
     dirs = [f"./data/features/{scan}/block-{b}" for b in range(cfg.num_hidden_layers)]
@@ -267,7 +278,7 @@ def feature_files(graph: AttributionGraph, pruned: Pruned, model, tokenizer, tra
     written, unindexed, done = 0, [], 0
     total = sum(len(v) for v in by_block.values())
     for block, latents in sorted(by_block.items()):
-        index = stored_feature_index(folders[block], model_folder, block)
+        index = stored_index(folders[block], model_folder, block)
         if index is None:
             unindexed.append(block)
             continue
@@ -318,15 +329,6 @@ def _display(pieces: list[str]) -> list[str]:
     their own spaces): a word's first piece with a leading space (not the first token), a ``##`` continuation
     without its ``##``. One string per token, so the activations stay aligned."""
     return [p[2:] if p.startswith("##") else (p if i == 0 else " " + p) for i, p in enumerate(pieces)]
-
-
-def _block_folders(transcoder_set) -> dict:
-    """``{block: folder}`` of a transcoder set (each ``layer-<n>/`` folder's ``cfg.json`` names its block in
-    ``metadata.layer``, as :func:`bertcore.sae.transcoder.load` reads it)."""
-    from ..sae.io import read_json_object
-
-    return {int(read_json_object(sub / "cfg.json")["metadata"]["layer"]): sub
-            for sub in sorted(Path(transcoder_set).glob("layer-*"))}
 
 
 def add_graph_metadata(folder, metadata: dict[str, Any]) -> Path:

@@ -15,7 +15,9 @@ KIND_NAME = {"feature": "transcoder feature", "error": "error (what the transcod
              "embedding": "embedding", "logit": "logit (target)"}
 WIDTHS = (0.6, 1.6, 3.2)  # edge widths by tertile of |weight|
 MAX_EDGES = 1500  # edges drawn, the strongest by |weight|: a readable picture that a browser draws in a blink
-LABEL_CHARS = 32  # a label written beside its node: the feature's name, cut here
+LABEL_CHARS = 24  # a label written beside its node: the feature's name, cut here
+# where the labels of the nodes sharing one cell (layer, position) go, in turn, so that neighbours do not overlap
+LABEL_PLACES = ("top center", "bottom center", "middle right", "middle left")
 
 
 def _short(label: str) -> str:
@@ -32,6 +34,17 @@ def _spread(layers: np.ndarray, positions: np.ndarray) -> np.ndarray:
         if len(here) > 1:
             x[here] += np.linspace(-0.35, 0.35, len(here))
     return x
+
+
+def _places(layers: np.ndarray, positions: np.ndarray) -> list[str]:
+    """Each node's label position: the k-th node of its cell (layer, position) takes ``LABEL_PLACES[k % 4]``."""
+    seen: dict[tuple[int, int], int] = {}
+    out = []
+    for a, b in zip(layers, positions):
+        k = seen.get((int(a), int(b)), 0)
+        seen[(int(a), int(b))] = k + 1
+        out.append(LABEL_PLACES[k % len(LABEL_PLACES)])
+    return out
 
 
 def graph_figure(tokens: Sequence[str], kinds: Sequence[str], layers: np.ndarray, positions: np.ndarray,
@@ -72,6 +85,7 @@ def graph_figure(tokens: Sequence[str], kinds: Sequence[str], layers: np.ndarray
                     fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", opacity=0.55,
                                              line={"color": colour, "width": width}, name=f"edge: {name}",
                                              legendgroup=name, showlegend=tier == len(WIDTHS) - 1))
+    places = _places(layers, positions)
     size = 8 + 30 * np.sqrt(np.clip(influence, 0, None) / max(float(np.max(influence, initial=0)), 1e-12))
     for kind, symbol in KIND_SYMBOL.items():
         pick = np.array([k == kind for k in kinds], dtype=bool)
@@ -85,7 +99,8 @@ def graph_figure(tokens: Sequence[str], kinds: Sequence[str], layers: np.ndarray
         fig.add_trace(go.Scatter(
             x=x[idx], y=y[idx], mode="markers+text" if written else "markers", name=KIND_NAME[kind],
             hovertext=hover, hoverinfo="text", customdata=[node_ids[i] for i in idx],
-            text=[_short(labels[i]) for i in idx] if written else None, textposition="top center",
+            text=[_short(labels[i]) for i in idx] if written else None,
+            textposition=[places[i] for i in idx] if written else None,
             textfont={"size": 10, "color": "#333"},
             marker={"symbol": symbol, "size": size[idx], "line": {"width": 1, "color": "#333"},
                     "color": [POSITIVE if logit_effect[i] >= 0 else NEGATIVE for i in idx]

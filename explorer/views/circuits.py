@@ -10,7 +10,6 @@ from bertcore.analysis import shipped
 from bertcore.circuits import attribution, export, pruned, steer
 from bertcore.circuits.graph import prune
 from bertcore.sae.features import heldout_sentences
-from bertcore.sae.io import CFG_FILE, read_json_object
 from bertcore.sae.report import set_labels
 from bertcore.sae.stream import feed_forward_pairs
 from bertcore.sae.transcoder import load_set
@@ -71,16 +70,13 @@ def feature_names(source, transcoders: Path) -> dict[int, list[str]]:
 
 def neuronpedia(source, text: str, contrast: tuple[str, str] | None, transcoders: Path, node_threshold: float = 0.8,
                 edge_threshold: float = 0.98, scan: str | None = None) -> dict:
-    """The pruned graph as Neuronpedia's graph JSON (:func:`bertcore.circuits.export.neuronpedia_json`). ``scan``
-    (Neuronpedia's model id): by default the model the transcoders were trained on, as their files name it
-    (``metadata.model_name``: ``minilm-mlm`` for the shipped set, a run's model folder for a trained one)."""
-    if scan is None:
-        first = sorted(Path(transcoders).glob("layer-*"))[:1]
-        meta = read_json_object(first[0] / CFG_FILE).get("metadata") if first else None
-        scan = (meta or {}).get("model_name") or "bert"
+    """The pruned graph as Neuronpedia's graph JSON (:func:`bertcore.circuits.export.neuronpedia_json`), each
+    feature's clerp its label (:func:`feature_names`). ``scan`` (Neuronpedia's model id): by default the model the
+    transcoders were trained on, as their files name it (:func:`bertcore.circuits.export.scan_of`)."""
     g = graph(source, text, contrast, transcoders)
     kept = prune(g.adjacency, g.layout, g.probabilities, node_threshold, edge_threshold)
-    return export.neuronpedia_json(g, kept, scan, export.slug_of(text), text, node_threshold, edge_threshold)
+    return export.neuronpedia_json(g, kept, scan or export.scan_of(transcoders), export.slug_of(text), text,
+                                   node_threshold, edge_threshold, names=feature_names(source, transcoders))
 
 
 def graph_figure(c: Circuit, selected: str | None = None, top: int | None = None):

@@ -251,3 +251,19 @@ def test_the_feature_files_are_circuit_tracers_feature_model(tmp_path, capsys):
     files = list((out / "features").rglob("*.json"))
     assert len(files) == len({(n["layer"], n["feature"]) for n in features})
     shutil.rmtree(out)
+
+
+def test_a_features_clerp_is_its_label(exported):
+    """With names (``{block: [label]}``, :func:`bertcore.sae.report.set_labels`'s texts), each feature node's clerp
+    is its feature's label; a block without names keeps ``"block b latent l"``; the models still load it."""
+    G = graph_models()
+    graph, pruned, *_ = exported
+    n = graph.layout.errors // len(graph.tokens)
+    names = {b: [f"label {b}/{i}" for i in range(64)] for b in range(1, n)}  # block 0 unnamed
+    doc = export.neuronpedia_json(graph, pruned, "tiny-bert", export.slug_of(TEXT), TEXT, names=names)
+    features = [node for node in doc["nodes"] if node["feature_type"] == "cross layer transcoder"]
+    assert features
+    for node in features:
+        block, latent, _ = (int(v) for v in node["node_id"].split("_"))
+        assert node["clerp"] == (f"label {block}/{latent}" if block else f"block 0 latent {latent}")
+        G.Node(**node)
