@@ -4,14 +4,12 @@ a graph for a 16-token sentence in <= 30 s, for 64 tokens in <= 3 min; the prune
 
     python bench/bench_circuits.py --transcoders RUN/checkpoints/step-N [--threads 2]
 
-Each graph: :func:`bertcore.circuits.attribution.build` (contrast "are" / "is"), :func:`bertcore.circuits.graph.prune`
-(0.8 / 0.98) and :func:`bertcore.circuits.export.neuronpedia_json` written as the page's download writes it
-(:func:`bertcore.circuits.export.dumps`). The goals are the
-issue's absolute ones; measured in the same run as a unit of this machine's speed, one float64 forward pass of the
-model on the same input (the graph's private copy runs in float64), and the load average before and after (time
-nothing else while this runs: on the shared 2-core machine a busy neighbour slows 2 threads far more than 1).
-Prints one JSON object.
-"""
+Each graph: :func:`bertcore.circuits.attribution.build` (contrast "are" / "is"),
+:func:`bertcore.circuits.graph.prune_graph` (0.8 / 0.98) and :func:`bertcore.circuits.export.neuronpedia_json` written
+as the page's download writes it (:func:`bertcore.circuits.export.dumps`). The goals are the issue's absolute ones;
+measured in the same run as a unit of this machine's speed, one float64 forward pass of the model on the same input
+(the graph's private copy runs in float64), and the load average before and after (time nothing else while this runs:
+on the shared 2-core machine a busy neighbour slows 2 threads far more than 1). Prints one JSON object. """
 
 from __future__ import annotations
 
@@ -36,7 +34,7 @@ from bertcore import encode  # noqa: E402
 from bertcore.circuits.attribution import build  # noqa: E402
 from bertcore.circuits.check import load_transcoders  # noqa: E402
 from bertcore.circuits.export import dumps, neuronpedia_json  # noqa: E402
-from bertcore.circuits.graph import prune  # noqa: E402
+from bertcore.circuits.graph import prune_graph# noqa: E402
 from bertcore.loading import sources  # noqa: E402
 
 #: 16 and 64 WordPiece tokens with [CLS] and [SEP] (checked below)
@@ -54,7 +52,7 @@ def one_graph(model, tokenizer, text: str, transcoders) -> dict:
     t0 = time.perf_counter()
     graph = build(model, tokenizer, text, transcoders, contrast=("are", "is"))
     t1 = time.perf_counter()
-    pruned = prune(graph.adjacency, graph.layout, graph.probabilities)
+    pruned = prune_graph(graph.adjacency, graph.layout, graph.probabilities)
     t2 = time.perf_counter()
     built = neuronpedia_json(graph, pruned, "minilm-mlm", "bench", text)
     doc = dumps(built)
@@ -65,7 +63,7 @@ def one_graph(model, tokenizer, text: str, transcoders) -> dict:
                for digits in (5, 4, 3)}  # what fewer significant digits would save
     fewer_edges = {}  # what a lower edge threshold would keep (nodes, edges, MB)
     for threshold in (0.975, 0.97):
-        kept = prune(graph.adjacency, graph.layout, graph.probabilities, edge_threshold=threshold)
+        kept = prune_graph(graph.adjacency, graph.layout, graph.probabilities, edge_threshold=threshold)
         fewer = neuronpedia_json(graph, kept, "minilm-mlm", "bench", text, edge_threshold=threshold)
         fewer_edges[threshold] = [len(fewer["nodes"]), len(fewer["links"]), round(mb(dumps(fewer)), 3)]
     return {"tokens": len(graph.tokens), "features": graph.layout.features, "nodes": graph.layout.size,

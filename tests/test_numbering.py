@@ -297,6 +297,20 @@ TABLE: dict[str, list[Check | Exempt]] = {
         Check("layer", BLOCK, lambda c, v: _imp("bertcore.sae.io").save(c.sae(), c.tmp / "saved", v, num_layers=c.L))],
     "bertcore.sae.metrics:Spliced.share_of_zero": [Check("layer", BLOCK, lambda c, v: _spliced(c).share_of_zero(v))],
     "bertcore.sae.report:feature_params": [Exempt("layer", KEY)],
+    "bertcore.sae.report:stored_index": [Exempt("layer", KEY)],
+    "bertcore.sae.report:stored_index_and_params": [Exempt("layer", KEY)],
+    "bertcore.sae.explore:logit_effects": [
+        Check("layer", BLOCK, lambda c, v: _imp("bertcore.sae.explore").logit_effects(
+            c.model, c.sae(), v, [0], c.hidden[-1].mean(0), [1.0]))],
+    "bertcore.sae.labels:feature_labels": [
+        Check("layer", BLOCK, lambda c, v: _imp("bertcore.sae.labels").feature_labels(
+            c.model, c.tok, c.sae(), v, _imp("bertcore.sae.features").collect(
+                c.model, c.tok, c.sae(), 0, _labelled(c), n_random=8)))],
+    "bertcore.sae.labels:score": [
+        Check("layer", BLOCK, lambda c, v: _imp("bertcore.sae.labels").score(
+            c.model, c.tok, c.sae(), v, [], _labelled(c), np.ones(64)))],
+    "bertcore.circuits.export:cantor": [
+        Exempt("layer", "a node's block as the viewer's Cantor pair encodes it in the file, no model at hand")],
     "bertcore.sae.stream:hidden_states": [
         Check("layers", BLOCK, lambda c, v: _imp("bertcore.sae.stream").hidden_states(c.model, c.inputs, [v]))],
     "bertcore.sae.stream:ActivationStream": [

@@ -64,7 +64,7 @@ def _graph(args) -> int:
     from ..sae.report import set_labels
     from ..sae.transcoder import load_set
     from . import attribution, export
-    from .graph import prune
+    from .graph import prune_graph
 
     torch.set_num_threads(args.threads)
     start = time.monotonic()
@@ -78,7 +78,7 @@ def _graph(args) -> int:
     contrast = tuple(args.contrast) if args.contrast else None
     g = attribution.build(lm.model, lm.tokenizer, args.text, tcs, contrast=contrast)
     built = time.monotonic()
-    kept = prune(g.adjacency, g.layout, g.probabilities, args.node_threshold, args.edge_threshold)
+    kept = prune_graph(g.adjacency, g.layout, g.probabilities, args.node_threshold, args.edge_threshold)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     dirs, written, unindexed = None, 0, []

@@ -56,7 +56,7 @@ class Target:
 
 
 @dataclass
-class AttributionGraph:
+class Graph:
     """The graph of one input.
 
     Attributes:
@@ -296,7 +296,7 @@ def one_mask(tokenizer, text: str, max_length: int | None = None):
 
 def build(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, Transcoder],
           contrast: tuple[str, str] | None = None, batch: int = 32, max_length: int | None = None,
-          progress=None) -> AttributionGraph:
+          progress=None) -> Graph:
     """The attribution graph of ``text``'s one [MASK] (module docstring).
 
     Args:
@@ -374,7 +374,7 @@ def build(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, T
             progress(done, layout.features + layout.logits)
     constants = _constants(rm, feats, targets, m, layout)
     error_norms = torch.stack([rm.errors[layer].norm(dim=-1) for layer in range(rm.n)])
-    return AttributionGraph(enc.tokens, inputs["input_ids"][0], m, feats, acts.detach(), targets, adjacency,
+    return Graph(enc.tokens, inputs["input_ids"][0], m, feats, acts.detach(), targets, adjacency,
                             layout, constants, values, error_norms)
 
 

@@ -15,7 +15,7 @@ Sentences (half each):
 What is steered:
 
 - **node**: the feature with the largest influence on the target (circuit-tracer's influence,
-  :func:`bertcore.circuits.graph.influence`, with weight 1 on the target's logit node);
+  :func:`bertcore.circuits.graph.compute_influence`, with weight 1 on the target's logit node);
 - **supernode**: the (block, position) whose features have the largest summed influence, and its ``SUPERNODE``
   most influential features: features that write to the same place of the residual stream together, as the
   groups one pins in Neuronpedia's viewer, chosen without a hand label. All in one block, so the intervention is
@@ -41,8 +41,8 @@ import torch
 
 from ..sae.transcoder import Transcoder
 from ..sae.transcoder import load as load_transcoder
-from .attribution import AttributionGraph, CircuitError, build
-from .graph import influence, normalized
+from .attribution import CircuitError, Graph, build
+from .graph import compute_influence, normalize_matrix
 from .steer import Node, steer
 
 FACTORS = (-1.0, 2.0)
@@ -136,15 +136,15 @@ def sentences(tokenizer, n: int, seed: int = 0, max_tokens: int = MAX_TOKENS, cl
     return out
 
 
-def target_influence(graph: AttributionGraph, target: int = 0) -> torch.Tensor:
+def target_influence(graph: Graph, target: int = 0) -> torch.Tensor:
     """``(n,)`` every node's influence on logit target ``target`` (circuit-tracer's ``compute_influence`` on the
     row-normalised absolute adjacency, with weight 1 on that target's node)."""
     w = torch.zeros(graph.layout.size, dtype=torch.float64)
     w[graph.layout.part("logits").start + target] = 1.0
-    return influence(normalized(graph.adjacency), w)
+    return compute_influence(normalize_matrix(graph.adjacency), w)
 
 
-def top_nodes(graph: AttributionGraph, target: int = 0, size: int = SUPERNODE) -> tuple[Node, list[Node]]:
+def top_nodes(graph: Graph, target: int = 0, size: int = SUPERNODE) -> tuple[Node, list[Node]]:
     """``(the most influential feature, the top supernode)`` (module docstring).
 
     Raises:

@@ -40,7 +40,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .attribution import AttributionGraph
+from .attribution import Graph
 from .graph import Pruned
 
 GENERATOR = {"name": "bert-explorer (bertcore.circuits)", "version": "0.1.0"}
@@ -108,11 +108,11 @@ def _num(x, digits: int = DIGITS) -> float:
     return float(f"{float(x):.{digits}g}")
 
 
-def neuronpedia_json(graph: AttributionGraph, pruned: Pruned, scan: str, slug: str, prompt: str,
+def neuronpedia_json(graph: Graph, pruned: Pruned, scan: str, slug: str, prompt: str,
                      node_threshold: float = 0.8, edge_threshold: float = 0.98, digits: int = DIGITS,
                      feature_dirs: list[str] | None = None,
                      names: Mapping[int, Sequence[str]] | None = None) -> dict[str, Any]:
-    """The pruned ``graph`` (``pruned`` from :func:`bertcore.circuits.graph.prune`) as the graph JSON of
+    """The pruned ``graph`` (``pruned`` from :func:`bertcore.circuits.graph.prune_graph`) as the graph JSON of
     circuit-tracer 0.5.0's ``create_graph_files`` (module docstring). ``scan``: the model's name (Neuronpedia's model
     id); ``slug``: the graph's name (both through :func:`safe_name`); ``prompt``: the input text; ``digits``:
     significant digits of the numbers written (weights: direct effects in the target's units; influence: the
@@ -224,7 +224,7 @@ def _histogram(counts, act_max: float):
     return histogram.tolist(), [float(q) for q in quantiles]
 
 
-def feature_files(graph: AttributionGraph, pruned: Pruned, model, tokenizer, transcoder_set, model_folder, out,
+def feature_files(graph: Graph, pruned: Pruned, model, tokenizer, transcoder_set, model_folder, out,
                   scan: str, examples: int = EXAMPLES, n_logits: int = N_LOGITS, batch: int = 32,
                   progress=None) -> tuple[list[str], int, list[int]]:
     """The feature panel of circuit-tracer's viewer for every feature node of the pruned graph: one JSON file per

@@ -35,13 +35,13 @@ class Layout:
         return slice(start, start + getattr(self, kind))
 
 
-def normalized(adjacency: torch.Tensor) -> torch.Tensor:
+def normalize_matrix(adjacency: torch.Tensor) -> torch.Tensor:
     """``Â``: the absolute adjacency with every row scaled to sum to 1 (a zero row stays zero)."""
     weights = adjacency.abs()
     return weights / weights.sum(dim=1, keepdim=True).clamp(min=1e-10)
 
 
-def influence(a_hat: torch.Tensor, weights: torch.Tensor, max_terms: int = 1000) -> torch.Tensor:
+def compute_influence(a_hat: torch.Tensor, weights: torch.Tensor, max_terms: int = 1000) -> torch.Tensor:
     """``w ((I - Â)^-1 - I) = w Â + w Â² + ...``: each node's total influence on the weighted targets ``w (n,)``.
 
     Raises:
@@ -83,7 +83,7 @@ class Pruned:
     cumulative: torch.Tensor
 
 
-def prune(adjacency: torch.Tensor, layout: Layout, probabilities: torch.Tensor, node_threshold: float = 0.8,
+def prune_graph(adjacency: torch.Tensor, layout: Layout, probabilities: torch.Tensor, node_threshold: float = 0.8,
           edge_threshold: float = 0.98) -> Pruned:
     """Keep the nodes that make up ``node_threshold`` of the total influence on the logits (embeddings and logits
     always), then the edges that make up ``edge_threshold`` of the edge influence among them, then drop feature and
@@ -96,15 +96,15 @@ def prune(adjacency: torch.Tensor, layout: Layout, probabilities: torch.Tensor, 
         if not 0.0 <= value <= 1.0:
             raise ValueError(f"{name} must lie in 0..1; got {value}")
     w = logit_weights(layout, probabilities)
-    node_influence = influence(normalized(adjacency), w)
+    node_influence = compute_influence(normalize_matrix(adjacency), w)
     nodes = node_influence >= threshold_for(node_influence, node_threshold)
     fixed = slice(layout.part("embeddings").start, layout.size)
     nodes[fixed] = True
     kept = adjacency.clone()
     kept[~nodes] = 0
     kept[:, ~nodes] = 0
-    a_hat = normalized(kept)
-    edge_scores = a_hat * (influence(a_hat, w) + w)[:, None]  # an edge's share of its target's influence
+    a_hat = normalize_matrix(kept)
+    edge_scores = a_hat * (compute_influence(a_hat, w) + w)[:, None]  # an edge's share of its target's influence
     edges = edge_scores >= threshold_for(edge_scores, edge_threshold)
     sources = slice(0, layout.part("embeddings").start)  # features and errors must feed something
     feats = layout.part("features")  # and features must be fed
@@ -124,7 +124,7 @@ def prune(adjacency: torch.Tensor, layout: Layout, probabilities: torch.Tensor, 
     return Pruned(nodes, edges, cumulative)
 
 
-def scores(adjacency: torch.Tensor, layout: Layout, probabilities: torch.Tensor) -> tuple[float, float]:
+def compute_graph_scores(adjacency: torch.Tensor, layout: Layout, probabilities: torch.Tensor) -> tuple[float, float]:
     """``(replacement, completeness)`` (circuit-tracer's ``compute_graph_scores``):
 
     - replacement: of the influence that reaches the logits from the embeddings and the error nodes (the graph's
@@ -133,8 +133,8 @@ def scores(adjacency: torch.Tensor, layout: Layout, probabilities: torch.Tensor)
       its incoming (normalised) edges that do not come from error nodes.
     """
     w = logit_weights(layout, probabilities)
-    a_hat = normalized(adjacency)
-    node_influence = influence(a_hat, w)
+    a_hat = normalize_matrix(adjacency)
+    node_influence = compute_influence(a_hat, w)
     from_embeddings = node_influence[layout.part("embeddings")].sum()
     from_errors = node_influence[layout.part("errors")].sum()
     replacement = from_embeddings / (from_embeddings + from_errors)

@@ -1,6 +1,6 @@
 """A pruned attribution graph, ready to draw or to ship: the nodes and edges circuit-tracer's ``prune_graph`` keeps
-(:func:`bertcore.circuits.graph.prune`), each node with its kind, place, activation, influence and direct effect on
-the prediction, and the replacement and completeness scores of the graph before and after pruning
+(:func:`bertcore.circuits.graph.prune_graph`), each node with its kind, place, activation, influence and direct effect
+on the prediction, and the replacement and completeness scores of the graph before and after pruning
 (``compute_graph_scores``). Plain arrays and lists: a :class:`Circuit` is stored in a model's ``precomputed.npz``
 (:mod:`bertcore.analysis.shipped`) and drawn by the Circuits page."""
 
@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .attribution import AttributionGraph
-from .graph import influence, logit_weights, normalized, prune, scores
+from .attribution import Graph
+from .graph import compute_graph_scores, compute_influence, logit_weights, normalize_matrix, prune_graph
 
 
 @dataclass
@@ -45,7 +45,7 @@ class Circuit:
     n_nodes: int
 
 
-def circuit(g: AttributionGraph, node_threshold: float = 0.8, edge_threshold: float = 0.98) -> Circuit:
+def circuit(g: Graph, node_threshold: float = 0.8, edge_threshold: float = 0.98) -> Circuit:
     """``g`` pruned by cumulative influence (``node_threshold`` of the nodes' influence on the logits,
     ``edge_threshold`` of the edges'; circuit-tracer's ``prune_graph``), with the replacement and completeness
     scores (circuit-tracer's ``compute_graph_scores``) of the graph before and after pruning.
@@ -54,10 +54,11 @@ def circuit(g: AttributionGraph, node_threshold: float = 0.8, edge_threshold: fl
         ValueError: a threshold outside 0..1.
     """
     lay, probs, n_t = g.layout, g.probabilities, len(g.tokens)
-    kept = prune(g.adjacency, lay, probs, node_threshold, edge_threshold)
+    kept = prune_graph(g.adjacency, lay, probs, node_threshold, edge_threshold)
     pruned_adjacency = g.adjacency * kept.edges  # the edges pruning keeps
-    (rep, comp), (rep_p, comp_p) = scores(g.adjacency, lay, probs), scores(pruned_adjacency, lay, probs)
-    node_influence = influence(normalized(g.adjacency), logit_weights(lay, probs))  # (n,)
+    rep, comp = compute_graph_scores(g.adjacency, lay, probs)
+    rep_p, comp_p = compute_graph_scores(pruned_adjacency, lay, probs)
+    node_influence = compute_influence(normalize_matrix(g.adjacency), logit_weights(lay, probs))  # (n,)
     logits = lay.part("logits")
     direct = (probs[:, None] * g.adjacency[logits]).sum(0)  # (n,): each node's direct effect on the targets
     index = kept.nodes.nonzero().flatten().tolist()

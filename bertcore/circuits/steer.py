@@ -40,7 +40,7 @@ import torch
 from ..modeling.interventions import Interventions, eval_mode, layer_norm_scale_sites
 from ..readouts.fill_mask import mlm_head_of
 from ..sae.transcoder import Transcoder, sites
-from .attribution import AttributionGraph, CircuitError, Target, contrast_ids, one_mask, targets_at
+from .attribution import CircuitError, Graph, Target, contrast_ids, one_mask, targets_at
 
 TOP_K = 5
 
@@ -129,7 +129,7 @@ def check_nodes(nodes, transcoders: dict[int, Transcoder], length: int) -> list[
 
 
 # ----------------------------------------------------------------------------- the graph's prediction
-def total_effects(graph: AttributionGraph, target: int = 0, max_terms: int = 1000) -> torch.Tensor:
+def total_effects(graph: Graph, target: int = 0, max_terms: int = 1000) -> torch.Tensor:
     """``(n_f,)`` float64: each feature node's total effect on logit target ``target`` (index into
     ``graph.targets``) through the graph, per doubling of its activation (module docstring: the row
     ``[A + B A + B^2 A + ...]_t`` on feature columns, ``B = A diag(1 / a)``). Direct effect plus every path
@@ -155,7 +155,7 @@ def total_effects(graph: AttributionGraph, target: int = 0, max_terms: int = 100
     raise RuntimeError(f"the path series did not end after {max_terms} terms: the graph has a cycle")
 
 
-def predicted_change(graph: AttributionGraph, nodes, factor: float, target: int = 0) -> float:
+def predicted_change(graph: Graph, nodes, factor: float, target: int = 0) -> float:
     """The graph's predicted change of target ``target`` when every feature of ``nodes`` is scaled by ``factor``:
     ``sum (factor - 1) x total effect per doubling`` (:func:`total_effects`). A feature that is not in the graph
     (inactive on the input) has activation 0: it contributes nothing, as steering it in the real model does.
@@ -178,7 +178,7 @@ def _top(logits: torch.Tensor, tokenizer, k: int) -> tuple[tuple[str, float], ..
 
 @torch.no_grad()
 def steer(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, Transcoder], nodes, factor: float,
-          *, graph: AttributionGraph | None = None, target: int = 0, contrast: tuple[str, str] | None = None,
+          *, graph: Graph | None = None, target: int = 0, contrast: tuple[str, str] | None = None,
           freeze_attention: bool = True, freeze_layer_norms: bool = False, top_k: int = TOP_K,
           max_length: int | None = None) -> Steering:
     """Steer ``nodes`` by ``factor`` in the real model on ``text``'s one [MASK] (module docstring).

@@ -125,7 +125,9 @@ def feature_labels(model, tokenizer, sae, layer: int, index: FeatureIndex) -> li
     each feature's strongest held-out activation (none without an MLM head, or for a transcoder of a pre-LN
     model). ``layer``: the 0-based block the SAE or transcoder reads."""
     from .explore import logit_effects
+    from .io import site
 
+    site(getattr(model, "base_model", model).config, layer)  # SAEError (a ValueError) outside 0..L-1
     strengths = np.where(index.top_values[:, 0] > 0, index.top_values[:, 0], 1.0)
     try:
         ids, _ = logit_effects(model, sae, layer, np.arange(index.top_rows.shape[0]), index.mean, strengths,
@@ -195,8 +197,10 @@ def score(model, tokenizer, sae, layer: int, labels: list[FeatureLabel], text: L
     one pass of the model and the dictionary, counting per feature the tokens it fires on, the tokens that are one
     of its label's tokens, and both ([CLS]/[SEP] never count). ``strongest (m,)``: each feature's strongest
     activation in its index (the ``"strong"`` level's scale)."""
+    from .io import site
     from .stream import READERS, pad
 
+    site(getattr(model, "base_model", model).config, layer)  # SAEError (a ValueError) outside 0..L-1
     m = sae.d_sae
     device = next(model.parameters()).device
     label_ids = torch.full((m, N_TOKENS), -1, dtype=torch.long)  # (m, 3) each label's token ids, -1 padding

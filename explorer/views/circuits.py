@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bertcore.analysis import shipped
 from bertcore.circuits import attribution, export, pruned, steer
-from bertcore.circuits.graph import prune
+from bertcore.circuits.graph import prune_graph
 from bertcore.sae.features import heldout_sentences
 from bertcore.sae.report import set_labels
 from bertcore.sae.stream import feed_forward_pairs
@@ -21,7 +21,7 @@ AT_A_GLANCE = 20  # nodes the page opens on (besides the logits), the most influ
 
 
 @view
-def graph(source, text: str, contrast: tuple[str, str] | None, transcoders: Path) -> attribution.AttributionGraph:
+def graph(source, text: str, contrast: tuple[str, str] | None, transcoders: Path) -> attribution.Graph:
     """The unpruned attribution graph of ``text``'s one [MASK] (:func:`bertcore.circuits.attribution.build`): the
     local replacement model (attention patterns, LayerNorm scales and the MLM head's GELU frozen; each feed-forward
     block replaced by its transcoder plus an error node), one backward pass per target row. ``contrast``: two words
@@ -74,7 +74,7 @@ def neuronpedia(source, text: str, contrast: tuple[str, str] | None, transcoders
     feature's clerp its label (:func:`feature_names`). ``scan`` (Neuronpedia's model id): by default the model the
     transcoders were trained on, as their files name it (:func:`bertcore.circuits.export.scan_of`)."""
     g = graph(source, text, contrast, transcoders)
-    kept = prune(g.adjacency, g.layout, g.probabilities, node_threshold, edge_threshold)
+    kept = prune_graph(g.adjacency, g.layout, g.probabilities, node_threshold, edge_threshold)
     return export.neuronpedia_json(g, kept, scan or export.scan_of(transcoders), export.slug_of(text), text,
                                    node_threshold, edge_threshold, names=feature_names(source, transcoders))
 

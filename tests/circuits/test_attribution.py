@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from bertcore.circuits import attribution as A
-from bertcore.circuits.graph import prune, scores
+from bertcore.circuits.graph import compute_graph_scores, prune_graph
 from bertcore.loading import sources
 from bertcore.modeling.heads import BertForMaskedLM
 from bertcore.sae.transcoder import Transcoder
@@ -49,7 +49,7 @@ def case(request):
     return model, tok, tcs, A.build(model, tok, TEXT, tcs, batch=64)
 
 
-def _targets(rm: A.Replacement, graph: A.AttributionGraph, **run) -> torch.Tensor:
+def _targets(rm: A.Replacement, graph: A.Graph, **run) -> torch.Tensor:
     """Every target's value in the frozen model (features' pre-activations, then the logit targets)."""
     with torch.no_grad():
         inputs, logits = rm.run(1, **run)
@@ -97,9 +97,9 @@ def test_scaling_a_feature_error_or_embedding_moves_every_target_by_its_column(c
 
 def test_pruning_and_scores_read_the_graph(case):
     model, tok, tcs, graph = case
-    replacement, completeness = scores(graph.adjacency, graph.layout, graph.probabilities)
+    replacement, completeness = compute_graph_scores(graph.adjacency, graph.layout, graph.probabilities)
     assert 0 <= replacement <= 1 and 0 <= completeness <= 1
-    pruned = prune(graph.adjacency, graph.layout, graph.probabilities)
+    pruned = prune_graph(graph.adjacency, graph.layout, graph.probabilities)
     lay = graph.layout
     assert pruned.nodes[lay.part("embeddings")].all() and pruned.nodes[lay.part("logits")].all()
     kept = pruned.nodes[lay.part("features")]
@@ -126,7 +126,7 @@ def test_the_neuronpedia_json_holds_the_pruned_graph(case):
     from bertcore.circuits.export import dumps, neuronpedia_json
 
     model, tok, tcs, graph = case
-    pruned = prune(graph.adjacency, graph.layout, graph.probabilities)
+    pruned = prune_graph(graph.adjacency, graph.layout, graph.probabilities)
     built = neuronpedia_json(graph, pruned, "tiny-bert", "keys-cabinet", TEXT)
     text = dumps(built)  # what the page's download writes
     doc = json.loads(text)

@@ -20,7 +20,7 @@ import torch
 from bertcore.circuits import __main__ as cli
 from bertcore.circuits import attribution as A
 from bertcore.circuits import export
-from bertcore.circuits.graph import prune
+from bertcore.circuits.graph import prune_graph
 from bertcore.loading import sources
 from bertcore.modeling.heads import BertForMaskedLM
 from bertcore.sae import transcoder as T
@@ -60,7 +60,7 @@ def exported(request):
         model, tok = lm.model, lm.tokenizer
     contrast = ("are", "is") if request.param.endswith("contrast") else None
     graph = A.build(model, tok, TEXT, random_transcoders(model.config), contrast=contrast, batch=64)
-    pruned = prune(graph.adjacency, graph.layout, graph.probabilities)
+    pruned = prune_graph(graph.adjacency, graph.layout, graph.probabilities)
     n = model.config.num_hidden_layers
     plain = export.neuronpedia_json(graph, pruned, "tiny-bert", export.slug_of(TEXT), TEXT)
     local = export.neuronpedia_json(graph, pruned, "tiny-bert", export.slug_of(TEXT), TEXT,
