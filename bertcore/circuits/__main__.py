@@ -61,7 +61,7 @@ def _graph(args) -> int:
     from ..loading import sources
     from ..sae.catalog import shipped_transcoders
     from ..sae.io import SAEError
-    from ..sae.report import set_labels
+    from ..sae.report import set_label_texts
     from ..sae.transcoder import load_set
     from . import attribution, export
     from .graph import prune_graph
@@ -85,7 +85,7 @@ def _graph(args) -> int:
     if not args.no_features:
         dirs, written, unindexed = export.feature_files(g, kept, lm.model, lm.tokenizer, folder, lm.path, out, scan)
     slug = export.slug_of(args.text)
-    names = {block: [lb.text for lb in found] for block, found in set_labels(folder, lm.path).items()}
+    names = set_label_texts(folder, lm.path)
     doc = export.neuronpedia_json(g, kept, scan, slug, args.text, args.node_threshold, args.edge_threshold,
                                   feature_dirs=dirs, names=names)
     (out / f"{slug}.json").write_text(export.dumps(doc), encoding="utf-8")

@@ -123,8 +123,9 @@ def neuronpedia_json(graph: Graph, pruned: Pruned, scan: str, slug: str, prompt:
     folders (the viewer reads block ``b``'s features from ``transcoder_list[b]``; a folder starting ``./`` is read
     from the viewer's own server). Without: ``transcoder_list`` is empty.
 
-    ``names``: ``{block: [label]}``, each transcoder feature's label (:func:`bertcore.sae.report.set_labels`), written
-    as its clerp; a feature without one reads ``"block b latent l"``.
+    ``names``: ``{block: [label]}``, each transcoder feature's label
+    (:func:`bertcore.sae.report.set_label_texts`), written as its clerp; a feature without one reads ``"block b
+    latent l"``.
 
     Raises:
         ValueError: a ``scan`` or ``slug`` with no character of Neuronpedia's set; ``feature_dirs`` not one per

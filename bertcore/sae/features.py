@@ -53,6 +53,7 @@ HIST_EDGES = np.geomspace(1e-2, 1e3, 31)  # activation histogram bins (log scale
 FILE_NAME = "features.npz"
 FORMAT = 2  # 2: purity's one_word / pure_varied
 VARIED = 0.5  #: at most this share of the top 20 is one token id
+LABELS_FORMAT = 2  #: the stored labels' format (the ``__labels__`` member: one list per field, bertcore.sae.labels)
 
 
 @dataclass
@@ -267,17 +268,29 @@ def write(sae_folder: str | Path, model_folder: str | Path, index: FeatureIndex,
 
     t = index.text
     manifest = {**_key(model_folder, sae_folder, params), "purity": index.purity, "vocab": t.vocab}
-    if index.labels is not None:
-        manifest["labels"] = index.labels
     arrays = {"top_rows": index.top_rows.astype(np.int32), "top_values": index.top_values.astype(np.float16),
               "hist": index.hist.astype(np.int32), "fired": index.fired.astype(np.int32), "mean": index.mean,
               "token_ids": t.token_ids, "starts": t.starts, "special": t.special,
               **{f"label_{k}": v.astype(np.int32) for k, v in t.labels.items()}}
+    if index.labels is not None:  # a member of its own: the texts are read without the index (read_label_texts)
+        arrays["__labels__"] = np.frombuffer(json.dumps(index.labels).encode(), dtype=np.uint8)
     buf = io.BytesIO()
     np.savez_compressed(buf, __manifest__=np.frombuffer(json.dumps(manifest).encode(), dtype=np.uint8), **arrays)
     path = Path(sae_folder) / FILE_NAME
     atomic_write(path, lambda p: p.write_bytes(buf.getvalue()))
     return path
+
+
+def _manifest(z, sae_folder, model_folder, params) -> dict | None:
+    manifest = json.loads(z["__manifest__"].tobytes().decode())
+    if {k: manifest.get(k) for k in ("format", "model_hash", "sae_hash", "params")} != _key(model_folder, sae_folder,
+                                                                                           params):
+        return None
+    return manifest
+
+
+def _labels(z) -> dict | None:
+    return json.loads(z["__labels__"].tobytes().decode()) if "__labels__" in z.files else None
 
 
 def read(sae_folder: str | Path, model_folder: str | Path, params: dict) -> FeatureIndex | None:
@@ -286,15 +299,27 @@ def read(sae_folder: str | Path, model_folder: str | Path, params: dict) -> Feat
     path = Path(sae_folder) / FILE_NAME
     try:
         with np.load(path, allow_pickle=False) as z:
-            manifest = json.loads(z["__manifest__"].tobytes().decode())
-            if {k: manifest.get(k) for k in ("format", "model_hash", "sae_hash", "params")} != _key(
-                    model_folder, sae_folder, params):
+            manifest = _manifest(z, sae_folder, model_folder, params)
+            if manifest is None:
                 return None
             text = LabelledText(z["token_ids"], z["starts"], {k: z[f"label_{k}"] for k in KINDS},
                                 manifest["vocab"], z["special"])
             rows = z["top_rows"].astype(np.int64)
             return FeatureIndex(rows, z["top_values"].astype(np.float32), z["hist"].astype(np.int64),
-                                z["fired"].astype(np.int64), z["mean"], manifest["purity"], text,
-                                manifest.get("labels"))
+                                z["fired"].astype(np.int64), z["mean"], manifest["purity"], text, _labels(z))
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def read_label_texts(sae_folder: str | Path, model_folder: str | Path, params: dict) -> list[str] | None:
+    """Only the features' label texts of ``features.npz`` (:func:`bertcore.sae.labels.to_json`'s ``text`` column),
+    on the terms of :func:`read` (None when the file is not this model's and SAE's, or holds no labels): what a
+    graph's nodes are named by, without reading the index."""
+    try:
+        with np.load(Path(sae_folder) / FILE_NAME, allow_pickle=False) as z:
+            if _manifest(z, sae_folder, model_folder, params) is None:
+                return None
+            doc = _labels(z)
+            return list(doc["columns"]["text"]) if doc and doc.get("format") == LABELS_FORMAT else None
     except (OSError, ValueError, KeyError):
         return None

@@ -25,16 +25,16 @@ precision and recall (:class:`DetectorScores`), for any firing and for strong fi
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from ..readouts.fill_mask import FillMaskError
+from .features import LABELS_FORMAT as FORMAT
 from .features import FeatureIndex, LabelledText, pure_labels
 from .io import SAEError
 
-FORMAT = 1  #: the stored labels' format (features.npz ``__labels__``)
 N_TOKENS = 3
 N_PROMOTED = 3
 SPACY_MIN = 0.5
@@ -138,9 +138,13 @@ def feature_labels(model, tokenizer, sae, layer: int, index: FeatureIndex) -> li
     return build(index, tokenizer, promoted)
 
 
+FIELDS = ("token_ids", "tokens", "token_share", "spacy", "promoted_ids", "promoted", "top", "text")
+
+
 def to_json(labels: list[FeatureLabel]) -> dict:
-    """The labels as stored in ``features.npz`` (``{"format", "labels": [...]}``)."""
-    return {"format": FORMAT, "labels": [asdict(label) for label in labels]}
+    """The labels as stored in ``features.npz``: ``{"format", "columns": {field: [one value per feature]}}`` (one
+    list per field, so that the texts alone are read fast: :func:`bertcore.sae.features.read_label_texts`)."""
+    return {"format": FORMAT, "columns": {f: [getattr(label, f) for label in labels] for f in FIELDS}}
 
 
 def of_index(index: FeatureIndex | None) -> list[FeatureLabel] | None:
@@ -149,9 +153,10 @@ def of_index(index: FeatureIndex | None) -> list[FeatureLabel] | None:
     doc = None if index is None else index.labels
     if not doc or doc.get("format") != FORMAT:
         return None
+    cols = doc["columns"]
     out = []
-    for d in doc["labels"]:
-        d = dict(d)
+    for values in zip(*(cols[f] for f in FIELDS)):
+        d = dict(zip(FIELDS, values))
         d["spacy"] = None if d["spacy"] is None else (d["spacy"][0], d["spacy"][1], float(d["spacy"][2]))
         out.append(FeatureLabel(**d))
     return out

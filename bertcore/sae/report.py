@@ -172,18 +172,25 @@ def stored_index(sae_folder: Path, model_folder, layer: int):
     return stored_index_and_params(sae_folder, model_folder, layer)[0]
 
 
-def set_labels(transcoder_set: Path, model_folder) -> dict:
-    """``{block: [FeatureLabel]}``: the stored labels of each transcoder of a set (:mod:`bertcore.sae.labels`) for
-    this model; blocks whose index holds none are left out."""
-    from .labels import of_index
+def label_texts(folder: Path, model_folder, layer: int) -> list[str] | None:
+    """The stored label texts of an SAE or transcoder folder for this model (its ``features.npz`` at the shipped
+    size or the quick one; :func:`bertcore.sae.features.read_label_texts`), or None."""
+    from .features import read_label_texts
+
+    for n in (SHIPPED_SENTENCES, QUICK_SENTENCES):
+        texts = read_label_texts(folder, model_folder, feature_params(layer, n))
+        if texts is not None:
+            return texts
+    return None
+
+
+def set_label_texts(transcoder_set: Path, model_folder) -> dict[int, list[str]]:
+    """``{block: [label text]}``: each transcoder's stored label texts (:func:`label_texts`), read without the
+    indexes: what a graph's nodes are named by. Blocks without labels are left out."""
     from .transcoder import set_folders
 
-    out = {}
-    for block, folder in set_folders(transcoder_set).items():
-        found = of_index(stored_index(folder, model_folder, block))
-        if found is not None:
-            out[block] = found
-    return out
+    found = {block: label_texts(folder, model_folder, block) for block, folder in set_folders(transcoder_set).items()}
+    return {block: texts for block, texts in found.items() if texts is not None}
 
 
 def cfg_k(folder: Path) -> int:

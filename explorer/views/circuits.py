@@ -10,7 +10,7 @@ from bertcore.analysis import shipped
 from bertcore.circuits import attribution, export, pruned, steer
 from bertcore.circuits.graph import prune_graph
 from bertcore.sae.features import heldout_sentences
-from bertcore.sae.report import set_labels
+from bertcore.sae.report import set_label_texts
 from bertcore.sae.stream import feed_forward_pairs
 from bertcore.sae.transcoder import load_set
 from explorer.figures import circuits as circuit_figures
@@ -65,7 +65,7 @@ def feature_names(source, transcoders: Path) -> dict[int, list[str]]:
     """``{block: [label]}``: each transcoder feature's label (:mod:`bertcore.sae.labels`), as stored in the set's
     feature indexes for this model; blocks without stored labels are left out."""
     lm = load(source)
-    return {block: [lb.text for lb in found] for block, found in set_labels(transcoders, str(lm.path)).items()}
+    return set_label_texts(transcoders, str(lm.path))
 
 
 def neuronpedia(source, text: str, contrast: tuple[str, str] | None, transcoders: Path, node_threshold: float = 0.8,

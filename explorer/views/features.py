@@ -14,7 +14,7 @@ from bertcore.readouts.fill_mask import FillMaskError
 from bertcore.sae import catalog, explore, labels
 from bertcore.sae import features as sae_features
 from bertcore.sae import io as sae_io
-from bertcore.sae.report import QUICK_SENTENCES, index_features, stored_index
+from bertcore.sae.report import QUICK_SENTENCES, index_features, label_texts, stored_index
 from explorer.figures import features as figs
 from explorer.views.core import load, view
 
@@ -149,8 +149,7 @@ def feature_labels(source, folder: Path) -> list[str] | None:
     model; None when it holds none."""
     lm = load(source)
     _, cfg = catalog.load(folder)
-    found = labels.of_index(stored_index(folder, str(lm.path), cfg["layer"]))
-    return None if found is None else [lb.text for lb in found]
+    return label_texts(folder, str(lm.path), cfg["layer"])
 
 
 @dataclass

@@ -254,7 +254,7 @@ def test_the_feature_files_are_circuit_tracers_feature_model(tmp_path, capsys):
 
 
 def test_a_features_clerp_is_its_label(exported):
-    """With names (``{block: [label]}``, :func:`bertcore.sae.report.set_labels`'s texts), each feature node's clerp
+    """With names (``{block: [label]}``, :func:`bertcore.sae.report.set_label_texts`'s texts), each feature node's clerp
     is its feature's label; a block without names keeps ``"block b latent l"``; the models still load it."""
     G = graph_models()
     graph, pruned, *_ = exported

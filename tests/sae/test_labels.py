@@ -85,6 +85,9 @@ def test_stored_labels_are_what_the_index_and_the_weights_give(tiny, tmp_path): 
     assert kept is not None and len(kept) == 48
     loaded, _ = sae_io.load(folder)
     assert labels.feature_labels(model, tok, loaded, 1, stored) == kept
+    from bertcore.sae.report import label_texts
+    assert label_texts(folder, str(tiny.path), 1) == [lb.text for lb in kept]  # the texts alone, read fast
+    assert label_texts(folder, str(tiny.path), 0) is None  # another layer's key
     live = [f for f, lb in enumerate(kept) if lb.tokens]
     assert live
     f = live[0]
