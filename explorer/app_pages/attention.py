@@ -96,7 +96,7 @@ args = (lm.source, text, text_pair, layer, head, bool(hide), bool(by_word))
 result = views.one_head(*args)
 as_code.expander("attention", "Attention", snippet(
     f"Attention: layer {widgets.layer_number(layer)}, head {widgets.head_number(head)}", views.one_head, args,
-    draw=[(views.heatmap_figure, {})]), result)
+    draw=[(views.heatmap_figure, {"labels": labels})]), result)
 page = panels.Page(lm, text, text_pair, layer, head, bool(hide), bool(by_word), act, shown, labels, result)
 TABS = ["One head", "All heads of a layer", "All layers × heads", "Head view", "Head statistics",
         "Rollout and flow", "What flows", "Neuron view"]

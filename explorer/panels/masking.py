@@ -91,7 +91,7 @@ def predictions(lm: LoadedModel, draw_args: tuple, d: views.Draw, DECODING: dict
     widgets.plotly_chart(views.bars_figure(g, drawn), key="msk_topk_chart")
     as_code.expander("masking", "Masking", snippet("Masking: one masking draw and the model's guesses", views.guesses,
                                                    draw_args, decoding, [(views.grid_figure, {}),
-                                                                         (views.bars_figure, {})]), g)
+                                                                         (views.bars_figure, {"drawn": drawn})]), g)
     columns = {
         "position": [p.position for p in preds],
         "original": [d.tokens[p.position] if p.original_id is not None else "(your [MASK])" for p in preds],
