@@ -6,7 +6,7 @@ a graph for a 16-token sentence in <= 30 s, for 64 tokens in <= 3 min; the prune
 
 Each graph: :func:`bertcore.circuits.attribution.build` (contrast "are" / "is"),
 :func:`bertcore.circuits.graph.prune_graph` (0.8 / 0.98) and :func:`bertcore.circuits.export.neuronpedia_json` written
-as the page's download writes it (:func:`bertcore.circuits.export.dumps`). The goals are the issue's absolute ones;
+as the page's download writes it (:func:`bertcore.circuits.export.dumps`). The goals are absolute ones;
 measured in the same run as a unit of this machine's speed, one float64 forward pass of the model on the same input
 (the graph's private copy runs in float64), and the load average before and after (time nothing else while this runs:
 on the shared 2-core machine a busy neighbour slows 2 threads far more than 1). Prints one JSON object. """

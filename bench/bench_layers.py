@@ -1,5 +1,5 @@
 """What each layer knows and what causes a prediction, on the packaged MiniLM-MLM: the numbers and the time of
-every view of issues "What each layer knows" and "Cause, not just correlation".
+every view of the layer pages (Findings, Word senses ...) and of the causal ones (Attribution, Activation patching).
 
     python bench/bench_layers.py --threads 2                 # ~5 minutes on 2 CPU cores
     python bench/bench_layers.py --threads 2 --segments 100 --lens-steps 200

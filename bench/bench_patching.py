@@ -1,4 +1,4 @@
-"""Time activation patching of a 32-token pair on the packaged MiniLM-MLM (issue "Cause, not just correlation":
+"""Time activation patching of a 32-token pair on the packaged MiniLM-MLM (goal:
 each heatmap <= 2 s on a 2-core machine).
 
     python bench/bench_patching.py --threads 2

@@ -298,7 +298,7 @@ FAMILY_FIELDS = frozenset(f.name for f in dataclasses.fields(BertConfig)
                                             "id2label"})
 
 
-# Named presets. nano is sized for a CPU pretraining run (issue: live mini-training);
+# Named presets. nano is sized for a CPU pretraining run (a live mini-training in the app);
 # tiny/mini/small/medium are Turc et al.'s miniatures; base/large are Devlin et al.'s.
 PRESETS: dict[str, BertConfig] = {
     "nano": BertConfig(hidden_size=256, num_hidden_layers=2, num_attention_heads=4, intermediate_size=1024),
