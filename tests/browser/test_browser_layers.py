@@ -67,7 +67,7 @@ def test_layer_and_cause_views(session, server, nav_pages):  # noqa: F811
     found += problems(session, server)
 
     # a link with a smaller evaluation set (the page's default, 150 segments, first computes in 30 s + 105 s for
-    # the two parsed tabs: timed once, docs/first-paint.md; CI time matters)
+    # the two parsed tabs: timed once by hand; CI time matters)
     page = _open(session, nav_pages, r"^findings$", f"?find_segments={FINDINGS_SEGMENTS}")
     for tab in ("Syntax heads", "Probing classifiers"):
         t0 = time.perf_counter()
