@@ -156,23 +156,20 @@ def one_feature(source: ModelSource, folder: Path, card: views.SAECard) -> None:
 
 
 def _label(label) -> None:
-    """A feature's automatic label, and how each of its parts was measured."""
+    """A feature's automatic label, and how each of its parts was measured (a caption: no click needed)."""
     st.markdown(f"#### {html.escape(label.text)}")
-    with st.expander("How this label is made"):
-        parts = [f"- **Tokens** ({', '.join(label.tokens) or 'none'}): the WordPieces most frequent among its "
-                 f"{label.top} strongest held-out activations; they make up {100 * label.token_share:.0f}% of them."]
-        if label.spacy is not None:
-            kind = {"pos": "part of speech", "dep": "dependency relation", "ent": "entity type"}[label.spacy[0]]
-            parts.append(f"- **{label.spacy[1]}**: the spaCy {kind} of {100 * label.spacy[2]:.0f}% of those tokens "
-                         "(named when one value covers half of them or more).")
-        else:
-            parts.append("- No spaCy part: no part of speech, dependency or entity type covers half of its top 20.")
-        if label.promoted:
-            parts.append(f"- **→ {', '.join(label.promoted)}**: the words whose masked-LM logit its direction raises "
-                         "most, at its strongest activation, read through the MLM head (the logit effect below).")
-        parts.append("Only measured statistics: nothing is written by a language model. `python -m bertcore.sae "
-                     "labels` recomputes them and scores each as a detector on other held-out sentences.")
-        st.markdown("\n".join(parts))
+    parts = [f"**Tokens** ({', '.join(label.tokens) or 'none'}): the WordPieces most frequent among its {label.top} "
+             f"strongest held-out activations, {100 * label.token_share:.0f}% of them."]
+    if label.spacy is not None:
+        kind = {"pos": "part of speech", "dep": "dependency relation", "ent": "entity type"}[label.spacy[0]]
+        parts.append(f"**{label.spacy[1]}**: the spaCy {kind} of {100 * label.spacy[2]:.0f}% of those tokens (named "
+                     "when one value covers half of them or more).")
+    if label.promoted:
+        parts.append(f"**→ {', '.join(label.promoted)}**: the words whose masked-LM logit its direction raises most "
+                     "(the logit effect below).")
+    parts.append("Only measured statistics; `python -m bertcore.sae labels` recomputes them and scores each as a "
+                 "detector on other held-out sentences.")
+    st.caption(" ".join(parts))
 
 
 def search(source: ModelSource, folder: Path) -> None:
