@@ -98,6 +98,7 @@ CALLS: dict[str, tuple[tuple, dict]] = {
     # Circuits
     "circuits.circuit": ((S, KEYS, ("are", "is"), TRANSCODERS), {}),
     "circuits.contexts": ((S, TRANSCODERS, 2, 3), {"n_sentences": 2, "top": 2}),
+    "circuits.feature_names": ((S, sources.shipped_mlm_dir() / "transcoders"), {}),
     "circuits.graph": ((S, KEYS, ("are", "is"), TRANSCODERS), {}),
     "circuits.steered": ((S, KEYS, ("are", "is"), TRANSCODERS, ((2, 3, 0), (4, 1, 5)), -1.0),
                          {"freeze_layer_norms": True}),
@@ -124,6 +125,7 @@ CALLS: dict[str, tuple[tuple, dict]] = {
     # Features (the shipped SAE)
     "features.card": ((S, SAE), {}),
     "features.dashboard": ((S, SAE, 5), {}),
+    "features.feature_labels": ((S, SAE), {}),
     "features.search": ((S, SAE, "bank"), {}),
     "features.steer": ((S, SAE, KEYS, 5, "add", 8.0), {}),
     "features.text_features": ((S, SAE, SHORT), {}),
