@@ -226,7 +226,11 @@ def test_length_grouped_batches_are_timed_per_token(monkeypatch):
 
     trainer = Trainer()
     monkeypatch.setattr(C, "thread_candidates", lambda trainer: [1])
-    seconds, steps, tokens, rates = C._time_steps(trainer, None, budget_s=60.0, mean_tokens=4 * 35)
+    before = torch.get_num_threads()
+    try:
+        seconds, steps, tokens, rates = C._time_steps(trainer, None, budget_s=60.0, mean_tokens=4 * 35)
+    finally:
+        torch.set_num_threads(before)  # the trial leaves torch at its fastest count (1): a run's choice, not ours
     assert rates == {"1": pytest.approx(1 / 0.35)}  # the trial's four steps were all 60 tokens long
     assert C.seconds_per_step(seconds, steps, tokens, 4 * 35) == pytest.approx(0.35, rel=0.05)
     assert C.seconds_per_step(seconds, steps, tokens, None) == pytest.approx(seconds / steps)  # batches alike
