@@ -298,6 +298,7 @@ TABLE: dict[str, list[Check | Exempt]] = {
     "bertcore.sae.metrics:Spliced.share_of_zero": [Check("layer", BLOCK, lambda c, v: _spliced(c).share_of_zero(v))],
     "bertcore.sae.report:feature_params": [Exempt("layer", KEY)],
     "bertcore.sae.report:stored_index": [Exempt("layer", KEY)],
+    "bertcore.sae.report:label_texts": [Exempt("layer", KEY)],
     "bertcore.sae.report:stored_index_and_params": [Exempt("layer", KEY)],
     "bertcore.sae.explore:logit_effects": [
         Check("layer", BLOCK, lambda c, v: _imp("bertcore.sae.explore").logit_effects(
