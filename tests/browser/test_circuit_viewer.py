@@ -20,7 +20,7 @@ from bertcore.circuits import __main__ as cli
 from bertcore.circuits import export
 from bertcore.loading import sources
 
-from .conftest import CHROMIUM, CHROMIUM_FLAGS, ROOT
+from .conftest import ROOT
 
 VIEWER_JS = Path(os.environ.get("VIEWER_JS", ROOT / "artifacts" / "viewer-js"))
 LIBS = ("d3.min.js", "d3-collection.min.js", "d3-jetpack.cjs", "dagre.min.js", "pako.min.js")
@@ -63,9 +63,9 @@ def served(tmp_path_factory):
     server.stop()
 
 
-def test_the_viewer_draws_every_node_and_opens_a_features_panel(served):
-    from playwright.sync_api import sync_playwright
-
+def test_the_viewer_draws_every_node_and_opens_a_features_panel(served, browser):
+    """In the session's Chromium (``browser``: one Playwright per test session; a second ``sync_playwright`` in the
+    same thread refuses to start while the first runs)."""
     port, folder, doc = served
     d3_bundle = _d3_bundle()
     libs = {"static_js/lib/d3.js": d3_bundle, "unpkg.com/dagre@0.8.5/dist/dagre.min.js":
@@ -86,43 +86,42 @@ def test_the_viewer_draws_every_node_and_opens_a_features_panel(served):
         return r.abort()
 
     errors = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.route("**/*", route)
-            page.goto(f"http://localhost:{port}/index.html")
-            drawn, deadline = 0, time.monotonic() + 60
-            while not drawn and time.monotonic() < deadline:
-                drawn = page.evaluate("document.querySelectorAll('.link-graph text.node').length")
-                time.sleep(0.5)
-            # the viewer keeps embeddings, logits and the nodes within its pruning slider (the node threshold)
-            kept = [n for n in doc["nodes"] if n["feature_type"] in ("embedding", "logit")
-                    or n["influence"] <= doc["metadata"]["node_threshold"]]
-            assert drawn == len(kept) > len(doc["metadata"]["prompt_tokens"]), (drawn, len(kept), errors)
-            ticks = page.evaluate("Array.from(document.querySelectorAll('.link-graph text')).map(e => e.textContent)")
-            assert "are - is" in ticks  # the logit's token, read from its clerp
-            # click a feature node: the feature panel loads its file and labels it L{block}/{latent}
-            node = page.evaluate("""() => {
-                var el = Array.from(document.querySelectorAll('.link-graph text.node')).find(e => e.textContent == '●');
-                var r = el.getBoundingClientRect();
-                return {x: r.x + r.width / 2, y: r.y + r.height / 2, id: el.__data__.node_id}}""")
-            page.mouse.click(node["x"], node["y"])
-            shown, deadline = 0, time.monotonic() + 30
-            while not shown and time.monotonic() < deadline:
-                shown = page.evaluate("document.querySelectorAll('.feature-example-list .ctx-container').length")
-                time.sleep(0.3)
-            block, latent, _ = node["id"].split("_")
-            feature = next(n for n in doc["nodes"] if n["node_id"] == node["id"])
-            path = folder / (doc["metadata"]["transcoder_list"][int(block)].removeprefix("./data/")
-                             + f"/{feature['feature']}.json")
-            examples = json.loads(path.read_text())["examples_quantiles"][0]["examples"]
-            assert shown == len(examples) > 0
-            title = page.evaluate("document.querySelector('.feature-detail .feature-title').textContent")
-            title = title.replace("\xa0", " ")  # the viewer writes "Feature&nbsp;L{layer}/{featIdx}"
-            assert title.startswith(f"Feature L{block}/{latent}")
-            page.screenshot(path=str(ROOT / "artifacts" / "circuit-viewer.png"))
-        finally:
-            browser.close()
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = context.new_page()
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.route("**/*", route)
+        page.goto(f"http://localhost:{port}/index.html")
+        drawn, deadline = 0, time.monotonic() + 60
+        while not drawn and time.monotonic() < deadline:
+            drawn = page.evaluate("document.querySelectorAll('.link-graph text.node').length")
+            time.sleep(0.5)
+        # the viewer keeps embeddings, logits and the nodes within its pruning slider (the node threshold)
+        kept = [n for n in doc["nodes"] if n["feature_type"] in ("embedding", "logit")
+                or n["influence"] <= doc["metadata"]["node_threshold"]]
+        assert drawn == len(kept) > len(doc["metadata"]["prompt_tokens"]), (drawn, len(kept), errors)
+        ticks = page.evaluate("Array.from(document.querySelectorAll('.link-graph text')).map(e => e.textContent)")
+        assert "are - is" in ticks  # the logit's token, read from its clerp
+        # click a feature node: the feature panel loads its file and labels it L{block}/{latent}
+        node = page.evaluate("""() => {
+            var el = Array.from(document.querySelectorAll('.link-graph text.node')).find(e => e.textContent == '●');
+            var r = el.getBoundingClientRect();
+            return {x: r.x + r.width / 2, y: r.y + r.height / 2, id: el.__data__.node_id}}""")
+        page.mouse.click(node["x"], node["y"])
+        shown, deadline = 0, time.monotonic() + 30
+        while not shown and time.monotonic() < deadline:
+            shown = page.evaluate("document.querySelectorAll('.feature-example-list .ctx-container').length")
+            time.sleep(0.3)
+        block, latent, _ = node["id"].split("_")
+        feature = next(n for n in doc["nodes"] if n["node_id"] == node["id"])
+        path = folder / (doc["metadata"]["transcoder_list"][int(block)].removeprefix("./data/")
+                         + f"/{feature['feature']}.json")
+        examples = json.loads(path.read_text())["examples_quantiles"][0]["examples"]
+        assert shown == len(examples) > 0
+        title = page.evaluate("document.querySelector('.feature-detail .feature-title').textContent")
+        title = title.replace("\xa0", " ")  # the viewer writes "Feature&nbsp;L{layer}/{featIdx}"
+        assert title.startswith(f"Feature L{block}/{latent}")
+        page.screenshot(path=str(ROOT / "artifacts" / "circuit-viewer.png"))
+    finally:
+        context.close()
     assert errors == [] and outside == []
