@@ -147,19 +147,28 @@ def to_json(labels: list[FeatureLabel]) -> dict:
     return {"format": FORMAT, "columns": {f: [getattr(label, f) for label in labels] for f in FIELDS}}
 
 
+def _label(cols: dict, f: int) -> FeatureLabel:
+    d = {name: cols[name][f] for name in FIELDS}
+    d["spacy"] = None if d["spacy"] is None else (d["spacy"][0], d["spacy"][1], float(d["spacy"][2]))
+    return FeatureLabel(**d)
+
+
+def _columns(index: FeatureIndex | None) -> dict | None:
+    doc = None if index is None else index.labels
+    return doc["columns"] if doc and doc.get("format") == FORMAT else None
+
+
 def of_index(index: FeatureIndex | None) -> list[FeatureLabel] | None:
     """The labels a feature index holds (stored by :func:`to_json` in its ``labels``); None when it holds none in
     this format."""
-    doc = None if index is None else index.labels
-    if not doc or doc.get("format") != FORMAT:
-        return None
-    cols = doc["columns"]
-    out = []
-    for values in zip(*(cols[f] for f in FIELDS)):
-        d = dict(zip(FIELDS, values))
-        d["spacy"] = None if d["spacy"] is None else (d["spacy"][0], d["spacy"][1], float(d["spacy"][2]))
-        out.append(FeatureLabel(**d))
-    return out
+    cols = _columns(index)
+    return None if cols is None else [_label(cols, f) for f in range(len(cols["text"]))]
+
+
+def label_of(index: FeatureIndex | None, feature: int) -> FeatureLabel | None:
+    """Feature ``feature``'s label in ``index`` (:func:`of_index`'s entry, without building the others), or None."""
+    cols = _columns(index)
+    return None if cols is None else _label(cols, feature)
 
 
 # ----------------------------------------------------------------------------- the labels as detectors

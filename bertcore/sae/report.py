@@ -153,18 +153,24 @@ def label_features(sae_folder: Path, model, tokenizer, model_folder: Path, score
     return out
 
 
-def stored_index_and_params(sae_folder: Path, model_folder, layer: int):
-    """``(index, params)``: the folder's ``features.npz`` if it belongs to these model and SAE files, at the shipped
-    size (:data:`SHIPPED_SENTENCES`) or the Features page's quick one (:data:`QUICK_SENTENCES`), and the parameters
-    it is keyed by; ``(None, None)`` when there is none."""
-    from . import features
-
+def _stored(read, sae_folder: Path, model_folder, layer: int):
+    """``(read(folder, model_folder, params), params)`` for the first stored size that gives something: the shipped
+    one (:data:`SHIPPED_SENTENCES`), then the Features page's quick one (:data:`QUICK_SENTENCES`); else ``(None,
+    None)``."""
     for n in (SHIPPED_SENTENCES, QUICK_SENTENCES):
         params = feature_params(layer, n)
-        found = features.read(sae_folder, model_folder, params)
+        found = read(sae_folder, model_folder, params)
         if found is not None:
             return found, params
     return None, None
+
+
+def stored_index_and_params(sae_folder: Path, model_folder, layer: int):
+    """``(index, params)``: the folder's ``features.npz`` if it belongs to these model and SAE files, at the shipped
+    size or the quick one, and the parameters it is keyed by; ``(None, None)`` when there is none."""
+    from . import features
+
+    return _stored(features.read, sae_folder, model_folder, layer)
 
 
 def stored_index(sae_folder: Path, model_folder, layer: int):
@@ -177,11 +183,7 @@ def label_texts(folder: Path, model_folder, layer: int) -> list[str] | None:
     size or the quick one; :func:`bertcore.sae.features.read_label_texts`), or None."""
     from .features import read_label_texts
 
-    for n in (SHIPPED_SENTENCES, QUICK_SENTENCES):
-        texts = read_label_texts(folder, model_folder, feature_params(layer, n))
-        if texts is not None:
-            return texts
-    return None
+    return _stored(read_label_texts, folder, model_folder, layer)[0]
 
 
 def set_label_texts(transcoder_set: Path, model_folder) -> dict[int, list[str]]:

@@ -140,7 +140,7 @@ def dashboard(source, folder: Path, feature: int) -> Dashboard:
     return Dashboard(int(index.fired[feature]), len(text.token_ids), contexts, index.hist[feature],
                      sae_features.pure_labels(index.top_rows[feature:feature + 1], text)[0],
                      explore.nearest(sae, feature), strength, promoted, suppressed, index.purity, no_logits,
-                     (labels.of_index(index) or [None] * (feature + 1))[feature])
+                     labels.label_of(index, feature))
 
 
 @view

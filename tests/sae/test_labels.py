@@ -83,6 +83,7 @@ def test_stored_labels_are_what_the_index_and_the_weights_give(tiny, tmp_path): 
     stored = stored_index(folder, str(tiny.path), 1)
     kept = labels.of_index(stored)
     assert kept is not None and len(kept) == 48
+    assert labels.label_of(stored, 7) == kept[7]  # one label, as the dashboard reads it
     loaded, _ = sae_io.load(folder)
     assert labels.feature_labels(model, tok, loaded, 1, stored) == kept
     from bertcore.sae.report import label_texts
