@@ -244,3 +244,81 @@ def test_tokenizer_refuses_unreadable_text_with_a_message(packaged, text):
 def test_tokenizer_handles_odd_unicode(packaged, text):
     enc = encode(packaged.tokenizer, text)
     assert len(enc) >= 3 and "\x00" not in "".join(enc.tokens)
+
+
+def _hammer(tok, seconds: float = 1.0) -> list[str]:
+    """Thread A encodes a padded batch to tensors while thread B encodes single texts unpadded, as two browser
+    sessions do on one cached tokenizer. Setting the padding and encoding are two steps; a short sleep between them
+    widens the window in which B's call would reset the padding A set."""
+    import threading
+    import time
+
+    setter = tok.set_truncation_and_padding
+
+    def slow_setter(*args, **kwargs):
+        setter(*args, **kwargs)
+        time.sleep(0.002)
+
+    tok.set_truncation_and_padding = slow_setter
+    texts = ["word " * n for n in range(1, 30, 4)]
+    problems: list[str] = []
+    want = encode(tok, "one two three").input_ids
+    end = time.monotonic() + seconds
+
+    def padded():
+        while time.monotonic() < end:
+            try:
+                batch = tok(texts, padding=True, truncation=True, max_length=64, return_tensors="pt")
+                assert batch["input_ids"].shape[0] == len(texts)
+            except Exception as exc:  # noqa: BLE001 - every failure is reported
+                problems.append(f"padded batch: {type(exc).__name__}: {str(exc)[:80]}")
+
+    def single():
+        while time.monotonic() < end:
+            try:
+                if encode(tok, "one two three").input_ids != want:
+                    problems.append("single text: other ids (padded?)")
+            except Exception as exc:  # noqa: BLE001
+                problems.append(f"single text: {type(exc).__name__}: {str(exc)[:80]}")
+
+    threads = [threading.Thread(target=padded), threading.Thread(target=single)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        del tok.set_truncation_and_padding
+    return problems
+
+
+@pytest.mark.parametrize("loader", ["load_tokenizer", "train_wordpiece"])
+def test_two_threads_share_one_tokenizer(loader, trained, tmp_path):
+    """The loaders' tokenizers serialise each call: transformers sets the Rust tokenizer's padding as state before
+    encoding, and another thread's call in between left a padded batch ragged ("Unable to create tensor")."""
+    import copy
+    import pickle
+
+    if loader == "load_tokenizer":
+        save_tokenizer(trained, tmp_path)
+        tok = load_tokenizer(tmp_path)
+    else:
+        tok = train_wordpiece(TEXTS, 300)
+    assert not (problems := _hammer(tok)), f"{len(problems)} calls failed: {problems[:3]}"
+    for twin in (pickle.loads(pickle.dumps(tok)), copy.deepcopy(tok)):  # copies keep their own, working lock
+        assert twin("Farmers brought pumpkins")["input_ids"] == tok("Farmers brought pumpkins")["input_ids"]
+        assert twin._encode_plus.args[0] is twin
+
+
+def test_a_plain_transformers_tokenizer_races(trained):
+    """What the loaders guard against is real: the same two threads on an unguarded tokenizer fail."""
+    plain = copy_unguarded(trained)
+    assert _hammer(plain), "two threads on one plain transformers tokenizer never raced: the guard tests nothing"
+
+
+def copy_unguarded(tok):
+    import copy
+
+    plain = copy.deepcopy(tok)
+    del plain.__dict__["_encode_plus"]
+    return plain

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
-from .tokenizer import TokenizerError
+from .tokenizer import TokenizerError, shareable
 
 #: special tokens per family, in id order from 0: (cls, pad, sep, unk, mask)
 SPECIALS = {"roberta": {"cls_token": "<s>", "pad_token": "<pad>", "sep_token": "</s>", "unk_token": "<unk>",
@@ -66,6 +66,6 @@ def train_byte_level_bpe(texts: Iterable[str], vocab_size: int, family: str = "r
     extra = {"bos_token": cls, "eos_token": sep} if family == "roberta" else {}
     # RoBERTa's mask swallows the space before it, so " <mask>" is one token as "Ġword" would be
     mask = AddedToken(names["mask_token"], lstrip=family == "roberta", special=True)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=model_max_length,
-                                   model_input_names=["input_ids", "token_type_ids", "attention_mask"],
-                                   **{**names, "mask_token": mask}, **extra)
+    return shareable(PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=model_max_length,
+                                             model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+                                             **{**names, "mask_token": mask}, **extra))

@@ -8,8 +8,10 @@ tokenizer); a corpus vocabulary is trained with the ``tokenizers`` WordPiece tra
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import threading
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +24,30 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
 REQUIRED_SPECIALS = ("unk_token", "cls_token", "sep_token", "pad_token", "mask_token")
 # md5 of bert-base-uncased's vocab.txt (30,522 lines), which the packaged all-MiniLM-L6-v2 uses as is
 BERT_BASE_UNCASED_VOCAB_MD5 = "64800d5d8528ce344256daf115d4965e"
+
+
+# transformers' fast tokenizers keep padding and truncation as state of the one Rust tokenizer they share: every
+# call sets it, then encodes. Two threads calling one tokenizer (two browser sessions of one cached model) interleave
+# those steps: one gets the other's padding ("Unable to create tensor"), or PyO3 refuses the borrow ("Already
+# borrowed"; transformers issue 47085, open in 5.23). Calls on every tokenizer the loaders return take this lock.
+_ENCODE_LOCK = threading.RLock()
+
+
+def _encode_plus_locked(tok, *args, **kwargs):
+    with _ENCODE_LOCK:
+        return type(tok)._encode_plus(tok, *args, **kwargs)
+
+
+def shareable(tok):
+    """Make ``tok`` (a ``transformers`` fast tokenizer) safe to call from several threads at once, in place.
+
+    Its ``_encode_plus`` (which every ``tok(...)``, ``encode`` and ``batch_encode_plus`` call goes through, and
+    which sets the Rust tokenizer's padding and truncation state before encoding) runs under one process-wide
+    lock. The tokenizer still pickles, copies and saves as before. Returns ``tok``.
+    """
+    if "_encode_plus" not in vars(tok) and hasattr(type(tok), "_encode_plus"):
+        tok._encode_plus = functools.partial(_encode_plus_locked, tok)
+    return tok
 
 
 class TextError(ValueError):
@@ -65,7 +91,7 @@ def load_tokenizer(path: str | Path) -> BertTokenizerFast:
     except Exception as exc:  # tokenizers raises bare Exception (non-UTF-8 vocab), KeyError ...
         raise TokenizerError(f"cannot load the tokenizer in {folder}: {type(exc).__name__}: {str(exc)[:300]}") from exc
     check_tokenizer(tok, str(folder))
-    return tok
+    return shareable(tok)
 
 
 BPE_SPECIALS = ("cls_token", "sep_token", "pad_token", "mask_token")
@@ -107,7 +133,7 @@ def load_bpe_tokenizer(path: str | Path):
     if not (ids and ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id):
         raise TokenizerError(f"{folder}: a text is not encoded as {tok.cls_token} ... {tok.sep_token} (its "
                              "post-processor adds no special tokens)")
-    return tok
+    return shareable(tok)
 
 
 def is_wordpiece(tok) -> bool:

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from transformers import BertTokenizerFast
 
-from .tokenizer import TokenizerError, check_tokenizer, load_tokenizer, save_tokenizer, vocab_md5
+from .tokenizer import TokenizerError, check_tokenizer, load_tokenizer, save_tokenizer, shareable, vocab_md5
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 CONTINUATION_PREFIX = "##"
@@ -82,7 +82,7 @@ def train_wordpiece(
     tok = BertTokenizerFast(vocab={t: i for i, t in enumerate(ordered)}, do_lower_case=lowercase,
                             model_max_length=MODEL_MAX_LENGTH)
     check_tokenizer(tok, "the trained WordPiece tokenizer")
-    return tok
+    return shareable(tok)
 
 
 def _normalizer(lowercase: bool):
