@@ -45,7 +45,8 @@ def test_at_most_slots_run_at_once_in_arrival_order():
     assert log == [("start", "a"), ("end", "a"), ("start", "b"), ("end", "b"), ("start", "c"), ("end", "c")]
     assert ("queued", 2) in reports["c"] and ("queued", 1) in reports["c"]  # its place in the queue, counting down
     assert not any(state == "queued" for state, _ in reports["a"])
-    assert reports["a"][-1] == ("progress", 1.0)
+    progress = [v for state, v in reports["a"] if state == "progress"]
+    assert progress == sorted(progress) and progress[-1] >= 0.5  # its own job's progress, as it moves
     assert jobs.status() == (0, 0)
 
 
@@ -91,12 +92,14 @@ class _Stopped(BaseException):
     """What Streamlit raises inside a script whose session left or reran."""
 
 
-def test_a_session_that_leaves_frees_its_place_and_a_waiter_takes_the_job_over():
+def test_a_session_that_leaves_does_not_stop_the_job_and_a_queued_one_nobody_waits_for_is_dropped():
+    """A job runs in the queue's worker, not in the session's script: a session that leaves (Streamlit raises in its
+    script) leaves the job running for the session that waits for the same key, which gets its result."""
     jobs, log = HeavyJobs(slots=1), []
     left = {"n": 0}
 
     def leave_while_running(state, value):
-        if state == "progress" and value >= 0.5:
+        if state == "progress" and value >= 0.25:
             left["n"] += 1
             raise _Stopped
 
@@ -106,8 +109,8 @@ def test_a_session_that_leaves_frees_its_place_and_a_waiter_takes_the_job_over()
         return "left"
 
     out = _in_threads(leaver, lambda: jobs.run("k", _slow(0.2, "from the waiter", log, "waiter")))
-    assert out == {0: "left", 1: "from the waiter"} and left["n"] == 1
-    assert log == [("start", "leaver"), ("start", "waiter"), ("end", "waiter")]
+    assert out == {0: "left", 1: "from the leaver"} and left["n"] == 1
+    assert log == [("start", "leaver"), ("end", "leaver")]
     assert jobs.status() == (0, 0)
 
     def leave_while_queued(state, value):
@@ -119,7 +122,9 @@ def test_a_session_that_leaves_frees_its_place_and_a_waiter_takes_the_job_over()
             jobs.run("q", _slow(0.1, "never", log, "never"), leave_while_queued)
 
     _in_threads(lambda: jobs.run("busy", _slow(0.3, 1)), queued_leaver)
+    time.sleep(0.2)
     assert ("start", "never") not in log and jobs.status() == (0, 0)
+    assert jobs.run("q", _slow(0.05, "asked again")) == "asked again"  # dropped, not kept half-done
 
 
 def test_the_apps_torch_threads_default_to_half_the_cores_and_follow_the_env(monkeypatch):

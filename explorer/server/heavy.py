@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import os
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import cachetools
@@ -73,98 +75,103 @@ def limit_threads() -> int:
 
 @dataclass(eq=False)
 class _Job:
-    done: threading.Event = field(default_factory=threading.Event)
+    future: Future | None = None
     progress: float = 0.0
-    result: Any = None
-    error: BaseException | None = None
-    abandoned: bool = False  # its owner's script was stopped before it finished: a waiter takes it over
+    waiting: int = 0  # sessions waiting for it now
 
 
 class HeavyJobs:
-    """A FIFO queue of heavy jobs, ``slots`` running at once, identical keys computed once (see the module)."""
+    """A FIFO queue of heavy jobs, ``slots`` running at once, identical keys computed once (see the module).
+
+    The queue is a ``concurrent.futures.ThreadPoolExecutor`` of ``slots`` workers (first in, first run); a key
+    already queued or running is not submitted again: its future is shared. A job runs in a worker thread, so a
+    session that leaves or reruns never stops it half-way; one still queued with nobody waiting for it is cancelled.
+    """
 
     def __init__(self, slots: int | None = None, entries: int = RESULT_ENTRIES, ttl_s: float = RESULT_TTL_S) -> None:
         self.slots = slots or default_slots()
-        self._cond = threading.Condition()
-        self._queue: list[_Job] = []
+        self._pool = ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix="heavy-job")
+        self._lock = threading.Lock()
+        self._queued: list[_Job] = []  # submitted, not started, in arrival order: a waiter's place in the queue
         self._running = 0
-        self._inflight: dict[Hashable, _Job] = {}
+        self._jobs: dict[Hashable, _Job] = {}  # queued or running
         self._results: cachetools.TTLCache = cachetools.TTLCache(entries, ttl_s)
 
     def status(self) -> tuple[int, int]:
         """``(running, queued)`` now."""
-        with self._cond:
-            return self._running, len(self._queue)
+        with self._lock:
+            return self._running, len(self._queued)
 
     def run(self, key: Hashable, compute: Callable[[Callable[[float], None]], Any], report: Report | None = None,
             keep: bool = True) -> Any:
-        """The result of ``compute(progress)`` for ``key``: computed here once a slot is free, or taken from the
-        session that computes or computed the same key. ``progress(fraction)`` reports the caller's own job.
+        """The result of ``compute(progress)`` for ``key``: computed in the queue's next free slot, or taken from the
+        session that computes or computed the same key. ``progress(fraction)`` reports the job's progress.
         ``keep=False``: the result is shared with the sessions waiting for it, not kept for later ones (for a
         job that writes a file the caller reads back, such as the tuned lens).
 
+        ``report(state, value)`` is called in the caller's thread every :data:`POLL_S` seconds while it waits:
+        ``("queued", position)`` by the session that submitted the job, ``("progress", fraction)`` once it runs,
+        ``("shared", fraction)`` by a session that found the same key submitted.
+
         Raises whatever ``compute`` raised (to every session that waited for that key), and whatever ``report``
-        raises (Streamlit stops a script that way; the job then leaves the queue, and a session waiting for its
-        result takes it over).
+        raises (Streamlit stops a script that way: the job goes on for the others, or leaves the queue if it has
+        not started and nobody else waits for it).
         """
         report = report or (lambda state, value: None)
-        while True:
-            with self._cond:
-                if key in self._results:
-                    return self._results[key]
-                job = self._inflight.get(key)
-                owner = job is None
-                if owner:
-                    job = self._inflight[key] = _Job()
-                    self._queue.append(job)
-            if owner:
-                return self._own(key, job, compute, report, keep)
-            while not job.done.wait(POLL_S):
-                report("shared", job.progress)
-            if not job.abandoned:
-                if job.error is not None:
-                    raise job.error
-                return job.result
-
-    def _own(self, key, job: _Job, compute, report: Report, keep: bool) -> Any:
-        started = False
+        with self._lock:
+            if key in self._results:
+                return self._results[key]
+            job = self._jobs.get(key)
+            own = job is None
+            if own:
+                job = self._jobs[key] = _Job()
+                self._queued.append(job)
+                job.future = self._pool.submit(self._work, key, job, compute, keep)
+            job.waiting += 1
         try:
             while True:
-                with self._cond:
-                    if self._running < self.slots and self._queue[0] is job:
-                        self._queue.pop(0)
-                        self._running += 1
-                        started = True
-                        break
-                    position = self._queue.index(job) + 1
-                report("queued", position)
-                with self._cond:
-                    self._cond.wait(POLL_S)
-
-            def progress(fraction: float) -> None:
-                job.progress = float(fraction)
-                report("progress", job.progress)
-
-            job.result = compute(progress)
-            if keep:
-                with self._cond:
-                    self._results[key] = job.result
-            return job.result
-        except Exception as exc:
-            job.error = exc
-            raise
-        except BaseException:  # Streamlit's StopException / RerunException: this session left
-            job.abandoned = True
-            raise
+                if not own:
+                    report("shared", job.progress)
+                elif position := self._position(job):
+                    report("queued", position)
+                else:
+                    report("progress", job.progress)
+                try:
+                    return job.future.result(timeout=POLL_S)
+                except FutureTimeout:
+                    pass
         finally:
-            with self._cond:
-                if not started and job in self._queue:
-                    self._queue.remove(job)
-                if started:
-                    self._running -= 1
-                self._inflight.pop(key, None)
-                self._cond.notify_all()
-            job.done.set()
+            with self._lock:
+                job.waiting -= 1
+                if not job.waiting and job in self._queued and job.future.cancel():
+                    self._queued.remove(job)
+                    self._jobs.pop(key, None)
+
+    def _position(self, job: _Job) -> int:
+        """``job``'s place among the jobs that wait for a slot (1 = next), 0 once it runs or a slot is free for it."""
+        with self._lock:
+            if job not in self._queued:
+                return 0
+            return max(0, self._queued.index(job) + 1 - (self.slots - self._running))
+
+    def _work(self, key: Hashable, job: _Job, compute, keep: bool) -> Any:
+        with self._lock:
+            self._queued.remove(job)
+            self._running += 1
+
+        def progress(fraction: float) -> None:
+            job.progress = float(fraction)
+
+        try:
+            result = compute(progress)
+            if keep:
+                with self._lock:
+                    self._results[key] = result
+            return result
+        finally:
+            with self._lock:
+                self._running -= 1
+                self._jobs.pop(key, None)
 
 
 @st.cache_resource(show_spinner=False)

@@ -58,46 +58,6 @@ def source_key(source: ModelSource) -> tuple[str, str, str]:
     return (source.kind, source.ref, files_stamp(source))
 
 
-class _SingleFlight:
-    """A bounded cache where each key is computed once while every caller for that key waits (see the module)."""
-
-    def __init__(self, cache: cachetools.Cache) -> None:
-        self.cache = cache
-        self.lock = threading.Lock()
-        self.inflight: dict[Hashable, threading.Event] = {}
-        self.computed = 0  # how many computations ran (read by the tests)
-
-    def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
-        while True:
-            with self.lock:
-                if key in self.cache:
-                    return self.cache[key]
-                event = self.inflight.get(key)
-                owner = event is None
-                if owner:
-                    event = self.inflight[key] = threading.Event()
-            if owner:
-                break
-            event.wait()  # the owner finished (or failed: then this caller computes, next loop)
-        try:
-            value = compute()
-            with self.lock:
-                self.computed += 1
-                try:
-                    self.cache[key] = value
-                except ValueError:  # larger than the whole cache: returned, not kept
-                    pass
-            return value
-        finally:
-            with self.lock:
-                self.inflight.pop(key, None)
-            event.set()
-
-    def clear(self) -> None:
-        with self.lock:
-            self.cache.clear()
-
-
 def nbytes(value: Any, _seen: set[int] | None = None) -> int:
     """The bytes of the numpy arrays and torch tensors in ``value`` (through dataclasses, lists, tuples and dict
     values), at least 1: a result's size in the view cache."""
@@ -140,8 +100,21 @@ def freeze(value: Any, _seen: set[int] | None = None) -> Any:
     return value
 
 
-_RESULTS = _SingleFlight(cachetools.LRUCache(maxsize=int(CACHE_MB * 2**20), getsizeof=nbytes))
-_MODELS = _SingleFlight(cachetools.LRUCache(maxsize=MODEL_ENTRIES))
+def results_cache(mb: float) -> cachetools.LRUCache:
+    """An empty least-recently-used cache of view results of at most ``mb`` megabytes (:func:`nbytes` each)."""
+    return cachetools.LRUCache(maxsize=int(mb * 2**20), getsizeof=nbytes)
+
+
+# One lock for the results of every view, a Condition: a second caller of a key being computed waits for the first
+# (cachetools.cached's ``condition``). A result larger than the whole cache is returned, not kept.
+_LOCK = threading.Condition(threading.RLock())
+_RESULTS = results_cache(CACHE_MB)
+
+
+@cachetools.cached(cachetools.LRUCache(maxsize=MODEL_ENTRIES), key=lambda source: ("model", *source_key(source)),
+                   condition=threading.Condition(), info=True)
+def _load_model(source: ModelSource) -> LoadedModel:
+    return _load_source(source)
 
 
 def load(source: ModelSource) -> LoadedModel:
@@ -153,7 +126,7 @@ def load(source: ModelSource) -> LoadedModel:
         bertcore.loading.sources.SourceError: the model cannot be found or read (not kept: a later call tries
             again).
     """
-    return _MODELS.get(("model", *source_key(source)), lambda: _load_source(source))
+    return _load_model(source)
 
 
 _PROGRESS: contextvars.ContextVar[Callable[[float], None] | None] = contextvars.ContextVar("view_progress",
@@ -208,13 +181,20 @@ def _key_part(value: Any) -> Hashable:
 
 
 class View(Generic[P, R]):
-    """A view function made server-wide, single-flight and bounded (:func:`view`). Call it as the function."""
+    """A view function made server-wide, single-flight and bounded (:func:`view`). Call it as the function.
 
-    def __init__(self, fn: Callable[P, R]) -> None:
+    ``cache``: where its results live (default: the server's one cache of every view's results, :data:`CACHE_MB`).
+    """
+
+    def __init__(self, fn: Callable[P, R], cache: cachetools.Cache | None = None) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.name = f"{fn.__module__}.{fn.__qualname__}"
         self.signature = inspect.signature(fn)
+        self.cache = _RESULTS if cache is None else cache
+        compute = functools.wraps(fn)(lambda *args, **kwargs: freeze(fn(*args, **kwargs)))
+        self._call = cachetools.cached(self.cache, key=self.key, condition=_LOCK, info=True)(compute)
+        _VIEWS.append(self)
 
     def key(self, *args: P.args, **kwargs: P.kwargs) -> Hashable:
         """The cache key of a call: the view's name, its arguments by name (defaults filled in), each model source
@@ -225,16 +205,24 @@ class View(Generic[P, R]):
         return (self.name, tuple((k, _key_part(v)) for k, v in bound.arguments.items()))
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        return _RESULTS.get(self.key(*args, **kwargs), lambda: freeze(self.fn(*args, **kwargs)))
+        return self._call(*args, **kwargs)
 
     def cached(self, *args: P.args, **kwargs: P.kwargs) -> R | None:
         """The kept result of this call, or None (computes nothing)."""
         key = self.key(*args, **kwargs)
-        with _RESULTS.lock:
-            return _RESULTS.cache.get(key)
+        with _LOCK:
+            return self.cache.get(key)
+
+    @property
+    def computed(self) -> int:
+        """How many computations of this view started (cache misses; read by the tests)."""
+        return self._call.cache_info().misses
 
     def __get__(self, obj, objtype=None):  # a view is a plain function of its module, never a method
         return self
+
+
+_VIEWS: list[View] = []
 
 
 def view(fn: Callable[P, R]) -> View[P, R]:
@@ -244,13 +232,14 @@ def view(fn: Callable[P, R]) -> View[P, R]:
 
 def stats() -> dict[str, int]:
     """The view cache now: ``entries``, ``bytes`` and ``limit`` (bytes), ``computed`` (computations so far)."""
-    with _RESULTS.lock:
-        return {"entries": len(_RESULTS.cache), "bytes": int(_RESULTS.cache.currsize),
-                "limit": int(_RESULTS.cache.maxsize), "computed": _RESULTS.computed}
+    with _LOCK:
+        return {"entries": len(_RESULTS), "bytes": int(_RESULTS.currsize), "limit": int(_RESULTS.maxsize),
+                "computed": sum(v.computed for v in _VIEWS if v.cache is _RESULTS)}
 
 
 def clear(models: bool = False) -> None:
     """Forget every kept view result, and with ``models`` every loaded model too (as after a server start)."""
-    _RESULTS.clear()
+    with _LOCK:
+        _RESULTS.clear()
     if models:
-        _MODELS.clear()
+        _load_model.cache_clear()

@@ -7,7 +7,6 @@ import shutil
 import threading
 import time
 
-import cachetools
 import numpy as np
 import pytest
 import torch
@@ -24,11 +23,12 @@ ARGS = (TEXT, None, 0.0, False, 0.8, 0.1, 0)  # rate 0: the typed [MASK] is the 
 
 
 @pytest.fixture
-def fresh(monkeypatch):
-    """An empty view cache of its own (the process-wide one is left as it was)."""
-    cache = core._SingleFlight(cachetools.LRUCache(maxsize=64 * 2**20, getsizeof=core.nbytes))
-    monkeypatch.setattr(core, "_RESULTS", cache)
-    return cache
+def fresh():
+    """The server's view cache, emptied before and after the test; ``fresh()`` is how many computations ran."""
+    core.clear()
+    before = core.stats()["computed"]
+    yield lambda: core.stats()["computed"] - before
+    core.clear()
 
 
 def test_a_rewritten_model_file_gives_a_new_result(fresh, tmp_path):
@@ -38,7 +38,7 @@ def test_a_rewritten_model_file_gives_a_new_result(fresh, tmp_path):
     shutil.copytree(ROOT / "models" / "minilm-mlm", folder, ignore=shutil.ignore_patterns("sae", "*.npz"))
     source = sources.ModelSource("local", str(folder), "copy")
     before = views.guesses(source, *ARGS)
-    assert views.guesses(source, *ARGS) is before and fresh.computed == 2  # draw + guesses, then kept
+    assert views.guesses(source, *ARGS) is before and fresh() == 2  # draw + guesses, then kept
 
     lm = sources.load(source)
     lm.model.train()
@@ -90,7 +90,7 @@ def test_two_sessions_asking_at_once_compute_once(fresh):
         t.start()
     for t in threads:
         t.join()
-    assert _calls == ["same"] and got[0] is got[1] and fresh.computed == 1
+    assert _calls == ["same"] and got[0] is got[1] and fresh() == 1
     _slow(sources.PACKAGED_MLM, "other")
     assert _calls == ["same", "other"]
 
@@ -110,23 +110,22 @@ def test_a_failed_computation_is_not_kept_and_the_waiter_tries_again(fresh):
     assert flaky(3) == 3 and attempts == [3, 3]
 
 
-def test_the_bound_holds_and_results_are_read_only(monkeypatch):
-    cache = core._SingleFlight(cachetools.LRUCache(maxsize=3000, getsizeof=core.nbytes))
-    monkeypatch.setattr(core, "_RESULTS", cache)
+def test_the_bound_holds_and_results_are_read_only():
+    cache = core.results_cache(3000 / 2**20)
 
-    @core.view
     def block(i: int, size: int = 1000):
         return {"x": np.full(size // 8, float(i))}
 
+    block = core.View(block, cache=cache)
     for i in range(10):
         r = block(i)
-        assert cache.cache.currsize <= 3000
+        assert cache.currsize <= 3000
         with pytest.raises(ValueError):
             r["x"][0] = -1.0  # read-only: no session changes what another sees
-    assert len(cache.cache) == 3 and block.cached(9) is not None and block.cached(0) is None
+    assert len(cache) == 3 and block.cached(9) is not None and block.cached(0) is None
     big = block(99, size=8000)  # larger than the whole cache: returned, not kept
-    assert big["x"].size == 1000 and block.cached(99, size=8000) is None and cache.cache.currsize <= 3000
-    assert core.stats()["limit"] == 3000
+    assert big["x"].size == 1000 and block.cached(99, size=8000) is None and cache.currsize <= 3000
+    assert cache.maxsize == 3000 and core.stats()["limit"] == int(core.CACHE_MB * 2**20)
 
 
 def test_the_key_holds_the_files_stamp_and_refuses_unhashable_arguments(tmp_path):
