@@ -15,27 +15,27 @@ streamlit or plotly (the UI lives in ``explorer``).
 
 from importlib import import_module
 
-from .modeling.config import PRESETS, BertConfig, ConfigError, preset
-from .modeling.embeddings import InputError
-from .modeling.heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
-from .modeling.hooked import ActivationCache, HookPoint, run_with_cache, run_with_hooks
-from .modeling.interventions import Interventions, act_name, block_output_site, hidden_state_site, site_names
-from .modeling.model import BertModel, BertModelOutput
-from .modeling.checkpoint import CheckpointError, LoadReport
-from .tokenization.tokenizer import Encoding, TextError, TokenizerError, encode, load_tokenizer
+#: every name is loaded on first use (``bertcore.load``, ``bertcore.encode``...): ``import bertcore`` imports no
+#: torch, so ``bertcore.settings`` is read before any model
+LAZY = {
+    **{name: ("modeling.config", name) for name in ("PRESETS", "BertConfig", "ConfigError", "preset")},
+    "InputError": ("modeling.embeddings", "InputError"),
+    **{name: ("modeling.heads", name) for name in ("BertForMaskedLM", "BertForPreTraining",
+                                                    "BertForSequenceClassification")},
+    **{name: ("modeling.hooked", name) for name in ("ActivationCache", "HookPoint", "run_with_cache",
+                                                     "run_with_hooks")},
+    **{name: ("modeling.interventions", name) for name in ("Interventions", "act_name", "block_output_site",
+                                                            "hidden_state_site", "site_names")},
+    **{name: ("modeling.model", name) for name in ("BertModel", "BertModelOutput")},
+    **{name: ("modeling.checkpoint", name) for name in ("CheckpointError", "LoadReport")},
+    **{name: ("tokenization.tokenizer", name) for name in ("Encoding", "TextError", "TokenizerError", "encode",
+                                                            "load_tokenizer")},
+    "load": ("loading.sources", "load"), "ModelSource": ("loading.sources", "ModelSource"),
+    "LoadedModel": ("loading.sources", "LoadedModel"), "SourceError": ("loading.sources", "SourceError"),
+    "analysis": ("analysis", None), "sae": ("sae", None), "sources": ("loading.sources", None),
+}
 
-#: loaded on first use (``bertcore.load``, ``bertcore.analysis``...): ``import bertcore`` stays light
-LAZY = {"load": ("loading.sources", "load"), "ModelSource": ("loading.sources", "ModelSource"),
-        "LoadedModel": ("loading.sources", "LoadedModel"), "SourceError": ("loading.sources", "SourceError"),
-        "analysis": ("analysis", None), "sae": ("sae", None), "sources": ("loading.sources", None)}
-
-__all__ = [
-    "PRESETS", "BertConfig", "ConfigError", "preset", "InputError", "BertModel", "BertModelOutput",
-    "BertForMaskedLM", "BertForPreTraining", "BertForSequenceClassification", "CheckpointError",
-    "LoadReport", "Encoding", "TextError", "TokenizerError", "encode", "load_tokenizer",
-    "Interventions", "act_name", "block_output_site", "hidden_state_site", "site_names", "run_with_cache",
-    "run_with_hooks", "ActivationCache", "HookPoint", *LAZY,
-]
+__all__ = list(LAZY)
 
 
 def __getattr__(name: str):
@@ -43,4 +43,6 @@ def __getattr__(name: str):
         raise AttributeError(f"module 'bertcore' has no attribute {name!r}")
     module, attr = LAZY[name]
     value = import_module(f".{module}", __name__)
-    return value if attr is None else getattr(value, attr)
+    value = value if attr is None else getattr(value, attr)
+    globals()[name] = value  # found directly from now on
+    return value

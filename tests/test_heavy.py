@@ -130,15 +130,19 @@ def test_a_session_that_leaves_does_not_stop_the_job_and_a_queued_one_nobody_wai
 def test_the_apps_torch_threads_default_to_half_the_cores_and_follow_the_env(monkeypatch):
     import os
 
+    from bertcore.settings import SettingsError
     from explorer.server.heavy import default_threads
 
     monkeypatch.delenv("BERT_EXPLORER_THREADS", raising=False)
     assert default_threads() == max(1, (os.cpu_count() or 2) // 2)
     monkeypatch.setenv("BERT_EXPLORER_THREADS", "3")
     assert default_threads() == 3
-    for junk in ("0", "-2", "two", ""):
+    monkeypatch.setenv("BERT_EXPLORER_THREADS", "")  # empty: unset
+    assert default_threads() == max(1, (os.cpu_count() or 2) // 2)
+    for junk in ("0", "-2", "two"):  # a typo is said, not silently replaced by the default
         monkeypatch.setenv("BERT_EXPLORER_THREADS", junk)
-        assert default_threads() == max(1, (os.cpu_count() or 2) // 2)
+        with pytest.raises(SettingsError, match=f"BERT_EXPLORER_THREADS='{junk}'"):
+            default_threads()
 
 
 def test_the_app_sets_its_torch_threads_before_a_page_runs(monkeypatch):

@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
-import os
 import random
 from collections import defaultdict
 from dataclasses import dataclass
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+
+from ..settings import settings
 
 
 class DataError(RuntimeError):
@@ -241,8 +242,9 @@ def tokenize_documents(docs, tokenizer, batch_size: int = 64):
 
 
 def cache_dir() -> Path:
-    """Folder for derived data (tokenized corpora): ``$BERT_EXPLORER_CACHE`` or ``~/.cache/bert-explorer``."""
-    return Path(os.environ.get("BERT_EXPLORER_CACHE", Path.home() / ".cache" / "bert-explorer")).expanduser()
+    """Folder for derived data (tokenized corpora): ``$BERT_EXPLORER_CACHE`` or ``~/.cache/bert-explorer``
+    (:mod:`bertcore.settings`)."""
+    return settings().cache.expanduser()
 
 
 def tokenizer_fingerprint(tokenizer) -> str:

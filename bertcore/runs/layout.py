@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..modeling.checkpoint import atomic_write_text
+from ..settings import settings
 
 STATES = ("queued", "running", "done", "failed", "cancelled")
 FINAL_STATES = ("done", "failed", "cancelled")
@@ -51,7 +52,7 @@ def runs_root(root: str | Path | None = None) -> Path:
     """``root`` if given, else ``$BERT_EXPLORER_RUNS`` or ``./runs`` (the one definition of the runs root)."""
     if root is not None:
         return Path(root).expanduser()
-    return Path(os.environ.get("BERT_EXPLORER_RUNS", "runs")).expanduser()
+    return settings().runs.expanduser()
 
 
 def new_run_id(task: str) -> str:

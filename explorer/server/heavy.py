@@ -15,7 +15,6 @@ computes the same key. The page turns these into a message and a progress bar (:
 
 from __future__ import annotations
 
-import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -26,6 +25,7 @@ from typing import Any
 import cachetools
 import streamlit as st
 
+from bertcore.settings import settings
 from explorer.views.core import reporting
 
 RESULT_ENTRIES = 64
@@ -36,29 +36,21 @@ Report = Callable[[str, float], None]
 
 
 def default_slots() -> int:
-    """``BERT_EXPLORER_HEAVY_SLOTS`` if set (>= 1), else half the CPU cores, at least 1."""
-    return _count_from_env("BERT_EXPLORER_HEAVY_SLOTS")
-
-
-def _count_from_env(name: str) -> int:
-    """The environment variable ``name`` if it is a whole number >= 1, else half the CPU cores, at least 1."""
-    env = os.environ.get(name, "").strip()
-    if env.isdigit() and int(env) >= 1:
-        return int(env)
-    return max(1, (os.cpu_count() or 2) // 2)
+    """``BERT_EXPLORER_HEAVY_SLOTS`` (:mod:`bertcore.settings`), else half the CPU cores, at least 1."""
+    return settings().slots
 
 
 def default_threads() -> int:
-    """The torch threads of the app's own computations: ``BERT_EXPLORER_THREADS`` if set (>= 1), else half the CPU
-    cores, at least 1 (the other half for the browser, a training run started from the Train page, or a second
-    session's job).
+    """The torch threads of the app's own computations: ``BERT_EXPLORER_THREADS`` (:mod:`bertcore.settings`), else
+    half the CPU cores, at least 1 (the other half for the browser, a training run started from the Train page, or
+    a second session's job).
 
     Measured (``python bench/bench_app_threads.py``, 2 cores, MiniLM-MLM): idle, 2 threads are 1.2-1.7x faster
     than 1 (a 40-word forward pass 26 against 40 ms; 20 minimal pairs 1.27 against 1.52 s); with one core busy, 2
     threads are 1.4-2.3x *slower* (the minimal pairs 3.5 against 1.5 s): torch's threads wait for each other
     while one of them has no core. A slow page beside a training run is what a student sees; a few ms idle is not.
     """
-    return _count_from_env("BERT_EXPLORER_THREADS")
+    return settings().app_threads
 
 
 def limit_threads() -> int:

@@ -238,7 +238,7 @@ def guard() -> Settings:
     try:
         s = settings()
     except SharedConfigError as exc:
-        st.error(f"The shared-server settings are unusable, so this server shows no page: {exc}",
+        st.error(f"The server's settings are unusable, so this server shows no page: {exc}",
                  icon=":material/error:")
         st.stop()
         raise  # unreachable: st.stop() raises

@@ -18,13 +18,13 @@ variable or a root-level secret); every option is optional::
     [models]                     # model folders visitors may pick, by label (relative paths: from this file)
     "Our fine-tuned BERT" = "/srv/models/ours"
 
-What the mode does with them is :mod:`explorer.server.shared_mode`'s. This module imports neither torch nor bertcore.
+What the mode does with them is :mod:`explorer.server.shared_mode`'s. The environment is read by
+:mod:`bertcore.settings` (the one reader of every ``BERT_EXPLORER_*`` variable). This module imports no torch.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import tempfile
 import tomllib
 from dataclasses import dataclass
@@ -33,6 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import streamlit as st
+
+from bertcore.settings import PREFIX, SettingsError
+from bertcore.settings import settings as environment
 
 ENV_FLAG = "BERT_EXPLORER_SHARED"
 ENV_CONFIG = "BERT_EXPLORER_SHARED_CONFIG"
@@ -166,8 +169,10 @@ def _secret(name: str) -> Any:
 
 
 def _raw(name: str) -> Any:
-    value = os.environ.get(name)
-    return value if value not in (None, "") else _secret(name)
+    """The environment's value of ``name`` (parsed by :mod:`bertcore.settings`), else the root-level secret."""
+    env = environment()
+    field = name.removeprefix(PREFIX).lower()
+    return getattr(env, field) if field in env.model_fields_set else _secret(name)
 
 
 @lru_cache(maxsize=8)
@@ -184,9 +189,14 @@ def settings() -> Settings:
     environment (or secrets) on every call; the operator's file is parsed again only when it changes.
 
     Raises:
-        SharedConfigError: see :func:`parse_flag` and :func:`load_config` (the app then refuses to serve pages).
+        SharedConfigError: see :func:`parse_flag` and :func:`load_config`, or a ``BERT_EXPLORER_*`` variable
+            :mod:`bertcore.settings` refuses (the app then refuses to serve pages).
     """
-    flag = parse_flag(_raw(ENV_FLAG))
+    try:
+        raw = _raw(ENV_FLAG)
+    except SettingsError as exc:
+        raise SharedConfigError(str(exc)) from None
+    flag = parse_flag(raw)
     config = _raw(ENV_CONFIG) if flag else None
     config = str(config) if config not in (None, "") else None
     stamp = None

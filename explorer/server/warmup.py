@@ -27,6 +27,8 @@ import threading
 import time
 from pathlib import Path
 
+from bertcore.settings import settings
+
 PAGES_DIR = Path(__file__).resolve().parents[1] / "app_pages"
 
 # Imported inside bertcore's functions (grep "^\s+import\|^\s+from" bertcore): the first call would pay for them.
@@ -98,7 +100,7 @@ def start() -> bool:
     """Start the warm-up thread, once per process (later calls do nothing). Returns whether this call started it.
     Off when the environment variable ``BERT_EXPLORER_WARMUP`` is ``0``."""
     global _started
-    if os.environ.get("BERT_EXPLORER_WARMUP", "1") == "0":
+    if not settings().warmup:
         return False
     with _lock:  # two sessions' first runs may arrive together
         if _started:

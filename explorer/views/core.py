@@ -9,8 +9,9 @@ what the page's figure draws and what its text quotes. :func:`view` makes one:
 - **one computation per key**: a session that asks while another computes the same key waits for it and shares
   its result; a :class:`~pathlib.Path` argument is keyed on its files' sizes and modification times (every file
   under a folder);
-- **bounded**: results live in a least-recently-used cache of at most :data:`CACHE_MB` megabytes
-  (``BERT_EXPLORER_VIEW_CACHE_MB``), a result's size being the bytes of its arrays and tensors;
+- **bounded**: results live in a least-recently-used cache of at most ``BERT_EXPLORER_VIEW_CACHE_MB`` megabytes
+  (:mod:`bertcore.settings`; read when the first view is called), a result's size being the bytes of its arrays
+  and tensors;
 - **read-only**: every numpy array of a result is made read-only before it is shared, so no session can change
   what another sees.
 
@@ -31,7 +32,6 @@ import contextvars
 import dataclasses
 import functools
 import inspect
-import os
 import sys
 import threading
 from pathlib import Path
@@ -42,12 +42,12 @@ import cachetools
 import numpy as np
 
 from bertcore.loading.sources import LoadedModel, ModelSource, files_stamp
+from bertcore.settings import settings
 from bertcore.loading.sources import load as _load_source
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-CACHE_MB = float(os.environ.get("BERT_EXPLORER_VIEW_CACHE_MB", "") or 512)
 MODEL_ENTRIES = 4
 
 
@@ -108,7 +108,15 @@ def results_cache(mb: float) -> cachetools.LRUCache:
 # One lock for the results of every view, a Condition: a second caller of a key being computed waits for the first
 # (cachetools.cached's ``condition``). A result larger than the whole cache is returned, not kept.
 _LOCK = threading.Condition(threading.RLock())
-_RESULTS = results_cache(CACHE_MB)
+_RESULTS: cachetools.LRUCache | None = None  # made by the first call of a view (_results)
+
+
+def _results() -> cachetools.LRUCache:
+    global _RESULTS
+    with _LOCK:
+        if _RESULTS is None:
+            _RESULTS = results_cache(settings().view_cache_mb)
+        return _RESULTS
 
 
 @cachetools.cached(cachetools.LRUCache(maxsize=MODEL_ENTRIES), key=lambda source: ("model", *source_key(source)),
@@ -183,7 +191,7 @@ def _key_part(value: Any) -> Hashable:
 class View(Generic[P, R]):
     """A view function made server-wide, single-flight and bounded (:func:`view`). Call it as the function.
 
-    ``cache``: where its results live (default: the server's one cache of every view's results, :data:`CACHE_MB`).
+    ``cache``: where its results live (default: the server's one cache of every view's results).
     """
 
     def __init__(self, fn: Callable[P, R], cache: cachetools.Cache | None = None) -> None:
@@ -191,10 +199,22 @@ class View(Generic[P, R]):
         self.fn = fn
         self.name = f"{fn.__module__}.{fn.__qualname__}"
         self.signature = inspect.signature(fn)
-        self.cache = _RESULTS if cache is None else cache
-        compute = functools.wraps(fn)(lambda *args, **kwargs: freeze(fn(*args, **kwargs)))
-        self._call = cachetools.cached(self.cache, key=self.key, condition=_LOCK, info=True)(compute)
+        self._own_cache = cache
+        self._wrapped = None
         _VIEWS.append(self)
+
+    @property
+    def cache(self) -> cachetools.Cache:
+        """Where this view's results live."""
+        return _results() if self._own_cache is None else self._own_cache
+
+    @property
+    def _call(self):
+        if self._wrapped is None:
+            fn = self.fn
+            compute = functools.wraps(fn)(lambda *args, **kwargs: freeze(fn(*args, **kwargs)))
+            self._wrapped = cachetools.cached(self.cache, key=self.key, condition=_LOCK, info=True)(compute)
+        return self._wrapped
 
     def key(self, *args: P.args, **kwargs: P.kwargs) -> Hashable:
         """The cache key of a call: the view's name, its arguments by name (defaults filled in), each model source
@@ -216,7 +236,7 @@ class View(Generic[P, R]):
     @property
     def computed(self) -> int:
         """How many computations of this view started (cache misses; read by the tests)."""
-        return self._call.cache_info().misses
+        return 0 if self._wrapped is None else self._wrapped.cache_info().misses
 
     def __get__(self, obj, objtype=None):  # a view is a plain function of its module, never a method
         return self
@@ -232,14 +252,15 @@ def view(fn: Callable[P, R]) -> View[P, R]:
 
 def stats() -> dict[str, int]:
     """The view cache now: ``entries``, ``bytes`` and ``limit`` (bytes), ``computed`` (computations so far)."""
+    results = _results()
     with _LOCK:
-        return {"entries": len(_RESULTS), "bytes": int(_RESULTS.currsize), "limit": int(_RESULTS.maxsize),
-                "computed": sum(v.computed for v in _VIEWS if v.cache is _RESULTS)}
+        return {"entries": len(results), "bytes": int(results.currsize), "limit": int(results.maxsize),
+                "computed": sum(v.computed for v in _VIEWS if v._own_cache is None)}
 
 
 def clear(models: bool = False) -> None:
     """Forget every kept view result, and with ``models`` every loaded model too (as after a server start)."""
     with _LOCK:
-        _RESULTS.clear()
+        _results().clear()
     if models:
         _load_model.cache_clear()

@@ -232,7 +232,7 @@ def test_an_unusable_operator_file_stops_the_app_with_a_message(shared, tmp_path
     assert any("unknown option(s) ['allow_hubb']" in t for t in texts(at.error))
     assert not at.metric  # no page was drawn
     monkeypatch.setenv(shared_mode.ENV_FLAG, "maybe")
-    with pytest.raises(shared_mode.SharedConfigError, match="use 1"):
+    with pytest.raises(shared_mode.SharedConfigError, match="BERT_EXPLORER_SHARED='maybe'"):
         shared_mode.settings()
 
 
@@ -247,13 +247,13 @@ def test_refusals_by_source_kind(shared):
 
 
 def test_the_settings_module_is_torch_free():
-    """explorer.server.shared_mode imports neither torch nor bertcore (app.py reads it before any model)."""
+    """explorer.server.shared_mode imports neither torch nor transformers (app.py reads it before any model)."""
     import subprocess as sp
 
     from ..conftest import ROOT
 
     code = ("import sys, explorer.server.shared_mode\n"
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'bertcore', 'transformers'}))")
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'transformers'}))")
     out = sp.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"

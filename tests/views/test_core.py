@@ -13,6 +13,7 @@ import torch
 
 from bertcore.loading import sources
 from bertcore.modeling.checkpoint import save_pretrained
+from bertcore.settings import settings
 from explorer.views import core
 from explorer.views import masking as views
 
@@ -125,7 +126,7 @@ def test_the_bound_holds_and_results_are_read_only():
     assert len(cache) == 3 and block.cached(9) is not None and block.cached(0) is None
     big = block(99, size=8000)  # larger than the whole cache: returned, not kept
     assert big["x"].size == 1000 and block.cached(99, size=8000) is None and cache.currsize <= 3000
-    assert cache.maxsize == 3000 and core.stats()["limit"] == int(core.CACHE_MB * 2**20)
+    assert cache.maxsize == 3000 and core.stats()["limit"] == int(settings().view_cache_mb * 2**20)
 
 
 def test_the_key_holds_the_files_stamp_and_refuses_unhashable_arguments(tmp_path):
