@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 from bertcore import runs as R
 
-from .conftest import SCRATCH, TINY_CORPUS, TINY_RUN, wait_for
+from .conftest import ROOT, SCRATCH, TINY_CORPUS, TINY_RUN, wait_for
 
 
 def test_the_tests_write_runs_and_caches_in_a_temporary_folder():
@@ -67,27 +67,35 @@ def test_a_run_cancelled_while_starting_up_reads_cancelled_not_killed(tmp_path):
         starting.kill()
 
 
-def test_device_lock_refuses_then_takes_over_stale(tmp_path):
+def test_device_lock_refuses_then_a_dead_holders_lock_is_free(tmp_path):
     mine = R.DeviceLock(tmp_path, "cpu", "run-a")
-    assert mine.try_acquire() is None
-    other = R.DeviceLock(tmp_path, "cpu", "run-b", pid=os.getpid() + 0)  # same pid: re-entrant
-    assert other.try_acquire() is None
+    assert mine.try_acquire() is None and mine.try_acquire() is None  # the holder asking again
+    other = R.DeviceLock(tmp_path, "cpu", "run-b")
+    assert other.try_acquire()["run_id"] == "run-a"  # another lock object, in this process too, is refused
     holder = R.lock_holder(tmp_path, "cpu")
-    assert holder["run_id"] == "run-a"
+    assert holder["run_id"] == "run-a" and holder["pid"] == os.getpid()
     with pytest.raises(R.RunBusyError, match="busy with run run-a"):
         R.launch("pretrain", {"max_steps": 1}, root=tmp_path, device="cpu")
     assert R.lock_holder(tmp_path, "cuda:0") is None  # another device is free
     mine.release()
+    assert R.lock_holder(tmp_path, "cpu") is None and not R.holder_path(tmp_path, "cpu").exists()
+    # a process that took the lock and was killed: the system released its lock; its holder file stays behind
+    code = ("import os, sys, time; from bertcore.runs import DeviceLock; "
+            f"lock = DeviceLock({str(tmp_path)!r}, 'cpu', 'ghost'); lock.try_acquire(); print('held', flush=True); "
+            "time.sleep(60)")
+    ghost = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert ghost.stdout.readline().strip() == "held"
+        assert R.lock_holder(tmp_path, "cpu")["run_id"] == "ghost"
+        assert R.DeviceLock(tmp_path, "cpu", "run-c").try_acquire()["run_id"] == "ghost"
+    finally:
+        ghost.kill()
+        ghost.wait()
+    assert R.read_json(R.holder_path(tmp_path, "cpu"))["run_id"] == "ghost"  # left behind, and ignored
     assert R.lock_holder(tmp_path, "cpu") is None
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    R.lock_path(tmp_path, "cpu").write_text(json.dumps({"pid": dead.pid, "run_id": "ghost",
-                                                        "host": os.uname().nodename}))
-    assert R.lock_holder(tmp_path, "cpu") is None  # stale
     lock = R.DeviceLock(tmp_path, "cpu", "run-c")
-    assert lock.try_acquire() is None and R.read_json(lock.path)["run_id"] == "run-c"
+    assert lock.try_acquire() is None and R.read_json(R.holder_path(tmp_path, "cpu"))["run_id"] == "run-c"
     lock.release()
-
 
 
 def test_waiting_runs_take_the_lock_first_come_first_served(tmp_path):

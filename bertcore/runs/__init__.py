@@ -50,6 +50,7 @@ from .lock import (
                      device_key,
                      device_user,
                      devices,
+                     holder_path,
                      lock_holder,
                      lock_path,
                      lock_queue,
@@ -68,6 +69,7 @@ __all__ = [
     "new_run_id", "now_iso", "pid_alive", "read_config", "read_json", "read_jsonl", "read_log", "read_metrics",
     "read_probe", "read_results", "read_status", "run_info", "runs_root", "task_of", "write_json", "LOCK_DIR",
     "DeviceLock", "RunBusyError", "active_runs", "busy_message", "device_key", "device_user", "devices",
-    "lock_holder", "lock_path", "lock_queue", "queue_dir", "queue_position", "resolve_device", "run_device",
+    "holder_path", "lock_holder", "lock_path", "lock_queue", "queue_dir", "queue_position", "resolve_device",
+    "run_device",
     "waiting_for", "cancel", "launch", "resume", "train_command", "wait",
 ]

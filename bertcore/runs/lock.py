@@ -1,8 +1,9 @@
 """One run at a time per device: the lock file, the queue of runs waiting for it, the devices of this
 machine, who uses which.
 
-The lock is ``<runs root>/.locks/<device>.lock`` (created with ``O_EXCL``; a lock whose process is
-dead is stale and taken over). A run that waits for it (``--lock wait``) takes a ticket in
+The lock is ``<runs root>/.locks/<device>.lock``, a ``filelock.FileLock`` (``flock``: the system releases it when its
+process ends, so a killed run leaves no stale lock); who holds it is written beside it in ``<device>.json``. A run
+that waits for it (``--lock wait``) takes a ticket in
 ``<runs root>/.locks/<device>.queue/`` (one JSON file a waiting process, named by the time it joined) and
 only the first ticket tries the lock: first come, first served, for every process of the runs root (the
 tickets of dead processes are dropped). The Train page asks :func:`device_user` before a launch,
@@ -11,14 +12,15 @@ tickets of dead processes are dropped). The Train page asks :func:`device_user` 
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
 from pathlib import Path
 from typing import Any
 
-from .layout import RunError, RunInfo, list_runs, now_iso, pid_alive, read_config, read_json, runs_root
+import filelock
+
+from .layout import RunError, RunInfo, list_runs, now_iso, pid_alive, read_config, read_json, runs_root, write_json
 
 LOCK_DIR = ".locks"
 
@@ -58,18 +60,32 @@ def device_key(device: str) -> str:
 
 
 def lock_path(root: str | Path, device: str) -> Path:
+    """The file a device's ``filelock.FileLock`` locks: ``<root>/.locks/<device>.lock``."""
     return Path(root) / LOCK_DIR / f"{device_key(device)}.lock"
 
 
+def holder_path(root: str | Path, device: str) -> Path:
+    """Who holds a device's lock, written by the holder: ``<root>/.locks/<device>.json``."""
+    return Path(root) / LOCK_DIR / f"{device_key(device)}.json"
+
+
+def _file_lock(root: str | Path, device: str) -> filelock.FileLock:
+    # not thread-local: a run's trainer thread takes it and its main thread releases it
+    return filelock.FileLock(lock_path(root, device), timeout=0, thread_local=False)
+
+
 def lock_holder(root: str | Path, device: str) -> dict[str, Any] | None:
-    """Who holds a device's lock: ``{"pid", "run_id", "host", "since"}``, or None if it is free
-    (no lock file, or the holder's process is dead: a stale lock)."""
-    info = read_json(lock_path(root, device))
-    if info is None:
+    """Who holds a device's lock: ``{"pid", "run_id", "host", "since", "device"}``, or None if it is free (a holder
+    that died released it). Asks by taking the lock for an instant when nobody holds it."""
+    if not lock_path(root, device).exists():
         return None
-    if info.get("host") == socket.gethostname() and not pid_alive(info.get("pid")):
-        return None
-    return info
+    probe = _file_lock(root, device)
+    try:
+        probe.acquire()
+    except filelock.Timeout:
+        return read_json(holder_path(root, device)) or {"pid": None, "run_id": "?"}
+    probe.release()
+    return None
 
 
 def queue_dir(root: str | Path, device: str) -> Path:
@@ -78,6 +94,7 @@ def queue_dir(root: str | Path, device: str) -> Path:
 
 
 def _alive(info: dict[str, Any]) -> bool:
+    """Whether the process of a ticket may still be waiting (a ticket of another host is taken as alive)."""
     return not (info.get("host") == socket.gethostname() and not pid_alive(info.get("pid")))
 
 
@@ -115,11 +132,11 @@ def busy_message(device: str, holder: dict[str, Any]) -> str:
 
 
 class DeviceLock:
-    """One run at a time per device: a lock file ``<runs root>/.locks/<device>.lock``.
+    """One run at a time per device: a ``filelock.FileLock`` on ``<runs root>/.locks/<device>.lock``.
 
-    Created with ``O_EXCL``; a lock whose process is dead is taken over. Waiting for it goes through the
-    device's queue (:func:`lock_queue`): first come, first served. Released on exit
-    (``with DeviceLock(...)``) or :meth:`release`.
+    The system releases it when the holding process ends. Waiting for it goes through the device's queue
+    (:func:`lock_queue`): first come, first served. Released on exit (``with DeviceLock(...)``) or :meth:`release`.
+    ``pid`` is the process the holder file and the queue ticket name (default: this one).
     """
 
     def __init__(self, root: str | Path, device: str, run_id: str, pid: int | None = None) -> None:
@@ -128,33 +145,25 @@ class DeviceLock:
         self.device = device
         self.run_id = run_id
         self.pid = pid or os.getpid()
-        self.held = False
+        self._lock = _file_lock(root, device)
+
+    @property
+    def held(self) -> bool:
+        return self._lock.is_locked
 
     def try_acquire(self) -> dict[str, Any] | None:
-        """Take the lock; returns None on success, else the live holder's info."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        record = {"pid": self.pid, "run_id": self.run_id, "host": socket.gethostname(), "since": now_iso(),
-                  "device": self.device}
-        for _ in range(3):
-            try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileExistsError:
-                holder = read_json(self.path)
-                if holder is None:  # being written this instant, or garbage: look again shortly
-                    time.sleep(0.05)
-                    holder = read_json(self.path)
-                if holder is not None and holder.get("pid") == self.pid:
-                    self.held = True
-                    return None
-                if holder is None or (holder.get("host") == socket.gethostname() and not pid_alive(holder.get("pid"))):
-                    self.path.unlink(missing_ok=True)  # stale: take it over
-                    continue
-                return holder
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(json.dumps(record) + "\n")
-            self.held = True
+        """Take the lock; returns None on success (or when this object holds it), else the holder's info."""
+        if self.held:
             return None
-        return read_json(self.path) or {"pid": None, "run_id": "?"}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._lock.acquire()
+        except filelock.Timeout:
+            return read_json(holder_path(self.root, self.device)) or {"pid": None, "run_id": "?"}
+        write_json(holder_path(self.root, self.device), {"pid": self.pid, "run_id": self.run_id,
+                                                         "host": socket.gethostname(), "since": now_iso(),
+                                                         "device": self.device})
+        return None
 
     def acquire(self, wait: bool = False, poll_s: float = 1.0, on_wait=None, should_stop=None) -> bool:
         """Take the lock, or raise :class:`RunBusyError` (``wait=False``) / wait until it is free.
@@ -197,18 +206,14 @@ class DeviceLock:
         folder = queue_dir(self.root, self.device)
         folder.mkdir(parents=True, exist_ok=True)
         ticket = folder / f"{time.time_ns():020d}-{self.pid}.json"
-        tmp = folder / f".{ticket.name}.tmp"
-        tmp.write_text(json.dumps({"pid": self.pid, "run_id": self.run_id, "host": socket.gethostname(),
-                                   "since": now_iso(), "device": self.device}) + "\n", encoding="utf-8")
-        os.replace(tmp, ticket)
+        write_json(ticket, {"pid": self.pid, "run_id": self.run_id, "host": socket.gethostname(), "since": now_iso(),
+                            "device": self.device})
         return ticket
 
     def release(self) -> None:
         if self.held:
-            holder = read_json(self.path)
-            if holder is None or holder.get("pid") == self.pid:
-                self.path.unlink(missing_ok=True)
-            self.held = False
+            holder_path(self.root, self.device).unlink(missing_ok=True)
+            self._lock.release()
 
     def __enter__(self) -> "DeviceLock":
         self.acquire()
