@@ -26,8 +26,8 @@ def att_app():
     return open_page("attention")
 
 
-def test_attention_default(att_app):
-    at = att_app
+def test_attention_default():
+    at = open_page("attention")  # its own page: the module's is changed by the other tests, in any order
     check(at, None)
     assert [t.label for t in at.tabs] == ATT_TABS
     assert charts(at) == 1  # tabs are lazy: only the open one is drawn
@@ -41,11 +41,11 @@ def test_attention_default(att_app):
     at.run()
 
 
-def test_the_default_sentence_says_whether_the_model_agrees_and_names_the_head(att_app):
+def test_the_default_sentence_says_whether_the_model_agrees_and_names_the_head():
     from bertcore.loading import sources
     from bertcore.analysis.grammar.agreement import check_verb
 
-    at = att_app
+    at = open_page("attention")  # its own page, as above
     lm = sources.load(sources.DEFAULT)
     want = check_verb(lm.model, lm.tokenizer, "The keys to the cabinet are on the table.", "are", "is", "keys",
                       "cabinet")

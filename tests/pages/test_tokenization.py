@@ -22,8 +22,8 @@ def tok_app():
     return open_page("tokenization")
 
 
-def test_tokenization_default(tok_app):
-    at = tok_app
+def test_tokenization_default():
+    at = open_page("tokenization")  # its own page: the module's is changed by the other tests, in any order
     at.text_area(key="tok_text").set_value("Unbelievably, the Café's naïve chatbot tokenized hyperparameterization!")
     at.run()
     check(at, None)

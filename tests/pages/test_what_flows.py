@@ -33,8 +33,8 @@ def _lines(at) -> str:
     return " ".join(m.value for m in at.markdown)
 
 
-def test_what_flows_default_shows_five_methods_side_by_side_and_the_kobayashi_readout(flows_app):
-    at = flows_app
+def test_what_flows_default_shows_five_methods_side_by_side_and_the_kobayashi_readout():
+    at = page("attention", att_tab=TAB)  # its own page: the module's is changed by the other tests, in any order
     check(at, None)
     specs = chart_specs(at)
     assert len(specs) == 4  # maps, rollouts, route graph, a node's row
@@ -122,8 +122,8 @@ def _bars(at):
                 and "rest (biases)" in list(s["data"][0]["y"]))
 
 
-def test_masking_panel_default_explains_the_example_and_the_bars_sum_to_the_logit(mask_app):
-    at = mask_app
+def test_masking_panel_default_explains_the_example_and_the_bars_sum_to_the_logit():
+    at = page("masking", sources.PACKAGED_MLM, msk_panel=WHY_TAB)  # its own page, as above
     check(at, None)
     assert any("no [MASK] of its own" in c.value for c in at.caption)
     bars = _bars(at)

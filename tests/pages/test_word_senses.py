@@ -13,8 +13,8 @@ def ws_app():
     return open_page("word_senses")
 
 
-def test_word_senses_default_python(ws_app):
-    at = ws_app
+def test_word_senses_default_python():
+    at = open_page("word_senses")  # its own page: the module's is changed by the other tests, in any order
     check(at, None)
     assert at.text_input(key="ws_target").value == "python"
     assert charts(at) == 3  # similarity matrix, PCA, similarity across layers
