@@ -169,7 +169,7 @@ def test_collator_corruption_split_statistics(tok, split):
     enc = tok(["the quick brown fox jumps over the lazy dog again and again"] * 400, truncation=True, max_length=16)
     rows = [{"input_ids": i, "token_type_ids": t, "next_sentence_label": 0}
             for i, t in zip(enc["input_ids"], enc["token_type_ids"])]
-    col = D.PretrainCollator(tok, mlm_probability=0.5, mask_fraction=mask_p, random_fraction=random_p)
+    col = D.PretrainCollator(tok, mlm_probability=0.5, mask_replace_prob=mask_p, random_replace_prob=random_p)
     b = col(rows, D.batch_generator(3, 0))
     orig = D.pad_batch(rows, tok.pad_token_id)["input_ids"]
     d = b["decision"]

@@ -53,7 +53,7 @@ def test_selected_fraction_and_split_match_parameters(p, mf, rf):
     n_elig = n_sel = n_mask = n_rand = n_keep = 0
     for _ in range(20):  # 20 draws of a 256 x 128 batch: ~4e5 eligible positions
         r = mask_tokens(ids, eligible, mask_token_id=4, vocab_size=1000, mlm_probability=p,
-                        mask_fraction=mf, random_fraction=rf, generator=g)
+                        mask_replace_prob=mf, random_replace_prob=rf, generator=g)
         c = r.counts()
         n_elig += c["eligible"]
         n_sel += c["selected"]
@@ -92,8 +92,8 @@ def test_random_replacements_are_uniform_over_the_vocabulary():
     g = torch.Generator().manual_seed(3)
     drawn = []
     for _ in range(10):
-        r = mask_tokens(ids, eligible, mask_token_id=4, vocab_size=50, mlm_probability=1.0, mask_fraction=0.0,
-                        random_fraction=1.0, generator=g)
+        r = mask_tokens(ids, eligible, mask_token_id=4, vocab_size=50, mlm_probability=1.0, mask_replace_prob=0.0,
+                        random_replace_prob=1.0, generator=g)
         drawn.append(r.input_ids[r.decision == RANDOM])
     drawn = torch.cat(drawn)
     assert int(drawn.min()) >= 0 and int(drawn.max()) < 50
@@ -149,7 +149,7 @@ def test_ids_are_read_from_the_tokenizer(tmp_path):
     assert tok.mask_token_id == 2 and tok.cls_token_id == 4
     batch = encode_batch(tok, ["the cat sat on the mat .", "the cat"])
     r = mask_for_tokenizer(tok, batch["input_ids"], batch["attention_mask"], mlm_probability=1.0,
-                           mask_fraction=1.0, random_fraction=0.0)
+                           mask_replace_prob=1.0, random_replace_prob=0.0)
     assert (r.input_ids[r.decision == MASKED] == 2).all()
     assert (r.decision == MASKED).sum() == 7 + 2
     assert not ((r.decision != NOT_SELECTED) & torch.isin(batch["input_ids"], torch.tensor([1, 3, 4]))).any()
@@ -180,7 +180,7 @@ def test_seeded_generator_is_deterministic():
 
 
 @pytest.mark.parametrize("kw", [dict(mlm_probability=-0.1), dict(mlm_probability=1.5),
-                                dict(mask_fraction=0.8, random_fraction=0.3), dict(mask_fraction=-0.1)])
+                                dict(mask_replace_prob=0.8, random_replace_prob=0.3), dict(mask_replace_prob=-0.1)])
 def test_bad_parameters_raise_with_the_parameter_named(kw):
     ids, eligible = synthetic_batch(b=2, t=8)
     with pytest.raises(MaskingError, match="fraction|probability"):

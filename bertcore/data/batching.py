@@ -68,13 +68,14 @@ class PretrainCollator:
     """
 
     def __init__(self, tokenizer, mlm_probability: float = 0.15, whole_word_mask: bool = False,
-                 vocab_size: int | None = None, mask_fraction: float = 0.8, random_fraction: float = 0.1) -> None:
+                 vocab_size: int | None = None, mask_replace_prob: float = 0.8,
+                 random_replace_prob: float = 0.1) -> None:
         self.pad_id = tokenizer.pad_token_id
         self.mask_id = tokenizer.mask_token_id
         self.vocab_size = vocab_size or len(tokenizer)
         self.special = special_ids(tokenizer)
         self.mlm_probability = mlm_probability
-        self.mask_fraction, self.random_fraction = mask_fraction, random_fraction
+        self.mask_replace_prob, self.random_replace_prob = mask_replace_prob, random_replace_prob
         self.continuation = continuation_table(tokenizer, self.vocab_size) if whole_word_mask else None
 
     def __call__(self, rows: Sequence[dict[str, Any]],
@@ -92,8 +93,8 @@ class PretrainCollator:
             has = (pos >= 0).nonzero().flatten()
             force[has, pos[has]] = True
         m = mask_tokens(ids, eligible, mask_token_id=self.mask_id, vocab_size=self.vocab_size,
-                        mlm_probability=self.mlm_probability, mask_fraction=self.mask_fraction,
-                        random_fraction=self.random_fraction, word_ids=wid, generator=generator, force=force)
+                        mlm_probability=self.mlm_probability, mask_replace_prob=self.mask_replace_prob,
+                        random_replace_prob=self.random_replace_prob, word_ids=wid, generator=generator, force=force)
         ids, labels, decision = m.input_ids, m.labels, m.decision
         if not bool((labels != IGNORE_INDEX).any()) and bool(eligible.any()):
             # nothing selected (tiny batches): mask one eligible token so the MLM loss is defined

@@ -121,7 +121,8 @@ def masked_batch(tokenizer, chunks: Sequence[np.ndarray], seed: int = 0,
     ``labels`` the original ids there, -100 elsewhere."""
     batch = pad(chunks, tokenizer.pad_token_id)
     masked = mask_for_tokenizer(tokenizer, batch["input_ids"], batch["attention_mask"], mlm_probability=mlm_probability,
-                                mask_fraction=1.0, random_fraction=0.0, generator=torch.Generator().manual_seed(seed))
+                                mask_replace_prob=1.0, random_replace_prob=0.0,
+                                generator=torch.Generator().manual_seed(seed))
     return {**batch, "input_ids": masked.input_ids, "labels": masked.labels}
 
 

@@ -2,7 +2,7 @@
 HF ``DataCollatorForLanguageModeling.torch_mask_tokens``), as tensor operations.
 
 Select ``mlm_probability`` (15%) of the eligible positions (never special tokens or padding);
-of those, ``mask_fraction`` (80%) become [MASK], ``random_fraction`` (10%) a random token and
+of those, ``mask_replace_prob`` (80%) become [MASK], ``random_replace_prob`` (10%) a random token and
 the rest (10%) stay unchanged. ``labels`` hold the original id at selected positions and -100
 elsewhere. Every position's decision is returned too, so the UI can show it.
 """
@@ -47,13 +47,13 @@ class MaskingResult:
                 "unchanged": int((d == UNCHANGED).sum())}
 
 
-def check_params(mlm_probability: float, mask_fraction: float, random_fraction: float) -> None:
+def check_params(mlm_probability: float, mask_replace_prob: float, random_replace_prob: float) -> None:
     """Raise :class:`MaskingError` unless 0 <= p <= 1, fractions >= 0 and their sum <= 1."""
     if not 0.0 <= mlm_probability <= 1.0:
         raise MaskingError(f"mlm_probability must be in [0, 1], got {mlm_probability}")
-    if mask_fraction < 0 or random_fraction < 0 or mask_fraction + random_fraction > 1.0 + 1e-9:
-        raise MaskingError(f"mask_fraction ({mask_fraction}) and random_fraction ({random_fraction}) must be "
-                           ">= 0 and add up to at most 1 (the rest is left unchanged)")
+    if mask_replace_prob < 0 or random_replace_prob < 0 or mask_replace_prob + random_replace_prob > 1.0 + 1e-9:
+        raise MaskingError(f"mask_replace_prob ({mask_replace_prob}) and random_replace_prob ({random_replace_prob}) "
+                           "must be >= 0 and add up to at most 1 (the rest is left unchanged)")
 
 
 def mask_tokens(
@@ -63,8 +63,8 @@ def mask_tokens(
     mask_token_id: int,
     vocab_size: int,
     mlm_probability: float = 0.15,
-    mask_fraction: float = 0.8,
-    random_fraction: float = 0.1,
+    mask_replace_prob: float = 0.8,
+    random_replace_prob: float = 0.1,
     word_ids: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
     force: torch.Tensor | None = None,
@@ -78,7 +78,7 @@ def mask_tokens(
         mask_token_id: id of [MASK] (read it from the tokenizer).
         vocab_size: random replacements are drawn uniformly from ``[0, vocab_size)`` (as HF).
         mlm_probability: chance that an eligible position (or word) is selected.
-        mask_fraction / random_fraction: split of the selected positions; the rest stay unchanged.
+        mask_replace_prob / random_replace_prob: split of the selected positions; the rest stay unchanged.
         word_ids: ``(B, T)`` long word index per position (-1 for specials / padding): whole-word
             masking, where all pieces of a word are selected together (each piece then gets its own
             80/10/10 decision, as Google's ``create_pretraining_data.py``).
@@ -91,7 +91,7 @@ def mask_tokens(
     Raises:
         MaskingError: parameters out of range or shapes that differ.
     """
-    check_params(mlm_probability, mask_fraction, random_fraction)
+    check_params(mlm_probability, mask_replace_prob, random_replace_prob)
     shape = input_ids.shape
     if eligible.shape != shape or (word_ids is not None and word_ids.shape != shape) or (
             force is not None and force.shape != shape):
@@ -106,8 +106,8 @@ def mask_tokens(
         chosen = word_draw.gather(1, word_ids.clamp(min=0)) < mlm_probability  # (B, T)
     selected = chosen & eligible  # (B, T)
     u = torch.rand(input_ids.shape, generator=generator, device=device)  # (B, T) decides 80/10/10
-    to_mask = selected & (u < mask_fraction)
-    to_random = selected & (u >= mask_fraction) & (u < mask_fraction + random_fraction)
+    to_mask = selected & (u < mask_replace_prob)
+    to_random = selected & (u >= mask_replace_prob) & (u < mask_replace_prob + random_replace_prob)
     random_ids = torch.randint(vocab_size, input_ids.shape, generator=generator, device=device)  # (B, T)
     if force is not None:  # after every draw, so the other positions keep theirs
         force = force.to(device=device, dtype=torch.bool) & eligible  # never a special token or padding

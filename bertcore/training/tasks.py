@@ -114,7 +114,8 @@ class PretrainTask:
         c = self.cfg
         self.train_ds, self.val_ds, self.test_ds = self.data.train, self.data.val, None
         self.collate = D.PretrainCollator(tokenizer, c.mlm_probability, c.whole_word_mask, model.config.vocab_size,
-                                          mask_fraction=c.mask_replace_prob, random_fraction=c.random_replace_prob)
+                                          mask_replace_prob=c.mask_replace_prob,
+                                          random_replace_prob=c.random_replace_prob)
 
     @torch.no_grad()
     def init_model(self, model) -> None:

@@ -68,9 +68,9 @@ with c2:
                       key="msk_split", persist_state="session",
                       help="Left handle: share replaced by [MASK]; between the handles: share "
                            "replaced by a random token; the rest stays unchanged. BERT: 80 | 10 | 10.")
-    mask_fraction, random_fraction = float(split[0]), float(split[1]) - float(split[0])
-    st.caption(f"[MASK] {mask_fraction:.0%} · random {random_fraction:.0%} · unchanged "
-               f"{1 - mask_fraction - random_fraction:.0%}")
+    mask_replace_prob, random_replace_prob = float(split[0]), float(split[1]) - float(split[0])
+    st.caption(f"[MASK] {mask_replace_prob:.0%} · random {random_replace_prob:.0%} · unchanged "
+               f"{1 - mask_replace_prob - random_replace_prob:.0%}")
 with c3:
     seed = st.number_input("Seed", step=1, key="msk_seed", persist_state="session",
                            help="The same seed and settings give the same draw. Any whole number.")
@@ -78,7 +78,7 @@ with c3:
               help="Draw again with the next seed.")
 
 # ----------------------------------------------------------------------------- the draw
-draw_args = (lm.source, text, text_pair, float(rate), bool(whole_word), mask_fraction, random_fraction,
+draw_args = (lm.source, text, text_pair, float(rate), bool(whole_word), mask_replace_prob, random_replace_prob,
              int(seed) % MAX_SEED)
 try:
     d = views.draw(*draw_args)
@@ -105,15 +105,16 @@ m = st.columns(4)
 selected_share = counts["selected"] / counts["eligible"] if counts["eligible"] else 0.0
 m[0].metric("Selected", f"{counts['selected']} of {counts['eligible']}", f"{selected_share:.1%} (target {rate:.0%})",
             delta_color="off", delta_arrow="off")
-for col, key, name, frac in ((m[1], "masked", "→ [MASK]", mask_fraction), (m[2], "random", "→ random", random_fraction),
-                             (m[3], "unchanged", "unchanged", 1 - mask_fraction - random_fraction)):
+for col, key, name, frac in ((m[1], "masked", "→ [MASK]", mask_replace_prob),
+                             (m[2], "random", "→ random", random_replace_prob),
+                             (m[3], "unchanged", "unchanged", 1 - mask_replace_prob - random_replace_prob)):
     got = counts[key] / counts["selected"] if counts["selected"] else 0.0
     col.metric(name, counts[key], f"{got:.0%} of selected (target {max(frac, 0):.0%})", delta_color="off",
                delta_arrow="off")
 
 st.markdown("**Counts against the recipe.** The light bars are what the parameters predict for this many "
             "tokens, with the range a single random draw stays in about 95% of the time (±2 standard errors).")
-widgets.plotly_chart(mask_figures.counts_figure(counts, rate, mask_fraction, max(random_fraction, 0.0)),
+widgets.plotly_chart(mask_figures.counts_figure(counts, rate, mask_replace_prob, max(random_replace_prob, 0.0)),
                      key="msk_counts")
 
 selected = [i for i, x in enumerate(d.decisions) if x != masking.NOT_SELECTED]

@@ -91,8 +91,8 @@ def decision_grid(tokens: Sequence[str], decisions: Sequence[int], eligible: Seq
     return fig
 
 
-def counts_figure(counts: Mapping[str, int], mlm_probability: float, mask_fraction: float,
-                  random_fraction: float) -> go.Figure:
+def counts_figure(counts: Mapping[str, int], mlm_probability: float, mask_replace_prob: float,
+                  random_replace_prob: float) -> go.Figure:
     """Observed counts against what the recipe expects, with a ±2 standard-error band.
 
     Expected: ``selected = p * eligible``; ``masked / random / unchanged = fraction * selected``
@@ -102,7 +102,7 @@ def counts_figure(counts: Mapping[str, int], mlm_probability: float, mask_fracti
     Args:
         counts: ``eligible``, ``selected``, ``masked``, ``random``, ``unchanged`` (as
             ``MaskingResult.counts()``).
-        mlm_probability, mask_fraction, random_fraction: the parameters used.
+        mlm_probability, mask_replace_prob, random_replace_prob: the parameters used.
     Raises:
         ValueError: a missing key, negative counts, or fractions outside [0, 1].
     """
@@ -112,15 +112,15 @@ def counts_figure(counts: Mapping[str, int], mlm_probability: float, mask_fracti
         raise ValueError(f"counts needs the keys {keys}; missing {missing}")
     if any(int(counts[k]) < 0 for k in keys):
         raise ValueError("counts must be >= 0")
-    keep = 1.0 - mask_fraction - random_fraction
-    for name, q in (("mlm_probability", mlm_probability), ("mask_fraction", mask_fraction),
-                    ("random_fraction", random_fraction), ("unchanged fraction", keep)):
+    keep = 1.0 - mask_replace_prob - random_replace_prob
+    for name, q in (("mlm_probability", mlm_probability), ("mask_replace_prob", mask_replace_prob),
+                    ("random_replace_prob", random_replace_prob), ("unchanged fraction", keep)):
         if not -1e-9 <= q <= 1 + 1e-9:
             raise ValueError(f"{name} must be in [0, 1], got {q}")
     keep = min(max(keep, 0.0), 1.0)
     n_e, n_s = int(counts["eligible"]), int(counts["selected"])
-    rows = [("selected", n_e, mlm_probability), ("→ [MASK]", n_s, mask_fraction),
-            ("→ random", n_s, random_fraction), ("unchanged", n_s, keep)]
+    rows = [("selected", n_e, mlm_probability), ("→ [MASK]", n_s, mask_replace_prob),
+            ("→ random", n_s, random_replace_prob), ("unchanged", n_s, keep)]
     labels = [r[0] for r in rows]
     observed = [n_s, int(counts["masked"]), int(counts["random"]), int(counts["unchanged"])]
     expected = [n * q for _, n, q in rows]

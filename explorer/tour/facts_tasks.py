@@ -65,7 +65,8 @@ def masking_draw(lm: LoadedModel, values: dict) -> Fact:
     seed = int(values.get("msk_seed") or 0)
     rate = float(values.get("msk_rate", 0.15))
     result = masking.mask_tokens(t["input_ids"], eligible, mask_token_id=tok.mask_token_id, vocab_size=len(tok),
-                                 mlm_probability=rate, mask_fraction=lo, random_fraction=hi - lo, word_ids=word_ids,
+                                 mlm_probability=rate, mask_replace_prob=lo, random_replace_prob=hi - lo,
+                                 word_ids=word_ids,
                                  generator=torch.Generator().manual_seed(seed % MAX_SEED))
     c = result.counts()
     if not c["eligible"]:

@@ -46,8 +46,8 @@ class Draw:
 
 
 @view
-def draw(source, text: str, text_pair: str | None, rate: float, whole_word: bool, mask_fraction: float,
-         random_fraction: float, seed: int) -> Draw:
+def draw(source, text: str, text_pair: str | None, rate: float, whole_word: bool, mask_replace_prob: float,
+         random_replace_prob: float, seed: int) -> Draw:
     """Which tokens BERT's MLM selects in ``text`` (and ``text_pair``) and what it feeds instead, with ``seed``.
 
     Raises ``TextError`` (empty text) and ``MaskingError`` (fractions that do not add up)."""
@@ -61,8 +61,9 @@ def draw(source, text: str, text_pair: str | None, rate: float, whole_word: bool
     eligible = masking.eligible_positions(tok, t["input_ids"], t["attention_mask"])  # (1, T) bool
     word_ids = masking.whole_word_ids(tok, t["input_ids"], eligible) if whole_word else None
     drawn = masking.mask_tokens(t["input_ids"], eligible, mask_token_id=tok.mask_token_id, vocab_size=len(tok),
-                                mlm_probability=rate, mask_fraction=mask_fraction, random_fraction=random_fraction,
-                                word_ids=word_ids, generator=torch.Generator().manual_seed(seed))
+                                mlm_probability=rate, mask_replace_prob=mask_replace_prob,
+                                random_replace_prob=random_replace_prob, word_ids=word_ids,
+                                generator=torch.Generator().manual_seed(seed))
     decisions = drawn.decision[0].tolist()
     typed = fill_mask.mask_token_positions(tok, t["input_ids"])
     selected = [i for i, d in enumerate(decisions) if d != masking.NOT_SELECTED]
@@ -85,15 +86,15 @@ class Guesses:
 
 
 @view
-def guesses(source, text: str, text_pair: str | None, rate: float, whole_word: bool, mask_fraction: float,
-            random_fraction: float, seed: int, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+def guesses(source, text: str, text_pair: str | None, rate: float, whole_word: bool, mask_replace_prob: float,
+            random_replace_prob: float, seed: int, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
             k: int = 5) -> Guesses:
     """The MLM head's top-``k`` guesses at every position :func:`draw` selected or the text typed as [MASK],
     decoded with ``temperature``, ``top_k`` (0 = off) and ``top_p`` (1 = off), as Hugging Face's logits warpers.
 
     Raises what :func:`draw` raises, and ``FillMaskError`` for a model without an MLM head or nothing to ask."""
     lm = load(source)
-    d = draw(source, text, text_pair, rate, whole_word, mask_fraction, random_fraction, seed)
+    d = draw(source, text, text_pair, rate, whole_word, mask_replace_prob, random_replace_prob, seed)
     input_ids = torch.tensor(d.input_ids)[None]
     logits = fill_mask.mlm_logits_at(lm.model, input_ids, d.positions, torch.tensor(d.attention_mask)[None],
                                      torch.tensor(d.token_type_ids)[None])  # (N, V)
@@ -135,8 +136,8 @@ class Lens:
 
 
 @view
-def lens(source, text: str, text_pair: str | None, rate: float, whole_word: bool, mask_fraction: float,
-         random_fraction: float, seed: int, tuned: Path | None = None) -> Lens:
+def lens(source, text: str, text_pair: str | None, rate: float, whole_word: bool, mask_replace_prob: float,
+         random_replace_prob: float, seed: int, tuned: Path | None = None) -> Lens:
     """The logit lens (nostalgebraist 2020) of what :func:`draw` fed the model: every layer's hidden state decoded
     by the model's own MLM head, or through the tuned lens in the file ``tuned`` (Belrose et al. 2023; the cache
     key holds the file's size and modification time, so a refitted lens is read again).
@@ -144,7 +145,7 @@ def lens(source, text: str, text_pair: str | None, rate: float, whole_word: bool
     Raises what :func:`draw` raises, ``ValueError`` for an unreadable tuned-lens file, and ``FillMaskError``
     without an MLM head."""
     lm = load(source)
-    d = draw(source, text, text_pair, rate, whole_word, mask_fraction, random_fraction, seed)
+    d = draw(source, text, text_pair, rate, whole_word, mask_replace_prob, random_replace_prob, seed)
     tuned_lens = None if tuned is None else logit_lens.load_tuned_lens(tuned)
     ll = logit_lens.logit_lens(lm.model, torch.tensor(d.input_ids)[None], None, torch.tensor(d.token_type_ids)[None],
                                k=5, tuned=tuned_lens)
