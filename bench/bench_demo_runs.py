@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from bertcore import runs as R  # noqa: E402
 from bertcore.analysis.papers.emergence import is_content_word, left_unigram_line  # noqa: E402
-from bertcore.training.config import TrainConfig  # noqa: E402
+from bertcore.runs.config import TrainConfig  # noqa: E402
 from bertcore.training.recipes import RECIPES  # noqa: E402
 
 PLATEAU_MARGIN = 0.3  # nats below the unigram line: "left the plateau"

@@ -33,7 +33,7 @@ import torch  # noqa: E402
 
 from bench_demo_runs import parse_set  # noqa: E402
 from bertcore import data as D  # noqa: E402
-from bertcore.training.config import TrainConfig  # noqa: E402
+from bertcore.runs.config import TrainConfig  # noqa: E402
 from bertcore.training.evaluate import EVAL_SEED_OFFSET  # noqa: E402
 from bertcore.training.loop import Trainer  # noqa: E402
 from bertcore.training.recipes import RECIPES  # noqa: E402

@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_demo_runs import BAR_MARGIN, load_avg, parse_set, score_fresh  # noqa: E402
 from bertcore import runs as R  # noqa: E402
 from bertcore.analysis.papers.emergence import left_unigram_line  # noqa: E402
-from bertcore.training.config import TrainConfig  # noqa: E402
+from bertcore.runs.config import TrainConfig  # noqa: E402
 from bertcore.training.recipes import RECIPES  # noqa: E402
 
 ESCAPE_NATS = 1.0  # the escape: held-out loss this far below the unigram line

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_demo_runs import ENV, launch, load_avg, parse_set  # noqa: E402
 from bertcore import runs as R  # noqa: E402
-from bertcore.training.config import TrainConfig  # noqa: E402
+from bertcore.runs.config import TrainConfig  # noqa: E402
 
 GOAL_POINTS = 3.0  # the goal: test macro F1 at least this many points above the TF-IDF baseline's
 

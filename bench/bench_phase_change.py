@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bertcore import runs as R  # noqa: E402
-from bertcore.training.config import TrainConfig  # noqa: E402
+from bertcore.runs.config import TrainConfig  # noqa: E402
 from bertcore.training.recipes import RECIPES  # noqa: E402
 
 LOSS_MARGIN, ACC_FACTOR = 1.0, 3.0

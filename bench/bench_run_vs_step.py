@@ -40,7 +40,7 @@ from device_pretrain import replaying  # noqa: E402
 from bench_train_step import bench_bertcore, flops_per_token, make_batch, matmul_peak  # noqa: E402
 from bertcore import runs as R  # noqa: E402
 from bertcore.modeling.hf_format import read_config_file  # noqa: E402
-from bertcore.training.config import COMPILE_MODES  # noqa: E402
+from bertcore.runs.config import COMPILE_MODES  # noqa: E402
 from bertcore.training import TrainConfig  # noqa: E402
 from bertcore.training.loop import Trainer  # noqa: E402
 

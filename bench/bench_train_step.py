@@ -39,7 +39,7 @@ from bertcore.modeling.hf_format import read_config_file  # noqa: E402
 from bertcore.modeling.heads import BertForPreTraining  # noqa: E402
 from bertcore.tokenization.masking import mask_tokens, selected_positions  # noqa: E402
 from bertcore.training import autocast, make_optimizer  # noqa: E402
-from bertcore.training.config import COMPILE_MODES  # noqa: E402
+from bertcore.runs.config import COMPILE_MODES  # noqa: E402
 from bertcore.training.dist import compile_encoder  # noqa: E402
 
 MASK_ID, CLS_ID, SEP_ID = 103, 101, 102

@@ -16,7 +16,7 @@ from bertcore.modeling.heads import BertForPreTraining
 from bertcore.tokenization.masking import MASKED, NOT_SELECTED, mask_tokens
 from bertcore.tokenization.tokenizer import load_tokenizer
 from bertcore.training.cli import build_parser
-from bertcore.training.config import OptionError, TrainConfig
+from bertcore.runs.config import OptionError, TrainConfig
 from bertcore.training.losses import margin_loss, verb_logit_diff
 from bertcore.training.tasks import PretrainTask
 

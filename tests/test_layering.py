@@ -94,6 +94,30 @@ def upward_imports(graph: nx.DiGraph, layers: dict[str, int]) -> list[str]:
             for a, b in graph.edges if layer_of(a, layers) < layer_of(b, layers)]
 
 
+def folder_of(module: str, modules: dict[str, Path], root: Path = ROOT) -> str:
+    """The directory of a module's file, dotted (``bertcore.tokenization`` for ``bertcore.tokenization.masking`` and
+    for the package's ``__init__``)."""
+    return ".".join(modules[module].relative_to(root).parent.parts) or module
+
+
+def imports_across_folders(graph: nx.DiGraph, layers: dict[str, int], modules: dict[str, Path],
+                           root: Path = ROOT) -> list[str]:
+    """Imports of a module of another folder (not a folder above or below it) where some module of the importing
+    folder sits on a lower row than some module of the imported one: the folders do not show the rows."""
+    rows: dict[str, set[int]] = {}
+    for m in graph.nodes:
+        if graph.degree(m):  # modules that import nothing of the project and that nothing imports do not count
+            rows.setdefault(folder_of(m, modules, root), set()).add(layer_of(m, layers))
+    out = []
+    for a, b in graph.edges:
+        fa, fb = folder_of(a, modules, root), folder_of(b, modules, root)
+        if fa == fb or fa.startswith(fb + ".") or fb.startswith(fa + "."):
+            continue
+        if min(rows[fa]) < max(rows[fb]):
+            out.append(f"{a} imports {b}, but folder {fa} has rows {sorted(rows[fa])} and {fb} rows {sorted(rows[fb])}")
+    return out
+
+
 def circles(graph: nx.DiGraph) -> list[list[str]]:
     return [c for c in nx.simple_cycles(graph)]
 
@@ -104,6 +128,10 @@ def test_the_project_has_no_import_circle():
 
 def test_every_import_goes_down_the_layers():
     assert upward_imports(import_graph(), read_layers()) == []
+
+
+def test_the_folders_are_the_rows():
+    assert imports_across_folders(import_graph(), read_layers(), find_modules(ROOT)) == []
 
 
 def test_every_module_has_a_row():
@@ -135,6 +163,26 @@ def test_the_checks_catch_a_circle_and_an_upward_import(tmp_path):
     assert ["bertcore.analysis.syntax", "bertcore.analysis.syntax_probe"] in [sorted(c) for c in circles(graph)]
     layers = {"bertcore": 1, "bertcore.modeling.config": 0, "bertcore.analysis": 4, "explorer": 11}
     assert upward_imports(graph, layers) == ["bertcore.readouts.positional (row 1) imports bertcore.analysis (row 4)"]
+
+
+def test_the_folder_check_catches_a_folder_that_spans_rows(tmp_path):
+    """A folder with a module on a high row (as tokenization/wordpiece read corpora) imported from a lower folder."""
+    _write(tmp_path, {
+        "bertcore/__init__.py": "",
+        "bertcore/modeling/heads.py": "from ..tokenization.masking import mask_tokens\n",
+        "bertcore/tokenization/masking.py": "def mask_tokens():\n    pass\n",
+        "bertcore/tokenization/wordpiece.py": "from ..data.corpora import load_documents\n",
+        "bertcore/data/corpora.py": "def load_documents():\n    pass\n",
+    })
+    graph, modules = import_graph(tmp_path), find_modules(tmp_path)
+    layers = {"bertcore": 1, "bertcore.tokenization": 0, "bertcore.tokenization.wordpiece": 3, "bertcore.data": 3}
+    assert upward_imports(graph, layers) == []  # every import goes down a row ...
+    found = imports_across_folders(graph, layers, modules, tmp_path)
+    assert sorted(found) == [  # ... but tokenization spans rows 0 to 3
+        "bertcore.modeling.heads imports bertcore.tokenization.masking, but folder bertcore.modeling has rows [1] and "
+        "bertcore.tokenization rows [0, 3]",
+        "bertcore.tokenization.wordpiece imports bertcore.data.corpora, but folder bertcore.tokenization has rows "
+        "[0, 3] and bertcore.data rows [3]"]
 
 
 def test_the_table_is_read_from_the_doc():

@@ -14,7 +14,7 @@ from bertcore.modeling import hf_format
 from bertcore import runs as R
 from bertcore.modeling.heads import BertForPreTraining
 from bertcore.training.cli import main
-from bertcore.training.config import TrainConfig, fields_for
+from bertcore.runs.config import TrainConfig, fields_for
 from bertcore.training.evaluate import evaluate_checkpoint
 from bertcore.training.tasks import make_task
 

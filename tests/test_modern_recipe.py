@@ -17,7 +17,7 @@ from bertcore.modeling.heads import BertForMaskedLM, BertForPreTraining
 from bertcore.loading.hf_export import usage_code
 from bertcore.training.cli import parse_args, resume_config, to_config
 from bertcore.training import card
-from bertcore.training.config import TrainConfig
+from bertcore.runs.config import TrainConfig
 from bertcore.training.loop import Trainer
 from bertcore.training.models import TrainingError, _count, build_model, modern_config, validate
 from bertcore.training.recipes import RECIPES, recipe_of

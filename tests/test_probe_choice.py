@@ -10,7 +10,7 @@ import torch
 from bertcore import runs as R
 from bertcore.loading import sources
 from bertcore.training import probe_choice as P
-from bertcore.training.config import TrainConfig
+from bertcore.runs.config import TrainConfig
 from bertcore.training.evaluate import evaluate_checkpoint
 from bertcore.training.tasks import PretrainTask
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bertcore.training.config import TrainConfig
+from bertcore.runs.config import TrainConfig
 from bertcore.training.models import validate
 from bertcore.training.recipes import DEFAULT_RECIPE, RECIPES
 

@@ -3,7 +3,7 @@ learning rate, ETA and sequence-length schedule (pure; the whole loop: tests/tes
 
 import pytest
 
-from bertcore.training.config import OptionError, TrainConfig
+from bertcore.runs.config import OptionError, TrainConfig
 from bertcore.training.optim import lr_at, lr_at_time
 from bertcore.training.schedule import UNBOUNDED, RunLength, short_seq_len
 

@@ -10,8 +10,8 @@ import transformers
 from bertcore.loading import sources
 from bertcore.tokenization.tokenizer import (TextError, TokenizerError, check_tokenizer, encode,
     is_bert_base_uncased, load_tokenizer, save_tokenizer, vocab_md5)
-from bertcore.tokenization.wordpiece import (SPECIAL_TOKENS, corpus_tokenizer, parse_tokenizer_spec,
-    resolve_tokenizer, train_wordpiece)
+from bertcore.data.vocabularies import corpus_tokenizer, parse_tokenizer_spec, resolve_tokenizer
+from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, train_wordpiece
 
 from .conftest import TINY_CORPUS
 

@@ -10,9 +10,10 @@ import transformers
 
 from bertcore import runs as R
 from bertcore.training.cli import main
-from bertcore.training.config import ExitCode
+from bertcore.runs.config import ExitCode
 from bertcore.training.models import validate
-from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, corpus_tokenizer
+from bertcore.data.vocabularies import corpus_tokenizer
+from bertcore.tokenization.wordpiece import SPECIAL_TOKENS
 
 from .conftest import TINY_CORPUS, TINY_RUN
 

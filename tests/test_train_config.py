@@ -9,7 +9,7 @@ import pytest
 
 from bertcore import runs as R
 from bertcore.training.cli import build_parser, parse_args, resume_config, to_config
-from bertcore.training.config import ExitCode, OptionError, TrainConfig, default_lr, fields_for
+from bertcore.runs.config import ExitCode, OptionError, TrainConfig, default_lr, fields_for
 
 
 LEAD = ("pretrain --init packaged --corpus bbc --max-seq-len 128 --batch-size 32 --lr 3e-4 --warmup 0.05 "

@@ -265,7 +265,7 @@ def test_per_corruption_accuracy_on_a_constructed_case():
     from types import SimpleNamespace
 
     from bertcore.tokenization.masking import MASKED, RANDOM, UNCHANGED
-    from bertcore.training.config import TrainConfig
+    from bertcore.runs.config import TrainConfig
     from bertcore.training.tasks import PretrainTask
 
     task = PretrainTask(TrainConfig.create("pretrain"))

@@ -12,6 +12,7 @@
     labelled.py   labelled sets for fine-tuning and their fixed stratified split
     batching.py   padding, the per-batch MLM collator, batch order (seeded by step and epoch)
     uploads.py    checks of files uploaded in the UI
+    vocabularies.py  a corpus's WordPiece vocabulary, trained once and cached; a run's --tokenizer values
 
 ``from bertcore import data as D`` gives every public name below.
 """

@@ -34,10 +34,10 @@ def train_command(task: str, run_dir: Path, args: dict[str, Any] | Sequence[str]
                   nproc: int = 1) -> tuple[list[str], dict]:
     """The command line of a run and the ``args`` recorded in its first ``run.json``.
 
-    ``args`` as a dict is read as :class:`bertcore.training.config.TrainConfig` options (an unknown
+    ``args`` as a dict is read as :class:`bertcore.runs.config.TrainConfig` options (an unknown
     name raises :class:`RunError`); as a list it is passed on as CLI words.
     """
-    from ..training.config import OptionError, TrainConfig
+    from .config import OptionError, TrainConfig
 
     if isinstance(args, dict):
         try:

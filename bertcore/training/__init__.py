@@ -1,5 +1,5 @@
 """Training: the loop (:class:`Trainer`) and its parts; the options (:class:`TrainConfig`) are
-:mod:`bertcore.training.config` (a foundation: ``runs`` and the UI read them without this package).
+:mod:`bertcore.runs.config` (a foundation: ``runs`` and the UI read them without this package).
 
     models.py       the model and tokenizer a run starts from; the page's pre-launch checks
     tasks.py        PretrainTask (MLM + NSP) and ClassifyTask: data, forward, metrics, end
@@ -11,7 +11,7 @@
     checkpoints.py  writing / pruning / reading checkpoints
     baseline.py     macro F1 and the TF-IDF + logistic regression baseline
 
-``bertcore.training.cli`` is the command line. Names are imported lazily, so ``bertcore.training.config``
+``bertcore.training.cli`` is the command line. Names are imported lazily, so ``bertcore.runs.config``
 stays cheap for the UI (no torch import).
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 
 _NAMES = {
-    ".config": ("TrainConfig", "ExitCode", "OptionError", "default_lr", "fields_for", "field_info"),
+    "..runs.config": ("TrainConfig", "ExitCode", "OptionError", "default_lr", "fields_for", "field_info"),
     ".models": ("TrainingError", "build_model", "resolve_init", "load_tokenizer_for", "start_model_config", "validate"),
     ".tasks": ("PretrainTask", "ClassifyTask", "make_task"),
     ".loop": ("Trainer", "Cancelled", "as_config"),

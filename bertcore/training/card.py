@@ -15,7 +15,7 @@ from typing import Any
 from ..loading import hf_export
 from .. import runs as R
 from ..modeling import families, hf_format
-from .config import TrainConfig
+from ..runs.config import TrainConfig
 from . import recipes
 from .recipes import RECIPES
 
@@ -124,7 +124,7 @@ def model_card(checkpoint: str | Path, run_dir: str | Path | None = None, code_f
                       f"{code_folder}`", ""]
     lines += ["## Every option of the run (TrainConfig)", "", "| option | value |", "| --- | --- |"]
     if cfg is not None:
-        from .config import fields_for
+        from ..runs.config import fields_for
 
         values = {"task": cfg.task, **{f.name: getattr(cfg, f.name) for f in fields_for(cfg.task)}}
     else:

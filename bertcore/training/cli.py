@@ -1,6 +1,6 @@
 """Command line of a training run: ``python -m bertcore.training {pretrain,finetune,resume} ...``.
 
-The parser is built from :class:`bertcore.training.config.TrainConfig` (one flag per field, its
+The parser is built from :class:`bertcore.runs.config.TrainConfig` (one flag per field, its
 help, default, range and choices); the loop is :class:`bertcore.training.loop.Trainer`.
 
 Examples::
@@ -30,7 +30,7 @@ Examples::
 Options can also come from a JSON file (``--config run.json``: either a file of option names,
 e.g. ``{"preset": "nano", "max_steps": 600}``, or a ``run.json`` written by an earlier run);
 options given on the command line win. The run directory follows ``docs/CONTRACTS.md``.
-Exit codes (:class:`~bertcore.training.config.ExitCode`): 0 done, 1 failed, 2 bad options,
+Exit codes (:class:`~bertcore.runs.config.ExitCode`): 0 done, 1 failed, 2 bad options,
 3 device busy, 143 cancelled (SIGTERM).
 """
 
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..runs import read_config
-from .config import GROUPS, ExitCode, OptionError, TrainConfig, field_info, fields_for
+from ..runs.config import GROUPS, ExitCode, OptionError, TrainConfig, field_info, fields_for
 
 DESCRIPTIONS = {
     "pretrain": ("masked LM + next sentence prediction on a text corpus",

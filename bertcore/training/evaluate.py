@@ -17,7 +17,7 @@ import torch
 
 from .. import data as D
 from .. import runs as R
-from .config import OptionError, TrainConfig
+from ..runs.config import OptionError, TrainConfig
 from .dist import autocast
 from .tasks import make_task
 

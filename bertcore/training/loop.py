@@ -31,7 +31,7 @@ import torch
 from .. import data as D
 from .. import runs as R
 from .checkpoints import prune_checkpoints, restore_trainer, save_checkpoint
-from .config import ExitCode, TrainConfig
+from ..runs.config import ExitCode, TrainConfig
 from .dist import StopFlag, autocast, compile_encoder, init_distributed, pick_device
 from .evaluate import evaluate
 from .calibrate import Calibration, apply_calibration

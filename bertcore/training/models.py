@@ -13,7 +13,7 @@ from typing import Any
 from ..modeling.config import PRESETS, BertConfig, ConfigError
 from ..modeling.hf_format import read_config_file
 from ..runs import last_checkpoint
-from .config import PROBE_AUTO, OptionError, TrainConfig
+from ..runs.config import PROBE_AUTO, OptionError, TrainConfig
 
 
 class TrainingError(RuntimeError):
@@ -45,7 +45,7 @@ def resolve_init(init: str):
 
 
 def load_tokenizer_for(spec: str | None, corpus: str = "bbc", vocab_size: int | None = None):
-    """The WordPiece tokenizer of ``spec`` (:func:`bertcore.tokenization.wordpiece.resolve_tokenizer`): ``packaged``,
+    """The WordPiece tokenizer of ``spec`` (:func:`bertcore.data.vocabularies.resolve_tokenizer`): ``packaged``,
     ``corpus`` / ``corpus:<N>`` (trained on ``corpus``, cached), or a folder, checked.
 
     Raises:
@@ -53,7 +53,7 @@ def load_tokenizer_for(spec: str | None, corpus: str = "bbc", vocab_size: int | 
     """
     from ..loading import sources
     from ..data import DataError
-    from ..tokenization.wordpiece import TokenizerError, resolve_tokenizer
+    from ..data.vocabularies import TokenizerError, resolve_tokenizer
 
     try:
         return resolve_tokenizer(spec, corpus, vocab_size)
@@ -65,7 +65,7 @@ def tokenizer_problem(cfg: TrainConfig) -> str | None:
     """Why ``cfg.tokenizer`` cannot be used (a message for people), or None. Cheap: a corpus
     vocabulary is not trained here, only its size checked; a folder is loaded and checked."""
     from ..tokenization.tokenizer import TokenizerError, load_tokenizer
-    from ..tokenization.wordpiece import parse_tokenizer_spec
+    from ..data.vocabularies import parse_tokenizer_spec
 
     if not cfg.scratch:
         return None

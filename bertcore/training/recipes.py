@@ -1,6 +1,6 @@
 """Named pretraining recipes: the option sets the Train page offers in one click.
 
-Each recipe is a dict of :class:`~bertcore.training.config.TrainConfig` fields; the page launches it
+Each recipe is a dict of :class:`~bertcore.runs.config.TrainConfig` fields; the page launches it
 with a time budget (``max_time``, minutes; calibrated to a step count: :mod:`.calibrate`) and the CLI runs
 the same options. The from-scratch recipe is the fastest found by ``bench/bench_recipes.py``, made robust by
 ``bench/bench_demo_runs.py`` (both tables in ``docs/recipes.md``); the modern recipe is the same run

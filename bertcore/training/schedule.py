@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .config import TrainConfig
+from ..runs.config import TrainConfig
 from .optim import decay_steps_of, lr_at, lr_at_time, warmup_steps_of
 
 UNBOUNDED = 10**12  # "no step limit": a run bounded by its time budget only, or not calibrated yet

@@ -28,7 +28,7 @@ from .. import data as D
 from ..modeling.heads import BertForPreTrainingOutput, BertForSequenceClassification
 from ..tokenization.masking import MASKED, RANDOM, UNCHANGED, special_ids
 from .baseline import macro_f1, tfidf_baseline
-from .config import PROBE_AUTO, PROBE_SEP, TrainConfig
+from ..runs.config import PROBE_AUTO, PROBE_SEP, TrainConfig
 from ..data.agreement_training import add_agreement_rows
 from ..data.batching import AGREEMENT_COLUMNS
 from .dist import autocast

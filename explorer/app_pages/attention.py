@@ -8,7 +8,7 @@ from bertcore.modeling.embeddings import InputError
 from bertcore.tokenization.tokenizer import TextError
 from explorer import as_code, widgets
 from explorer.server import share
-from explorer import edited_input as whatif
+from explorer import whatif
 from explorer.panels import attention as panels
 from explorer.views import attention as views
 from explorer.views.code import snippet
@@ -35,7 +35,7 @@ lm = widgets.current_model()
 share.shareable({"att_layer": share.integer(1, 48), "att_head": share.integer(1, 64), "att_hide": share.boolean,
                  "att_words": share.boolean, "att_pos": share.boolean})
 text, text_pair = widgets.text_or_pair("att", DEFAULT, DEFAULT_B)
-text_b = whatif.edited_input("att", text, lm, text_pair)  # None while "what if" is off
+text_b = whatif.input_b("att", text, lm, text_pair)  # None while "what if" is off
 try:
     act = views.forward(lm.source, text, text_pair)
 except (TextError, InputError) as exc:

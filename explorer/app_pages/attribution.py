@@ -9,7 +9,7 @@ from bertcore.modeling.embeddings import InputError
 from bertcore.loading.sources import PACKAGED_MLM
 from bertcore.tokenization.tokenizer import TextError
 from explorer import as_code, widgets
-from explorer import edited_input as whatif
+from explorer import whatif
 from explorer.panels import attribution as panels
 from explorer.server import heavy
 from explorer.views import attribution as views
@@ -62,7 +62,7 @@ other = position = target = text_b = None  # text_b: the what-if's input B
 with c1:
     if kind == "classification":
         text, other = widgets.text_or_pair("attr_cls", DEFAULT_CLS, "", label="Text to classify")
-        text_b = whatif.edited_input("attr_cls", text, lm, other)
+        text_b = whatif.input_b("attr_cls", text, lm, other)
         names = lm.config.id2label or {i: f"class {i}" for i in range(lm.config.num_labels)}
         choice = st.selectbox("Class to explain", [-1] + list(range(lm.config.num_labels)), key="attr_class",
                               format_func=lambda c: "the predicted class" if c < 0 else str(names.get(c, c)))
@@ -70,7 +70,7 @@ with c1:
     elif kind == "fill_mask":
         text = st.text_area("Text with [MASK]", value=DEFAULT_MLM, key="attr_mlm_text", height=90,
                             persist_state="session")
-        text_b = whatif.edited_input("attr_mlm", text or "", lm)
+        text_b = whatif.input_b("attr_mlm", text or "", lm)
         try:
             masks = views.masks(lm.source, text or "")
         except TextError as exc:

@@ -16,7 +16,7 @@ from bertcore.loading.sources import PACKAGED_MLM
 from explorer import as_code, widgets
 from explorer.server import heavy
 from explorer.server import share
-from explorer import edited_input as whatif
+from explorer import whatif
 from explorer.views import grammar as views
 from explorer.views.code import snippet
 from explorer.views.core import source_key

@@ -8,7 +8,7 @@ from bertcore.readouts import fill_mask, next_sentence
 from bertcore.tokenization import masking
 from bertcore.tokenization.tokenizer import TextError
 from explorer import widgets
-from explorer import edited_input as whatif
+from explorer import whatif
 from explorer.figures import masking as mask_figures
 from explorer.panels import masking as panels
 from explorer.server import share

@@ -9,7 +9,7 @@ from bertcore.loading.sources import PACKAGED_MLM
 from bertcore.tokenization.tokenizer import TextError
 from explorer import as_code, resources, widgets
 from explorer.server import share
-from explorer import edited_input as whatif
+from explorer import whatif
 from explorer.figures import next_sentence as nsp_figures
 from explorer.views import next_sentence as views
 from explorer.views.code import snippet
@@ -68,7 +68,7 @@ c[3].button("Draw a random pair from BBC", key="nsp_draw_random", on_click=_draw
             icon=":material/casino:")
 a = st.text_area("Sentence A", key="nsp_a", height=80)
 b = st.text_area("Sentence B", key="nsp_b", height=80)
-b_edited = whatif.edited_input("nsp", b or "", lm, label="Sentence B, edited (input B of the what-if)")
+b_edited = whatif.input_b("nsp", b or "", lm, label="Sentence B, edited (input B of the what-if)")
 
 try:
     pred = views.predict(lm.source, a or "", b or "")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from bertcore.training.config import TrainConfig
+from bertcore.runs.config import TrainConfig
 
 from .common import snippet
 

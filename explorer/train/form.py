@@ -1,6 +1,6 @@
 """The Train page's launch form: task, starting model, data (packaged, a path or an upload), run
 length and the advanced options. Every default, range and help text comes from
-:class:`bertcore.training.config.TrainConfig` (the CLI reads the same), the checks before a launch
+:class:`bertcore.runs.config.TrainConfig` (the CLI reads the same), the checks before a launch
 from ``bertcore.training.models.validate`` and ``bertcore.data.check_upload``.
 """
 
@@ -13,7 +13,7 @@ import streamlit as st
 from bertcore import data as D
 from bertcore import runs
 from bertcore.loading.sources import list_run_sources
-from bertcore.training.config import default_lr, field_info
+from bertcore.runs.config import default_lr, field_info
 from bertcore.training.models import validate
 from bertcore.training.recipes import DEFAULT_RECIPE, RECIPES
 from explorer import as_code, widgets

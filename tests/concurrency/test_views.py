@@ -109,10 +109,10 @@ CALLS: dict[str, tuple[tuple, dict]] = {
                              {"k": 5, "n_segments": N_SEGMENTS}),
     "corpus_search.sentence": ((S, "She deposited the cheque at the bank on Monday."), {}),
     # What if (edited input)
-    "edited_input.compare": ((S, KEYS, KEY), {}),
-    "edited_input.grammatical_edits": (("The keys are on the table.",), {}),
-    "edited_input.model_edits": ((S, SHORT, 2), {}),
-    "edited_input.words": ((S, SHORT), {}),
+    "whatif.compare": ((S, KEYS, KEY), {}),
+    "whatif.grammatical_edits": (("The keys are on the table.",), {}),
+    "whatif.model_edits": ((S, SHORT, 2), {}),
+    "whatif.words": ((S, SHORT), {}),
     # Embeddings
     "embeddings.parts": ((S, "The bank raised interest rates.", None), {}),
     # Evolution (a run's checkpoints)

@@ -208,7 +208,7 @@ def test_the_train_snippet_starts_the_same_run(runs_root, monkeypatch):
     Python call passes to runs.launch, for the default recipe and for a custom pretraining."""
     from bertcore import runs
     from bertcore.training import cli as cli
-    from bertcore.training.config import TrainConfig
+    from bertcore.runs.config import TrainConfig
     from explorer.as_code.training import CLI_PREFIX
 
     at = page("train")

@@ -15,7 +15,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from bertcore import runs
-from bertcore.training.config import field_info
+from bertcore.runs.config import field_info
 
 from ..conftest import wait_for
 from .conftest import fake_run, page, texts

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from bertcore import runs
-from bertcore.training.config import TrainConfig, default_lr, field_info
+from bertcore.runs.config import TrainConfig, default_lr, field_info
 from bertcore.training.recipes import DEFAULT_RECIPE, RECIPES
 
 from .conftest import page

@@ -1,4 +1,4 @@
-"""AppTest of the what-if view (explorer/edited_input.py) on the Masking and Attention pages: input B
+"""AppTest of the what-if view (explorer/whatif.py) on the Masking and Attention pages: input B
 prefilled with A gives exactly zero difference, a one-click edit changes B and the views, the numbers are
 bertcore's, bad B (empty, longer than the model reads, odd Unicode) gets a message and never a traceback, and
 the URL carries both inputs."""

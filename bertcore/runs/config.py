@@ -6,7 +6,7 @@ stores it as ``args`` (:meth:`TrainConfig.to_dict`), and :meth:`TrainConfig.from
 ``args`` of runs written by earlier versions (unknown keys are ignored, missing ones get today's
 defaults), so old runs still resume.
 
-No torch here: the page and ``bertcore.runs`` import this module cheaply.
+It imports no torch itself.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from explorer import as_code, widgets
 from explorer.server import share
 from explorer.figures import masking as mask_figures
 from explorer.figures import whatif as wi_figures
-from explorer.views import edited_input as wi_views
+from explorer.views import whatif as wi_views
 from explorer.views.code import snippet
 
 TOGGLE = "Compare with an edited input (what if?)"
@@ -40,7 +40,7 @@ def _set(key: str, value: str) -> None:
     st.session_state[key] = value
 
 
-def edited_input(prefix: str, text: str, lm: LoadedModel, text_pair: str | None = None,
+def input_b(prefix: str, text: str, lm: LoadedModel, text_pair: str | None = None,
                  label: str = "Input B: the edited text (A is the text above)") -> str | None:
     """The what-if toggle and, when it is on, box B (prefilled with ``text``) and its one-click edits.
 
@@ -229,8 +229,8 @@ def _fill_mask_view(prefix: str, result: whatif_mod.WhatIf) -> None:
 def section(lm: LoadedModel, prefix: str, text_a: str, text_pair: str | None = None, fill_mask: bool = True,
             head: tuple[int, int] | None = None,
             prepare: Callable[[str], str] | None = None) -> whatif_mod.WhatIf | None:
-    """:func:`edited_input` then, when on, :func:`views` in a bordered box: the one call a page makes."""
-    text_b = edited_input(prefix, text_a, lm, text_pair)
+    """:func:`input_b` then, when on, :func:`views` in a bordered box: the one call a page makes."""
+    text_b = input_b(prefix, text_a, lm, text_pair)
     if text_b is None:
         return None
     with st.container(border=True):

@@ -1,4 +1,4 @@
-"""The what-if views shared by several pages (``explorer.edited_input`` draws them): input A beside an edited input
+"""The what-if views shared by several pages (``explorer.whatif`` draws them): input A beside an edited input
 B, their WordPieces aligned (difflib), each aligned token's hidden-state cosine per layer, each head's Jensen-Shannon
 distance and the paired [MASK]s' guesses (:mod:`bertcore.analysis.representations.whatif`); and the one-click edits
 of B (:mod:`bertcore.analysis.representations.edits`)."""
