@@ -110,7 +110,7 @@ panels.steering(lm, args, c)
 
 as_code.expander("circuits", "Circuits", snippet("Circuits: the attribution graph of a [MASK] prediction",
                                                  views.circuit, args, {"node_threshold": float(threshold)},
-                                                 [(views.graph_figure, {"top": top})]), c)
+                                                 [(views.graph_figure, {"selected": selected, "top": top})]), c)
 st.download_button("Download the graph for Neuronpedia's viewer (JSON)", key="cir_json", icon=":material/download:",
                    data=lambda: export.dumps(views.neuronpedia(*args, node_threshold=float(threshold))),
                    file_name="bert-attribution-graph.json", mime="application/json", on_click="ignore",

@@ -10,8 +10,6 @@ from bertcore.modeling.embeddings import InputError
 from bertcore.loading.sources import PACKAGED
 from bertcore.tokenization.tokenizer import TextError
 from explorer import as_code, resources, widgets
-from explorer.figures import attention as att_figures
-from explorer.figures import compare as cmp_figures
 from explorer.views import compare as views
 from explorer.views.code import snippet
 from explorer.views.core import source_key
@@ -85,10 +83,7 @@ if cmp.tokens < cmp.hidden // 2:
     st.caption(f"Only {cmp.tokens} tokens for {cmp.hidden}-dimensional hidden states: with few tokens CKA is high for "
                "almost any pair of representations. Add lines for a sharper comparison.")
 
-as_code.expander("compare", "Compare models",
-                 snippet("Compare models: CKA by layer and attention difference per head", views.compare, args,
-                         draw=[*([(views.by_layer_figure, {})] if cmp.cka is not None else []),
-                               (views.matrix_figure, {})]), cmp)
+drawn: list = []  # the open tab's figure: what "Show the code" draws
 TABS = ["CKA by layer", "Layer × layer CKA", "Attention difference per head", "One head side by side"]
 by_layer, matrix, heads, one = st.tabs(TABS, key="cmp_tab", on_change="rerun")
 if by_layer.open:
@@ -100,6 +95,7 @@ if by_layer.open:
                        "near 1) and changes the top ones (Kovaleva et al. 2019).")
             js_layer = cmp.js.mean(1) if cmp.js is not None else None
             widgets.plotly_chart(views.by_layer_figure(cmp), key="cmp_by_layer")
+            drawn.append((views.by_layer_figure, {}))
             table = pd.DataFrame({"layer": ["emb"] + [str(i) for i in range(1, len(cmp.cka))],
                                   "CKA": np.round(cmp.cka, 4)})
             if js_layer is not None:
@@ -111,6 +107,7 @@ if matrix.open:
         st.caption("Every layer of A against every layer of B. A bright diagonal means each layer kept its role; "
                    "brightness off the diagonal means a layer of B resembles another layer of A.")
         widgets.plotly_chart(views.matrix_figure(cmp), key="cmp_matrix")
+        drawn.append((views.matrix_figure, {}))
         names = ["emb"] + [str(i) for i in range(1, cmp.cka_matrix.shape[1])]
         frame = pd.DataFrame(cmp.cka_matrix, columns=[f"B {n}" for n in names],
                              index=[f"A {n}" for n in ["emb"] + [str(i) for i in range(1, cmp.cka_matrix.shape[0])]])
@@ -122,8 +119,8 @@ if heads.open:
         else:
             st.caption("Jensen-Shannon distance between the two models' attention, per head, averaged over every "
                        "query token of every line: 0 = the head attends as before, 1 = to entirely different tokens.")
-            widgets.plotly_chart(att_figures.stat_heatmap(cmp.js, "Jensen-Shannon distance", 0, 1, fmt=".2f",
-                                                     colorscale="Reds"), key="cmp_js")
+            widgets.plotly_chart(views.heads_figure(cmp), key="cmp_js")
+            drawn.append((views.heads_figure, {}))
             frame = pd.DataFrame(cmp.js, columns=[f"head {h + 1}" for h in range(cmp.js.shape[1])],
                                  index=[f"layer {i + 1}" for i in range(cmp.js.shape[0])])
             widgets.download_csv(frame, "js_per_head", key="cmp_js_csv")
@@ -144,13 +141,13 @@ if one.open:
                 head = widgets.head_picker("cmp", cmp.js.shape[1], compact=True)  # 0-based
             shown_layer, shown_head = widgets.layer_number(layer), widgets.head_number(head)  # the labels' numbers
             one_line = cmp.lines[line]
-            att_a, att_b = one_line.attention_a[layer, head], one_line.attention_b[layer, head]
+            att_a, att_b = one_line.attention_a[layer, head], one_line.attention_b[layer, head]  # the CSVs' tables
             d = float(one_line.js[layer, head])
             st.caption(f"Layer {shown_layer}, head {shown_head} on line {line + 1}: JS distance {d:.3f} (mean over "
                        "query rows). "
                        "Rows are the tokens that look, columns the tokens looked at.")
-            widgets.plotly_chart(cmp_figures.side_by_side(att_a, att_b, one_line.tokens, f"A: {cmp.name_a}",
-                                                          f"B: {cmp.name_b}"), key="cmp_side")
+            widgets.plotly_chart(views.side_by_side_figure(cmp, line, layer, head), key="cmp_side")
+            drawn.append((views.side_by_side_figure, {"line": line, "layer": layer, "head": head}))
             names = [f"{i}:{tok}" for i, tok in enumerate(one_line.tokens)]
             d1, d2 = st.columns(2)
             for where, which, att in ((d1, "A", att_a), (d2, "B", att_b)):
@@ -158,3 +155,6 @@ if one.open:
                 widgets.download_csv(frame, f"attention_{which}_layer{shown_layer}_head{shown_head}",
                                      key=f"cmp_side_csv_{which}",
                                      label=f"CSV of model {which}", where=where)
+as_code.expander("compare", "Compare models",
+                 snippet("Compare models: CKA by layer and attention difference per head", views.compare, args,
+                         draw=drawn), cmp)

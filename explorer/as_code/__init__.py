@@ -3,8 +3,9 @@
 A page prints its snippet with :func:`explorer.views.code.snippet` from the view it computed with (the view
 function's own source, the page's inputs bound above it; see ``explorer/views/code.py`` and docs/views.md) and hands
 it to :func:`expander` with the view's value. :func:`nothing` is the tour's expander (it computes nothing);
-:func:`run_expander` the Train form's, whose code (:mod:`.training`, written with :mod:`.common`) is the command line
-and the ``bertcore.runs.launch`` call that start the same run. ``tests/pages/test_as_code.py`` runs each page's
+:func:`run_expander` the Train form's, whose code (:mod:`.training`, laid out by the same
+:func:`explorer.views.code.document`) is the command line and the ``bertcore.runs.launch`` call that start the same
+run. ``tests/pages/test_as_code.py`` runs each page's
 snippet in a fresh offline process and compares its ``result`` with the page's value (recorded in
 ``st.session_state[RECORD_KEY]``).
 """

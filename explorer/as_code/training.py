@@ -7,8 +7,7 @@ import shlex
 from typing import Any
 
 from bertcore.runs.config import TrainConfig
-
-from .common import snippet
+from explorer.views.code import document
 
 CLI_PREFIX = "#   "  # the command line's line in the Train snippet starts with this, then "python -m bertcore.training"
 
@@ -32,5 +31,5 @@ def train(task: str, args: dict[str, Any], device: str) -> str:
 # the Train and Evolution pages show it (--device and the device lock are set by launch).
 run_dir = runs.launch(task, args, device=device)
 print("started", run_dir)"""
-    return snippet(f"Train: a {task} run", None, ["from bertcore import runs"],
-                   {"task": task, "args": args, "device": device}, body)
+    inputs = [f"{name} = {value!r}" for name, value in (("task", task), ("args", args), ("device", device))]
+    return document(f"Train: a {task} run", ["from bertcore import runs"], inputs, [body])

@@ -91,8 +91,6 @@ def graph_figure(c: Circuit, selected: str | None = None, top: int | None = None
                                         show_labels=top is not None)
 
 
-
-
 @dataclass
 class Contexts:
     """A transcoder feature's strongest activations on held-out sentences: ``sentences[i]`` split in ``tokens[i]``,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bertcore.analysis.representations.compare import head_js, run_pair, sentences_of
+from explorer.figures import attention as att_figures
 from explorer.figures import compare as cmp_figures
 from explorer.views.core import load, view
 
@@ -75,3 +76,15 @@ def by_layer_figure(result: ModelPair):
 def matrix_figure(result: ModelPair):
     """CKA of every layer of A against every layer of B."""
     return cmp_figures.cka_heatmap(result.cka_matrix, result.name_a, result.name_b)
+
+
+def heads_figure(result: ModelPair):
+    """The Jensen-Shannon distance of each head's attention, A against B (models of one shape)."""
+    return att_figures.stat_heatmap(result.js, "Jensen-Shannon distance", 0, 1, fmt=".2f", colorscale="Reds")
+
+
+def side_by_side_figure(result: ModelPair, line: int, layer: int, head: int):
+    """One head's attention on one line, model A beside model B (``layer``, ``head``: 0-based)."""
+    one = result.lines[line]
+    return cmp_figures.side_by_side(one.attention_a[layer, head], one.attention_b[layer, head], one.tokens,
+                                    f"A: {result.name_a}", f"B: {result.name_b}")
