@@ -14,7 +14,7 @@ from bertcore.analysis.causal import faithfulness
 from bertcore.analysis.representations import logit_lens
 from bertcore.readouts import fill_mask
 from bertcore.tokenization import masking
-from bertcore.tokenization.tokenizer import encode
+from bertcore.tokenization.tokenizer import Encoding, encode
 from explorer.figures import lens as lens_figures
 from explorer.figures import masking as mask_figures
 from explorer.views.core import load, view
@@ -46,6 +46,18 @@ class Draw:
 
 
 @view
+def encoding(source, text: str, text_pair: str | None) -> Encoding:
+    """``text`` (and ``text_pair``) as the model reads it, cut to its length: one
+    :class:`~bertcore.tokenization.tokenizer.Encoding` that every view of the page reads (a repaint encodes once).
+    People type [mask] or [Mask]: the tokenizer knows only its own spelling, so both are normalised first.
+
+    Raises ``TextError`` (an empty or unreadable text)."""
+    lm = load(source)
+    marked = [None if s is None else fill_mask.normalise_mask_markers(s, lm.tokenizer) for s in (text, text_pair)]
+    return encode(lm.tokenizer, *marked, max_length=lm.max_length)
+
+
+@view
 def draw(source, text: str, text_pair: str | None, rate: float, whole_word: bool, mask_replace_prob: float,
          random_replace_prob: float, seed: int) -> Draw:
     """Which tokens BERT's MLM selects in ``text`` (and ``text_pair``) and what it feeds instead, with ``seed``.
@@ -53,9 +65,7 @@ def draw(source, text: str, text_pair: str | None, rate: float, whole_word: bool
     Raises ``TextError`` (empty text) and ``MaskingError`` (fractions that do not add up)."""
     lm = load(source)
     tok = lm.tokenizer
-    # people type [mask] or [Mask]: the tokenizer knows only its own spelling
-    marked = [None if s is None else fill_mask.normalise_mask_markers(s, tok) for s in (text, text_pair)]
-    enc = encode(tok, *marked, max_length=lm.max_length)
+    enc = encoding(source, text, text_pair)
     t = enc.tensors()
     # which tokens may be selected, then BERT's 15% / 80-10-10 draw (Devlin et al. 2019, section 3.1)
     eligible = masking.eligible_positions(tok, t["input_ids"], t["attention_mask"])  # (1, T) bool
@@ -176,8 +186,7 @@ def candidates(source, text: str, text_pair: str | None, position: int, k: int =
     the model's length). Raises ``TextError`` for empty text, ``FillMaskError`` without an MLM head."""
     lm = load(source)
     tok = lm.tokenizer
-    marked = [None if s is None else fill_mask.normalise_mask_markers(s, tok) for s in (text, text_pair)]
-    enc = encode(tok, *marked, max_length=lm.max_length)
+    enc = encoding(source, text, text_pair)
     t = enc.tensors()
     logits = fill_mask.mlm_logits_at(lm.model, t["input_ids"], [position], t["attention_mask"],
                                      t["token_type_ids"])[0]  # (V,)
@@ -207,8 +216,7 @@ def explanations(source, text: str, text_pair: str | None, position: int, token_
     position out of range)."""
     lm = load(source)
     tok = lm.tokenizer
-    marked = [None if s is None else fill_mask.normalise_mask_markers(s, tok) for s in (text, text_pair)]
-    enc = encode(tok, *marked, max_length=lm.max_length)
+    enc = encoding(source, text, text_pair)
     inputs = enc.tensors()
     special = np.array(enc.special_tokens_mask, dtype=bool)
     dx, dx_error = None, None
@@ -232,7 +240,6 @@ def faithfulness_table(source, text: str, text_pair: str | None, position: int,
     its ranking with two ways of removing each token (:func:`bertcore.analysis.causal.faithfulness.measure`)."""
     lm = load(source)
     tok = lm.tokenizer
-    marked = [None if s is None else fill_mask.normalise_mask_markers(s, tok) for s in (text, text_pair)]
-    enc = encode(tok, *marked, max_length=lm.max_length)
+    enc = encoding(source, text, text_pair)
     return faithfulness.measure(lm.model, enc.tensors(), position, token_id, tok.mask_token_id, tok.pad_token_id,
                                 np.array(enc.special_tokens_mask, dtype=bool))

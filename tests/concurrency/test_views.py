@@ -150,6 +150,7 @@ CALLS: dict[str, tuple[tuple, dict]] = {
     # Masking
     "masking.candidates": ((S, KEYS, None, 3), {}),
     "masking.draw": (MASK_ARGS, {}),
+    "masking.encoding": ((S, KEYS, None), {}),
     "masking.explanations": ((S, KEYS, None, 3, ARE), {"bad_id": IS}),
     "masking.faithfulness_table": ((S, KEYS, None, 3, ARE), {}),
     "masking.guesses": (MASK_ARGS, {"temperature": 1.5, "top_k": 10}),

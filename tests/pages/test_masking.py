@@ -351,3 +351,22 @@ def test_a_link_reopens_the_decoding_controls():
     table = next(df for df in dataframes(at) if "top guess" in df.columns)
     assert list(table["drawn (seed 7)"]) == tok.convert_ids_to_tokens(
         fill_mask.sample(logits, fill_mask.Decoding(0.5, 3, 0.9), 7))
+
+
+def test_a_repaint_encodes_its_text_once(monkeypatch):
+    """Every view of the page reads views.masking.encoding: the grid, the guesses, the candidates and the
+    explanations of one text cost one encoding, however many of them the page draws (explanations tab open)."""
+    from explorer.views import core
+    from explorer.views import masking as views
+
+    calls = []
+    real = views.encode
+    monkeypatch.setattr(views, "encode", lambda *a, **k: calls.append(a[1:3]) or real(*a, **k))
+    core.clear()
+    try:
+        at = page("masking", sources.PACKAGED_MLM, msk_text="The keys to the cabinet [MASK] on the table.",
+                  msk_panel="Which words made this prediction")
+        assert_clean(at)
+        assert calls == [("The keys to the cabinet [MASK] on the table.", None)], calls
+    finally:
+        core.clear()
