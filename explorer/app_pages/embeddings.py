@@ -1,6 +1,5 @@
 """Embeddings: the embedding layer taken apart (token + position + segment, sum, LayerNorm)."""
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -15,7 +14,7 @@ DEFAULT = "The bank raised interest rates."
 DEFAULT_B = "We sat on the river bank."
 MAX_ROWS = 48  # tokens per heatmap window
 MAX_DIMS = 96  # dimensions per heatmap window
-COMPONENTS = ["token", "position", "segment", "sum", "normalised", "output"]
+COMPONENTS = views.COMPONENTS
 
 st.title("Embeddings")
 st.markdown(
@@ -110,13 +109,7 @@ vectors = {k: tensors[k][pick] for k in ("token", "position", "segment", "sum", 
 widgets.plotly_chart(emb_figures.token_vectors_figure(vectors, f"token {pick}: {parts.tokens[pick]}"),
                      key="emb_vectors")
 total = tensors["sum"][pick]
-st.dataframe(pd.DataFrame({
-    "step": ["token (id %d)" % parts.input_ids[pick], f"position {pick}", f"segment {parts.token_type_ids[pick]}",
-             "sum", "normalised", "output (γ · normalised + β)"],
-    "L2 norm": [float(np.linalg.norm(tensors[k][pick])) for k in COMPONENTS],
-    "mean": [float(tensors[k][pick].mean()) for k in COMPONENTS],
-    "std": [float(tensors[k][pick].std()) for k in COMPONENTS],  # numpy's std is the biased one, as LayerNorm's
-}), hide_index=True, key="emb_steps")
+st.dataframe(pd.DataFrame(views.token_steps(parts, pick)), hide_index=True, key="emb_steps")
 st.caption(f"LayerNorm subtracts the mean ({float(total.mean()):.4f}) and divides by the standard deviation "
            f"({float(total.std()):.4f}, with ε = {lm.config.layer_norm_eps:g}) of the sum, so the "
            "normalised vector has mean 0 and standard deviation 1.")

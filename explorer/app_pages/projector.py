@@ -138,8 +138,8 @@ if typed is not None:
     clicked = int(typed)
 ring = []
 if clicked is not None:
-    nb_ids, nb_cos = P.neighbours(proj, clicked)
-    ring = [clicked, *nb_ids.tolist()]
+    near = views.neighbours(*args, point=clicked)
+    ring = [clicked, *near.ids]
 
 if colour == "layer":
     if len(proj.layers) < 2:
@@ -151,7 +151,8 @@ if colour == "layer":
 widgets.plotly_chart(views.figure(view, layer, ring), key=chart_key, on_select="rerun",
                      selection_mode=("points", "box", "lasso"))
 as_code.expander("projector", "Embedding projector",
-                 snippet("Embedding projector", views.projection, args, draw=[(views.figure, {"layer": layer})]),
+                 snippet("Embedding projector", views.projection, args,
+                         draw=[(views.figure, {"layer": layer, "highlight": ring})]),
                  view)
 if len(proj.layers) > 1:
     st.caption("The slider under the plot moves through the layers (▶ plays them). PCA's signs are matched from "
@@ -165,8 +166,8 @@ if clicked is not None:
     s = int(proj.sentence[clicked])
     st.subheader(f"Point {clicked}: {proj.tokens[clicked] if proj.unit == 'token' else 'a text'}")
     st.markdown("**Its text:** " + widgets.escape_md(proj.texts[s]))
-    rows = [{"point": j, "token": proj.tokens[j] if proj.unit == "token" else "", "cosine": float(c),
-             "in context": P.context(proj, j)} for j, c in zip(nb_ids.tolist(), nb_cos.tolist())]
+    rows = [{"point": j, "token": proj.tokens[j] if proj.unit == "token" else "", "cosine": c, "in context": where}
+            for j, c, where in zip(near.ids, near.cosine, near.context)]
     st.markdown(f"**Its {len(rows)} nearest neighbours at layer {layer}** (cosine in the full "
                 f"{cfg.hidden_size}-dimensional space, not in the picture):")
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="proj_neighbours",

@@ -8,7 +8,6 @@ import html
 import numpy as np
 import pandas as pd
 import streamlit as st
-import torch
 
 from bertcore.analysis import shipped
 from bertcore.analysis.causal import faithfulness as faith
@@ -68,9 +67,7 @@ def predictions(lm: LoadedModel, draw_args: tuple, d: views.Draw, DECODING: dict
                    "seed). Press again for the next seed.")
     drawn = None
     if st.session_state.get("msk_sampled"):
-        drawn = lm.tokenizer.convert_ids_to_tokens(fill_mask.sample(
-            torch.tensor(g.logits), fill_mask.Decoding(decoding["temperature"], decoding["top_k"],
-                                                       decoding["top_p"]), int(seed)))
+        drawn = views.sampled(*draw_args, **decoding, sample_seed=int(seed))
         st.caption(f"Drawn with seed {int(seed)} at T = {decoding['temperature']:g}, top-k "
                    f"{decoding['top_k'] or 'off'}, top-p {decoding['top_p']:g}: "
                    + ", ".join(f"pos {p} → {widgets.escape_md(w)}" for p, w in zip(d.positions, drawn)))

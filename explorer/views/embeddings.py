@@ -14,6 +14,9 @@ from explorer.figures import embeddings as emb_figures
 from explorer.views.core import load, view
 
 
+COMPONENTS = ["token", "position", "segment", "sum", "normalised", "output"]  # the parts, in order
+
+
 @dataclass
 class Parts:
     """The embedding layer of one text. ``tokens``, ``input_ids``, ``token_type_ids``: the T tokens; ``parts``:
@@ -56,3 +59,13 @@ def parts(source, text: str, text_pair: str | None) -> Parts:
 def norms_figure(result: Parts):
     """The size (L2 norm) of each part, token by token."""
     return emb_figures.norms_figure(result.norms, result.tokens)
+
+
+def token_steps(result: Parts, token: int) -> dict[str, list]:
+    """One token's embedding, step by step: each part's name, L2 norm, mean and standard deviation (the biased one,
+    as LayerNorm's), in :data:`COMPONENTS`' order."""
+    vectors = [result.parts[k][token] for k in COMPONENTS]
+    return {"step": [f"token (id {result.input_ids[token]})", f"position {token}",
+                     f"segment {result.token_type_ids[token]}", "sum", "normalised", "output (γ · normalised + β)"],
+            "L2 norm": [float(np.linalg.norm(v)) for v in vectors], "mean": [float(v.mean()) for v in vectors],
+            "std": [float(v.std()) for v in vectors]}

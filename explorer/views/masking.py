@@ -114,6 +114,18 @@ def guesses(source, text: str, text_pair: str | None, rate: float, whole_word: b
     return Guesses(d, preds, np.array([p.probs for p in preds]), logits.numpy())
 
 
+@view
+def sampled(source, text: str, text_pair: str | None, rate: float, whole_word: bool, mask_replace_prob: float,
+            random_replace_prob: float, seed: int, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+            k: int = 5, sample_seed: int = 0) -> list[str]:
+    """One word drawn at each position of :func:`guesses` (the same parameters) from its decoded distribution, with
+    a ``torch.Generator`` seeded with ``sample_seed`` (:func:`bertcore.readouts.fill_mask.sample`)."""
+    g = guesses(source, text, text_pair, rate, whole_word, mask_replace_prob, random_replace_prob, seed,
+                temperature, top_k, top_p, k)
+    ids = fill_mask.sample(torch.tensor(g.logits), fill_mask.Decoding(temperature, top_k, top_p), sample_seed)
+    return load(source).tokenizer.convert_ids_to_tokens(ids)
+
+
 def grid_figure(g: Guesses | Draw):
     """What the model is fed: one cell per token, coloured by its masking decision."""
     d = g.draw if isinstance(g, Guesses) else g

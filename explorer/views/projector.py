@@ -59,6 +59,32 @@ def projection(source, corpus_name: str, n_points: int, layer: int, method: str 
                      found.notes, from_model)
 
 
+@dataclass
+class Neighbours:
+    """A point's nearest neighbours at the projection's layer, in the full hidden space: ``ids`` and ``cosine``
+    (descending) and each one's token in its ``context`` (exBERT's context column)."""
+
+    point: int
+    ids: list[int]
+    cosine: list[float]
+    context: list[str]
+
+
+@view
+def neighbours(source, corpus_name: str, n_points: int, layer: int, method: str = "pca", colour: str = "pos",
+               unit: str = "token", axis_words: tuple[str, str] = ("good", "bad"), own: str | None = None,
+               sae_folder: str | None = None, feature: int = 0, cache_root: str | None = None,
+               point: int = 0) -> Neighbours:
+    """The nearest neighbours of ``point`` in :func:`projection`'s points (the same parameters): exact from its
+    vectors, or the table shipped with the default view. Raises ``ValueError`` for a point out of range."""
+    proj = projection(source, corpus_name, n_points, layer, method, colour, unit, axis_words, own, sae_folder,
+                      feature, cache_root).projection
+    if not 0 <= point < len(proj.tokens):
+        raise ValueError(f"point {point} is not one of the {len(proj.tokens)} points")
+    ids, cosine = P.neighbours(proj, point)
+    return Neighbours(point, ids.tolist(), cosine.tolist(), [P.context(proj, j) for j in ids.tolist()])
+
+
 def figure(result: Projector, layer: int, highlight: list[int] | None = None):
     """The points at every layer (a slider under the plot); for colour "layer", the paths of the first three
     texts' tokens through the layers. ``highlight``: points ringed (a clicked one and its neighbours)."""

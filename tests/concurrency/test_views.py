@@ -154,6 +154,7 @@ CALLS: dict[str, tuple[tuple, dict]] = {
     "masking.explanations": ((S, KEYS, None, 3, ARE), {"bad_id": IS}),
     "masking.faithfulness_table": ((S, KEYS, None, 3, ARE), {}),
     "masking.guesses": (MASK_ARGS, {"temperature": 1.5, "top_k": 10}),
+    "masking.sampled": (MASK_ARGS, {"temperature": 1.5, "top_k": 10, "sample_seed": 3}),
     "masking.lens": (MASK_ARGS, {}),
     # Next sentence (an NSP head: the run's checkpoint)
     "next_sentence.cls_looks": ((CHECKPOINT, "The cat sat down.", "It was tired.", True), {}),
@@ -169,6 +170,8 @@ CALLS: dict[str, tuple[tuple, dict]] = {
     "positions.positions": ((S, 0, 32, 10000.0), {}),
     "positions.regression": ((S,), {}),
     # Embedding projector
+    "projector.neighbours": ((S, "yours", 20, 2, "axis", "label"), {"axis_words": ("fine", "bad"), "own": OWN_TEXTS,
+                                                                   "point": 3}),
     "projector.projection": ((S, "yours", 20, 2, "axis", "label"), {"axis_words": ("fine", "bad"), "own": OWN_TEXTS}),
     # Query-key map
     "query_key.every_head": ((S, QK_LINES[:1], 2), {}),  # a forward per head
