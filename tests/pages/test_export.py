@@ -1,4 +1,4 @@
-"""Chart export (explorer/widgets.py): every page draws through the export helper, the chart toolbar
+"""Chart export (explorer/widgets/): every page draws through the export helper, the chart toolbar
 downloads PNG or SVG as chosen in the sidebar, the standalone HTML opens offline."""
 
 from __future__ import annotations

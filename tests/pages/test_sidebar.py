@@ -1,4 +1,4 @@
-"""AppTest of the sidebar's model picker (explorer/widgets.py): a hub id offline, a missing, broken or
+"""AppTest of the sidebar's model picker (explorer/widgets/): a hub id offline, a missing, broken or
 good local folder, a run checkpoint; every page follows the chosen model, a failed load keeps the last one."""
 
 import pytest
