@@ -2,7 +2,7 @@
 installed package reads at run time but that live outside ``bertcore/`` and ``explorer/`` in the clone, so the clone
 keeps one copy of each:
 
-- ``models/minilm-mlm/`` (the default fill-mask model, its SAEs and precomputed views) ->
+- ``models/minilm-mlm/`` (the default fill-mask model, its SAEs and shipped views) ->
   ``bertcore/_shipped/minilm-mlm/`` (``bertcore.loading.sources.SHIPPED_MLM_DIR`` looks there first);
 - ``app.py`` -> ``bert_explorer_app.py`` at the top of site-packages: the app's page paths
   (``explorer/app_pages/<page>.py``) are relative to the main script's folder, which must hold ``explorer/``;

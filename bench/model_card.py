@@ -153,7 +153,7 @@ BERT's own objectives (masked LM, 80/10/10, + next sentence prediction) by this 
 
 - Files: `config.json`, `model.safetensors` ({size:.1f} MiB, fp16 storage; both bertcore and
   `transformers.BertForPreTraining.from_pretrained` load it in fp32), tokenizer files, `training.json` (the
-  stages below), `eval.json` (the numbers below), `precomputed.npz` (the app's heavy default views for
+  stages below), `eval.json` (the numbers below), `shipped.npz` (the app's heavy default views for
   these exact files, written by `python -m bertcore.analysis.shipped`; rerun it after changing them).
 - Training: {steps:,} optimizer steps in all (about {tokens / 1e6:.1f}M token positions seen), AdamW (weight
   decay 0.01), linear warmup then linear decay, dropout as all-MiniLM-L6-v2 (0.1) unless a stage says otherwise:

@@ -29,7 +29,7 @@ PROBE = """
 import json
 import bertcore, bertcore.training.cli, explorer
 from bertcore.readouts import fill_mask
-from bertcore.loading import precomputed, sources
+from bertcore.loading import shipped_file, sources
 from explorer import cli
 from streamlit.testing.v1 import AppTest
 
@@ -48,7 +48,7 @@ pages += [[e.value for e in at.exception], [t.value for t in at.title]]
 print(json.dumps({
     "files": [bertcore.__file__, explorer.__file__, bertcore.training.cli.__file__, cli.__file__],
     "app": [str(cli.app_script()), str(cli.config_file())], "model": str(folder), "top5": preds[0].tokens,
-    "hash_ok": precomputed.manifest(folder)["model_hash"] == precomputed.model_hash(folder), "pages": pages}))
+    "hash_ok": shipped_file.manifest(folder)["model_hash"] == shipped_file.model_hash(folder), "pages": pages}))
 """
 
 
@@ -128,7 +128,7 @@ def test_the_shipped_model_is_installed_and_fills_a_mask(installed, probe):
     folder = Path(probe["model"])
     assert folder == installed[0] / "bertcore" / "_shipped" / "minilm-mlm"
     assert "rates" in probe["top5"], probe["top5"]
-    assert probe["hash_ok"]  # the precomputed views shipped beside it still apply to the copy
+    assert probe["hash_ok"]  # the views shipped beside it still apply to the copy
     for layer in (2, 4, 6):  # its SAEs (the Features page)
         assert (folder / "sae" / f"layer-{layer}" / "sae_weights.safetensors").is_file()
 

@@ -10,7 +10,7 @@
     papers/           what the papers measured and how training changes it: findings, published numbers,
                       emergence across checkpoints, the held-out evaluation set
     shipped.py        the app's heavy default views over all of the above, and their results shipped beside a
-                      model (``precomputed.npz``, keyed by the model's files)
+                      model (``shipped.npz``, keyed by the model's files)
 
 The subpackages import downwards only: ``attention`` < ``representations`` < ``grammar`` and ``causal`` <
 ``papers`` (``docs/LAYERING.md``; ``tests/test_layering.py`` checks it). Numeric helpers shared with model-level

@@ -211,7 +211,7 @@ def view(loaded, corpus_name: str, n_points: int, layer: int, method: str = "pca
         ValueError: bad parameters (with a sentence), too few points; ``bertcore.data.DataError``: a corpus that
         cannot be read.
     """
-    from ..loading import precomputed
+    from ..loading import shipped_file
 
     if not 1 <= int(n_points) <= MAX_POINTS:
         raise ValueError(f"ask for 1 to {MAX_POINTS:,} points; got {n_points}")
@@ -227,7 +227,7 @@ def view(loaded, corpus_name: str, n_points: int, layer: int, method: str = "pca
     layers = list(range(n_layers + 1)) if every_layer else [int(layer)]
     path = None
     if cache_root is not None and loaded.path is not None:
-        key = P.cache_key(precomputed.model_hash(loaded.path), data.texts, unit, int(layer), method, int(n_points),
+        key = P.cache_key(shipped_file.model_hash(loaded.path), data.texts, unit, int(layer), method, int(n_points),
                           {"axis": list(axis_words) if method == "axis" else None, "seed": seed, "layers": layers,
                            "max_tokens": MAX_TOKENS})
         path = P.cache_path(Path(cache_root), key)

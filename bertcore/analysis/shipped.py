@@ -1,5 +1,5 @@
 """The heavy results of the app's default views, computed here and shipped beside the model
-(:mod:`bertcore.loading.precomputed`) so that a first visit answers at once.
+(:mod:`bertcore.loading.shipped_file`) so that a first visit answers at once.
 
 Each function below returns a :class:`Computation`: a name, the parameters that determine the result, and how to
 compute it. The app calls :func:`get` (the shipped result when it belongs to this model and these parameters,
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..loading import precomputed
+from ..loading import shipped_file
 
 VERSION = 1
 # The inputs of the app's default views (the pages import these)
@@ -64,7 +64,7 @@ def shipped(loaded, computation: Computation) -> Any | None:
     """The shipped result of ``computation`` for ``loaded``, or None (none shipped, or it belongs to other files or
     parameters)."""
     folder = getattr(loaded, "path", None)
-    return None if folder is None else precomputed.read(folder, computation.name, computation.params)
+    return None if folder is None else shipped_file.read(folder, computation.name, computation.params)
 
 
 def _limit(loaded, max_tokens: int) -> int:
@@ -271,7 +271,7 @@ def projector(loaded, corpus: str = PROJECTOR_CORPUS, n_points: int = PROJECTOR_
 def circuit(loaded, text: str, contrast: tuple[str, str] | None, transcoders: str | Path,
             node_threshold: float = 0.8, edge_threshold: float = 0.98, graph_of=None) -> Computation:
     """The Circuits page's pruned attribution graph (:func:`bertcore.circuits.pruned.circuit`) of ``text`` through the
-    transcoder set in ``transcoders``, keyed by those files' bytes (:func:`bertcore.loading.precomputed.files_hash`),
+    transcoder set in ``transcoders``, keyed by those files' bytes (:func:`bertcore.loading.shipped_file.files_hash`),
     not their path. ``graph_of()``: where the unpruned graph comes from (a cache), else
     :func:`bertcore.circuits.attribution.build`."""
     from ..circuits import attribution, pruned
@@ -287,7 +287,7 @@ def circuit(loaded, text: str, contrast: tuple[str, str] | None, transcoders: st
         return pruned.circuit(g, node_threshold, edge_threshold)
 
     return Computation("circuit", {"version": VERSION, "text": text, "contrast": list(contrast) if contrast else None,
-                                   "transcoders": precomputed.files_hash(transcoders),
+                                   "transcoders": shipped_file.files_hash(transcoders),
                                    "node_threshold": node_threshold, "edge_threshold": edge_threshold}, compute)
 
 
@@ -327,14 +327,14 @@ def write(loaded, computations: list[Computation] | None = None, log=print) -> P
     """Compute ``computations`` (default :func:`default_views`) for ``loaded`` and write them into its folder.
 
     Raises:
-        bertcore.loading.precomputed.PrecomputedError: a result that cannot be stored; OSError: an unwritable folder.
+        bertcore.loading.shipped_file.ShippedFileError: a result that cannot be stored; OSError: an unwritable folder.
     """
     entries = []
     for comp in computations if computations is not None else default_views(loaded):
         t0 = time.perf_counter()
         entries.append((comp.name, comp.params, comp.compute(None)))
         log(f"{comp.name}: {time.perf_counter() - t0:.1f} s")
-    return precomputed.write(loaded.path, entries, notes={"written_by": "python -m bertcore.analysis.shipped",
+    return shipped_file.write(loaded.path, entries, notes={"written_by": "python -m bertcore.analysis.shipped",
                                                           "version": VERSION})
 
 
@@ -352,14 +352,14 @@ def add(loaded, computations: list[Computation], log=print) -> Path:
     same model files (those are kept as they are; an entry of the same name is replaced).
 
     Raises:
-        bertcore.loading.precomputed.PrecomputedError, OSError: as :func:`write`.
+        bertcore.loading.shipped_file.ShippedFileError, OSError: as :func:`write`.
     """
-    head = precomputed.manifest(loaded.path)
+    head = shipped_file.manifest(loaded.path)
     names = {c.name for c in computations}
     entries = []
-    if head is not None and head.get("model_hash") == precomputed.model_hash(loaded.path):
+    if head is not None and head.get("model_hash") == shipped_file.model_hash(loaded.path):
         for entry in head["entries"].values():
-            value = precomputed.read(loaded.path, entry["name"], entry["params"])
+            value = shipped_file.read(loaded.path, entry["name"], entry["params"])
             if value is not None and entry["name"] not in names:
                 entries.append((entry["name"], entry["params"], value))
     for comp in computations:
@@ -367,14 +367,14 @@ def add(loaded, computations: list[Computation], log=print) -> Path:
         entries.append((comp.name, comp.params, comp.compute(None)))
         log(f"{comp.name}: {time.perf_counter() - t0:.1f} s")
     notes = dict((head or {}).get("notes") or {}, written_by="python -m bertcore.analysis.shipped", version=VERSION)
-    return precomputed.write(loaded.path, entries, notes=notes)
+    return shipped_file.write(loaded.path, entries, notes=notes)
 
 
 def main(argv: list[str] | None = None) -> None:
     from ..loading.sources import PACKAGED_MLM, ModelSource, load
 
     ap = argparse.ArgumentParser(description="Compute the app's default views for a model and ship them in its "
-                                             f"folder ({precomputed.FILE_NAME}).")
+                                             f"folder ({shipped_file.FILE_NAME}).")
     ap.add_argument("--model", help="an HF model folder (default: the shipped MiniLM-MLM, models/minilm-mlm)")
     ap.add_argument("--add", choices=sorted(ADDABLE), action="append", default=[],
                     help="compute only this view and add it to the file's entries (the others are kept)")

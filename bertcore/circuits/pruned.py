@@ -1,7 +1,7 @@
 """A pruned attribution graph, ready to draw or to ship: the nodes and edges circuit-tracer's ``prune_graph`` keeps
 (:func:`bertcore.circuits.graph.prune_graph`), each node with its kind, place, activation, influence and direct effect
 on the prediction, and the replacement and completeness scores of the graph before and after pruning
-(``compute_graph_scores``). Plain arrays and lists: a :class:`Circuit` is stored in a model's ``precomputed.npz``
+(``compute_graph_scores``). Plain arrays and lists: a :class:`Circuit` is stored in a model's ``shipped.npz``
 (:mod:`bertcore.analysis.shipped`) and drawn by the Circuits page."""
 
 from __future__ import annotations

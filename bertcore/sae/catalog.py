@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..loading.precomputed import model_hash
+from ..loading.shipped_file import model_hash
 from . import io as sae_io
 
 SHIPPED_DIR = "sae"

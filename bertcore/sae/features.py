@@ -23,7 +23,7 @@ block's feed-forward input (:func:`bertcore.sae.transcoder.sites`, read by
 
 :func:`write` / :func:`read` store the result, and the features' labels (:mod:`bertcore.sae.labels`), as
 ``features.npz`` in the SAE's (or transcoder's) folder, keyed by the
-model's files (:func:`bertcore.loading.precomputed.model_hash`) and the folder's (:func:`sae_hash`: ``cfg.json`` and
+model's files (:func:`bertcore.loading.shipped_file.model_hash`) and the folder's (:func:`sae_hash`: ``cfg.json`` and
 ``sae_weights.safetensors``, the same names for both kinds) and the parameters: a changed model, SAE or transcoder
 file ignores it.
 """
@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..loading.precomputed import model_hash
+from ..loading.shipped_file import model_hash
 from . import io as sae_io
 from .model import TopKSAE
 from .stream import READERS

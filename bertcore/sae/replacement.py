@@ -127,7 +127,7 @@ def evaluate_set(folder: str | Path, model_spec: str = "shipped", out: str | Pat
             them (:func:`bertcore.sae.transcoder.keep_latents`; 1: the latents never active); ``d_sae_trained``,
             ``pruned_on_tokens`` and ``pruned_below`` say so. With ``out``, the counts are kept in ``out/fired.npz``
             (``train_<block>`` per trained latent, ``kept_<block>``, ``heldout_<block>`` per kept latent on the
-            masked held-out text, and the set's :func:`~bertcore.loading.precomputed.files_hash`).
+            masked held-out text, and the set's :func:`~bertcore.loading.shipped_file.files_hash`).
         train_counts: such a ``fired.npz`` of the same set, corpus and ``prune_tokens``: its training counts are
             used instead of counting again (another ``prune_below``); one of another set is refused.
         out: write the set there (``layer-<n>/``, ``dtype``) first and measure the written files.
@@ -139,7 +139,7 @@ def evaluate_set(folder: str | Path, model_spec: str = "shipped", out: str | Pat
     Raises:
         bertcore.sae.io.SAEError: an unreadable set or one that does not fit the model.
     """
-    from ..loading.precomputed import files_hash, model_hash
+    from ..loading.shipped_file import files_hash, model_hash
     from .io import folder_name, write_metrics
     from .metrics import reconstruction
     from .stream import corpus_chunks, shuffled_heldout_chunks

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from ..loading.precomputed import model_hash
+from ..loading.shipped_file import model_hash
 from . import io as sae_io
 from .metrics import reconstruction, spliced
 from .stream import shuffled_heldout_chunks

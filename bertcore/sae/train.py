@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from ..loading.precomputed import model_hash
+from ..loading.shipped_file import model_hash
 from ..runs import RunDir, RunWriter, now_iso
 from . import io as sae_io
 from .config import SAETrainConfig

@@ -17,7 +17,7 @@ from explorer.server import heavy, share, shared_settings
 from explorer.views import circuits as views
 from explorer.views.code import snippet
 
-DEFAULT = shipped.CIRCUIT_TEXT  # precomputed for the shipped model and its shipped transcoders
+DEFAULT = shipped.CIRCUIT_TEXT  # its graph ships with the model and its shipped transcoders
 DEFAULT_CONTRAST = "/".join(shipped.CIRCUIT_CONTRAST)
 
 st.title("Circuits")

@@ -1,4 +1,4 @@
-"""bertcore.analysis.shipped: the results shipped beside the MiniLM-MLM (models/minilm-mlm/precomputed.npz) are
+"""bertcore.analysis.shipped: the results shipped beside the MiniLM-MLM (models/minilm-mlm/shipped.npz) are
 what the computations give today (each recomputed and compared), they are what the app's default views ask for,
 the file stays small, and a changed model (one weight) or other parameters ignore it."""
 
@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from bertcore.loading import precomputed
+from bertcore.loading import shipped_file
 from bertcore.loading import sources
 from bertcore.analysis import shipped
 from bertcore.sae.catalog import TRANSCODERS_DIR
 from bertcore.analysis.papers import evalset
 
-from ..test_precomputed import changed_weight
+from ..test_shipped_file import changed_weight
 
 MAX_BYTES = 2_000_000
 IGNORED_FIELDS = {"seconds"}  # wall-clock time of the computation, not a result
@@ -30,7 +30,7 @@ def mlm():
 
 
 def shipped_names() -> list[str]:
-    head = precomputed.manifest(sources.SHIPPED_MLM_DIR)
+    head = shipped_file.manifest(sources.SHIPPED_MLM_DIR)
     return sorted(e["name"] for e in head["entries"].values()) if head else []
 
 
@@ -79,7 +79,7 @@ def assert_same(a, b, where: str = "value") -> None:
 
 
 def test_the_app_default_views_are_all_shipped_and_the_file_is_small(mlm):
-    path = sources.SHIPPED_MLM_DIR / precomputed.FILE_NAME
+    path = sources.SHIPPED_MLM_DIR / shipped_file.FILE_NAME
     assert path.stat().st_size < MAX_BYTES
     views = shipped.default_views(mlm)
     with_transcoders = {"circuit"} if (sources.SHIPPED_MLM_DIR / TRANSCODERS_DIR).is_dir() else set()
@@ -141,15 +141,15 @@ def test_add_computes_only_the_new_entry_and_keeps_the_others(tmp_path):
     from ..conftest import save_tiny_bert
 
     folder = save_tiny_bert(tmp_path / "m", BertForMaskedLM)
-    precomputed.write(folder, [("kept", {"a": 1}, np.arange(3)), ("new", {"v": 0}, "old")])
+    shipped_file.write(folder, [("kept", {"a": 1}, np.arange(3)), ("new", {"v": 0}, "old")])
     loaded = sources.load(sources.ModelSource("local", str(folder)))
     calls = []
     shipped.add(loaded, [shipped.Computation("new", {"v": 1}, lambda p: calls.append(p) or np.ones(2))],
                 log=lambda *a: None)
     assert calls == [None]
-    np.testing.assert_array_equal(precomputed.read(folder, "kept", {"a": 1}), np.arange(3))
-    np.testing.assert_array_equal(precomputed.read(folder, "new", {"v": 1}), np.ones(2))
-    assert precomputed.read(folder, "new", {"v": 0}) is None
+    np.testing.assert_array_equal(shipped_file.read(folder, "kept", {"a": 1}), np.arange(3))
+    np.testing.assert_array_equal(shipped_file.read(folder, "new", {"v": 1}), np.ones(2))
+    assert shipped_file.read(folder, "new", {"v": 0}) is None
 
 
 def test_the_shipped_circuit_belongs_to_the_transcoders_files(tmp_path):

@@ -158,7 +158,7 @@ def test_a_shared_server_offers_no_typed_folder(runs, monkeypatch):
 
 def test_the_default_example_paints_from_the_shipped_graph_without_building_one(tmp_path, monkeypatch):
     """On a fresh clone the shipped transcoders are picked and the default sentence's pruned graph is read from the
-    model's precomputed.npz: no attribution graph is built (a different threshold builds one)."""
+    model's shipped.npz: no attribution graph is built (a different threshold builds one)."""
     from bertcore.circuits import attribution
     from bertcore.sae.catalog import TRANSCODERS_DIR
     from explorer.views import core

@@ -180,7 +180,7 @@ def test_a_changed_model_computes_its_findings_again(monkeypatch, tmp_path):
     from bertcore.loading import sources
     from bertcore.analysis.papers import evalset
 
-    from ..test_precomputed import changed_weight
+    from ..test_shipped_file import changed_weight
 
     copy = shutil.copytree(sources.SHIPPED_MLM_DIR, tmp_path / "copy", ignore=shutil.ignore_patterns("*.md"))
     changed_weight(copy)

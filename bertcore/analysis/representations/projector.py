@@ -15,7 +15,7 @@ batch of sentences and keeps the points of the asked layers; :func:`project` dra
 
 Nearest neighbours are exact: cosine of one point with every other (brute force, the original space, the chosen
 layer). A projection is cached on disk (:func:`cache_path`), keyed by the model files' SHA-256
-(:func:`bertcore.loading.precomputed.model_hash`), the corpus text, the unit, layer, method and number of points.
+(:func:`bertcore.loading.shipped_file.model_hash`), the corpus text, the unit, layer, method and number of points.
 """
 
 from __future__ import annotations
@@ -374,10 +374,10 @@ def cache_path(root: Path, key: str) -> Path:
 
 
 def save(projection: Projection, path: Path) -> None:
-    """Write ``projection`` to ``path`` atomically (no pickle: :func:`bertcore.loading.precomputed.encode`).
+    """Write ``projection`` to ``path`` atomically (no pickle: :func:`bertcore.loading.shipped_file.encode`).
     Raises ``OSError``."""
     from ...modeling.checkpoint import atomic_write
-    from ...loading.precomputed import encode
+    from ...loading.shipped_file import encode
 
     arrays: dict[str, np.ndarray] = {}
     tree = encode(projection, arrays)
@@ -393,11 +393,11 @@ def save(projection: Projection, path: Path) -> None:
 
 def load(path: Path) -> Projection | None:
     """The projection saved at ``path``, or None (missing or unreadable: then it is computed again)."""
-    from ...loading.precomputed import PrecomputedError, decode
+    from ...loading.shipped_file import ShippedFileError, decode
 
     try:
         with np.load(path, allow_pickle=False) as z:
             value = decode(json.loads(z["__tree__"].tobytes().decode()), {k: z[k] for k in z.files})
-    except (OSError, ValueError, KeyError, PrecomputedError):
+    except (OSError, ValueError, KeyError, ShippedFileError):
         return None
     return value if isinstance(value, Projection) else None

@@ -15,7 +15,7 @@ from bertcore.analysis.representations import projector as P
 from bertcore.modeling.heads import BertForMaskedLM, BertForSequenceClassification
 
 from ...conftest import save_tiny_bert
-from ...test_precomputed import changed_weight
+from ...test_shipped_file import changed_weight
 
 TEXTS = ["The cat sat on the mat.", "A dog ran to the park and barked.", "Stocks fell sharply on Monday.",
          "She wrote a letter to her friend.", "The committee approved the new budget today."]

@@ -1,4 +1,4 @@
-"""bertcore.loading.precomputed: results stored beside a model without pickle, keyed by the model's files and the
+"""bertcore.loading.shipped_file: results stored beside a model without pickle, keyed by the model's files and the
 computation's parameters; a changed weight, tokenizer or config, other parameters, or a damaged file make
 ``read`` return None (the app then computes)."""
 
@@ -12,11 +12,11 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from bertcore.loading import precomputed
+from bertcore.loading import shipped_file
 from bertcore.analysis.papers.evalset import Segment
 from bertcore.analysis.representations.corpus_search import Hit
 from bertcore.modeling.heads import BertForPreTraining
-from bertcore.loading.precomputed import PrecomputedError
+from bertcore.loading.shipped_file import ShippedFileError
 
 from .conftest import save_tiny_bert
 
@@ -35,23 +35,23 @@ def sample_value():
 
 
 def test_a_value_round_trips_exactly(folder):
-    precomputed.write(folder, [("demo", PARAMS, sample_value())], notes={"by": "test"})
-    got = precomputed.read(folder, "demo", PARAMS)
+    shipped_file.write(folder, [("demo", PARAMS, sample_value())], notes={"by": "test"})
+    got = shipped_file.read(folder, "demo", PARAMS)
     assert got["hits"] == sample_value()["hits"] and isinstance(got["hits"][0], Hit)
     np.testing.assert_array_equal(got["grid"], np.arange(12.0).reshape(3, 4))
     assert isinstance(got["ids"], torch.Tensor) and got["ids"].tolist() == [[1, 2], [3, 4]]
     assert got["pair"] == (1, "x", None) and np.isnan(got["nan"])
     assert got["by_int"] == {3: [Segment(["a."], ["b."])]} and got["flag"] is True and got["count"] == 5
-    assert precomputed.manifest(folder)["notes"] == {"by": "test"}
+    assert shipped_file.manifest(folder)["notes"] == {"by": "test"}
 
 
 def test_other_parameters_or_names_are_not_found(folder):
-    precomputed.write(folder, [("demo", PARAMS, 1)])
-    assert precomputed.read(folder, "demo", PARAMS) == 1
-    assert precomputed.read(folder, "demo", {**PARAMS, "n_segments": 11}) is None
-    assert precomputed.read(folder, "demo", {**PARAMS, "version": 2}) is None
-    assert precomputed.read(folder, "other", PARAMS) is None
-    assert precomputed.read(folder.parent, "demo", PARAMS) is None  # no file there
+    shipped_file.write(folder, [("demo", PARAMS, 1)])
+    assert shipped_file.read(folder, "demo", PARAMS) == 1
+    assert shipped_file.read(folder, "demo", {**PARAMS, "n_segments": 11}) is None
+    assert shipped_file.read(folder, "demo", {**PARAMS, "version": 2}) is None
+    assert shipped_file.read(folder, "other", PARAMS) is None
+    assert shipped_file.read(folder.parent, "demo", PARAMS) is None  # no file there
 
 
 def changed_weight(folder):
@@ -63,9 +63,9 @@ def changed_weight(folder):
 
 @pytest.mark.parametrize("change", ["weight", "tokenizer", "config"])
 def test_a_changed_model_ignores_the_shipped_file(folder, tmp_path, change):
-    precomputed.write(folder, [("demo", PARAMS, 1)])
+    shipped_file.write(folder, [("demo", PARAMS, 1)])
     copy = shutil.copytree(folder, tmp_path / "copy")
-    assert precomputed.read(copy, "demo", PARAMS) == 1  # the same files elsewhere: still theirs
+    assert shipped_file.read(copy, "demo", PARAMS) == 1  # the same files elsewhere: still theirs
     if change == "weight":
         changed_weight(copy)
     elif change == "tokenizer":
@@ -75,14 +75,14 @@ def test_a_changed_model_ignores_the_shipped_file(folder, tmp_path, change):
     else:
         (copy / "config.json").write_text((copy / "config.json").read_text().replace('"layer_norm_eps": 1e-12',
                                                                                      '"layer_norm_eps": 1e-06'))
-    assert precomputed.model_hash(copy) != precomputed.model_hash(folder)
-    assert precomputed.read(copy, "demo", PARAMS) is None
-    assert precomputed.read(folder, "demo", PARAMS) == 1
+    assert shipped_file.model_hash(copy) != shipped_file.model_hash(folder)
+    assert shipped_file.read(copy, "demo", PARAMS) is None
+    assert shipped_file.read(folder, "demo", PARAMS) == 1
 
 
 def test_a_damaged_or_foreign_file_is_ignored(folder):
-    (folder / precomputed.FILE_NAME).write_bytes(b"not an npz")
-    assert precomputed.read(folder, "demo", PARAMS) is None and precomputed.manifest(folder) is None
+    (folder / shipped_file.FILE_NAME).write_bytes(b"not an npz")
+    assert shipped_file.read(folder, "demo", PARAMS) is None and shipped_file.manifest(folder) is None
 
 
 @dataclass
@@ -91,13 +91,23 @@ class Foreign:
 
 
 def test_only_data_is_stored_and_only_bertcore_classes_are_built():
-    with pytest.raises(PrecomputedError, match="only bertcore"):
-        precomputed.encode(Foreign(1), {})
-    with pytest.raises(PrecomputedError, match="cannot store"):
-        precomputed.encode(object(), {})
-    with pytest.raises(PrecomputedError, match="Python objects"):
-        precomputed.encode(np.array([object()]), {})
-    with pytest.raises(PrecomputedError, match="not a bertcore class"):
-        precomputed.decode({"__dataclass__": "os:PathLike", "fields": {}}, {})
-    with pytest.raises(PrecomputedError, match="not a dataclass"):
-        precomputed.decode({"__dataclass__": "bertcore.loading.precomputed:PrecomputedError", "fields": {}}, {})
+    with pytest.raises(ShippedFileError, match="only bertcore"):
+        shipped_file.encode(Foreign(1), {})
+    with pytest.raises(ShippedFileError, match="cannot store"):
+        shipped_file.encode(object(), {})
+    with pytest.raises(ShippedFileError, match="Python objects"):
+        shipped_file.encode(np.array([object()]), {})
+    with pytest.raises(ShippedFileError, match="not a bertcore class"):
+        shipped_file.decode({"__dataclass__": "os:PathLike", "fields": {}}, {})
+    with pytest.raises(ShippedFileError, match="not a dataclass"):
+        shipped_file.decode({"__dataclass__": "bertcore.loading.shipped_file:ShippedFileError", "fields": {}}, {})
+
+
+def test_a_file_of_the_earlier_name_is_read_and_replaced_by_a_write(folder):
+    """Model folders written before the file was named shipped.npz keep their results: precomputed.npz is read,
+    and the next write leaves one file of the new name."""
+    shipped_file.write(folder, [("demo", PARAMS, 1)])
+    (folder / shipped_file.FILE_NAME).rename(folder / "precomputed.npz")
+    assert shipped_file.read(folder, "demo", PARAMS) == 1
+    shipped_file.write(folder, [("demo", PARAMS, 2)])
+    assert not (folder / "precomputed.npz").exists() and shipped_file.read(folder, "demo", PARAMS) == 2

@@ -1,5 +1,5 @@
 """Results shipped beside a model: heavy computations of the app's default views, written once into the model's
-folder (``precomputed.npz``) and used only while they still belong to that model.
+folder (``shipped.npz``) and used only while they still belong to that model.
 
 Each entry is keyed by a name and its parameters (a JSON object: segment counts, seeds, the input text, a code
 version); the file as a whole is keyed by :func:`model_hash`, a SHA-256 of the model's files (weights, config and
@@ -28,12 +28,13 @@ import numpy as np
 
 from .sources import file_stats
 
-FILE_NAME = "precomputed.npz"
+FILE_NAME = "shipped.npz"
+OLD_FILE_NAMES = ("precomputed.npz",)  # the file's earlier name: a model folder that still has one is read as before
 FORMAT = 1
 _CHUNK = 1 << 20
 
 
-class PrecomputedError(ValueError):
+class ShippedFileError(ValueError):
     """A value that cannot be stored (an object that is not data, an array of Python objects)."""
 
 
@@ -86,7 +87,7 @@ def encode(value: Any, arrays: dict[str, np.ndarray]) -> Any:
     """``value`` as a JSON-able tree; its arrays are added to ``arrays`` under fresh names.
 
     Raises:
-        PrecomputedError: an object that is not a dataclass, container, number, string, array or tensor.
+        ShippedFileError: an object that is not a dataclass, container, number, string, array or tensor.
     """
     if value is None or isinstance(value, (bool, str)):
         return value
@@ -100,14 +101,14 @@ def encode(value: Any, arrays: dict[str, np.ndarray]) -> Any:
         is_tensor = not isinstance(value, np.ndarray)
         arr = value.detach().cpu().numpy() if is_tensor else value
         if arr.dtype == object:
-            raise PrecomputedError("arrays of Python objects cannot be stored")
+            raise ShippedFileError("arrays of Python objects cannot be stored")
         ref = f"a{len(arrays)}"
         arrays[ref] = arr
         return {"__tensor__" if is_tensor else "__array__": ref}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         cls = type(value)
         if not cls.__module__.startswith("bertcore."):
-            raise PrecomputedError(f"only bertcore dataclasses are stored, not {cls.__module__}.{cls.__name__}")
+            raise ShippedFileError(f"only bertcore dataclasses are stored, not {cls.__module__}.{cls.__name__}")
         fields = {f.name: encode(getattr(value, f.name), arrays) for f in dataclasses.fields(value) if f.init}
         return {"__dataclass__": f"{cls.__module__}:{cls.__qualname__}", "fields": fields}
     if isinstance(value, tuple):
@@ -118,14 +119,14 @@ def encode(value: Any, arrays: dict[str, np.ndarray]) -> Any:
         if all(isinstance(k, str) for k in value):
             return {"__dict__": {k: encode(v, arrays) for k, v in value.items()}}
         return {"__items__": [[encode(k, arrays), encode(v, arrays)] for k, v in value.items()]}
-    raise PrecomputedError(f"cannot store a {type(value).__name__}")
+    raise ShippedFileError(f"cannot store a {type(value).__name__}")
 
 
 def decode(tree: Any, arrays) -> Any:
     """Inverse of :func:`encode` (``arrays``: a mapping name -> array, e.g. an open ``.npz``).
 
     Raises:
-        PrecomputedError: a class outside ``bertcore`` or one that is not a dataclass.
+        ShippedFileError: a class outside ``bertcore`` or one that is not a dataclass.
     """
     if isinstance(tree, list):
         return [decode(v, arrays) for v in tree]
@@ -146,23 +147,24 @@ def decode(tree: Any, arrays) -> Any:
     if "__dataclass__" in tree:
         module, _, qualname = tree["__dataclass__"].partition(":")
         if not module.startswith("bertcore."):
-            raise PrecomputedError(f"refusing to build {tree['__dataclass__']}: not a bertcore class")
+            raise ShippedFileError(f"refusing to build {tree['__dataclass__']}: not a bertcore class")
         cls: Any = importlib.import_module(module)
         for part in qualname.split("."):
             cls = getattr(cls, part)
         if not dataclasses.is_dataclass(cls):
-            raise PrecomputedError(f"{tree['__dataclass__']} is not a dataclass")
+            raise ShippedFileError(f"{tree['__dataclass__']} is not a dataclass")
         return cls(**{k: decode(v, arrays) for k, v in tree["fields"].items()})
-    raise PrecomputedError(f"unknown node {sorted(tree)}")
+    raise ShippedFileError(f"unknown node {sorted(tree)}")
 
 
 # ----------------------------------------------------------------------------- the file
 def write(folder: str | Path, entries: list[tuple[str, dict, Any]], notes: dict | None = None) -> Path:
-    """Write ``folder/precomputed.npz`` (compressed, atomically) holding each ``(name, params, value)`` of
-    ``entries``, keyed by :func:`model_hash` of ``folder``. ``notes``: free JSON for people (what wrote it).
+    """Write ``folder/shipped.npz`` (compressed, atomically) holding each ``(name, params, value)`` of
+    ``entries``, keyed by :func:`model_hash` of ``folder``; a file of an earlier name (:data:`OLD_FILE_NAMES`) is
+    removed. ``notes``: free JSON for people (what wrote it).
 
     Raises:
-        PrecomputedError: a value that cannot be stored; OSError: the folder cannot be written.
+        ShippedFileError: a value that cannot be stored; OSError: the folder cannot be written.
     """
     folder = Path(folder)
     arrays: dict[str, np.ndarray] = {}
@@ -178,6 +180,8 @@ def write(folder: str | Path, entries: list[tuple[str, dict, Any]], notes: dict 
         f.write(buf.getvalue())
     os.chmod(tmp, 0o644)  # a file of the repository, readable by whoever serves the app
     os.replace(tmp, path)
+    for old in OLD_FILE_NAMES:  # the new file holds what the old one did, and is read first
+        (folder / old).unlink(missing_ok=True)
     return path
 
 
@@ -200,12 +204,14 @@ def manifest(folder: str | Path) -> dict | None:
 
 
 def _opened(folder: Path):
-    path = folder / FILE_NAME
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return _open(str(path.resolve()), st.st_size, st.st_mtime_ns)
+    for name in (FILE_NAME, *OLD_FILE_NAMES):
+        path = folder / name
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        return _open(str(path.resolve()), st.st_size, st.st_mtime_ns)
+    return None
 
 
 def read(folder: str | Path, name: str, params: dict) -> Any | None:
