@@ -20,34 +20,19 @@ import json
 import sys
 from pathlib import Path
 
+from ..runs.options import add_options, blocks
 from .config import SAETrainConfig
 
 
 def _train_parser(sub) -> None:
     p = sub.add_parser("train", help="train SAEs on one model's layers")
     p.add_argument("--run-dir", required=True)
-    for f in dataclasses.fields(SAETrainConfig):
-        if f.name == "extra":
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        if f.name == "layers":
-            p.add_argument(flag, default=",".join(str(x) for x in f.default),
-                           help="the 0-based blocks whose output to read, comma-separated (e.g. 1,3,5: bert.encoder."
-                                "layer.1 / .3 / .5, written to layer-2/ layer-4/ layer-6/)")
-        elif isinstance(f.default, bool):
-            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
-        else:
-            kind = type(f.default) if f.default is not None else {"max_time": float, "init_from": str}.get(f.name, int)
-            p.add_argument(flag, type=kind, default=f.default)
+    add_options(p, SAETrainConfig, kinds={"layers": blocks})
 
 
 def _config(args) -> SAETrainConfig:
-    opts = {f.name: getattr(args, f.name) for f in dataclasses.fields(SAETrainConfig) if f.name != "extra"}
-    try:
-        opts["layers"] = tuple(int(x) for x in str(args.layers).split(",") if x.strip())
-    except ValueError:
-        raise SystemExit(f"error: --layers takes 0-based block numbers separated by commas; got {args.layers!r}")
-    return SAETrainConfig(**opts)
+    return SAETrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(SAETrainConfig)
+                             if f.name != "extra"})
 
 
 def _evaluate(args) -> int:

