@@ -3,10 +3,10 @@ may do to a cached model").
 
 Streamlit runs each browser session's script in its own thread and every session shares the models of
 ``st.cache_resource``. Each test runs one analysis in a loop in thread A while thread B runs plain fill-mask and
-attention forwards on the *same model object*, and compares both with their single-threaded results (to 1e-6),
-with B's sentence of the same length as A's input, where leaked activations fit and change numbers silently (the
-views, which run these analyses, are checked beside a sentence of another length, where they raise, in
-test_views.py). Before the analyses took their interventions as an argument of the forward pass, A's hooks ran
+attention forwards on the *same model object*, and compares both with their single-threaded results (to 1e-5 of each
+array's largest value), with B's sentence of the same length as A's input, where leaked activations fit and change
+numbers silently (the views, which run these analyses, are checked beside a sentence of another length, where they
+raise, in test_views.py). Before the analyses took their interventions as an argument of the forward pass, A's hooks ran
 inside B's forwards: B raised (another length) or got A's activations (the same length), and A read B's.
 """
 
@@ -73,8 +73,13 @@ def _close(got: list[np.ndarray], want: list[np.ndarray]) -> str | None:
     for i, (g, w) in enumerate(zip(got, want)):
         if g.shape != w.shape:
             return f"array {i}: shape {g.shape} instead of {w.shape}"
-        if g.dtype.kind == "f" and not np.allclose(g, w, rtol=1e-6, atol=1e-6, equal_nan=True):
-            return f"array {i}: max |diff| {np.nanmax(np.abs(g - w)):.3g}"
+        # float32 to 1e-5 of the array's largest value: two threads computing at once may split a reduction over
+        # torch's threads otherwise (5.7e-6 seen on the neuron view's keys, of largest value 3.7); a leaked
+        # activation is off by far more
+        if g.dtype.kind == "f":
+            scale = max(1.0, float(np.nanmax(np.abs(w)))) if w.size and not np.isnan(w).all() else 1.0
+            if not np.allclose(g, w, rtol=0, atol=1e-5 * scale, equal_nan=True):
+                return f"array {i}: max |diff| {np.nanmax(np.abs(g - w)):.3g} (largest value {scale:.3g})"
         if g.dtype.kind != "f" and not np.array_equal(g, w):
             return f"array {i} differs"
     return None
