@@ -8,7 +8,7 @@ probe's top-3 guesses at the end. A recipe "leaves the plateau" when its [MASK] 
 twice the rate of the most frequent token of its data (what a model that knows only frequencies gets).
 
     python bench/bench_recipes.py --minutes 10 --threads 2                 # every recipe, one after another
-    python bench/bench_recipes.py --minutes 5 --only default-bert,fast --write docs/recipes.md
+    python bench/bench_recipes.py --minutes 5 --only default-bert,fast --write docs/measurements/recipes.md
 
 Runs one recipe at a time (timings are only comparable when nothing else trains). Ratios in the table
 (``x unigram rate``) are measured within each run, so machine speed partly cancels.
@@ -58,7 +58,7 @@ RECIPES: dict[str, tuple[str, list[str]]] = {
                    ["--preset", "tiny", "--tokenizer", "corpus:8000", "--max-seq-len", "32", "--batch-size", "64",
                     "--lr", "3e-3", "--no-nsp", "--mask-replace-prob", "1.0", "--random-replace-prob", "0.0",
                     "--dropout", "0", "--pre-layer-norm", "--eval-every", "100"]),
-    # the levers of docs/recipes.md's recipe search, one at a time on top of "tiny-2k-mask30"
+    # the levers of docs/measurements/recipes.md's recipe search, one at a time on top of "tiny-2k-mask30"
     "tiny-2k-mask30": ("tiny, a corpus WordPiece vocabulary of 2k, seq 64, batch 32, lr 3e-3, 30% masking (Wettig et "
                        "al. 2023), all [MASK], pre-LN, dropout 0, no NSP",
                        ["--preset", "tiny", "--tokenizer", "corpus:2000", "--max-seq-len", "64", "--batch-size", "32",

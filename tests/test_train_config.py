@@ -81,7 +81,7 @@ def test_out_of_range_is_refused_with_exit_code_2(capsys):
 def test_learning_rate_defaults_agree():
     assert TrainConfig.create("pretrain").peak_lr == default_lr("pretrain", True) == 1e-3
     assert TrainConfig.create("pretrain", init="packaged").peak_lr == 1e-4
-    assert TrainConfig.create("finetune").peak_lr == 1e-4  # measured in docs/finetuning.md
+    assert TrainConfig.create("finetune").peak_lr == 1e-4  # measured in docs/measurements/finetuning.md
     assert TrainConfig.create("finetune", init="scratch").peak_lr == 3e-4
 
 

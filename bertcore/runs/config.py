@@ -63,7 +63,7 @@ def default_lr(task: str, scratch: bool) -> float:
     Turc et al. 2019), continued pretraining 1e-4, fine-tuning from scratch 3e-4, fine-tuning a
     pretrained model 1e-4 (in the grid of Turc et al. 2019 for compact BERTs, 3e-4 / 1e-4 / 5e-5 / 3e-5;
     BERT-base's section A.3 tries 5e-5 to 2e-5: set --lr for a large model). Measured on the packaged MiniLM:
-    docs/finetuning.md."""
+    docs/measurements/finetuning.md."""
     if task == "pretrain":
         return 1e-3 if scratch else 1e-4
     return 3e-4 if scratch else 1e-4

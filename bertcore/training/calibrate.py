@@ -15,7 +15,7 @@ With ``--group-by-length`` (fine-tuning's default) batches differ in length seve
 order, so the few timed steps are converted by their padded tokens to steps of the epoch's average batch
 (:func:`batch_tokens`, :func:`seconds_per_step`), for the plan and for the thread choice; time is taken as
 proportional to the tokens, which ignores a step's fixed costs (measured: the last step of six fine-tuning runs came
-between 4% before and 9% after the budget, docs/finetuning.md).
+between 4% before and 9% after the budget, docs/measurements/finetuning.md).
 
 Throughput measured over a few seconds is not the whole run's (other processes, thermal limits): the
 run ends at its step count whatever the clock says, earlier or later than the budget.

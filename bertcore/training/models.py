@@ -229,7 +229,7 @@ def head_pooling(cfg: TrainConfig, folder: Path | None) -> dict[str, str]:
     when it is ``cls`` or ``mean``; with ``auto``, what the starting folder declares as a sentence-transformers
     model (:func:`bertcore.loading.sources.declared_pooling`: mean for the packaged all-MiniLM-L6-v2, trained as a
     mean-pooled sentence encoder), else no change (the model's own ``config.json``, [CLS] for BERT; a preset when
-    ``folder`` is None). ``--model-overrides`` still wins. docs/finetuning.md measures the two heads."""
+    ``folder`` is None). ``--model-overrides`` still wins. docs/measurements/finetuning.md measures the two heads."""
     from ..loading.sources import declared_pooling
 
     if cfg.pretrain:

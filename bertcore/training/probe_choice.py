@@ -14,7 +14,7 @@ where a model that uses only its two neighbours could already name the masked co
    not a ``##`` piece, not followed by one, at least :data:`MIN_LETTERS` letters) seen at least
    :data:`MIN_WORD_COUNT` times in training, and its neighbour pair at least :data:`MIN_CONTEXT_COUNT` times;
 3. the score is the share of that neighbour pair's training occurrences that hold this word,
-   ``P(word | left _ right)`` (the neighbour-count model of ``docs/recipes.md``'s honest metrics);
+   ``P(word | left _ right)`` (the neighbour-count model of ``docs/measurements/recipes.md``'s honest metrics);
 4. the best-scoring positions are taken, one per masked word and per document, best first.
 
 The result depends on the corpus, the tokenizer and the train/held-out split (``--seed``) only, so a

@@ -1,10 +1,10 @@
 """Warm the server once it has painted its first page, so that a first visit of any other page does not pay
-for imports and loads (first visits answer at once; docs/first-paint.md).
+for imports and loads (first visits answer at once; docs/measurements/first-paint.md).
 
 Streamlit runs a page's script on every visit; the first visit of a page in a server process used to spend most of
 its time importing what the page's functions import lazily (spaCy and its English pipeline, ``transformers``,
 scikit-learn, Captum, ``datasets``): a py-spy profile of the Tokenization page's first run found 64% of it in
-imports and 17% in loading spaCy's pipeline (docs/first-paint.md). :func:`start` (called by ``app.py`` after a
+imports and 17% in loading spaCy's pipeline (docs/measurements/first-paint.md). :func:`start` (called by ``app.py`` after a
 page has run) does that work once per process, in one low-priority daemon thread, while the student reads the
 first page:
 
