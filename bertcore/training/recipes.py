@@ -17,7 +17,8 @@ from typing import Any
 @dataclass(frozen=True)
 class Recipe:
     """``label`` and ``description`` are for people; ``options`` are TrainConfig fields; ``minutes`` the
-    suggested time budget. Measured on the project's idle 2-core machine (``docs/measurements/recipes.md``, None where not
+    suggested time budget. Measured on the project's idle 2-core machine (``docs/measurements/recipes.md``, None where
+    not
     measured), for the run view's notes: ``escape_by``, the step by which the measured runs' held-out loss had
     left the unigram plateau (0.3 nats below the line); ``idle_steps_per_min``, the steps a calibration plans per
     minute of budget there."""
@@ -53,10 +54,12 @@ RECIPES: dict[str, Recipe] = {
         "leaving the unigram line downwards is the model using the context. The probe shows four held-out "
         "sentences whose hidden word the neighbouring words predict in the training text ('new ___ city'): the "
         "first sign of context use is the hidden word climbing into their top 3. Measured numbers: "
-        "docs/measurements/recipes.md. To watch a sudden phase change, pick 'Watch a phase change'; to see a model fill masks "
+        "docs/measurements/recipes.md. To watch a sudden phase change, pick 'Watch a phase change'; to see a model "
+        "fill masks "
         "now, teach the MiniLM.",
         SCRATCH_FAST,
-        # docs/measurements/recipes.md, plateau exits over seeds: at 1 thread (a busy core) 20 of 20 seeds left the plateau by
+        # docs/measurements/recipes.md, plateau exits over seeds: at 1 thread (a busy core) 20 of 20 seeds left the
+        # plateau by
         # step 900; the 5 idle seeds of the modern-recipe comparison (2 threads, 2026-11-27) left at steps 600-900
         # and planned 5,600-7,200 steps in 10 minutes (median 6,400)
         escape_by=1000, idle_steps_per_min=640.0,
@@ -73,11 +76,13 @@ RECIPES: dict[str, Recipe] = {
         "(ModernBERT: a 128-token window, a global layer every third). Its checkpoints are transformers' "
         "ModernBertForMaskedLM. What to look for: the same as the fastest recipe, the held-out loss leaving the dashed "
         "unigram line; the Positional embeddings page shows this model's rotary frequencies. Measured on 2 CPU cores "
-        "(5 seeds each, docs/measurements/recipes.md): it learns faster than the classic recipe on every seed, 33.8% held-out "
+        "(5 seeds each, docs/measurements/recipes.md): it learns faster than the classic recipe on every seed, 33.8% "
+        "held-out "
         "accuracy at [MASK] after 10 minutes against 30.3% (medians), though each of its steps is about 10% slower; "
         "it leaves the unigram line around step 400 where the classic run needs about 700.",
         {**SCRATCH_FAST, "architecture": "modernbert"},
-        # 5 idle seeds (2 threads, 2026-11-27, docs/measurements/recipes.md, the modern recipe against the classic one): left the
+        # 5 idle seeds (2 threads, 2026-11-27, docs/measurements/recipes.md, the modern recipe against the classic
+        # one): left the
         # plateau at steps 300-400 and planned 4,800-6,000 steps in 10 minutes (median 5,800)
         escape_by=500, idle_steps_per_min=580.0,
     ),
@@ -99,7 +104,8 @@ RECIPES: dict[str, Recipe] = {
         "[MASK] leaves the most-frequent-token line at the same moment, and the probe 'the keys near this dog "
         "[MASK] old .' moves from frequent words to 'is / was / were / are' and then to the plural verbs. On the "
         "Evolution page, the Published patterns tab (toggle it on) shows the head whose verb attends to its "
-        "subject. Measured on 2 CPU cores over 5 seeds (docs/measurements/recipes.md): the loss is 1 nat below the unigram line "
+        "subject. Measured on 2 CPU cores over 5 seeds (docs/measurements/recipes.md): the loss is 1 nat below the "
+        "unigram line "
         "after 19-28 seconds in every seed, and after 2 minutes the accuracy at [MASK] is 46-50% against 12% for "
         "always guessing the most frequent token ('.'). The probe's answer is a lesson in itself: three seeds put "
         "'are' first, two put 'was' or 'is' first, agreeing with the nearer noun 'dog' instead of the subject "

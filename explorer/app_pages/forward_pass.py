@@ -67,7 +67,6 @@ else:
     st.error("Some steps differ from their formula or from the model's forward: " + ", ".join(
         f"{k} {v:.1e}" for k, v in tr.max_abs_diff.items()), icon=":material/error:")
 LAYER_ROWS = ["embeddings"] + [widgets.layer_label(b) for b in range(cfg.num_hidden_layers)]  # row 0: embeddings
-panels.steps(lm, result, LAYER_ROWS)
+drawn = panels.steps(lm, result, LAYER_ROWS)
 as_code.expander("forward_pass", "One forward pass", snippet(
-    f"One forward pass: token {i}, layer {shown_layer}, head {shown_head}", views.trace, args,
-    draw=[(views.layers_figure, {"rows": LAYER_ROWS})]), result)
+    f"One forward pass: token {i}, layer {shown_layer}, head {shown_head}", views.trace, args, draw=drawn), result)

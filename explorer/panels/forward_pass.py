@@ -11,14 +11,14 @@ import streamlit as st
 from bertcore.loading.sources import PACKAGED_MLM, LoadedModel
 from bertcore.readouts.forward_pass import formulas
 from explorer import widgets
-from explorer.figures import forward_pass as figs
 from explorer.figures import masking as mask_figures
 from explorer.views import forward_pass as views
 
 
-def steps(lm: LoadedModel, result: views.Trace, layer_rows: list[str]) -> None:
+def steps(lm: LoadedModel, result: views.Trace, layer_rows: list[str]) -> list:
     """The six steps of ``result`` as lazy tabs (only the open one computes its figures); ``layer_rows``: the
-    labels of the every-layer strip's rows (row 0: the embeddings)."""
+    labels of the every-layer strip's rows (row 0: the embeddings). Returns the open step's figure as "Show the code"
+    draws it: ``[(figure function, its keyword arguments)]``."""
     cfg, tok = lm.config, lm.tokenizer
     tr, enc = result.trace, result.encoding
     tokens, i, layer, head = enc.tokens, tr.token, tr.layer, tr.head
@@ -27,15 +27,17 @@ def steps(lm: LoadedModel, result: views.Trace, layer_rows: list[str]) -> None:
     F = formulas(cfg.pre_layer_norm, cfg.hidden_act)
     H, I_, d, T = cfg.hidden_size, cfg.intermediate_size, cfg.hidden_size // cfg.num_attention_heads, n
     word = tokens[i]
-    show = [f"{j}: {w}" for j, w in enumerate(tokens)]
 
 
     def vec(x) -> np.ndarray:
         return np.asarray(x.detach().cpu().numpy(), dtype=np.float64)
 
 
-    def chart(strips: list, key: str) -> None:
-        widgets.plotly_chart(figs.strips_figure(strips), key=key)
+    drawn: list = []  # the open step's figure, for "Show the code"
+
+    def drawn_step(step: str, key: str) -> None:
+        widgets.plotly_chart(views.step_figure(result, step, shown_layer, shown_head), key=key)
+        drawn.append((views.step_figure, {"step": step, "shown_layer": shown_layer, "shown_head": shown_head}))
 
 
     s, h0 = tr.steps, head
@@ -48,7 +50,6 @@ def steps(lm: LoadedModel, result: views.Trace, layer_rows: list[str]) -> None:
 
 
     def embeddings() -> None:
-        e = tr.embeddings
         tid, seg = enc.input_ids[i], enc.token_type_ids[i]
         has_position, has_segment = cfg.position_embedding_type == "absolute", cfg.type_vocab_size > 0  # the tables
         n_tables = 1 + has_position + has_segment
@@ -60,25 +61,12 @@ def steps(lm: LoadedModel, result: views.Trace, layer_rows: list[str]) -> None:
                     + ". The last panel is the whole embedding output, one row per token, this token outlined."
                     + (f" ELECTRA's tables are E = {cfg.embedding_width} wide; a linear map projects them to H = {H} "
                        "before layer 1." if cfg.embedding_width != H else ""))
-        E = cfg.embedding_width  # ELECTRA: narrower tables, projected to H before layer 1
-        En = "E" if E != H else "H"
         if not has_position or not has_segment:
             st.caption(f"This {cfg.family} model has " + " and ".join(
                 w for w, missing in (("no position table (its positions are rotary, turned inside attention)",
                                       not has_position),
                                      ("no segment table", not has_segment)) if missing) + ".")
-        strips = [figs.Strip(f"word embedding of '{word}' (row {tid})", vec(e.word[i]),
-                             f"(V, {En}) = ({cfg.vocab_size}, {E})", F["word"])]
-        if has_position:
-            strips.append(figs.Strip(f"position embedding (row {i})", vec(e.position[i]),
-                                     f"(P, {En}) = ({cfg.max_position_embeddings}, {E})", F["position"]))
-        if has_segment:
-            strips.append(figs.Strip(f"segment embedding (row {seg})", vec(e.segment[i]),
-                                     f"(S, {En}) = ({cfg.type_vocab_size}, {E})", F["segment"]))
-        chart(strips + [figs.Strip("sum", vec(e.total[i]), f"(T, {En}) = ({T}, {E})", F["sum"]),
-                        figs.Strip("after LayerNorm", vec(e.output[i]), f"(T, {En}) = ({T}, {E})", F["embedding"]),
-                        figs.Strip("embedding output, every token", vec(e.output), f"(T, {En}) = ({T}, {E})",
-                                   F["embedding"], rows=show, highlight=i)], "fp_embeddings")
+        drawn_step("embeddings", "fp_embeddings")
 
 
     def one_head() -> None:
@@ -89,42 +77,7 @@ def steps(lm: LoadedModel, result: views.Trace, layer_rows: list[str]) -> None:
                     "compares "
                     f"the query of {code(word)} with every token's key (`q·k / √d`), turns the scores into "
                     "weights that sum to 1 (softmax), and returns the weighted sum of the values.")
-        attn_strips = [figs.Strip(f"x: layer {shown_layer}'s input at '{word}'", vec(s.x[i]), f"(T, H) = ({T}, {H})",
-                                  f"hidden_states[{layer}]")]
-        if cfg.pre_layer_norm:
-            attn_strips.append(figs.Strip("LN(x): what attention reads", vec(s.attn_in[i]), f"(T, H) = ({T}, {H})",
-                                          F["attn_in"]))
-        heads_shape = f"(heads, T, d) = ({cfg.num_attention_heads}, {T}, {d})"
-        if s.query_unrotated is not None:  # RoPE (ModernBERT): the rotation is its own step
-            attn_strips += [
-                figs.Strip(f"q before RoPE: query of '{word}', head {shown_head}", vec(s.query_unrotated[h0, i]),
-                           heads_shape, F["query"]),
-                figs.Strip(f"k before RoPE: keys of every token, head {shown_head}", vec(s.key_unrotated[h0]),
-                           heads_shape,
-                           F["key"], rows=show, highlight=i)]
-            rot = "RoPE(·, i): pair (j, j + d/2) turned by i·θⱼ"
-            attn_strips += [
-                figs.Strip(f"q after RoPE: turned by position {i}", vec(s.query[h0, i]), heads_shape, rot),
-                figs.Strip("k after RoPE: each key turned by its own position", vec(s.key[h0]), heads_shape, rot,
-                           rows=show, highlight=i)]
-        else:
-            attn_strips += [
-                figs.Strip(f"q: query of '{word}', head {shown_head}", vec(s.query[h0, i]), heads_shape, F["query"]),
-                figs.Strip(f"k: keys of every token, head {shown_head}", vec(s.key[h0]), heads_shape, F["key"],
-                           rows=show,
-                           highlight=i)]
-        attn_strips += [
-            figs.Strip("scores of this query against every key", vec(s.scores[h0, i]),
-                       f"(heads, T, T) = ({cfg.num_attention_heads}, {T}, {T})", F["scores"], columns=show),
-            figs.Strip("attention weights (the row of the attention map)", vec(s.probs[h0, i]),
-                       f"(heads, T, T) = ({cfg.num_attention_heads}, {T}, {T})", F["probs"], columns=show,
-                       probability=True),
-            figs.Strip(f"v: values of every token, head {shown_head}", vec(s.value[h0]), heads_shape, F["value"],
-                       rows=show,
-                       highlight=i),
-            figs.Strip(f"weighted sum of the values: head {shown_head}'s output at '{word}'", vec(s.context[h0, i]),
-                       heads_shape, F["context"])]
-        chart(attn_strips, "fp_one_head")
+        drawn_step("one_head", "fp_one_head")
         top = np.argsort(-vec(s.probs[h0, i]))[:3]
         st.caption(f"Head {shown_head} puts " + ", ".join(
             f"{vec(s.probs[h0, i])[j]:.0%} on {j}: {widgets.escape_md(tokens[j])}" for j in top) + ".")
@@ -137,17 +90,7 @@ def steps(lm: LoadedModel, result: views.Trace, layer_rows: list[str]) -> None:
                     "only adds a change to what it received)"
                     + ("; a pre-LN model does not normalise here." if cfg.pre_layer_norm else
                        ", then normalised by LayerNorm."))
-        chart([figs.Strip(f"attention weights of '{word}' in every head", vec(s.probs[:, i]),
-                          f"(heads, T, T) = ({cfg.num_attention_heads}, {T}, {T})", F["probs"], columns=show,
-                          rows=[f"head {k + 1}" for k in range(cfg.num_attention_heads)], highlight=h0,
-                          probability=True),
-               figs.Strip("heads side by side", vec(s.merged[i]), f"(T, H) = ({T}, {H})", F["merged"]),
-               figs.Strip("output projection Attn(x)", vec(s.attn_proj[i]), f"(T, H) = ({T}, {H})", F["attn_proj"]),
-               figs.Strip("x + Attn(x)" if not cfg.pre_layer_norm else "x + Attn(LN(x))", vec(s.residual1[i]),
-                          f"(T, H) = ({T}, {H})", F["residual1"]),
-               *([] if cfg.pre_layer_norm else [figs.Strip("after LayerNorm: h", vec(s.attn_out[i]),
-                                                           f"(T, H) = ({T}, {H})",
-                                                           F["attn_out"])])], "fp_all_heads")
+        drawn_step("all_heads", "fp_all_heads")
 
 
     def feed_forward() -> None:
@@ -156,23 +99,7 @@ def steps(lm: LoadedModel, result: views.Trace, layer_rows: list[str]) -> None:
                     f"back to H = {H}. The result is added to h (the second residual)"
                     + (" and normalised: this is the layer's output." if not cfg.pre_layer_norm else
                        ": this is the layer's output (pre-LN: the LayerNorm came first)."))
-        ffn = ([figs.Strip("LN(h): what the feed-forward reads", vec(s.ffn_in[i]), f"(T, H) = ({T}, {H})", F["ffn_in"])]
-               if cfg.pre_layer_norm else [])
-        if s.ffn_gate is not None:  # GeGLU (ModernBERT): one map gives 2I numbers, half of them gate the other half
-            ffn += [figs.Strip("first linear map, first half (up)", vec(s.ffn_pre[i]), f"(T, I) = ({T}, {I_})",
-                               "u = (W_i h)[:I]"),
-                    figs.Strip("first linear map, second half (gate)", vec(s.ffn_gate[i]), f"(T, I) = ({T}, {I_})",
-                               "g = (W_i h)[I:]"),
-                    figs.Strip(f"GeGLU: {act}(up) × gate", vec(s.ffn_act[i]), f"(T, I) = ({T}, {I_})", f"{act}(u) ⊙ g")]
-        else:
-            ffn += [figs.Strip("first linear map", vec(s.ffn_pre[i]), f"(T, I) = ({T}, {I_})", F["ffn_pre"]),
-                    figs.Strip(f"after {act}", vec(s.ffn_act[i]), f"(T, I) = ({T}, {I_})", F["ffn_act"])]
-        ffn += [
-                figs.Strip("second linear map FFN(h)", vec(s.ffn_out[i]), f"(T, H) = ({T}, {H})", F["ffn_out"]),
-                figs.Strip("h + FFN(h)", vec(s.residual2[i]), f"(T, H) = ({T}, {H})", F["residual2"]),
-                figs.Strip(f"layer {shown_layer}'s output at '{word}'", vec(s.output[i]), f"(T, H) = ({T}, {H})",
-                           F["output"])]
-        chart(ffn, "fp_ffn")
+        drawn_step("feed_forward", "fp_ffn")
 
 
     def every_layer() -> None:
@@ -180,6 +107,7 @@ def steps(lm: LoadedModel, result: views.Trace, layer_rows: list[str]) -> None:
                     "of "
                     f"{code(word)} after each layer (row 0: the embeddings), layer {shown_layer} outlined.")
         widgets.plotly_chart(views.layers_figure(result, layer_rows), key="fp_layers")
+        drawn.append((views.layers_figure, {"rows": layer_rows}))
 
 
     def mlm_head() -> None:
@@ -195,11 +123,7 @@ def steps(lm: LoadedModel, result: views.Trace, layer_rows: list[str]) -> None:
                     f"LayerNorm, then is compared with every word's embedding (the decoder is the word-embedding "
                     "matrix, "
                     f"tied) plus a bias: {cfg.vocab_size:,} logits, and their softmax is the model's guess.")
-        chart([figs.Strip("last layer's output", vec(m.hidden), f"(T, H) = ({T}, {H})",
-                          f"hidden_states[{cfg.num_hidden_layers}]"),
-               figs.Strip("dense", vec(m.dense), f"(T, H) = ({T}, {H})", F["mlm_dense"]),
-               figs.Strip(act, vec(m.act), f"(T, H) = ({T}, {H})", F["mlm_act"]),
-               figs.Strip("LayerNorm", vec(m.normed), f"(T, H) = ({T}, {H})", F["mlm_norm"])], "fp_mlm")
+        drawn_step("mlm_head", "fp_mlm")
         words = result.top_words
         widgets.plotly_chart(mask_figures.topk_figure([f"top 5 at {i}: {word}"], [words], [m.top_probs],
                                                       [None if word == tok.mask_token else word], cols=1),
@@ -219,3 +143,4 @@ def steps(lm: LoadedModel, result: views.Trace, layer_rows: list[str]) -> None:
         if tab.open:
             with tab:
                 draw()
+    return drawn

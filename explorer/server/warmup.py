@@ -4,8 +4,8 @@ for imports and loads (first visits answer at once; docs/measurements/first-pain
 Streamlit runs a page's script on every visit; the first visit of a page in a server process used to spend most of
 its time importing what the page's functions import lazily (spaCy and its English pipeline, ``transformers``,
 scikit-learn, Captum, ``datasets``): a py-spy profile of the Tokenization page's first run found 64% of it in
-imports and 17% in loading spaCy's pipeline (docs/measurements/first-paint.md). :func:`start` (called by ``app.py`` after a
-page has run) does that work once per process, in one low-priority daemon thread, while the student reads the
+imports and 17% in loading spaCy's pipeline (docs/measurements/first-paint.md). :func:`start` (called by ``app.py``
+after a page has run) does that work once per process, in one low-priority daemon thread, while the student reads the
 first page:
 
 1. every module a page file imports at its top (read from ``explorer/app_pages/*.py``, so a new page is covered);

@@ -76,8 +76,8 @@ def plateau_text(config: dict[str, Any] | None, records: list[dict[str, Any]]) -
             f"is within {PLATEAU_NATS} nats of the unigram line ({unigram:.2f}), the loss of a model that knows only "
             "how frequent each word is. The model does not use the context yet; the probe's guesses are the most "
             f"frequent words. Most runs of this recipe start using the context by step {recipe.escape_by:,} "
-            "(docs/measurements/recipes.md); this one is late. If the loss has not left the line by the end, start a new run "
-            "with another seed or more minutes.")
+            "(docs/measurements/recipes.md); this one is late. If the loss has not left the line by the end, start a "
+            "new run with another seed or more minutes.")
 
 
 def baseline_sentence(results: dict[str, Any] | None) -> str | None:

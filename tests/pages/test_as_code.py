@@ -232,8 +232,7 @@ def ran(request, tmp_path_factory):
 
 
 # pages whose snippet draws another chart than the page shows (the figure test fails for them until they draw alike)
-DRAWS_OTHER = {"forward_pass": "the page draws the open step's strips, built in explorer/panels/forward_pass.py; the "
-                               "snippet draws views.layers_figure, the 'Every layer' step's"}
+DRAWS_OTHER: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=DRAWS_OTHER[n], strict=True))
