@@ -181,8 +181,8 @@ def test_own_run_is_controlled_and_a_second_one_is_refused(shared, runs_root, sl
 def test_a_queued_run_shows_its_place_in_the_device_queue(shared, runs_root, sleeper):
     helpers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]) for _ in range(2)]
     try:
-        assert runs.DeviceLock(runs_root, "cpu", "20261122-090000-pretrain-hold", pid=helpers[0].pid
-                               ).try_acquire() is None
+        hold = runs.DeviceLock(runs_root, "cpu", "20261122-090000-pretrain-hold", pid=helpers[0].pid)
+        assert hold.try_acquire() is None  # held while ``hold`` lives (the flock goes with the object)
         runs.DeviceLock(runs_root, "cpu", "20261122-090100-pretrain-first", pid=helpers[1].pid)._enqueue()
         d = fake_run(runs_root, "20261122-100000-pretrain-queued", state="queued", pid=sleeper.pid, steps=())
         runs.DeviceLock(runs_root, "cpu", d.name, pid=sleeper.pid)._enqueue()

@@ -171,7 +171,8 @@ def test_queued_launch_waits_for_the_busy_device(runs_root):
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
     run_dir = None
     try:
-        assert runs.DeviceLock(runs_root, "cpu", "20261122-100000-pretrain-hold", pid=sleeper.pid).try_acquire() is None
+        hold = runs.DeviceLock(runs_root, "cpu", "20261122-100000-pretrain-hold", pid=sleeper.pid)
+        assert hold.try_acquire() is None  # held while ``hold`` lives (the flock goes with the object)
         at = page("train", train_recipe="custom")
         at.selectbox(key="train_device").set_value("cpu")
         at.checkbox(key="train_queue").check().run()
