@@ -135,7 +135,8 @@ class DeviceLock:
     """One run at a time per device: a ``filelock.FileLock`` on ``<runs root>/.locks/<device>.lock``.
 
     The system releases it when the holding process ends. Waiting for it goes through the device's queue
-    (:func:`lock_queue`): first come, first served. Released on exit (``with DeviceLock(...)``) or :meth:`release`.
+    (:func:`lock_queue`): first come, first served. Released on exit (``with DeviceLock(...)``), by :meth:`release`,
+    or when the object is collected: keep it for as long as the run holds the device.
     ``pid`` is the process the holder file and the queue ticket name (default: this one).
     """
 
