@@ -183,7 +183,7 @@ def test_seeded_generator_is_deterministic():
                                 dict(mask_replace_prob=0.8, random_replace_prob=0.3), dict(mask_replace_prob=-0.1)])
 def test_bad_parameters_raise_with_the_parameter_named(kw):
     ids, eligible = synthetic_batch(b=2, t=8)
-    with pytest.raises(MaskingError, match="fraction|probability"):
+    with pytest.raises(MaskingError, match="replace_prob|probability"):
         mask_tokens(ids, eligible, mask_token_id=4, vocab_size=1000, **kw)
 
 

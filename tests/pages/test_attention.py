@@ -57,8 +57,8 @@ def test_the_default_sentence_says_whether_the_model_agrees_and_names_the_head()
     at.text_area(key="att_text").set_value("The keys to the cabinet are on the table.").run()
 
 
-def test_attention_controls(att_app):
-    at = att_app
+def test_attention_controls():
+    at = open_page("attention")  # its own page: the bad-input tests leave the module's without a usable text
     at.slider(key="att_layer").set_value(6)
     at.slider(key="att_head").set_value(12)
     at.toggle(key="att_hide").set_value(True)
