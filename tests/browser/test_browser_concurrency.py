@@ -97,6 +97,11 @@ def test_two_users_start_training_at_once(server, nav_pages, new_session, result
     nav = find_page(nav_pages, r"^train")
     if nav is None:
         pytest.fail("no Train page in the navigation (renamed? update the pattern)")
+    earlier = set(_run_states(server.runs_dir))  # runs other tests of the session left in the server's folder
+
+    def new_runs() -> dict[str, dict]:
+        return {k: v for k, v in _run_states(server.runs_dir).items() if k not in earlier}
+
     users = [new_session(), new_session()]
     for user in users:
         open_page(user, nav)
@@ -118,7 +123,7 @@ def test_two_users_start_training_at_once(server, nav_pages, new_session, result
 
     def sample() -> None:
         while not stop.is_set():
-            states = [v.get("state") for v in _run_states(server.runs_dir).values()]
+            states = [v.get("state") for v in new_runs().values()]
             most["running"] = max(most["running"], states.count("running"))
             stop.wait(0.1)
 
@@ -144,12 +149,12 @@ def test_two_users_start_training_at_once(server, nav_pages, new_session, result
         time.sleep(0.05)
     for u in users:
         wait_idle(u.page, timeout_ms=60_000, quiet_ms=200)
-    started = _run_states(server.runs_dir)
+    started = new_runs()
     # wait until each run has met the device lock (running, or failed: busy) before cancelling: a Cancel while
     # both processes still import torch (a slow CI machine) ends both before either asks for the lock
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and any(v.get("state") == "queued"
-                                               for v in _run_states(server.runs_dir).values()):
+                                               for v in new_runs().values()):
         time.sleep(0.25)
     # the test needs no finished run: stop it from the page that started it (Cancel run). The run's view redraws
     # every 2 s; on a loaded machine the button may be redrawn before a click lands: then cancel the run directly
@@ -162,19 +167,19 @@ def test_two_users_start_training_at_once(server, nav_pages, new_session, result
                 cancel.first.click(timeout=15_000)
                 wait_idle(u.page, timeout_ms=30_000, quiet_ms=200)
             except PlaywrightTimeout:
-                for run_dir, status in _run_states(server.runs_dir).items():
+                for run_dir, status in new_runs().items():
                     if status.get("state") in ("queued", "running"):
                         runs.cancel(server.runs_dir / run_dir, timeout_s=30)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:  # until every run has ended
-        states = {k: v.get("state") for k, v in _run_states(server.runs_dir).items()}
+        states = {k: v.get("state") for k, v in new_runs().items()}
         if states and all(s in ("done", "failed", "cancelled") for s in states.values()):
             break
         time.sleep(0.25)
     stop.set()
     sampler.join()
     max_running = most["running"]
-    final = _run_states(server.runs_dir)
+    final = new_runs()
     states = {k: v.get("state") for k, v in final.items()}
     errors = {k: str(v.get("error"))[:160] for k, v in final.items() if v.get("state") == "failed"}
     line = (f"runs started: {len(started)}; end states: {states}; most training at once: {max_running}; "
