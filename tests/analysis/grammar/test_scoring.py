@@ -51,25 +51,45 @@ def test_within_word_l2r_differs_only_for_multi_piece_words(shipped):
     assert b.pll < a.pll  # hiding the rest of a word makes its first pieces harder
 
 
+MINICONS = r"""
+import json, sys
+import transformers
+from minicons import scorer
+
+path, texts = sys.argv[1], json.loads(sys.argv[2])
+hf = transformers.BertForMaskedLM.from_pretrained(path).eval()
+tok = transformers.AutoTokenizer.from_pretrained(path)
+
+
+class Tokenizer(type(tok)):  # minicons 0.3.39 calls batch_encode_plus, which transformers 5 removed
+    def batch_encode_plus(self, *args, **kwargs):
+        return self(*args, **kwargs)
+
+
+tok.__class__ = Tokenizer
+mc = scorer.MaskedLMScorer(hf, "cpu", tokenizer=tok)
+print(json.dumps({m: mc.sequence_score(texts, reduction=lambda x: x.sum(0).item(), PLL_metric=m)
+                  for m in ("original", "within_word_l2r")}))
+"""
+
+
 def test_agrees_with_minicons_on_the_shipped_model(shipped):
+    """minicons' MaskedLMScorer, in a fresh interpreter: in the suite's own process it once raised inside its
+    torch.tensor call (a random order's state left by another test), which is minicons' and torch's, not ours."""
+    import json
+    import os
+    import subprocess
+    import sys
+
     pytest.importorskip("minicons")
-    import transformers
-    from minicons import scorer
-
-    hf = transformers.BertForMaskedLM.from_pretrained(str(shipped.path)).eval()
-    tok = transformers.AutoTokenizer.from_pretrained(str(shipped.path))
-
-    class Tokenizer(type(tok)):  # minicons 0.3.39 calls batch_encode_plus, which transformers 5 removed
-        def batch_encode_plus(self, *args, **kwargs):
-            return self(*args, **kwargs)
-
-    tok.__class__ = Tokenizer
-    mc = scorer.MaskedLMScorer(hf, "cpu", tokenizer=tok)
     texts = ["The keys to the cabinet are on the table.", "Bees make honey from the nectar of gargantuan flowers."]
+    out = subprocess.run([sys.executable, "-c", MINICONS, str(shipped.path), json.dumps(texts)], capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    theirs = json.loads(out.stdout.strip().splitlines()[-1])
     for metric in ("original", "within_word_l2r"):
-        theirs = mc.sequence_score(texts, reduction=lambda x: x.sum(0).item(), PLL_metric=metric)
         mine = [pseudo_log_likelihood(shipped.model, shipped.tokenizer, t, metric).pll for t in texts]
-        np.testing.assert_allclose(mine, theirs, atol=1e-4)
+        np.testing.assert_allclose(mine, theirs[metric], atol=1e-4)
 
 
 def test_bad_input_gets_a_clear_error(shipped):
