@@ -47,8 +47,8 @@ def add_options(parser: argparse.ArgumentParser, config: type, fields: Iterable[
     argument groups made, by their key (to add more options to them).
     """
     hints = typing.get_type_hints(config)
-    fields = [f for f in dataclasses.fields(config) if hints[f.name] is not dict and typing.get_origin(hints[f.name])
-              is not dict] if fields is None else list(fields)
+    if fields is None:
+        fields = [f for f in dataclasses.fields(config) if dict not in (hints[f.name], typing.get_origin(hints[f.name]))]
     defaults, groups, kinds = defaults or {}, groups or {}, kinds or {}
     made: dict[str, argparse._ArgumentGroup] = {}
     for f in fields:

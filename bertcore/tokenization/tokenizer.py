@@ -29,7 +29,7 @@ BERT_BASE_UNCASED_VOCAB_MD5 = "64800d5d8528ce344256daf115d4965e"
 # transformers' fast tokenizers keep padding and truncation as state of the one Rust tokenizer they share: every
 # call sets it, then encodes. Two threads calling one tokenizer (two browser sessions of one cached model) interleave
 # those steps: one gets the other's padding ("Unable to create tensor"), or PyO3 refuses the borrow ("Already
-# borrowed"; transformers issue 47085, open in 5.23). Calls on every tokenizer the loaders return take this lock.
+# borrowed"), as in transformers 5.23. Calls on every tokenizer the loaders return take this lock.
 _ENCODE_LOCK = threading.RLock()
 
 

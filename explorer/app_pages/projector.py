@@ -138,7 +138,7 @@ if typed is not None:
     clicked = int(typed)
 ring = []
 if clicked is not None:
-    near = views.neighbours(*args, point=clicked)
+    near = views.neighbours(view, clicked)
     ring = [clicked, *near.ids]
 
 if colour == "layer":

@@ -120,11 +120,7 @@ def _results() -> cachetools.LRUCache:
 
 
 @cachetools.cached(cachetools.LRUCache(maxsize=MODEL_ENTRIES), key=lambda source: ("model", *source_key(source)),
-                   condition=threading.Condition(), info=True)
-def _load_model(source: ModelSource) -> LoadedModel:
-    return _load_source(source)
-
-
+                   condition=threading.Condition())
 def load(source: ModelSource) -> LoadedModel:
     """The model of ``source`` (:func:`bertcore.loading.sources.load`: eval mode, CPU), loaded once per server per
     version of its files (:func:`source_key`) and shared by every session and view: never change it (per-call
@@ -134,7 +130,7 @@ def load(source: ModelSource) -> LoadedModel:
         bertcore.loading.sources.SourceError: the model cannot be found or read (not kept: a later call tries
             again).
     """
-    return _load_model(source)
+    return _load_source(source)
 
 
 _PROGRESS: contextvars.ContextVar[Callable[[float], None] | None] = contextvars.ContextVar("view_progress",
@@ -211,9 +207,11 @@ class View(Generic[P, R]):
     @property
     def _call(self):
         if self._wrapped is None:
-            fn = self.fn
-            compute = functools.wraps(fn)(lambda *args, **kwargs: freeze(fn(*args, **kwargs)))
-            self._wrapped = cachetools.cached(self.cache, key=self.key, condition=_LOCK, info=True)(compute)
+            with _LOCK:  # one wrapper (one set of keys in flight) even when two sessions make the first call
+                if self._wrapped is None:
+                    fn = self.fn
+                    compute = functools.wraps(fn)(lambda *args, **kwargs: freeze(fn(*args, **kwargs)))
+                    self._wrapped = cachetools.cached(self.cache, key=self.key, condition=_LOCK, info=True)(compute)
         return self._wrapped
 
     def key(self, *args: P.args, **kwargs: P.kwargs) -> Hashable:
@@ -263,4 +261,4 @@ def clear(models: bool = False) -> None:
     with _LOCK:
         _results().clear()
     if models:
-        _load_model.cache_clear()
+        load.cache_clear()

@@ -70,15 +70,11 @@ class Neighbours:
     context: list[str]
 
 
-@view
-def neighbours(source, corpus_name: str, n_points: int, layer: int, method: str = "pca", colour: str = "pos",
-               unit: str = "token", axis_words: tuple[str, str] = ("good", "bad"), own: str | None = None,
-               sae_folder: str | None = None, feature: int = 0, cache_root: str | None = None,
-               point: int = 0) -> Neighbours:
-    """The nearest neighbours of ``point`` in :func:`projection`'s points (the same parameters): exact from its
-    vectors, or the table shipped with the default view. Raises ``ValueError`` for a point out of range."""
-    proj = projection(source, corpus_name, n_points, layer, method, colour, unit, axis_words, own, sae_folder,
-                      feature, cache_root).projection
+def neighbours(result: Projector, point: int) -> Neighbours:
+    """The nearest neighbours of ``point`` among the view's points (:func:`projection`'s result): exact from its
+    vectors, or the table shipped with the default view; milliseconds, so it reads the projection the page holds
+    rather than being kept. Raises ``ValueError`` for a point out of range."""
+    proj = result.projection
     if not 0 <= point < len(proj.tokens):
         raise ValueError(f"point {point} is not one of the {len(proj.tokens)} points")
     ids, cosine = P.neighbours(proj, point)

@@ -170,8 +170,6 @@ CALLS: dict[str, tuple[tuple, dict]] = {
     "positions.positions": ((S, 0, 32, 10000.0), {}),
     "positions.regression": ((S,), {}),
     # Embedding projector
-    "projector.neighbours": ((S, "yours", 20, 2, "axis", "label"), {"axis_words": ("fine", "bad"), "own": OWN_TEXTS,
-                                                                   "point": 3}),
     "projector.projection": ((S, "yours", 20, 2, "axis", "label"), {"axis_words": ("fine", "bad"), "own": OWN_TEXTS}),
     # Query-key map
     "query_key.every_head": ((S, QK_LINES[:1], 2), {}),  # a forward per head
