@@ -9,18 +9,13 @@ kept, the fused attention kernel), timed in pairs one after the other, the media
 goal (3x for the norm family and ALTI, T/4 for value zeroing) and the 1-minute load average after the row (the
 machine may be shared). DecompX (one fill-mask position, two candidates) is timed too; it has no goal.
 """
-# ruff: noqa: B023, E402  (each lambda runs inside its own loop iteration)
+# ruff: noqa: B023  (each lambda runs inside its own loop iteration)
 
 from __future__ import annotations
 
-import argparse
 import os
-import statistics
-import sys
-from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import harness
 
 import torch
 
@@ -28,7 +23,6 @@ from bertcore import data
 from bertcore.loading import sources
 from bertcore.analysis.attention import decompx, mixing
 from bertcore.tokenization.tokenizer import encode
-from timing import median_ms
 
 
 def long_text() -> str:
@@ -36,26 +30,12 @@ def long_text() -> str:
     return " ".join(data.read_text(f) for f in files[:3])
 
 
-def paired(fn, ref, reps: int) -> tuple[float, float, float]:
-    """``fn`` and the reference forward timed back to back ``reps`` times (one warm-up each): median ms of each and
-    the median of the per-pair ratios (robust to a load that changes during the run)."""
-    fn(), ref()
-    fn_ms, ref_ms = [], []
-    for _ in range(reps):
-        ref_ms.append(median_ms(ref, 1))
-        fn_ms.append(median_ms(fn, 1))
-    ratios = [a / b for a, b in zip(fn_ms, ref_ms)]
-    return statistics.median(fn_ms), statistics.median(ref_ms), statistics.median(ratios)
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--tokens", type=int, nargs="+", default=[32, 128])
-    args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    def options(ap):
+        ap.add_argument("--reps", type=int, default=7)
+        ap.add_argument("--tokens", type=int, nargs="+", default=[32, 128])
+
+    args = harness.parse(__doc__, options)
     lm = sources.load(sources.PACKAGED_MLM)
     model = lm.model
     text = long_text()
@@ -74,10 +54,12 @@ def main() -> None:
         rows.append(("alti + rollout", lambda: mixing.mixing(model, inputs, "alti", rollout=True)))
         rows.append(("DecompX fill-mask, 1 position", lambda: decompx.fill_mask(model, inputs, t // 2, [2024, 2003])))
         for name, fn in rows:
-            ms, ref, ratio = paired(fn, forward, args.reps)
+            pair = harness.paired(f"{name}, {t} tokens", fn, "forward", forward, args.reps)
+            ms, ref, ratio = pair.ms, pair.ref_ms, pair.ratio
             goal = f"{t / 4:g}" if name == "value_zeroing" else "3" if name in GOAL_3X else ""
             print(f"{len(enc.tokens):>6} {name:<32} {ms:>9.1f} {ref:>7.1f} {ratio:>10.2f} {goal:>6} "
-                  f"{os.getloadavg()[0]:>5.2f}")
+                  f"{harness.load_average():>5.2f}")
+    harness.save(args.json)
 
 
 GOAL_3X = ("norm", "norm_res_ln", "globenc", "alti")
