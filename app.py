@@ -18,7 +18,10 @@ from explorer.server import warmup  # noqa: E402
 from explorer import widgets  # noqa: E402
 
 st.set_page_config(page_title="BERT Explorer", page_icon=":material/hub:", layout="wide")
-shared_mode.guard()  # BERT_EXPLORER_SHARED: a server for others (explorer/server/shared_mode.py); stops on a bad config
+# BERT_EXPLORER_SHARED: a server for others (explorer/server/shared_mode.py); stops on a bad config
+SERVER = shared_mode.guard()
+# BERT_EXPLORER_DEVICE (or the operator's device): where models load and views compute; stops on a bad one
+widgets.use_device(SERVER.device)
 heavy.limit_threads()  # the server's torch threads, before any page computes (explorer/server/heavy.py: measured)
 
 FILES: dict[str, str] = {}  # page title -> file stem (the tour's banner needs to know which page is open)

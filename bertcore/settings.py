@@ -34,6 +34,9 @@ class Settings(BaseSettings):
                                     "lenses.")
     runs: Path = Field(Path("runs"), description="Folder of training runs (the Train page's and the command "
                                                  "line's).")
+    device: str = Field("auto", description="Where the app computes: auto (CUDA when there is one, else the CPU), "
+                                            "cpu, cuda, cuda:N or mps. In shared-server mode the operator's TOML "
+                                            "file's device, when given, wins.")
     threads: PositiveInt | None = Field(None, description="Torch threads of the app's own computations (default: "
                                                           "half the CPU cores, at least 1).")
     heavy_slots: PositiveInt | None = Field(None, description="Heavy jobs (scans, searches, graphs) the app's server "

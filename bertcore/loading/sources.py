@@ -20,6 +20,8 @@ from typing import Literal
 
 from transformers import BertTokenizerFast
 
+from ..device import device_of
+from ..device import resolve as resolve_device
 from ..modeling.checkpoint import CheckpointError, find_weights, read_state_dict, weights_error
 from ..modeling.config import FAMILIES, BertConfig, ConfigError, read_json_object
 from ..modeling.electra import ElectraForPreTraining
@@ -254,7 +256,7 @@ def _check_family(folder: Path) -> None:
 
 @dataclass
 class LoadedModel:
-    """A model ready to run: ``model`` (eval mode, CPU), its ``tokenizer`` and where it came from.
+    """A model ready to run: ``model`` (eval mode, on :attr:`device`), its ``tokenizer`` and where it came from.
 
     ``head`` is the class key in :data:`HEAD_CLASSES`; :attr:`encoder` is the
     :class:`BertModel` inside any head class.
@@ -271,6 +273,11 @@ class LoadedModel:
         return self.model.base_model
 
     @property
+    def device(self):
+        """The ``torch.device`` the model's weights are on (where its inputs go: ``enc.tensors(lm.device)``)."""
+        return device_of(self.model)
+
+    @property
     def config(self) -> BertConfig:
         return self.model.config
 
@@ -285,17 +292,21 @@ class LoadedModel:
         return self.head in ("mlm", "pretraining")
 
 
-def load(source: ModelSource = PACKAGED, head: Head = "auto") -> LoadedModel:
-    """Load a model and its tokenizer from a source, in eval mode on the CPU.
+def load(source: ModelSource = PACKAGED, head: Head = "auto", device: str | None = None) -> LoadedModel:
+    """Load a model and its tokenizer from a source, in eval mode, on ``device``.
 
     Args:
         source: where from (default: the packaged MiniLM, offline).
         head: ``"auto"`` picks the class that fits the checkpoint's weights (see
             :func:`detect_head`); or force one of :data:`HEAD_CLASSES`.
+        device: where the weights go (:func:`bertcore.device.resolve`: ``"auto"`` takes CUDA when there is one);
+            None: the CPU.
     Raises:
         SourceError: the folder / id cannot be found, or its config, weights or tokenizer
             cannot be read (wraps :class:`CheckpointError` and :class:`ConfigError`).
+        bertcore.device.DeviceError: ``device`` is not here (checked before anything is read).
     """
+    target = resolve_device(device) if device is not None else None
     folder = resolve(source)
     if not (folder / "config.json").is_file():
         raise SourceError(f"no config.json in {folder}: choose a Hugging Face BERT checkpoint folder "
@@ -322,6 +333,8 @@ def load(source: ModelSource = PACKAGED, head: Head = "auto") -> LoadedModel:
         raise SourceError(f"no usable tokenizer (vocab.txt / tokenizer.json / vocab.json) in {folder}: {exc}") from exc
     if len(tokenizer) > model.config.vocab_size:
         raise SourceError(f"the tokenizer has {len(tokenizer)} tokens but the model only {model.config.vocab_size}")
+    if target is not None and target.type != "cpu":
+        model.to(target)
     return LoadedModel(model, tokenizer, source, folder, chosen)
 
 

@@ -56,7 +56,7 @@ card = views.card(lm.source)
 
 st.subheader("The loaded model")
 st.caption("Source")
-st.text(f"{card.name}  ({widgets.KINDS.get(lm.source.kind, lm.source.kind)})\n{card.path}")
+st.text(f"{card.name}  ({widgets.KINDS.get(lm.source.kind, lm.source.kind)})\n{card.path}\nComputes on: {card.device}")
 cols = st.columns(5)
 cols[0].metric("Parameters", f"{card.parameters / 1e6:.1f} M")
 cols[1].metric("Layers", card.layers)

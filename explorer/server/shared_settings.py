@@ -14,6 +14,7 @@ variable or a root-level secret); every option is optional::
     max_runs_per_session = 1     # training runs one session may have queued or running at once (>= 1)
     session_folder = "/var/tmp/bert-explorer-sessions"   # parent of the per-session upload folders
                                                         # (default: <system temp>/bert-explorer-sessions)
+    device = "cuda:0"            # where the app computes (default: BERT_EXPLORER_DEVICE's, itself auto)
 
     [models]                     # model folders visitors may pick, by label (relative paths: from this file)
     "Our fine-tuned BERT" = "/srv/models/ours"
@@ -42,7 +43,8 @@ ENV_CONFIG = "BERT_EXPLORER_SHARED_CONFIG"
 SESSION_FOLDER_NAME = "bert-explorer-sessions"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
-_OPTIONS = {"allow_hub", "max_upload_mb", "upload_quota_mb", "max_runs_per_session", "session_folder", "models"}
+_OPTIONS = {"allow_hub", "max_upload_mb", "upload_quota_mb", "max_runs_per_session", "session_folder", "models",
+            "device"}
 
 
 class SharedConfigError(ValueError):
@@ -63,6 +65,8 @@ class Settings:
         max_runs_per_session: runs one session may have queued or running at once.
         session_root: the folder that holds one folder per session.
         config_path: the operator's file, None without one.
+        device: where the app computes, a device name (:func:`bertcore.device.resolve`); None: the environment's
+            ``BERT_EXPLORER_DEVICE``.
     """
 
     enabled: bool = False
@@ -73,6 +77,7 @@ class Settings:
     max_runs_per_session: int = 1
     session_root: Path = Path(tempfile.gettempdir()) / SESSION_FOLDER_NAME
     config_path: Path | None = None
+    device: str | None = None
 
     @property
     def folders(self) -> dict[str, str]:
@@ -150,6 +155,10 @@ def load_config(path: str | Path) -> dict[str, Any]:
         if not isinstance(data["session_folder"], str) or not data["session_folder"].strip():
             raise SharedConfigError(f"{path}: session_folder must be a folder path")
         out["session_root"] = (path.parent / Path(data["session_folder"]).expanduser()).resolve()
+    if "device" in data:
+        if not isinstance(data["device"], str) or not data["device"].strip():
+            raise SharedConfigError(f'{path}: device must be a device name ("auto", "cpu", "cuda", "cuda:0")')
+        out["device"] = data["device"].strip()
     models = data.get("models", {})
     if not isinstance(models, dict) or not all(isinstance(v, str) and v.strip() for v in models.values()):
         raise SharedConfigError(f'{path}: [models] must map labels to folder paths ("label" = "/path/to/folder")')

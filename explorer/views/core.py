@@ -41,6 +41,8 @@ from typing import Any, Generic, ParamSpec, TypeVar
 import cachetools
 import numpy as np
 
+from bertcore.device import memory_error, out_of_memory
+from bertcore.device import resolve as resolve_device
 from bertcore.loading.sources import LoadedModel, ModelSource, files_stamp
 from bertcore.settings import settings
 from bertcore.loading.sources import load as _load_source
@@ -119,18 +121,44 @@ def _results() -> cachetools.LRUCache:
         return _RESULTS
 
 
-@cachetools.cached(cachetools.LRUCache(maxsize=MODEL_ENTRIES), key=lambda source: ("model", *source_key(source)),
-                   condition=threading.Condition())
+_DEVICE: list = []  # the app's device, once chosen: [torch.device]
+
+
+def choose_device(name: str | None = None):
+    """For the app's entry point: where every model loads and every view computes, as a ``torch.device``.
+
+    ``name`` (the shared-server operator's ``device``), else ``BERT_EXPLORER_DEVICE`` (:mod:`bertcore.settings`;
+    ``auto``: CUDA when there is one, else the CPU). A device other than the one chosen before forgets the kept
+    results and models (they were computed there).
+
+    Raises:
+        bertcore.device.DeviceError: a name that is not a device here (CUDA asked for on a machine without one).
+    """
+    chosen = resolve_device(name or settings().device)
+    with _LOCK:
+        if _DEVICE and _DEVICE[0] != chosen:
+            clear(models=True)
+        _DEVICE[:] = [chosen]
+    return chosen
+
+
+def device():
+    """The app's device (:func:`choose_device`, chosen from the settings on first use)."""
+    return _DEVICE[0] if _DEVICE else choose_device()
+
+
+@cachetools.cached(cachetools.LRUCache(maxsize=MODEL_ENTRIES),
+                   key=lambda source: ("model", *source_key(source), str(device())), condition=threading.Condition())
 def load(source: ModelSource) -> LoadedModel:
-    """The model of ``source`` (:func:`bertcore.loading.sources.load`: eval mode, CPU), loaded once per server per
-    version of its files (:func:`source_key`) and shared by every session and view: never change it (per-call
-    edits go through ``Interventions``). At most :data:`MODEL_ENTRIES` models are kept.
+    """The model of ``source`` (:func:`bertcore.loading.sources.load`: eval mode, on the app's :func:`device`),
+    loaded once per server per version of its files (:func:`source_key`) and shared by every session and view:
+    never change it (per-call edits go through ``Interventions``). At most :data:`MODEL_ENTRIES` models are kept.
 
     Raises:
         bertcore.loading.sources.SourceError: the model cannot be found or read (not kept: a later call tries
             again).
     """
-    return _load_source(source)
+    return _load_source(source, device=device())
 
 
 _PROGRESS: contextvars.ContextVar[Callable[[float], None] | None] = contextvars.ContextVar("view_progress",
@@ -210,7 +238,16 @@ class View(Generic[P, R]):
             with _LOCK:  # one wrapper (one set of keys in flight) even when two sessions make the first call
                 if self._wrapped is None:
                     fn = self.fn
-                    compute = functools.wraps(fn)(lambda *args, **kwargs: freeze(fn(*args, **kwargs)))
+
+                    @functools.wraps(fn)
+                    def compute(*args, **kwargs):
+                        try:
+                            return freeze(fn(*args, **kwargs))
+                        except RuntimeError as exc:  # the GPU full: a message for the page, not a traceback
+                            if out_of_memory(exc):
+                                raise memory_error(exc, device()) from exc
+                            raise
+
                     self._wrapped = cachetools.cached(self.cache, key=self.key, condition=_LOCK, info=True)(compute)
         return self._wrapped
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bertcore.device import describe
+
 from explorer.views.core import load, view
 
 
@@ -28,6 +30,7 @@ class Card:
     has_mlm_head: bool
     config: dict
     load_report: str | None
+    device: str  # where the model's weights are and its views compute, in words (bertcore.device.describe)
 
 
 @view
@@ -41,4 +44,4 @@ def card(source) -> Card:
                 hidden=cfg.hidden_size, vocab=cfg.vocab_size, max_positions=cfg.max_position_embeddings,
                 intermediate=cfg.intermediate_size, head_size=cfg.hidden_size // cfg.num_attention_heads,
                 tokenizer_size=len(lm.tokenizer), head=lm.head, has_mlm_head=lm.has_mlm_head, config=cfg.to_dict(),
-                load_report=None if report is None else report.summary())
+                load_report=None if report is None else report.summary(), device=describe(lm.device))

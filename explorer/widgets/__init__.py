@@ -13,7 +13,7 @@ from .messages import (
 )
 from .model import (
     ERROR_KEY, KINDS, PACKAGED_KEY, SERVER_KIND, SERVER_LABEL, SOURCE_KEY, current_model, current_source,
-    model_picker, picker_kinds, source_picker, source_refusal, use_source,
+    model_picker, picker_kinds, source_picker, source_refusal, use_device, use_source,
 )
 from .inputs import (
     WORDS_HELP, clamped_slider, head_number, head_picker, layer_label, layer_number, layer_picker,
@@ -27,7 +27,7 @@ from .charts import (
 __all__ = [
     "escape_md", "lines_phrase", "show_error", "truncation_notice", "ERROR_KEY", "KINDS", "PACKAGED_KEY",
     "SERVER_KIND", "SERVER_LABEL", "SOURCE_KEY", "current_model", "current_source", "model_picker",
-    "picker_kinds", "source_picker", "source_refusal", "use_source", "WORDS_HELP", "clamped_slider",
+    "picker_kinds", "source_picker", "source_refusal", "use_device", "use_source", "WORDS_HELP", "clamped_slider",
     "head_number", "head_picker", "layer_label", "layer_number", "layer_picker", "text_or_pair", "words_toggle",
     "EXPORT_FORMATS", "EXPORT_FORMAT_KEY", "chart_config", "download_csv", "download_html", "export_picker",
     "plotly_chart", "standalone_html",

@@ -7,6 +7,7 @@ import re
 
 import streamlit as st
 
+from bertcore.device import out_of_memory
 from bertcore.modeling.checkpoint import CheckpointError
 from bertcore.modeling.config import ConfigError
 from bertcore.modeling.embeddings import InputError
@@ -28,11 +29,16 @@ def show_error(exc: BaseException, where: str = "") -> None:
 
     ``TextError`` / ``InputError`` (what the user typed) -> ``st.warning``; ``SourceError``,
     ``CheckpointError``, ``ConfigError`` (a model that cannot be loaded) -> ``st.error``;
-    a ``ValueError`` from a figure -> ``st.error``; anything else is re-raised.
+    a ``ValueError`` from a figure -> ``st.error``; the GPU out of memory (another session or a training run is
+    using it) -> ``st.error`` saying so; anything else is re-raised.
     """
     prefix = f"{where}: " if where else ""
     message = prefix + escape_md(str(exc))
-    if isinstance(exc, (TextError, InputError)):
+    if out_of_memory(exc):
+        st.error(prefix + "The GPU is out of memory: other sessions or a training run are using it. Try again in a "
+                 "moment, or with a shorter input (the server's operator can set BERT_EXPLORER_DEVICE=cpu).",
+                 icon=":material/memory:")
+    elif isinstance(exc, (TextError, InputError)):
         st.warning(message, icon=":material/edit_note:")
     elif isinstance(exc, (SourceError, CheckpointError, ConfigError)):
         st.error(message, icon=":material/error:")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from bertcore.device import DeviceError
 from bertcore.modeling.checkpoint import CheckpointError
 from bertcore.modeling.config import ConfigError
 from bertcore.loading.sources import DEFAULT, PACKAGED_SOURCES, LoadedModel, ModelSource, SourceError, list_run_sources
@@ -60,6 +61,18 @@ def _listed(source: ModelSource) -> ModelSource:
 
 
 # ----------------------------------------------------------------------------- model
+def use_device(name: str | None = None) -> None:
+    """For ``app.py``, before any page: where models load and views compute (``name``: the shared-server
+    operator's device; else ``BERT_EXPLORER_DEVICE``, :func:`explorer.views.core.choose_device`). A device that is
+    not here stops every page with an ``st.error`` saying why (never a traceback)."""
+    try:
+        resources.views_core.choose_device(name)
+    except DeviceError as exc:
+        st.error(f"The server's device setting is unusable, so this server shows no page: {escape_md(str(exc))}",
+                 icon=":material/error:")
+        st.stop()
+
+
 def current_source() -> ModelSource:
     """The model source chosen in the sidebar (the packaged MiniLM-MLM until the user picks another)."""
     return st.session_state.get(SOURCE_KEY, DEFAULT)
