@@ -13,9 +13,9 @@ machine may be shared). DecompX (one fill-mask position, two candidates) is time
 
 from __future__ import annotations
 
-import os
-
 import harness
+
+import os
 
 import torch
 

@@ -12,33 +12,26 @@ before and after a change to the model.
 
 from __future__ import annotations
 
-import argparse
+import harness
+
 import json
-import sys
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-from timing import median_ms  # noqa: E402
-
-from bertcore import encode  # noqa: E402
-from bertcore.loading import sources  # noqa: E402
+from bertcore import encode
+from bertcore.loading import sources
 
 TEXT = ("The keys to the cabinet that the old man in the grey coat had left by the door of the house are on the "
         "table, and the children who live next door know it. ") * 6
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--reps", type=int, default=30)
-    parser.add_argument("--tokens", type=int, default=128)
-    parser.add_argument("--plain-only", action="store_true")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    def options(ap):
+        ap.add_argument("--reps", type=int, default=30)
+        ap.add_argument("--tokens", type=int, default=128)
+        ap.add_argument("--plain-only", action="store_true")
+
+    args = harness.parse(__doc__, options)
     lm = sources.load(sources.PACKAGED_MLM)
     model = lm.model
     inputs = encode(lm.tokenizer, TEXT, max_length=args.tokens).tensors()
@@ -48,10 +41,11 @@ def main() -> None:
         with torch.no_grad():
             return model(**inputs).prediction_logits
 
-    result = {"tokens": args.tokens, "threads": args.threads}
+    result = {"tokens": args.tokens, "threads": torch.get_num_threads()}
     if args.plain_only:
-        result["plain_ms"] = median_ms(plain, args.reps, warmup=3)
+        result["plain_ms"] = harness.median_ms(plain, args.reps, warmup=3, name=f"plain forward, {args.tokens} tokens")
         print(json.dumps(result))
+        harness.save(args.json)
         return
     from bertcore.modeling.interventions import (BLOCK_SITES, EMBED_SITES, FINAL_SITES, MLM_HEAD_SITES,
                                                  Interventions, missing_reason)
@@ -66,11 +60,13 @@ def main() -> None:
 
     plains, records = [], []
     for _ in range(3):  # interleaved, so that a slow spell of the machine hits both
-        plains.append(median_ms(plain, args.reps // 3, warmup=2))
-        records.append(median_ms(record_all, args.reps // 3, warmup=2))
+        plains.append(harness.median_ms(plain, args.reps // 3, warmup=2, name=f"plain forward, {args.tokens} tokens"))
+        records.append(harness.median_ms(record_all, args.reps // 3, warmup=2,
+                                         name=f"record every site, {args.tokens} tokens"))
     p, r = sorted(plains)[1], sorted(records)[1]
     result.update(sites=len(names), plain_ms=round(p, 2), record_all_ms=round(r, 2), ratio=round(r / p, 3))
     print(json.dumps(result))
+    harness.save(args.json)
 
 
 if __name__ == "__main__":

@@ -20,27 +20,23 @@ given), fused AdamW. HF gets its default AdamW (foreach) and computes MLM logits
 
 from __future__ import annotations
 
-import argparse
+import harness
+
 import itertools
 import os
 import statistics
-import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import torch
 
-import torch  # noqa: E402
-
-from bertcore.modeling.config import preset  # noqa: E402
-from bertcore.modeling.hf_format import read_config_file  # noqa: E402
-from bertcore.modeling.heads import BertForPreTraining  # noqa: E402
-from bertcore.tokenization.masking import mask_tokens, selected_positions  # noqa: E402
-from bertcore.training import autocast, make_optimizer  # noqa: E402
-from bertcore.runs.config import COMPILE_MODES  # noqa: E402
-from bertcore.training.dist import compile_encoder  # noqa: E402
+from bertcore.modeling.config import preset
+from bertcore.modeling.hf_format import read_config_file
+from bertcore.modeling.heads import BertForPreTraining
+from bertcore.tokenization.masking import mask_tokens, selected_positions
+from bertcore.training import autocast, make_optimizer
+from bertcore.runs.config import COMPILE_MODES
+from bertcore.training.dist import compile_encoder
 
 MASK_ID, CLS_ID, SEP_ID = 103, 101, 102
 
@@ -61,21 +57,22 @@ def flops_per_token(cfg, seq: int, mlm_fraction: float) -> dict[str, float]:
 
 def matmul_peak(device: torch.device, n: int = 2048, seconds: float = 3.0,
                 dtype: torch.dtype = torch.float32) -> float:
-    """Measured matmul FLOP/s in ``dtype`` (n x n @ n x n, best of repeated runs) on ``device``."""
+    """Measured matmul FLOP/s in ``dtype`` (n x n @ n x n, best of repeated runs for about ``seconds``) on
+    ``device``: 3 timed runs after 2 warm-ups, then as many more as fill ``seconds`` at their median."""
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
     c = torch.empty(n, n, device=device, dtype=dtype)
-    for _ in range(2):
-        torch.mm(a, b, out=c)
-    sync(device)
-    best = float("inf")
-    t_end = time.perf_counter() + seconds
-    while time.perf_counter() < t_end:
-        t = time.perf_counter()
+
+    def mm():
         torch.mm(a, b, out=c)
         sync(device)
-        best = min(best, time.perf_counter() - t)
-    return 2 * n ** 3 / best
+
+    name = f"matmul {n}^3 {str(dtype).removeprefix('torch.')} on {device.type}"
+    values = list(harness.timed(name, mm, reps=3, warmup=2).get_values())
+    more = int((seconds - sum(values)) / statistics.median(values))
+    if more > 0:
+        values += harness.timed(name, mm, reps=more).get_values()
+    return 2 * n ** 3 / min(values)
 
 
 def sync(device: torch.device) -> None:
@@ -109,17 +106,15 @@ def masked_batches(batch: dict[str, torch.Tensor], vocab: int, gen: torch.Genera
     return out
 
 
-def time_steps(step_fn, steps: int, warmup: int, device: torch.device) -> list[float]:
-    for _ in range(warmup):
-        step_fn()
-    sync(device)
-    times = []
-    for _ in range(steps):
-        t = time.perf_counter()
+def time_steps(step_fn, steps: int, warmup: int, device: torch.device, name: str = "train step") -> list[float]:
+    """Seconds of each of ``steps`` calls of ``step_fn`` (the device synchronised after each), after ``warmup``
+    untimed ones: a pyperf benchmark ``name`` of the harness."""
+
+    def step():
         step_fn()
         sync(device)
-        times.append(time.perf_counter() - t)
-    return times
+
+    return list(harness.timed(name, step, steps, warmup).get_values())
 
 
 def bench_bertcore(cfg, batch, device, precision, compile_mode: str, steps: int, warmup: int):
@@ -142,7 +137,8 @@ def bench_bertcore(cfg, batch, device, precision, compile_mode: str, steps: int,
         opt.step()
         return out.loss
 
-    return time_steps(step, steps, warmup + (0 if compile_mode == "none" else 2), device), type(opt).__name__ + (
+    name = "bertcore train step" + ("" if compile_mode == "none" else f", torch.compile {compile_mode}")
+    return time_steps(step, steps, warmup + (0 if compile_mode == "none" else 2), device, name), type(opt).__name__ + (
         " fused" if opt.defaults.get("fused") else "")
 
 
@@ -167,28 +163,26 @@ def bench_hf(cfg, batch, device, precision, steps: int, warmup: int):
         opt.step()
         return out.loss
 
-    return time_steps(step, steps, warmup, device)
+    return time_steps(step, steps, warmup, device, "transformers train step")
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--preset", default="nano")
-    p.add_argument("--config", default=None, help="a model folder or config.json: its shape instead of --preset")
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--seq", type=int, default=64)
-    p.add_argument("--steps", type=int, default=5, help="timed steps per model (median reported)")
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--dropout", type=float, default=0.0)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"))
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--compile", nargs="?", const="default", default="none",
-                   choices=COMPILE_MODES,
-                   help="also time bertcore with its encoder under torch.compile (the training loop's --compile)")
-    p.add_argument("--skip-hf", action="store_true")
-    a = p.parse_args(argv)
-    if a.threads:
-        torch.set_num_threads(a.threads)
+    def options(p):
+        p.add_argument("--preset", default="nano")
+        p.add_argument("--config", default=None, help="a model folder or config.json: its shape instead of --preset")
+        p.add_argument("--batch-size", type=int, default=128)
+        p.add_argument("--seq", type=int, default=64)
+        p.add_argument("--steps", type=int, default=5, help="timed steps per model (median reported)")
+        p.add_argument("--warmup", type=int, default=2)
+        p.add_argument("--dropout", type=float, default=0.0)
+        p.add_argument("--device", default="cpu")
+        p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"))
+        p.add_argument("--compile", nargs="?", const="default", default="none",
+                       choices=COMPILE_MODES,
+                       help="also time bertcore with its encoder under torch.compile (the training loop's --compile)")
+        p.add_argument("--skip-hf", action="store_true")
+
+    a = harness.parse(__doc__, options, argv=argv)
     device = torch.device(a.device)
     if a.config:
         path = Path(a.config)
@@ -207,7 +201,7 @@ def main(argv=None) -> None:
 
     print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, cpu count {os.cpu_count()}")
     try:
-        print(f"load average {os.getloadavg()[0]:.2f} (other processes share the cores when > {os.cpu_count()})")
+        print(f"load average {harness.load_average():.2f} (other processes share the cores when > {os.cpu_count()})")
     except OSError:
         pass
     print(f"preset {a.preset}: L={cfg.num_hidden_layers} H={cfg.hidden_size} heads={cfg.num_attention_heads} "
@@ -247,6 +241,7 @@ def main(argv=None) -> None:
         ours = tokens / statistics.median(rows[0][1])
         print(f"\nratio bertcore / transformers: {ours / base:.2f}x tokens/s "
               "(HF's %peak counts its MLM head on every position: useful work is the bertcore FLOPs)")
+    harness.save(a.json)
 
 
 if __name__ == "__main__":

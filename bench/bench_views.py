@@ -9,31 +9,22 @@ reference, measured in the same run) and of each view's computation and figure (
 serialised to JSON, as Streamlit sends it), with the ratio view / forward. Attention flow is
 timed at the largest length the page offers (``rollout.FLOW_MAX_TOKENS``) and at 32 tokens.
 """
-# ruff: noqa: B023, E402, PLC3002, RUF100  (each lambda runs inside its own loop iteration)
+# ruff: noqa: B023, PLC3002, RUF100  (each lambda runs inside its own loop iteration)
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
-from pathlib import Path
+import harness
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from bertcore import BertForPreTraining, data  # noqa: E402
-from bertcore.loading import sources  # noqa: E402
+from bertcore import BertForPreTraining, data
+from bertcore.loading import sources
 from bertcore.analysis.attention import activations
-from bertcore.analysis.attention import ablation, neurons, rollout, words  # noqa: E402
-from explorer.figures import ablation as abl_figures  # noqa: E402
-from explorer.figures import attention as att_figures  # noqa: E402
-from explorer.figures import rollout as rollout_figures  # noqa: E402
-from timing import median_ms  # noqa: E402
-
-
+from bertcore.analysis.attention import ablation, neurons, rollout, words
+from explorer.figures import ablation as abl_figures
+from explorer.figures import attention as att_figures
+from explorer.figures import rollout as rollout_figures
 
 
 def long_text() -> str:
@@ -42,12 +33,7 @@ def long_text() -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=None)
-    args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = harness.parse(__doc__, lambda ap: ap.add_argument("--reps", type=int, default=5))
     lm = sources.load(sources.PACKAGED)
     enc_model, tok = lm.encoder, lm.tokenizer
     cfg = lm.config
@@ -58,7 +44,7 @@ def main() -> None:
     print(f"{'tokens':>6} {'view':<44} {'ms':>9} {'x forward':>10}")
     for t in (128, 512, rollout.FLOW_MAX_TOKENS, 32):
         fwd = lambda: activations.run(enc_model, tok, text, max_length=t)  # noqa: E731
-        ref = median_ms(fwd, args.reps, warmup=1)
+        ref = harness.median_ms(fwd, args.reps, warmup=1, name=f"forward (reference), {t} tokens")
         act = fwd()
         att, tokens, enc = act.attentions, act.tokens, act.encoding
         groups = words.word_groups(tokens, enc.word_ids)
@@ -100,8 +86,9 @@ def main() -> None:
             rows += [(f"held-out MLM loss ({ablation.HELDOUT_DOCS} x {ablation.HELDOUT_TOKENS} tokens)",
                       lambda: ablation.mlm_loss(mlm_model, batch, mask))]
         for name, fn in rows:
-            ms = ref if fn is fwd else median_ms(fn, args.reps, warmup=1)
+            ms = ref if fn is fwd else harness.median_ms(fn, args.reps, warmup=1, name=f"{name}, {t} tokens")
             print(f"{len(tokens):>6} {name:<44} {ms:>9.1f} {ms / ref:>10.2f}")
+    harness.save(args.json)
 
 
 if __name__ == "__main__":

@@ -15,13 +15,7 @@ reached, whether two bertcore trainings gave identical ids, and pieces per word.
 
 from __future__ import annotations
 
-import argparse
-import statistics
-import sys
-import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import harness
 
 from bertcore import data as D
 from bertcore.loading import sources
@@ -49,11 +43,12 @@ def pieces_per_word(tok, texts: list[str]) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--corpus", default="bbc", help="a corpus name (bbc, sotu, wiki, bbc+sotu, all) or path")
-    ap.add_argument("--sizes", default="4000,8000", help="vocabulary sizes, comma-separated")
-    ap.add_argument("--repeats", type=int, default=2, help="trainings per size and method (median reported)")
-    args = ap.parse_args()
+    def options(ap):
+        ap.add_argument("--corpus", default="bbc", help="a corpus name (bbc, sotu, wiki, bbc+sotu, all) or path")
+        ap.add_argument("--sizes", default="4000,8000", help="vocabulary sizes, comma-separated")
+        ap.add_argument("--repeats", type=int, default=2, help="trainings per size and method (median reported)")
+
+    args = harness.parse(__doc__, options)
     texts = list(D.load_documents(args.corpus)["text"])
     probe = list(D.load_documents("bbc")["text"])[::10]
     ref = load_tokenizer(sources.packaged_model_dir())
@@ -62,18 +57,19 @@ def main() -> None:
     print(f"{'size':>6} {'bare s':>8} {'bertcore s':>10} {'ratio':>6} "
           f"{'tokens':>7} {'same ids':>8} {'pieces/word':>11}")
     for size in (int(s) for s in args.sizes.split(",")):
-        bare, ours, md5s = [], [], set()
-        for _ in range(args.repeats):
-            t = time.perf_counter()
-            bare_trainer(texts, size)
-            bare.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            tok = train_wordpiece(texts, size)
-            ours.append(time.perf_counter() - t)
-            md5s.add(vocab_md5(tok))
-        b, o = statistics.median(bare), statistics.median(ours)
+        toks: list = []
+
+        def ours():
+            toks.append(train_wordpiece(texts, size))
+
+        # bare trainer, then bertcore, `repeats` times (no warm-up: each training is seconds long)
+        pair = harness.paired(f"train_wordpiece, {size} tokens", ours, "bare WordPiece trainer",
+                              lambda: bare_trainer(texts, size), args.repeats, warmup=0)
+        b, o = pair.ref_ms / 1000, pair.ms / 1000
+        tok, md5s = toks[-1], {vocab_md5(t) for t in toks}
         print(f"{size:>6} {b:>8.1f} {o:>10.1f} {o / b:>6.2f} {len(tok):>7} {len(md5s) == 1!s:>8} "
               f"{pieces_per_word(tok, probe):>11.3f}")
+    harness.save(args.json)
 
 
 if __name__ == "__main__":

@@ -11,15 +11,15 @@ tensors' ``element_size() * numel()``, summed through dataclasses, tuples and di
 
 from __future__ import annotations
 
+import harness
+
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 SHORT = "The keys to the cabinet [MASK] on the table."
 
@@ -55,6 +55,7 @@ def limits(path: Path, name: str) -> tuple[int | None, str | None]:
 
 
 def main() -> None:
+    harness.parse(__doc__)
     from bertcore import encode
     from bertcore.loading import sources
     from bertcore.analysis.attention import activations, rollout

@@ -8,7 +8,8 @@ revision counts 0.
 
 from __future__ import annotations
 
-import argparse
+import harness
+
 import ast
 import subprocess
 from pathlib import Path
@@ -35,11 +36,12 @@ def at(rev: str, path: str) -> int:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("before")
-    p.add_argument("after")
-    p.add_argument("files", nargs="+")
-    args = p.parse_args()
+    def options(p):
+        p.add_argument("before")
+        p.add_argument("after")
+        p.add_argument("files", nargs="+")
+
+    args = harness.parse(__doc__, options)
     print(f"| file | {args.before} | {args.after} | change |\n|---|---|---|---|")
     total = [0, 0]
     for f in args.files:

@@ -16,6 +16,9 @@ autocast, checkpoints, metrics.
 
 from __future__ import annotations
 
+import harness
+
+import argparse
 import contextlib
 import gzip
 import hashlib
@@ -26,15 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bertcore.training import cli as T  # noqa: E402
-from bertcore.data import agreement_training as AT  # noqa: E402
-from bertcore.data import corpora  # noqa: E402
-from bertcore.data.counterfactual import AgreementItem, MiningStats  # noqa: E402
-from bertcore.data import nsp  # noqa: E402
-from bertcore.training import tasks  # noqa: E402
+from bertcore.training import cli as T
+from bertcore.data import agreement_training as AT
+from bertcore.data import corpora
+from bertcore.data.counterfactual import AgreementItem, MiningStats
+from bertcore.data import nsp
+from bertcore.training import tasks
 
 
 def _digest(data) -> str:
@@ -160,15 +160,22 @@ def replay(src: Path, argv: list[str]) -> int:
         return T.main(argv)
 
 
-def main() -> None:
-    mode, folder, *rest = sys.argv[1:]
-    argv = rest[1:] if rest[:1] == ["--"] else rest
-    if mode == "pack":
-        pack(Path(folder), argv)
-    elif mode == "train":
-        sys.exit(replay(Path(folder), argv))
+def main(argv: list[str] | None = None) -> None:
+    def options(ap):
+        modes = ap.add_subparsers(dest="mode", required=True, metavar="pack|train")
+        for mode, what in (("pack", "build the data of the options here and record it in DIR"),
+                           ("train", "run python -m bertcore.training with the options, its data replayed from DIR")):
+            sub = modes.add_parser(mode, help=what, description=what)
+            sub.add_argument("folder", type=Path, metavar="DIR")
+            sub.add_argument("options", nargs=argparse.REMAINDER,
+                             help="-- then the options of python -m bertcore.training (pretrain ...)")
+
+    args = harness.parse(__doc__, options, argv=argv)
+    rest = args.options[1:] if args.options[:1] == ["--"] else args.options
+    if args.mode == "pack":
+        pack(args.folder, rest)
     else:
-        raise SystemExit("usage: device_pretrain.py pack|train DIR -- <python -m bertcore.training options>")
+        sys.exit(replay(args.folder, rest))
 
 
 if __name__ == "__main__":

@@ -3,9 +3,13 @@
 Used by ``bench/ship_model.py``, which measures the numbers (:func:`card` only writes them): :func:`stages` reads
 every run behind a checkpoint (a run continued from another run's checkpoint, or from a shipped folder's
 ``training.json``), :func:`card` writes the Markdown card from those stages and the evaluation.
+
+    python bench/model_card.py runs/everyday-a        # print the training stages behind a run (its card's lines)
 """
 
 from __future__ import annotations
+
+import harness
 
 import json
 from pathlib import Path
@@ -248,3 +252,13 @@ def _natural_rows(nat: dict | None, before: dict | None) -> str:
     was_all = f"{before['accuracy']:.0%}" if before else "-"
     rows.append(f"| **all** | {nat['n']} | **{nat['accuracy']:.0%}** | {was_all} |")
     return "\n".join(rows)
+
+
+def main() -> None:
+    args = harness.parse(__doc__, lambda ap: ap.add_argument("run_dir", type=Path, help="a run folder (run.json)"))
+    for st in stages(args.run_dir):
+        print(st["line"])
+
+
+if __name__ == "__main__":
+    main()

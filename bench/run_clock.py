@@ -14,6 +14,8 @@ single-flight view cache) and for the heavy queue, without the transfer and the 
 
 from __future__ import annotations
 
+import harness  # noqa: F401  (the repository on sys.path, the hub offline: as every script of bench/)
+
 import json
 import os
 import sys

@@ -19,26 +19,21 @@ configuration.
 
 from __future__ import annotations
 
-import argparse
+import harness
+
 import json
 import math
-import os
-import sys
-import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
 
-import torch  # noqa: E402
-
-from bertcore.sae import io as sae_io  # noqa: E402
-from bertcore.sae.model import TopKSAE, aux_k_loss, mse, resample  # noqa: E402
-from bertcore.sae.transcoder import Transcoder  # noqa: E402
-from bertcore.sae.transcoder import aux_k_loss as batch_aux_k_loss  # noqa: E402
-from bertcore.sae.stream import ActivationStream, corpus_chunks, hidden_states, pad  # noqa: E402
-from bertcore.sae.config import SAETrainConfig  # noqa: E402
-from bertcore.sae.train import load_model, lr_at  # noqa: E402
+from bertcore.sae import io as sae_io
+from bertcore.sae.model import TopKSAE, aux_k_loss, mse, resample
+from bertcore.sae.transcoder import Transcoder
+from bertcore.sae.transcoder import aux_k_loss as batch_aux_k_loss
+from bertcore.sae.stream import ActivationStream, corpus_chunks, hidden_states, pad
+from bertcore.sae.config import SAETrainConfig
+from bertcore.sae.train import load_model, lr_at
 
 SHIPPED = Path(__file__).resolve().parents[1] / "models" / "minilm-mlm" / "sae"
 
@@ -126,16 +121,15 @@ def heldout_l0(sae, x: torch.Tensor) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--layer", type=int, default=3, help="the 0-based block the SAE reads (3: the shipped layer-4)")
-    ap.add_argument("--pool", type=int, default=120_000, help="training tokens cached (everyday, masked)")
-    ap.add_argument("--heldout", type=int, default=16_384)
-    ap.add_argument("--steps", type=int, default=600)
-    ap.add_argument("--batch-size", type=int, default=1024)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--config", action="append", default=[])
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    def options(ap):
+        ap.add_argument("--layer", type=int, default=3, help="the 0-based block the SAE reads (3: the shipped layer-4)")
+        ap.add_argument("--pool", type=int, default=120_000, help="training tokens cached (everyday, masked)")
+        ap.add_argument("--heldout", type=int, default=16_384)
+        ap.add_argument("--steps", type=int, default=600)
+        ap.add_argument("--batch-size", type=int, default=1024)
+        ap.add_argument("--config", action="append", default=[])
+
+    args = harness.parse(__doc__, options)
     model, tok, _ = load_model("shipped")
     stream = ActivationStream(model, tok, corpus_chunks("everyday", tok), [args.layer], block_size=128)
     parts, n, b = [], 0, 0
@@ -165,36 +159,37 @@ def main() -> None:
         last = torch.zeros(sae.d_sae, dtype=torch.long)
         gen = torch.Generator().manual_seed(1)
         order, pos, tokens = torch.randperm(pool.shape[0], generator=gen), 0, 0
-        t0 = time.perf_counter()
-        for step in range(args.steps):
-            if pos + args.batch_size > pool.shape[0]:
-                order, pos = torch.randperm(pool.shape[0], generator=gen), 0
-            x = pool[order[pos:pos + args.batch_size]]
-            pos += args.batch_size
-            lr = lr_at(schedule, step)
-            for g in opt.param_groups:
-                g["lr"] = lr
-            out, main, fired = step_out(sae, x)
-            dead = (tokens - last) >= conf["dead_tokens"]
-            aux = (batch_aux_k_loss if isinstance(sae, Transcoder) else aux_k_loss)(sae, out, dead, 256)
-            loss = main + conf["aux_coef"] * aux
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            sae.remove_parallel_grad()
-            opt.step()
-            sae.normalise_decoder()
-            tokens += x.shape[0]
-            with torch.no_grad():
-                last[fired.unique()] = tokens
-        sae.eval()
-        print(json.dumps({"layer": args.layer, **conf, "steps": args.steps, "resampled": resampled,
-                          "start_fvu": round(start_fvu, 4),
-                          "heldout_fvu": round(heldout_fvu(sae, held_x), 4),
-                          "heldout_l0": round(heldout_l0(sae, held_x), 2),
-                          "dead_share": round(float(((tokens - last) >= min(tokens, conf["dead_tokens"]))
-                                                     .float().mean()), 4),
-                          "silent_on_pool": round(float(silent_on(sae, pool).float().mean()), 4),
-                          "seconds": round(time.perf_counter() - t0, 1)}), flush=True)
+        with harness.stopwatch(f"SAE training, layer {args.layer}, {args.steps} steps, {spec or 'defaults'}") as sw:
+            for step in range(args.steps):
+                if pos + args.batch_size > pool.shape[0]:
+                    order, pos = torch.randperm(pool.shape[0], generator=gen), 0
+                x = pool[order[pos:pos + args.batch_size]]
+                pos += args.batch_size
+                lr = lr_at(schedule, step)
+                for g in opt.param_groups:
+                    g["lr"] = lr
+                out, main, fired = step_out(sae, x)
+                dead = (tokens - last) >= conf["dead_tokens"]
+                aux = (batch_aux_k_loss if isinstance(sae, Transcoder) else aux_k_loss)(sae, out, dead, 256)
+                loss = main + conf["aux_coef"] * aux
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                sae.remove_parallel_grad()
+                opt.step()
+                sae.normalise_decoder()
+                tokens += x.shape[0]
+                with torch.no_grad():
+                    last[fired.unique()] = tokens
+            sae.eval()
+            print(json.dumps({"layer": args.layer, **conf, "steps": args.steps, "resampled": resampled,
+                              "start_fvu": round(start_fvu, 4),
+                              "heldout_fvu": round(heldout_fvu(sae, held_x), 4),
+                              "heldout_l0": round(heldout_l0(sae, held_x), 2),
+                              "dead_share": round(float(((tokens - last) >= min(tokens, conf["dead_tokens"]))
+                                                         .float().mean()), 4),
+                              "silent_on_pool": round(float(silent_on(sae, pool).float().mean()), 4),
+                              "seconds": round(sw.elapsed(), 1)}), flush=True)
+    harness.save(args.json)
 
 
 if __name__ == "__main__":

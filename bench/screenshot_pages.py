@@ -18,8 +18,8 @@ Needs ``/usr/bin/chromium`` (``bash .ci/install-browser.sh``). Prints the load a
 
 from __future__ import annotations
 
-import argparse
-import json
+import harness
+
 import os
 import socket
 import subprocess
@@ -28,9 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_page_load import SETTLED, WATCH, switch
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-from bench_page_load import SETTLED, WATCH, switch  # noqa: E402
 
 
 def page_slugs(root: Path) -> list[str]:
@@ -71,7 +71,7 @@ def shoot(root: Path, out: Path, port: int, pages: list[str] | None, width: int,
 
     out.mkdir(parents=True, exist_ok=True)
     slugs = pages or page_slugs(root)
-    print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
+    print(f"load average before: {harness.load_average():.2f} on {os.cpu_count()} CPUs", flush=True)
     srv = serve(root, port)
     times = {}
     try:
@@ -104,9 +104,9 @@ def shoot(root: Path, out: Path, port: int, pages: list[str] | None, width: int,
             browser.close()
     finally:
         srv.terminate()
-    load = os.getloadavg()[0]
+    load = harness.load_average()
     print(f"load average after: {load:.2f}")
-    (out / "times.json").write_text(json.dumps({"pages": times, "load_after": load, "read_s": read_s}, indent=1))
+    harness.write_json(out / "times.json", {"pages": times, "load_after": load, "read_s": read_s})
 
 
 def compare(a: Path, b: Path) -> int:
@@ -135,21 +135,25 @@ def compare(a: Path, b: Path) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--root", type=Path, default=ROOT, help="the checkout whose app is served")
-    ap.add_argument("--out", type=Path, help="folder for the screenshots and times.json")
-    ap.add_argument("--pages", nargs="*", help="page paths (default: every page of app.py)")
-    ap.add_argument("--port", type=int, default=8771)
-    ap.add_argument("--width", type=int, default=1400)
-    ap.add_argument("--height", type=int, default=1000)
-    ap.add_argument("--click", action="store_true", help="open pages after the first by their sidebar link")
-    ap.add_argument("--read", type=float, default=20.0, help="seconds spent on the first page before the next")
-    ap.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
-    args = ap.parse_args()
+    parser = []
+
+    def options(ap):
+        parser.append(ap)  # for its error()
+        ap.add_argument("--root", type=Path, default=ROOT, help="the checkout whose app is served")
+        ap.add_argument("--out", type=Path, help="folder for the screenshots and times.json")
+        ap.add_argument("--pages", nargs="*", help="page paths (default: every page of app.py)")
+        ap.add_argument("--port", type=int, default=8771)
+        ap.add_argument("--width", type=int, default=1400)
+        ap.add_argument("--height", type=int, default=1000)
+        ap.add_argument("--click", action="store_true", help="open pages after the first by their sidebar link")
+        ap.add_argument("--read", type=float, default=20.0, help="seconds spent on the first page before the next")
+        ap.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
+
+    args = harness.parse(__doc__, options)
     if args.compare:
         sys.exit(1 if compare(*args.compare) else 0)
     if not args.out:
-        ap.error("--out is required (or --compare BEFORE AFTER)")
+        parser[0].error("--out is required (or --compare BEFORE AFTER)")
     shoot(args.root.resolve(), args.out, args.port, args.pages, args.width, args.height, args.click, args.read)
 
 

@@ -19,26 +19,24 @@ then a check that transformers' ``BertForPreTraining`` loads the folder and give
 
 from __future__ import annotations
 
-import argparse
+import harness
+
 import json
 import math
 import shutil
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bertcore import data as D
+from bertcore.tokenization import masking
+from bertcore.analysis.grammar import minimal_pairs as MP
+from bertcore.modeling.heads import BertForPreTraining
+from bertcore.tokenization.tokenizer import load_tokenizer, save_tokenizer
+from model_card import TRAINING_FILE, card, stages
 
-from bertcore import data as D  # noqa: E402
-from bertcore.tokenization import masking  # noqa: E402
-from bertcore.analysis.grammar import minimal_pairs as MP  # noqa: E402
-from bertcore.modeling.heads import BertForPreTraining  # noqa: E402
-from bertcore.tokenization.tokenizer import load_tokenizer, save_tokenizer  # noqa: E402
-from model_card import TRAINING_FILE, card, stages  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 CLOZE_SETS = {"news": ROOT / "bench" / "data" / "cloze_news.tsv",
               "everyday": ROOT / "bench" / "data" / "cloze_everyday.tsv"}
@@ -244,27 +242,34 @@ def select(run_dirs: list[Path], max_seq_len: int, out: Path | None, skip: int =
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--checkpoint", type=Path)
-    p.add_argument("--select", type=Path, nargs="+", metavar="RUN_DIR", help="score every checkpoint of these runs")
-    p.add_argument("--select-out", type=Path, help="also append --select's lines to this file")
-    p.add_argument("--out", type=Path, default=ROOT / "models" / "minilm-mlm")
-    p.add_argument("--max-seq-len", type=int, default=128)
-    p.add_argument("--eval-only", action="store_true")
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--before", type=Path, help="the replaced model's numbers (JSON printed by --eval-only), "
-                                                "instead of measuring them again")
-    p.add_argument("--skip", type=int, default=0, help="--select: leave out the first N checkpoints of each run")
-    p.add_argument("--note", type=Path, help="markdown added to the card as 'How this checkpoint was chosen' (the "
-                                              "selection rule and the --select numbers behind it)")
-    a = p.parse_args()
-    if a.threads:
-        torch.set_num_threads(a.threads)
+    parser = []
+
+    def options(p):
+        parser.append(p)  # for its error()
+        p.add_argument("--checkpoint", type=Path)
+        p.add_argument("--select", type=Path, nargs="+", metavar="RUN_DIR",
+                       help="score every checkpoint of these runs")
+        p.add_argument("--select-out", type=Path, help="also append --select's lines to this file")
+        p.add_argument("--out", type=Path, default=ROOT / "models" / "minilm-mlm")
+        p.add_argument("--max-seq-len", type=int, default=128)
+        p.add_argument("--eval-only", action="store_true")
+        p.add_argument("--before", type=Path, help="the replaced model's numbers (JSON printed by --eval-only), "
+                                                    "instead of measuring them again")
+        p.add_argument("--skip", type=int, default=0, help="--select: leave out the first N checkpoints of each run")
+        p.add_argument("--note", type=Path, help="markdown added to the card as 'How this checkpoint was chosen' "
+                                                  "(the selection rule and the --select numbers behind it)")
+
+    a = harness.parse(__doc__, options)
     if a.select:
         return select(a.select, a.max_seq_len, a.select_out, a.skip)
     if a.checkpoint is None:
-        p.error("--checkpoint or --select is required")
-    t0 = time.perf_counter()
+        parser[0].error("--checkpoint or --select is required")
+    with harness.stopwatch("evaluate and ship") as sw:
+        _ship(a, sw)
+
+
+def _ship(a, sw: harness.stopwatch) -> None:
+    """Evaluate ``a.checkpoint`` and, unless ``--eval-only``, ship it to ``a.out`` (``sw``: the run's clock)."""
     run_dir = None
     if not a.eval_only:  # a running run may prune the checkpoint while this evaluates: work on a copy
         import tempfile
@@ -288,13 +293,13 @@ def main() -> None:
         before = _printable(evaluate_all(old, load_tokenizer(a.out), a.max_seq_len))
     chain = stages(run_dir)
     export(a.checkpoint, a.out, tok)
-    (a.out / TRAINING_FILE).write_text(json.dumps({"stages": chain}, indent=1) + "\n")
+    harness.write_json(a.out / TRAINING_FILE, {"stages": chain})
     par = parity(a.out, tok)
     note = a.note.read_text(encoding="utf-8") if a.note else ""
     cloze_files = {k: str(v.relative_to(ROOT)) for k, v in CLOZE_SETS.items()}
     (a.out / "README.md").write_text(card(a.out, chain, ev, par, cloze_files, before, note), encoding="utf-8")
-    (a.out / "eval.json").write_text(json.dumps(_printable(ev), indent=1) + "\n")
-    print(f"shipped to {a.out} (parity {par:.1e}) in {time.perf_counter() - t0:.0f} s")
+    harness.write_json(a.out / "eval.json", _printable(ev))
+    print(f"shipped to {a.out} (parity {par:.1e}) in {sw.elapsed():.0f} s")
 
 
 if __name__ == "__main__":

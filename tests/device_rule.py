@@ -34,8 +34,9 @@ FACTORIES = {
     torch.empty_strided, torch.tril_indices, torch.triu_indices,
 }
 _TORCH = str(Path(torch.__file__).parent)
-#: code that makes tensors on the device its caller names (``Encoding.tensors(device)``): the caller is blamed
-_PASS_THROUGH = (_TORCH, str(ROOT / "bertcore/tokenization"), __file__)
+_PASS_THROUGH = (_TORCH, __file__)
+#: functions that make tensors on the device their caller names (``Encoding.tensors(device)``): the caller is blamed
+_BY_CALLER = {(str(ROOT / "bertcore/tokenization/tokenizer.py"), "tensors")}
 
 
 @dataclass(frozen=True)
@@ -50,11 +51,19 @@ class Site:
         return f"{self.file}:{self.line} {self.factory}"
 
 
+def _by_caller(frame) -> bool:
+    """A frame of :data:`_BY_CALLER` (or a comprehension inside one: its own frame before Python 3.12)."""
+    code = frame.f_code
+    if code.co_name.startswith("<") and frame.f_back is not None:
+        return code.co_filename == frame.f_back.f_code.co_filename and _by_caller(frame.f_back)
+    return (code.co_filename, code.co_name) in _BY_CALLER
+
+
 def _caller() -> tuple[str, int] | None:
-    """The first frame outside torch and the pass-through code; None when that frame builds a module (an
+    """The first frame outside torch and :data:`_BY_CALLER`; None when that frame builds a module (an
     ``nn.Module``'s ``__init__`` makes its parameters on the default device, and whoever built it moves it)."""
     frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename.startswith(_PASS_THROUGH):
+    while frame is not None and (frame.f_code.co_filename.startswith(_PASS_THROUGH) or _by_caller(frame)):
         frame = frame.f_back
     if frame is None:
         return None

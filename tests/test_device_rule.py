@@ -69,3 +69,19 @@ def test_a_view_makes_no_tensor_on_an_implicit_device(made, name):  # noqa: F811
     with ImplicitDevice() as seen:
         view.fn(*args, **kwargs)
     assert not seen.sites, f"{name}: tensors made with no device at " + ", ".join(map(str, seen.sites))
+
+
+@pytest.mark.parametrize("kind", ["sae", "transcoder"])
+def test_the_sae_and_transcoder_trainer_make_no_tensor_on_an_implicit_device(tmp_path, kind):
+    """A short run of ``python -m bertcore.sae train`` (its evaluation and a resample included) on a tiny model."""
+    from bertcore.modeling import heads
+    from bertcore.sae.train import Trainer
+
+    from .sae.test_sae_train import options
+    from .conftest import save_tiny_bert
+
+    folder = save_tiny_bert(tmp_path / "mlm", heads.BertForPreTraining)
+    cfg = options(folder, kind=kind, max_steps=12, eval_every=6, resample_every=96, dead_tokens=48, device="cpu")
+    with ImplicitDevice() as seen:
+        assert Trainer(cfg, tmp_path / "run").run() == 0
+    assert not seen.sites, f"{kind} training: tensors made with no device at " + ", ".join(map(str, seen.sites))

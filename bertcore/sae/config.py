@@ -56,6 +56,9 @@ class SAETrainConfig:
     keep_checkpoints: int = 2
     seed: int = 0
     threads: int = 2
+    #: where the model's forward passes and the SAEs' steps run (:func:`bertcore.device.resolve`: auto takes CUDA
+    #: when there is one); tokenisation and masking stay on the CPU
+    device: str = "auto"
     #: start from the SAEs in this folder (``layer-<l>/`` SAELens folders, e.g. ``models/minilm-mlm/sae``) instead
     #: of the data initialisation: their weights and input scale, this run's ``k`` and a fresh optimizer; with fewer
     #: latents than ``d_sae`` they are widened (:meth:`bertcore.sae.model.TopKSAE.widened`, the new latents resampled)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..device import device_of
 from ..readouts.fill_mask import FillMaskError, mask_token_positions, mlm_head_of, predictions_from_logits
 from ..modeling.interventions import Interventions, eval_mode
 from ..tokenization.tokenizer import encode
@@ -73,8 +74,8 @@ def text_features(model, tokenizer, sae: TopKSAE | Transcoder, layer: int, text:
         SAEError: a block outside ``0..L-1``.
     """
     enc = encode(tokenizer, text, max_length=max_length)
-    z = activations(model, enc.tensors(), sae, layer)[0]  # (T, d_sae)
-    return TextFeatures(list(enc.tokens), z.numpy(), enc.num_truncated)
+    z = activations(model, enc.tensors(device_of(model)), sae, layer)[0]  # (T, d_sae)
+    return TextFeatures(list(enc.tokens), z.cpu().numpy(), enc.num_truncated)
 
 
 def search(model, tokenizer, sae: TopKSAE | Transcoder, layer: int, phrase: str,
@@ -183,12 +184,12 @@ def steering_edit(sae: TopKSAE, feature: int, mode: str, value: float, positions
 
     def edit(h: torch.Tensor) -> torch.Tensor:  # (B, T, H)
         if mode == "add":
-            amount = torch.full(h.shape[:-1], float(value), dtype=h.dtype)
+            amount = torch.full(h.shape[:-1], float(value), dtype=h.dtype, device=h.device)
         else:
             current = sae.encode(h.float())[..., feature]  # (B, T)
             amount = (float(value) - current).to(h.dtype)
         if positions is not None:
-            keep = torch.zeros(h.shape[:-1], dtype=torch.bool)
+            keep = torch.zeros(h.shape[:-1], dtype=torch.bool, device=h.device)
             keep[:, positions] = True
             amount = amount * keep
         return h + amount[..., None] * direction.to(h.dtype)
@@ -218,7 +219,7 @@ def steered_fill_mask(model, tokenizer, text: str, layer: int, edit, k: int = 5,
     encoder, head = mlm_head_of(model)
     name = site(encoder.config, layer)
     enc = encode(tokenizer, text, max_length=max_length)
-    inputs = enc.tensors()
+    inputs = enc.tensors(device_of(model))
     positions = mask_token_positions(tokenizer, inputs["input_ids"])
     if not positions:
         raise FillMaskError("write [MASK] where the model should guess a word")
@@ -241,5 +242,5 @@ def context_activations(model, tokenizer, sae: TopKSAE | Transcoder, layer: int,
     site(getattr(model, "base_model", model).config, layer)  # the block is checked even with no chunk
     if not chunks:
         return []
-    z = activations(model, pad(chunks, tokenizer.pad_token_id), sae, layer)[..., feature].numpy()  # (B, T)
+    z = activations(model, pad(chunks, tokenizer.pad_token_id), sae, layer)[..., feature].cpu().numpy()  # (B, T)
     return [z[i, :len(c)] for i, c in enumerate(chunks)]

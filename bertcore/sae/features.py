@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..device import device_of
 from ..loading.shipped_file import model_hash
 from . import io as sae_io
 from .model import TopKSAE
@@ -119,9 +120,9 @@ def labelled_text(tokenizer, sentences: list[str], max_length: int = 64) -> Labe
 class _Top:
     """The running ``k`` largest values per column of a stream of ``(n, m)`` blocks, with their global rows."""
 
-    def __init__(self, m: int, k: int) -> None:
-        self.values = torch.full((m, k), -float("inf"))
-        self.rows = torch.full((m, k), -1, dtype=torch.long)
+    def __init__(self, m: int, k: int, device=None) -> None:
+        self.values = torch.full((m, k), -float("inf"), device=device)
+        self.rows = torch.full((m, k), -1, dtype=torch.long, device=device)
         self.k = k
 
     def add(self, block: torch.Tensor, first_row: int) -> None:
@@ -166,20 +167,22 @@ def collect(model, tokenizer, sae: TopKSAE | Transcoder, layer: int, text: Label
     site(getattr(model, "base_model", model).config, layer)
     m, d = sae.d_sae, sae.d_in
     read = READERS[sae.kind]  # an SAE: (B, T, H) hidden states; a transcoder: (B, T, d_in + d_out) input|output
-    sae_top, rnd_top, neu_top = _Top(m, TOP), _Top(n_random, TOP), _Top(d, TOP)
-    directions = torch.randn(d, n_random, generator=torch.Generator().manual_seed(seed))
+    dev = device_of(sae)  # the model's too: what the dictionary reads meets it there
+    sae_top, rnd_top, neu_top = _Top(m, TOP, dev), _Top(n_random, TOP, dev), _Top(d, TOP, dev)
+    # drawn by a seeded CPU generator: the same directions on every device
+    directions = torch.randn(d, n_random, generator=torch.Generator().manual_seed(seed), device="cpu").to(dev)
     directions /= directions.norm(dim=0, keepdim=True)
-    hist = torch.zeros(m, len(HIST_EDGES) - 1, dtype=torch.long)
-    fired = torch.zeros(m, dtype=torch.long)
-    edges = torch.as_tensor(HIST_EDGES, dtype=torch.float32)
-    special = torch.as_tensor(text.special)
+    hist = torch.zeros(m, len(HIST_EDGES) - 1, dtype=torch.long, device=dev)
+    fired = torch.zeros(m, dtype=torch.long, device=dev)
+    edges = torch.as_tensor(HIST_EDGES, dtype=torch.float32, device=dev)
+    special = torch.as_tensor(text.special, device=dev)
     n_sent = len(text.starts) - 1
-    total = torch.zeros((), dtype=torch.float64)
+    total = torch.zeros((), dtype=torch.float64, device=dev)
     for s in range(0, n_sent, batch_sentences):
         e = min(s + batch_sentences, n_sent)
         chunks = [text.token_ids[text.starts[i]:text.starts[i + 1]] for i in range(s, e)]
         batch = pad(chunks, tokenizer.pad_token_id)
-        keep = batch["attention_mask"].bool()
+        keep = batch["attention_mask"].to(dev).bool()
         acts = read(model, batch, [layer])[layer][keep].float()  # (n, ·) in the text's order
         total = total + acts.double().sum(0)
         x = acts[:, :d]  # (n, d) what it encodes: the hidden state, or a transcoder's feed-forward input
@@ -198,11 +201,12 @@ def collect(model, tokenizer, sae: TopKSAE | Transcoder, layer: int, text: Label
         if progress is not None:
             progress(e / n_sent)
     rows = sae_top.rows.masked_fill(~torch.isfinite(sae_top.values), -1)
-    result = {"sae": purity(rows.numpy(), text), "random": purity(rnd_top.rows.numpy(), text),
-              "neurons": purity(neu_top.rows.numpy(), text)}
-    mean = (total / max(len(text.token_ids), 1)).float().numpy()
-    return FeatureIndex(rows.numpy(), sae_top.values.clamp_min(0).numpy(), hist.numpy(), fired.numpy(), mean, result,
-                        text)
+    rows = rows.cpu().numpy()
+    result = {"sae": purity(rows, text), "random": purity(rnd_top.rows.cpu().numpy(), text),
+              "neurons": purity(neu_top.rows.cpu().numpy(), text)}
+    mean = (total / max(len(text.token_ids), 1)).float().cpu().numpy()
+    return FeatureIndex(rows, sae_top.values.clamp_min(0).cpu().numpy(), hist.cpu().numpy(), fired.cpu().numpy(),
+                        mean, result, text)
 
 
 def pure_labels(rows: np.ndarray, text: LabelledText) -> list[dict | None]:

@@ -123,7 +123,7 @@ def save(sae: TopKSAE, folder: str | Path, layer: int, *, model_name: str = "", 
     c = float(sae.norm_scale)
     with torch.no_grad():
         folded = {"W_enc": sae.W_enc * c, "b_enc": sae.b_enc, "W_dec": sae.W_dec / c, "b_dec": sae.b_dec / c}
-    save_safetensors({k: v.to(DTYPES[dtype]) for k, v in folded.items()}, folder / WEIGHTS_FILE)
+    save_safetensors({k: v.detach().to("cpu", DTYPES[dtype]) for k, v in folded.items()}, folder / WEIGHTS_FILE)
     cfg = {"architecture": "topk", "d_in": sae.d_in, "d_sae": sae.d_sae, "k": sae.k, "dtype": "float32",
            "device": "cpu", "apply_b_dec_to_input": True, "normalize_activations": "none",
            "reshape_activations": "none", "rescale_acts_by_decoder_norm": False,

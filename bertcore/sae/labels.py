@@ -217,15 +217,18 @@ def score(model, tokenizer, sae, layer: int, labels: list[FeatureLabel], text: L
     site(getattr(model, "base_model", model).config, layer)  # SAEError (a ValueError) outside 0..L-1
     m = sae.d_sae
     device = next(model.parameters()).device
-    label_ids = torch.full((m, N_TOKENS), -1, dtype=torch.long)  # (m, 3) each label's token ids, -1 padding
+    # the counting is on the CPU (the codes come back each batch): small integer tables
+    cpu = torch.device("cpu")
+    label_ids = torch.full((m, N_TOKENS), -1, dtype=torch.long, device=cpu)  # (m, 3) each label's ids, -1 padding
     for f, label in enumerate(labels):
-        label_ids[f, :len(label.token_ids)] = torch.as_tensor(label.token_ids[:N_TOKENS], dtype=torch.long)
-    bar = torch.as_tensor(strongest, dtype=torch.float32).clamp_min(1e-12) * STRONG  # (m,)
-    fired = {level: torch.zeros(m, dtype=torch.long) for level in LEVELS}
-    both = {level: torch.zeros(m, dtype=torch.long) for level in LEVELS}
-    occurred = torch.zeros(m, dtype=torch.long)
+        label_ids[f, :len(label.token_ids)] = torch.as_tensor(label.token_ids[:N_TOKENS], dtype=torch.long,
+                                                              device=cpu)
+    bar = torch.as_tensor(strongest, dtype=torch.float32, device=cpu).clamp_min(1e-12) * STRONG  # (m,)
+    fired = {level: torch.zeros(m, dtype=torch.long, device=cpu) for level in LEVELS}
+    both = {level: torch.zeros(m, dtype=torch.long, device=cpu) for level in LEVELS}
+    occurred = torch.zeros(m, dtype=torch.long, device=cpu)
     read = READERS[sae.kind]
-    special = torch.as_tensor(text.special)
+    special = torch.as_tensor(text.special, device=cpu)
     n_sent = len(text.starts) - 1
     for s in range(0, n_sent, batch_sentences):
         e = min(s + batch_sentences, n_sent)
@@ -236,7 +239,7 @@ def score(model, tokenizer, sae, layer: int, labels: list[FeatureLabel], text: L
         first = int(text.starts[s])
         counted = ~special[first:first + acts.shape[0]]  # (n,)
         z = sae.encode(acts[:, :sae.d_in].to(sae.W_dec.device)).float().cpu()  # (n, m)
-        ids = torch.as_tensor(text.token_ids[first:first + acts.shape[0]], dtype=torch.long)
+        ids = torch.as_tensor(text.token_ids[first:first + acts.shape[0]], dtype=torch.long, device=cpu)
         holds = (ids[:, None, None] == label_ids[None]).any(-1) & counted[:, None]  # (n, m)
         occurred += holds.sum(0)
         for level, active in (("fires", z > 0), ("strong", z >= bar)):

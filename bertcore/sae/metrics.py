@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from ..readouts.fill_mask import mlm_head_of
 from ..modeling.interventions import Interventions, eval_mode
 from ..tokenization.masking import mask_for_tokenizer
+from ..device import device_of
 from .model import TopKSAE
 from .io import site
 from .stream import READERS, pad
@@ -52,13 +53,13 @@ class Reconstruction:
 
 
 class _Sums:
-    def __init__(self, d_in: int, d_sae: int) -> None:
+    def __init__(self, d_in: int, d_sae: int, device=None) -> None:
         self.err = 0.0
-        self.sum = torch.zeros(d_in, dtype=torch.float64)
+        self.sum = torch.zeros(d_in, dtype=torch.float64, device=device)
         self.sq = 0.0
         self.active = 0
         self.n = 0
-        self.fired = torch.zeros(d_sae, dtype=torch.long)
+        self.fired = torch.zeros(d_sae, dtype=torch.long, device=device)
 
     def add(self, x: torch.Tensor, z: torch.Tensor, x_hat: torch.Tensor) -> None:
         xd = x.double()
@@ -74,7 +75,8 @@ class _Sums:
         mean = self.sum / max(self.n, 1)
         total = self.sq - self.n * float(mean.pow(2).sum())  # sum ||x - mean||^2
         return Reconstruction(self.err / max(total, 1e-30), self.active / max(self.n, 1),
-                              float((self.fired == 0).float().mean()), self.n, self.fired.numpy(), mean.numpy())
+                              float((self.fired == 0).float().mean()), self.n, self.fired.cpu().numpy(),
+                              mean.cpu().numpy())
 
 
 @torch.no_grad()
@@ -90,7 +92,7 @@ def reconstruction(model, tokenizer, saes: dict[int, TopKSAE], chunks: Sequence[
     Plain text by default; with ``mlm_probability`` > 0 that share of each batch's eligible tokens is masked as in
     pretraining (80% [MASK], 10% random, 10% kept; ``seed`` + the batch's first chunk seeds it), the text a
     transcoder trained on MLM-masked text reads in training."""
-    sums = {layer: _Sums(sae.d_out, sae.d_sae) for layer, sae in saes.items()}
+    sums = {layer: _Sums(sae.d_out, sae.d_sae, device_of(sae)) for layer, sae in saes.items()}
     read = READERS[next(iter(saes.values())).kind]
     seen, i = 0, 0
     while seen < n_tokens and i < len(chunks):
@@ -100,7 +102,7 @@ def reconstruction(model, tokenizer, saes: dict[int, TopKSAE], chunks: Sequence[
                                                     mlm_probability=mlm_probability,
                                                     generator=torch.Generator().manual_seed(seed + i)).input_ids
         acts = read(model, batch, sorted(saes))
-        keep = batch["attention_mask"].bool()
+        keep = batch["attention_mask"].to(device_of(model)).bool()
         codes = {}
         for layer, sae in saes.items():
             target, z, recon = sae.measure(acts[layer][keep].float())
@@ -180,7 +182,7 @@ def spliced(model, tokenizer, saes: dict[int, TopKSAE], chunks: Sequence[np.ndar
         batch = masked_batch(tokenizer, chunks[i:i + batch_chunks], seed=seed + i)
         runs: dict[str, dict] = {"clean": {}}
         for layer, sae in saes.items():
-            mean = torch.as_tensor(means[layer], dtype=torch.float32)
+            mean = torch.as_tensor(means[layer], dtype=torch.float32, device=device_of(sae))
             name = site(mlm_head_of(model)[0].config, layer)
             runs[f"sae{layer}"] = {name: sae.reconstruct}
             runs[f"zero{layer}"] = {name: torch.zeros_like}

@@ -217,13 +217,15 @@ def resample(sae, dead: torch.Tensor, out, optimizer: torch.optim.Optimizer | No
     weights = err.pow(2).sum(-1)
     if len(idx) == 0 or not float(weights.sum()) > 0:
         return 0
-    picked = torch.multinomial(weights, len(idx), replacement=len(idx) > int((weights > 0).sum()),
-                               generator=generator)
+    # drawn where the generator is (a seeded CPU generator draws the same tokens whatever the SAE's device)
+    on = generator.device if generator is not None else weights.device
+    picked = torch.multinomial(weights.to(on), len(idx), replacement=len(idx) > int((weights > 0).sum()),
+                               generator=generator).to(weights.device)
     directions = err[picked] / err[picked].norm(dim=-1, keepdim=True).clamp_min(1e-12)
     reads = directions if out.target is out.x else out.x[picked] / out.x[picked].norm(dim=-1, keepdim=True).clamp_min(
         1e-12)
     alive = ~dead
-    norm = sae.W_enc[:, alive].norm(dim=0).mean() if bool(alive.any()) else torch.tensor(1.0)
+    norm = sae.W_enc[:, alive].norm(dim=0).mean() if bool(alive.any()) else sae.W_enc.new_tensor(1.0)
     sae.W_dec[idx] = directions
     sae.W_enc[:, idx] = reads.T * (encoder_scale * norm)
     sae.b_enc[idx] = 0.0

@@ -162,7 +162,7 @@ def evaluate_set(folder: str | Path, model_spec: str = "shipped", out: str | Pat
             counts = {f"train_{layer}": fired[layer].fired for layer in tcs}
         counts.update({"set_hash": np.array(set_hash), "train_tokens": np.array(prune_tokens),
                        "train_corpus": np.array(train_corpus)})
-        kept = {layer: torch.as_tensor(counts[f"train_{layer}"] >= prune_below) for layer in tcs}
+        kept = {layer: torch.as_tensor(counts[f"train_{layer}"] >= prune_below, device="cpu") for layer in tcs}
         tcs = {layer: tc_io.keep_latents(tc, kept[layer]) for layer, tc in tcs.items()}
     targets = {layer: Path(folder) / folder_name(layer) for layer in tcs}
     if out is not None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..device import device_of
 from ..modeling.interventions import Interventions, eval_mode
 from ..tokenization.masking import mask_for_tokenizer
 from .io import site
@@ -93,10 +94,11 @@ def shuffled_heldout_chunks(tokenizer, seq_len: int = 128) -> list[np.ndarray]:
 
 
 def pad(chunks: Sequence[np.ndarray], pad_id: int) -> dict[str, torch.Tensor]:
-    """``input_ids``, ``token_type_ids``, ``attention_mask`` ``(B, T)`` long, T the longest chunk."""
+    """``input_ids``, ``token_type_ids``, ``attention_mask`` ``(B, T)`` long, T the longest chunk, on the CPU
+    (tokenisation and masking are the CPU's work; :func:`record_sites` moves the batch to the model)."""
     width = max(len(c) for c in chunks)
-    ids = torch.full((len(chunks), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(chunks), width), dtype=torch.long)
+    ids = torch.full((len(chunks), width), pad_id, dtype=torch.long, device="cpu")
+    mask = torch.zeros((len(chunks), width), dtype=torch.long, device="cpu")
     for i, c in enumerate(chunks):
         ids[i, :len(c)] = torch.from_numpy(c.astype(np.int64))
         mask[i, :len(c)] = 1
@@ -107,8 +109,11 @@ def pad(chunks: Sequence[np.ndarray], pad_id: int) -> dict[str, torch.Tensor]:
 def record_sites(model, batch: dict[str, torch.Tensor], names: Sequence[str], last: str) -> dict[str, torch.Tensor]:
     """``{name: tensor}``: the sites ``names`` of :mod:`bertcore.modeling.interventions` on ``batch``, one forward pass
     that stops right after ``last`` (the deepest of them). ``model`` is any bertcore model (a head model's encoder is
-    used); it is only read (no hook; a shared model stays untouched)."""
+    used); it is only read (no hook; a shared model stays untouched). The batch goes to the model's device; the
+    recorded tensors are there."""
     encoder = getattr(model, "base_model", model)
+    device = device_of(encoder)
+    batch = {name: t.to(device, non_blocking=True) for name, t in batch.items()}
 
     def stop(x: torch.Tensor) -> torch.Tensor:
         iv.recorded[last] = x.detach().clone()
@@ -210,9 +215,11 @@ class ActivationStream:
             batch["input_ids"] = mask_for_tokenizer(self.tokenizer, batch["input_ids"], batch["attention_mask"],
                                                     mlm_probability=self.mlm_probability, generator=gen).input_ids
         hidden = self.read(self.model, batch, self.layers)
-        keep = batch["attention_mask"].bool()
+        device = next(iter(hidden.values())).device
+        keep = batch["attention_mask"].to(device).bool()
         n = int(keep.sum())
-        perm = torch.cat([torch.randperm(n, generator=gen) for _ in range(self.passes)])
+        # the seeded CPU generator shuffles: the same order on every device (resume recomputes it exactly)
+        perm = torch.cat([torch.randperm(n, generator=gen, device="cpu") for _ in range(self.passes)]).to(device)
         return {layer: h[keep][perm].float() for layer, h in hidden.items()}
 
     def batches(self, start: Position) -> Iterator[tuple[dict[int, torch.Tensor], Position]]:

@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from ..device import resolve as resolve_device
 from ..loading.shipped_file import model_hash
 from ..runs import RunDir, RunWriter, now_iso
 from . import io as sae_io
@@ -50,12 +51,13 @@ def model_folder(spec: str) -> Path:
     return shipped_mlm_dir() if spec in ("shipped", "packaged-mlm") else Path(spec).expanduser()
 
 
-def load_model(spec: str):
-    """``(model, tokenizer, folder)`` of a model spec, in eval mode (bertcore's loader: any head)."""
+def load_model(spec: str, device: str | None = None):
+    """``(model, tokenizer, folder)`` of a model spec, in eval mode on ``device`` (None: the CPU; bertcore's
+    loader: any head)."""
     from ..loading.sources import ModelSource, load
 
     folder = model_folder(spec)
-    loaded = load(ModelSource("local", str(folder), folder.name))
+    loaded = load(ModelSource("local", str(folder), folder.name), device=device)
     loaded.model.eval()
     return loaded.model, loaded.tokenizer, folder
 
@@ -104,7 +106,8 @@ class Trainer:
     def _setup(self) -> None:
         cfg = self.cfg
         torch.set_num_threads(max(1, cfg.threads))
-        self.model, self.tokenizer, self.folder = load_model(cfg.model)
+        self.device = resolve_device(cfg.device)
+        self.model, self.tokenizer, self.folder = load_model(cfg.model, self.device)
         cfg_model = self.model.config
         check_layers(cfg.layers, cfg_model.num_hidden_layers)
         self.chunks = corpus_chunks(cfg.corpus, self.tokenizer, cfg.seq_len)
@@ -131,15 +134,16 @@ class Trainer:
                     # the first block's tokens (Bricken et al.'s resampling)
                     narrow = sae.d_sae
                     sae = sae.widened(cfg.d_sae, seed=cfg.seed + sae_io.label(layer))
-                    new = torch.arange(cfg.d_sae) >= narrow
+                    sae.to(self.device)
+                    new = torch.arange(cfg.d_sae, device=self.device) >= narrow
                     with torch.no_grad():
                         out = sae(x[:cfg.batch_size])
                         resample(sae, new, out, generator=torch.Generator().manual_seed(cfg.seed + layer))
-                self.saes[layer] = sae
+                self.saes[layer] = sae.to(self.device)
                 continue
             c = math.sqrt(x.shape[1]) / float(x.norm(dim=1).mean())
             seed = cfg.seed + sae_io.label(layer)  # the label, as runs were seeded when layers counted from 1
-            sae = TopKSAE(x.shape[1], cfg.d_sae, cfg.k, norm_scale=c, seed=seed)
+            sae = TopKSAE(x.shape[1], cfg.d_sae, cfg.k, norm_scale=c, seed=seed).to(self.device)
             with torch.no_grad():
                 sae.b_dec.copy_((x * c).mean(0))
                 # decoder rows start as centred training vectors (distinct tokens of the first block, seeded), the
@@ -147,14 +151,15 @@ class Trainer:
                 # and keeps latents alive (Gao et al. 2024 start from random directions, section A.1)
                 gen = torch.Generator().manual_seed(seed)
                 n = x.shape[0] // max(1, cfg.passes)
-                rows = x[torch.randperm(n, generator=gen)[:cfg.d_sae]] * c - sae.b_dec
+                rows = x[torch.randperm(n, generator=gen, device="cpu")[:cfg.d_sae].to(x.device)] * c - sae.b_dec
                 if rows.shape[0] == cfg.d_sae:
                     sae.W_dec.copy_(rows / rows.norm(dim=1, keepdim=True).clamp_min(1e-6))
                     sae.W_enc.copy_(sae.W_dec.T / cfg.k)  # k latents add up: each gets 1/k of the norm
             self.saes[layer] = sae
         self._optimizers()
         self.step, self.position, self.tokens, self.elapsed = 0, Position(), 0, 0.0
-        self.last_fired = {layer: torch.zeros(cfg.d_sae, dtype=torch.long) for layer in cfg.layers}
+        self.last_fired = {layer: torch.zeros(cfg.d_sae, dtype=torch.long, device=self.device)
+                           for layer in cfg.layers}
         self.resampled = {layer: 0 for layer in cfg.layers}
 
     def _new_transcoder(self, layer: int, pairs: torch.Tensor) -> transcoder.Transcoder:
@@ -167,10 +172,12 @@ class Trainer:
         c_in, c_out = (math.sqrt(v.shape[1]) / float(v.norm(dim=1).mean()) for v in (x, y))
         seed = cfg.seed + sae_io.label(layer)
         tc = transcoder.Transcoder(d_in, y.shape[1], cfg.d_sae, cfg.k, c_in, c_out, skip=cfg.skip, seed=seed)
+        tc.to(pairs.device)
         with torch.no_grad():
             tc.b_dec.copy_((y * c_out).mean(0))
-            picked = torch.randperm(x.shape[0] // max(1, cfg.passes), generator=torch.Generator().manual_seed(seed))
-            picked = picked[:cfg.d_sae]
+            picked = torch.randperm(x.shape[0] // max(1, cfg.passes), generator=torch.Generator().manual_seed(seed),
+                                    device="cpu")
+            picked = picked[:cfg.d_sae].to(pairs.device)
             if len(picked) == cfg.d_sae:
                 rows, cols = y[picked] * c_out - tc.b_dec, x[picked] * c_in
                 tc.W_dec.copy_(rows / rows.norm(dim=1, keepdim=True).clamp_min(1e-6))
@@ -200,13 +207,13 @@ class Trainer:
         for layer in self.cfg.layers:
             sae, _ = (transcoder.load if self.transcoders else sae_io.load)(folder / sae_io.folder_name(layer))
             sae.train()
-            self.saes[layer] = sae
-        self._optimizers()
+            self.saes[layer] = sae.to(self.device)
+        self._optimizers()  # the saved moments load onto the SAEs' device (Optimizer.load_state_dict)
         for layer, opt in self.optimizers.items():
             opt.load_state_dict(state["optimizers"][_key(layer)])
         self.step, self.tokens, self.elapsed = state["step"], state["tokens"], state["elapsed"]
         self.position = Position(*state["position"])
-        self.last_fired = {layer: state["last_fired"][_key(layer)] for layer in self.cfg.layers}
+        self.last_fired = {layer: state["last_fired"][_key(layer)].to(self.device) for layer in self.cfg.layers}
         self.resampled = {layer: int(state.get("resampled", {}).get(_key(layer), 0)) for layer in self.cfg.layers}
 
     # -- checkpoints

@@ -195,7 +195,7 @@ def keep_latents(tc: Transcoder, latents: torch.Tensor) -> Transcoder:
     Raises:
         ValueError: no latent kept, or an index outside ``0..d_sae - 1``.
     """
-    index = torch.as_tensor(latents)
+    index = torch.as_tensor(latents, device=tc.W_enc.device)
     if index.dtype == torch.bool:
         index = index.nonzero().flatten()
     index = index.long()
@@ -246,7 +246,7 @@ def save(tc: Transcoder, folder: str | Path, layer: int, *, pre_layer_norm: bool
     with torch.no_grad():
         folded = {"W_enc": tc.W_enc * c_in, "b_enc": tc.b_enc, "W_dec": tc.W_dec / c_out, "b_dec": tc.b_dec / c_out,
                   "W_skip": tc.W_skip * (c_in / c_out), "threshold": tc.threshold.expand(tc.d_sae).clone()}
-    save_safetensors({k: v.to(DTYPES[dtype]) for k, v in folded.items()}, folder / WEIGHTS_FILE)
+    save_safetensors({k: v.detach().to("cpu", DTYPES[dtype]) for k, v in folded.items()}, folder / WEIGHTS_FILE)
     hook_in, hook_out = hook_names(layer, pre_layer_norm)
     cfg = {"architecture": ARCHITECTURE, "d_in": tc.d_in, "d_out": tc.d_out, "d_sae": tc.d_sae, "dtype": "float32",
            "device": "cpu", "apply_b_dec_to_input": False, "normalize_activations": "none",
