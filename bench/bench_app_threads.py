@@ -13,26 +13,20 @@ faster. Prints one JSON line per (busy, computation) and the load average before
 
 from __future__ import annotations
 
-import argparse
+import harness
+
 import json
 import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from timing import median_ms  # noqa: E402
-
-from bertcore.loading import sources  # noqa: E402
-from bertcore.analysis.grammar import minimal_pairs as MP  # noqa: E402
-from bertcore.analysis.grammar.scoring import pseudo_log_likelihood  # noqa: E402
-from bertcore.tokenization.tokenizer import encode_batch  # noqa: E402
+from bertcore.loading import sources
+from bertcore.analysis.grammar import minimal_pairs as MP
+from bertcore.analysis.grammar.scoring import pseudo_log_likelihood
+from bertcore.tokenization.tokenizer import encode_batch
 
 SENTENCE = ("The old farmer who lives near the river said that his two dogs were happy to run across the fields, "
             "and the children laughed as they watched them chase the birds along the muddy bank until sunset.")
@@ -54,12 +48,13 @@ def computations(lm) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--busy", type=int, nargs="+", default=[0, 1], help="numbers of spinning processes to try")
-    p.add_argument("--reps", type=int, default=5)
-    a = p.parse_args()
+    def options(ap):
+        ap.add_argument("--busy", type=int, nargs="+", default=[0, 1], help="numbers of spinning processes to try")
+        ap.add_argument("--reps", type=int, default=5)
+
+    a = harness.parse(__doc__, options)
     cores = os.cpu_count() or 1
-    print(json.dumps({"cores": cores, "load_average_before": os.getloadavg()[0]}), flush=True)
+    print(json.dumps({"cores": cores, "load_average_before": harness.load_average()}), flush=True)
     lm = sources.load(sources.PACKAGED_MLM)
     todo = computations(lm)
     for busy in a.busy:
@@ -69,9 +64,10 @@ def main() -> None:
             for name, fn in todo.items():
                 ms = {1: [], cores: []}
                 for _ in range(a.reps):  # interleaved: both counts see the same minute of the machine
-                    for n in ms:
+                    for n in ms:  # a warm-up call after each switch of the thread count, then one timed call
                         torch.set_num_threads(n)
-                        ms[n].append(median_ms(fn, 1, warmup=1))
+                        ms[n].append(harness.median_ms(fn, 1, warmup=1,
+                                                       name=f"{name}, {busy} busy, {n} thread(s)"))
                 one, every = sorted(ms[1])[a.reps // 2], sorted(ms[cores])[a.reps // 2]
                 print(json.dumps({"busy_cores": busy, "computation": name, "ms_1_thread": round(one, 1),
                                   f"ms_{cores}_threads": round(every, 1), "ratio_all_over_1": round(every / one, 2)}),
@@ -80,6 +76,7 @@ def main() -> None:
             for s in spinners:
                 s.kill()
                 s.wait()
+    harness.save(a.json)
 
 
 if __name__ == "__main__":

@@ -13,29 +13,18 @@ on the shared 2-core machine a busy neighbour slows 2 threads far more than 1). 
 
 from __future__ import annotations
 
-import argparse
+import harness
+
 import copy
 import json
-import os
-import sys
-import time
 from collections import Counter
-from pathlib import Path
 
-import torch
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from timing import median_ms  # noqa: E402
-
-from bertcore import encode  # noqa: E402
-from bertcore.circuits.attribution import build  # noqa: E402
-from bertcore.circuits.check import load_transcoders  # noqa: E402
-from bertcore.circuits.export import dumps, neuronpedia_json  # noqa: E402
-from bertcore.circuits.graph import prune_graph# noqa: E402
-from bertcore.loading import sources  # noqa: E402
+from bertcore import encode
+from bertcore.circuits.attribution import build
+from bertcore.circuits.check import load_transcoders
+from bertcore.circuits.export import dumps, neuronpedia_json
+from bertcore.circuits.graph import prune_graph
+from bertcore.loading import sources
 
 #: 16 and 64 WordPiece tokens with [CLS] and [SEP] (checked below)
 TEXTS = {
@@ -48,15 +37,15 @@ GOALS = {16: 30.0, 64: 180.0}
 JSON_GOAL_MB = 5.0
 
 
-def one_graph(model, tokenizer, text: str, transcoders) -> dict:
-    t0 = time.perf_counter()
-    graph = build(model, tokenizer, text, transcoders, contrast=("are", "is"))
-    t1 = time.perf_counter()
-    pruned = prune_graph(graph.adjacency, graph.layout, graph.probabilities)
-    t2 = time.perf_counter()
-    built = neuronpedia_json(graph, pruned, "minilm-mlm", "bench", text)
-    doc = dumps(built)
-    t3 = time.perf_counter()
+def one_graph(model, tokenizer, text: str, transcoders, label: str = "graph") -> dict:
+    with harness.stopwatch(f"{label}: build") as built_in:
+        graph = build(model, tokenizer, text, transcoders, contrast=("are", "is"))
+    with harness.stopwatch(f"{label}: prune") as pruned_in:
+        pruned = prune_graph(graph.adjacency, graph.layout, graph.probabilities)
+    with harness.stopwatch(f"{label}: export") as exported_in:
+        built = neuronpedia_json(graph, pruned, "minilm-mlm", "bench", text)
+        doc = dumps(built)
+    build_s, prune_s, export_s = built_in.seconds, pruned_in.seconds, exported_in.seconds
     kind = {n["node_id"]: n["feature_type"] for n in built["nodes"]}
     links = Counter(f"{kind[k['source']]} -> {kind[k['target']]}" for k in built["links"])
     smaller = {digits: round(mb(dumps(neuronpedia_json(graph, pruned, "minilm-mlm", "bench", text, digits=digits))), 3)
@@ -68,8 +57,8 @@ def one_graph(model, tokenizer, text: str, transcoders) -> dict:
         fewer_edges[threshold] = [len(fewer["nodes"]), len(fewer["links"]), round(mb(dumps(fewer)), 3)]
     return {"tokens": len(graph.tokens), "features": graph.layout.features, "nodes": graph.layout.size,
             "kept_nodes": int(pruned.nodes.sum()), "kept_edges": int(pruned.edges.sum()),
-            "build_s": round(t1 - t0, 2), "prune_s": round(t2 - t1, 2), "export_s": round(t3 - t2, 2),
-            "total_s": round(t3 - t0, 2), "json_mb": round(mb(doc), 3),
+            "build_s": round(build_s, 2), "prune_s": round(prune_s, 2), "export_s": round(export_s, 2),
+            "total_s": round(build_s + prune_s + export_s, 2), "json_mb": round(mb(doc), 3),
             "json_nodes_by_type": dict(Counter(kind.values())), "json_links_by_type": dict(links),
             "json_bytes_per_link": round(len(dumps(built["links"]).encode("utf-8")) / max(1, len(built["links"])), 1),
             "json_mb_at_fewer_digits": smaller, "json_nodes_edges_mb_at_edge_threshold": fewer_edges}
@@ -80,13 +69,14 @@ def mb(text: str) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--transcoders", required=True, help="a folder of transcoder folders (layer-<n>/)")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--lengths", type=int, nargs="+", default=[16, 64], choices=sorted(TEXTS))
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    load_before = os.getloadavg()[0]
+    def options(ap):
+        ap.add_argument("--transcoders", required=True, help="a folder of transcoder folders (layer-<n>/)")
+        ap.add_argument("--threads", type=int, default=2,  # the harness applies it
+                        help="torch intra-op threads (default 2: the goals are at 2 threads)")
+        ap.add_argument("--lengths", type=int, nargs="+", default=[16, 64], choices=sorted(TEXTS))
+
+    args = harness.parse(__doc__, options)
+    load_before = harness.load_average()
 
     lm = sources.load(sources.PACKAGED_MLM)
     model, tok = lm.model, lm.tokenizer
@@ -97,15 +87,16 @@ def main() -> None:
         assert len(enc.tokens) == n, (n, len(enc.tokens))
         ids = enc.tensors()
         model64 = copy.deepcopy(model).double()
-        unit = median_ms(lambda: model64(**ids), 5, warmup=1)
-        got = one_graph(model, tok, TEXTS[n], transcoders)
+        unit = harness.median_ms(lambda: model64(**ids), 5, warmup=1, name=f"forward float64, {n} tokens")
+        got = one_graph(model, tok, TEXTS[n], transcoders, f"graph, {n} tokens")
         got.update({"one_forward_float64_ms": round(unit, 1), "ratio_total_to_one_forward": round(
             1000 * got["total_s"] / unit), "goal_s": GOALS[n], "met": got["total_s"] <= GOALS[n]})
         if n == 64:
             got.update({"json_goal_mb": JSON_GOAL_MB, "json_met": got["json_mb"] <= JSON_GOAL_MB})
         out[f"tokens_{n}"] = got
-    out["load_average_before_after"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    out["load_average_before_after"] = [round(load_before, 2), round(harness.load_average(), 2)]
     print(json.dumps(out, indent=1))
+    harness.save(args.json)
 
 
 if __name__ == "__main__":

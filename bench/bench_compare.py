@@ -12,13 +12,7 @@ a rerun costs once the numbers are cached). Ratios are to the forward, so machin
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
-from pathlib import Path
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import harness
 
 import numpy as np
 import torch
@@ -30,12 +24,9 @@ from bertcore.analysis.representations import compare
 from explorer.figures import attention as att_figures
 from explorer.figures import attribution as attr_figures
 from explorer.figures import compare as cmp_figures
-from timing import median_ms
 
 TEXT = ("The bank raised its interest rates again this quarter, and shares of the lender fell sharply as investors "
         "worried about the housing market. ")
-
-
 
 
 def bench_length(lm, t: int, reps: int, steps: int) -> str:
@@ -47,11 +38,12 @@ def bench_length(lm, t: int, reps: int, steps: int) -> str:
     rng = np.random.default_rng(0)
     hidden_b = act.hidden_states + 0.1 * rng.standard_normal(act.hidden_states.shape).astype(np.float32)
     attn_b = act.attentions[:, :, :, ::-1].copy()
-    fwd = median_ms(lambda: activations.run_encoding(model, enc), reps)
-    cka = median_ms(lambda: compare.cka_matrix(act.hidden_states, hidden_b), reps)
-    js = median_ms(lambda: compare.head_js(act.attentions, attn_b), reps)
-    ig = median_ms(lambda: attribution.explain_similarity(lm.model, tok, text, "Markets and banks.", n_steps=steps),
-                   max(1, reps // 2))
+    fwd = harness.median_ms(lambda: activations.run_encoding(model, enc), reps, name=f"forward, {t} tokens")
+    cka = harness.median_ms(lambda: compare.cka_matrix(act.hidden_states, hidden_b), reps, name=f"CKA, {t} tokens")
+    js = harness.median_ms(lambda: compare.head_js(act.attentions, attn_b), reps, name=f"JS per head, {t} tokens")
+    ig = harness.median_ms(
+        lambda: attribution.explain_similarity(lm.model, tok, text, "Markets and banks.", n_steps=steps),
+        max(1, reps // 2), name=f"integrated gradients ({steps} steps), {t} tokens")
     res = attribution.explain_similarity(lm.model, tok, text, "Markets and banks.", n_steps=steps)
     matrix = compare.cka_matrix(act.hidden_states, hidden_b)
     js_heads = compare.head_js(act.attentions, attn_b)
@@ -63,27 +55,26 @@ def bench_length(lm, t: int, reps: int, steps: int) -> str:
                     attr_figures.attribution_bars(res.tokens, res.scores, res.target)):
             fig.to_json()
 
-    figs = median_ms(figures, reps)
+    figs = harness.median_ms(figures, reps, name=f"figures, {t} tokens")
     return (f"{len(enc):>4} {fwd:>11.1f} | {cka:>8.1f} {cka / fwd:>5.2f} | {js:>8.1f} {js / fwd:>5.2f} | "
             f"{ig:>9.0f} {ig / fwd:>6.1f} | {figs:>10.1f} {figs / fwd:>5.2f}   "
             f"(IG completeness gap {100 * res.relative_error:.2f}% of f(x) - f(baseline))")
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--lengths", type=int, nargs="+", default=[128, 512])
-    ap.add_argument("--steps", type=int, default=attribution.DEFAULT_STEPS)
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
-    args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    def options(ap):
+        ap.add_argument("--reps", type=int, default=5)
+        ap.add_argument("--lengths", type=int, nargs="+", default=[128, 512])
+        ap.add_argument("--steps", type=int, default=attribution.DEFAULT_STEPS)
+
+    args = harness.parse(__doc__, options)
     lm = sources.load(sources.PACKAGED)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, IG steps {args.steps}, reps {args.reps}")
     print(f"{'T':>4} {'forward ms':>11} | {'CKA ms':>8} {'x':>5} | {'JS ms':>8} {'x':>5} | {'IG ms':>9} {'x':>6} | "
           f"{'figures ms':>10} {'x':>5}")
     for t in args.lengths:
         print(bench_length(lm, t, args.reps, args.steps))
+    harness.save(args.json)
 
 
 if __name__ == "__main__":

@@ -32,23 +32,22 @@ held-out loss below the unigram line, and how many runs left the plateau.
 
 from __future__ import annotations
 
-import argparse
+import harness
+
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bertcore import runs as R
+from bertcore.analysis.papers.emergence import is_content_word, left_unigram_line
+from bertcore.runs.config import TrainConfig
+from bertcore.training.recipes import RECIPES
 
-from bertcore import runs as R  # noqa: E402
-from bertcore.analysis.papers.emergence import is_content_word, left_unigram_line  # noqa: E402
-from bertcore.runs.config import TrainConfig  # noqa: E402
-from bertcore.training.recipes import RECIPES  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 PLATEAU_MARGIN = 0.3  # nats below the unigram line: "left the plateau"
 BAR_MARGIN = 0.8  # nats below the unigram line: the bar for the final held-out loss
@@ -56,7 +55,7 @@ BUSY_LOOP = "while True:\n    pass\n"
 
 
 def load_avg() -> float:
-    return round(os.getloadavg()[0], 2)
+    return round(harness.load_average(), 2)
 
 
 def parse_set(items: list[str]) -> dict:
@@ -84,13 +83,13 @@ ENV = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
 
 def launch(cfg: TrainConfig, busy: bool, row: dict) -> subprocess.CompletedProcess:
     """Run ``cfg`` through the CLI (``python -m bertcore.training``), beside a busy loop on one core if ``busy``;
-    ``row`` gets ``wall_s`` and ``load_after``."""
+    ``row`` gets ``wall_s`` and ``load_after`` (the wall time is also kept as a harness timing named ``row["run"]``)."""
     hog = subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) if busy else None
     try:
-        t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "bertcore.training", *cfg.to_argv()], cwd=ROOT, env=ENV,
-                              capture_output=True, text=True)
-        row["wall_s"] = round(time.perf_counter() - t0, 1)
+        with harness.stopwatch(row.get("run", "run")) as sw:
+            proc = subprocess.run([sys.executable, "-m", "bertcore.training", *cfg.to_argv()], cwd=ROOT, env=ENV,
+                                  capture_output=True, text=True)
+        row["wall_s"] = round(sw.seconds, 1)
         row["load_after"] = load_avg()
     finally:
         if hog is not None:
@@ -246,22 +245,28 @@ def report(rows: list[dict], recipes: list[str], root: Path, live: bool = True) 
           f"content word in the probe's top 3)" + (f"; load average (1 min) after: {load_avg()}" if live else ""))
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--n", type=int, default=5, help="runs of seeds 0..N-1 (default 5)")
-    p.add_argument("--minutes", type=float, default=None, help="time budget per run (default: the recipe's)")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch threads per run (default: not set, as the Train page launches it: the calibration "
-                        "chooses)")
-    p.add_argument("--recipe", action="append", choices=sorted(RECIPES),
-                   help="the recipe to run (default scratch-fast); repeat it to compare recipes seed by seed")
-    p.add_argument("--no-busy", action="store_true", help="skip the extra run of seed 0 beside a busy process")
-    p.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
-                   help="change one of the recipe's options (repeatable), e.g. --set lr=3e-3")
-    p.add_argument("--keep", type=Path, default=None, help="keep the run directories here (default: a temp folder)")
-    p.add_argument("--report", type=Path, default=None, metavar="LOG",
-                   help="print the tables again from this command's saved output (its JSON lines; the run directories "
-                        "in --keep), without running anything")
-    a = p.parse_args()
+    p = None  # the parser, for its error messages
+
+    def options(ap):
+        nonlocal p
+        p = ap
+        ap.add_argument("--n", type=int, default=5, help="runs of seeds 0..N-1 (default 5)")
+        ap.add_argument("--minutes", type=float, default=None, help="time budget per run (default: the recipe's)")
+        ap.add_argument("--threads", type=int, default=None,
+                        help="torch threads per run (default: not set, as the Train page launches it: the calibration "
+                             "chooses)")
+        ap.add_argument("--recipe", action="append", choices=sorted(RECIPES),
+                        help="the recipe to run (default scratch-fast); repeat it to compare recipes seed by seed")
+        ap.add_argument("--no-busy", action="store_true", help="skip the extra run of seed 0 beside a busy process")
+        ap.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
+                        help="change one of the recipe's options (repeatable), e.g. --set lr=3e-3")
+        ap.add_argument("--keep", type=Path, default=None,
+                        help="keep the run directories here (default: a temp folder)")
+        ap.add_argument("--report", type=Path, default=None, metavar="LOG",
+                        help="print the tables again from this command's saved output (its JSON lines; the run "
+                             "directories in --keep), without running anything")
+
+    a = harness.parse(__doc__, options)
     if a.report is not None:
         rows = [json.loads(line) for line in a.report.read_text().splitlines() if line.startswith("{")]
         return report(rows, list(dict.fromkeys(r["recipe"] for r in rows)), a.keep or Path("."), live=False)
@@ -285,6 +290,7 @@ def main() -> None:
             print(json.dumps(row), flush=True)
             rows.append(row)
     report(rows, recipes, root)
+    harness.save(a.json)
 
 
 if __name__ == "__main__":

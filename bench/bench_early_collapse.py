@@ -20,23 +20,19 @@ Numbers per step do not depend on the machine's speed or load (steps, data order
 
 from __future__ import annotations
 
-import argparse
+import harness
+
 import json
-import sys
 import tempfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import torch
 
-import torch  # noqa: E402
-
-from bench_demo_runs import parse_set  # noqa: E402
-from bertcore import data as D  # noqa: E402
-from bertcore.runs.config import TrainConfig  # noqa: E402
-from bertcore.training.evaluate import EVAL_SEED_OFFSET  # noqa: E402
-from bertcore.training.loop import Trainer  # noqa: E402
-from bertcore.training.recipes import RECIPES  # noqa: E402
+from bench_demo_runs import parse_set
+from bertcore import data as D
+from bertcore.runs.config import TrainConfig
+from bertcore.training.evaluate import EVAL_SEED_OFFSET
+from bertcore.training.loop import Trainer
+from bertcore.training.recipes import RECIPES
 
 
 @torch.no_grad()
@@ -57,15 +53,21 @@ def diagnose(trainer: Trainer, batch: dict) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--recipe", default="scratch-fast", choices=sorted(RECIPES))
-    p.add_argument("--steps", type=int, default=100, help="steps to train (default 100)")
-    p.add_argument("--total-steps", type=int, default=11_000, help="the schedule's length (default 11,000)")
-    p.add_argument("--every", type=int, default=25, help="steps between measurements (default 25)")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE", help="change a recipe option")
-    a = p.parse_args()
+    p = None  # the parser, for its error messages
+
+    def options(ap):
+        nonlocal p
+        p = ap
+        ap.add_argument("--recipe", default="scratch-fast", choices=sorted(RECIPES))
+        ap.add_argument("--steps", type=int, default=100, help="steps to train (default 100)")
+        ap.add_argument("--total-steps", type=int, default=11_000, help="the schedule's length (default 11,000)")
+        ap.add_argument("--every", type=int, default=25, help="steps between measurements (default 25)")
+        ap.add_argument("--threads", type=int, default=1,
+                        help="torch threads, of this process and the run's (default 1)")
+        ap.add_argument("--seed", type=int, default=0)
+        ap.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE", help="change a recipe option")
+
+    a = harness.parse(__doc__, options)
     if min(a.steps, a.total_steps, a.every, a.threads) < 1:
         p.error("--steps, --total-steps, --every and --threads must be >= 1")
     try:
@@ -89,8 +91,9 @@ def main() -> None:
         if step % a.every == 0 or step == 1:
             d = diagnose(trainer, val)
             print(json.dumps({"step": step, **d, "below_unigram": round(unigram - d["loss"], 3),
-                              "grad_norm": round(max(norms), 3), "lr": round(lr, 6)}), flush=True)
+                              "grad_norm": round(float(max(norms)), 3), "lr": round(lr, 6)}), flush=True)
             norms = []
+    harness.save(a.json)
 
 
 if __name__ == "__main__":

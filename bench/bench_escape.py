@@ -34,6 +34,8 @@ Keep the machine otherwise idle: a busy core changes nothing in a step-bounded r
 
 from __future__ import annotations
 
+import harness
+
 import argparse
 import json
 import os
@@ -42,19 +44,16 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_demo_runs import BAR_MARGIN, load_avg, parse_set, score_fresh
+from bertcore import runs as R
+from bertcore.analysis.papers.emergence import left_unigram_line
+from bertcore.runs.config import TrainConfig
+from bertcore.training.recipes import RECIPES
 
-from bench_demo_runs import BAR_MARGIN, load_avg, parse_set, score_fresh  # noqa: E402
-from bertcore import runs as R  # noqa: E402
-from bertcore.analysis.papers.emergence import left_unigram_line  # noqa: E402
-from bertcore.runs.config import TrainConfig  # noqa: E402
-from bertcore.training.recipes import RECIPES  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 ESCAPE_NATS = 1.0  # the escape: held-out loss this far below the unigram line
 LEFT_NATS = 0.3  # the run view's "left the plateau" margin (bench_demo_runs.PLATEAU_MARGIN)
@@ -130,26 +129,41 @@ def table(rows: list[dict], by: int = 1500) -> None:
               f"{statistics.median(r['acc_mask'] for r in rs):>18.1%}")
 
 
+class _ThreadCounts(argparse.Action):
+    """``--threads 1 2``: the runs' thread counts, kept as ``thread_counts``. The option's own ``threads`` stays None,
+    so the harness sets no thread count in this process (it only launches the runs, each with its own)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        namespace.thread_counts = values
+
+
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--recipe", default="scratch-fast", choices=sorted(RECIPES))
-    p.add_argument("--seeds", type=int, default=20)
-    p.add_argument("--first-seed", type=int, default=0)
-    p.add_argument("--seed-list", type=int, nargs="+", help="these seeds instead of --first-seed/--seeds (a lever "
-                   "tried on the seeds that stayed on the plateau)")
-    p.add_argument("--jobs", type=int, default=1, help="runs at once (jobs x threads <= the cores: steps are bounded, "
-                   "so only the wall time changes)")
-    p.add_argument("--totals", type=int, nargs="+", default=[3000, 4500, 6000, 12000])
-    p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    p.add_argument("--horizon", type=int, default=2000, help="steps run of each (the escape is decided early)")
-    p.add_argument("--eval-every", type=int, default=100)
-    p.add_argument("--end", action="store_true", help="run each to its total (no horizon) with the recipe's probe "
-                   "and score its last checkpoint loaded fresh: the live-demo end condition")
-    p.add_argument("--set", action="append", default=[], help="option=value overriding the recipe (repeatable)")
-    p.add_argument("--out", type=Path, help="JSON lines, appended; runs already there are skipped (required)")
-    p.add_argument("--table", action="store_true", help="print the table of --out and stop")
-    p.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one spec (JSON) and print its result
-    a = p.parse_args(argv)
+    p = None  # the parser, for its error messages
+
+    def options(ap):
+        nonlocal p
+        p = ap
+        ap.add_argument("--recipe", default="scratch-fast", choices=sorted(RECIPES))
+        ap.add_argument("--seeds", type=int, default=20)
+        ap.add_argument("--first-seed", type=int, default=0)
+        ap.add_argument("--seed-list", type=int, nargs="+", help="these seeds instead of --first-seed/--seeds (a lever "
+                        "tried on the seeds that stayed on the plateau)")
+        ap.add_argument("--jobs", type=int, default=1, help="runs at once (jobs x threads <= the cores: steps are "
+                        "bounded, so only the wall time changes)")
+        ap.add_argument("--totals", type=int, nargs="+", default=[3000, 4500, 6000, 12000])
+        ap.add_argument("--threads", type=int, nargs="+", default=None, action=_ThreadCounts, metavar="T",
+                        help="the runs' thread counts (default 1 2)")
+        ap.set_defaults(thread_counts=[1, 2])
+        ap.add_argument("--horizon", type=int, default=2000, help="steps run of each (the escape is decided early)")
+        ap.add_argument("--eval-every", type=int, default=100)
+        ap.add_argument("--end", action="store_true", help="run each to its total (no horizon) with the recipe's probe "
+                        "and score its last checkpoint loaded fresh: the live-demo end condition")
+        ap.add_argument("--set", action="append", default=[], help="option=value overriding the recipe (repeatable)")
+        ap.add_argument("--out", type=Path, help="JSON lines, appended; runs already there are skipped (required)")
+        ap.add_argument("--table", action="store_true", help="print the table of --out and stop")
+        ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one spec (JSON) and print its result
+
+    a = harness.parse(__doc__, options, argv)
     if a.one:
         print(json.dumps(one_run(json.loads(a.one))))
         return
@@ -165,7 +179,7 @@ def main(argv=None) -> None:
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     seeds = a.seed_list or range(a.first_seed, a.first_seed + a.seeds)
     # seeds outermost: a cut-short benchmark still covers every total and thread count
-    todo = [(seed, total, threads) for seed in seeds for total in a.totals for threads in a.threads
+    todo = [(seed, total, threads) for seed in seeds for total in a.totals for threads in a.thread_counts
             if (threads, total, seed, a.end) not in done]
     lock = threading.Lock()
 
@@ -175,10 +189,10 @@ def main(argv=None) -> None:
                 "horizon": total if a.end else min(a.horizon, total), "eval_every": a.eval_every, "end": a.end}
         row = {"recipe": a.recipe, "set": a.set, "seed": seed, "total": total, "threads": threads, "end": a.end,
                "horizon": spec["horizon"], "jobs": a.jobs, "load_before": load_avg()}
-        t0 = time.perf_counter()
-        proc = subprocess.run(["nice", "-n", "19", sys.executable, __file__, "--one", json.dumps(spec)],
-                              cwd=ROOT, env=env, capture_output=True, text=True)
-        row.update(wall_s=round(time.perf_counter() - t0, 1), load_after=load_avg())
+        with harness.stopwatch(f"run: seed {seed}, total {total}, {threads} thread(s)") as sw:
+            proc = subprocess.run(["nice", "-n", "19", sys.executable, __file__, "--one", json.dumps(spec)],
+                                  cwd=ROOT, env=env, capture_output=True, text=True)
+        row.update(wall_s=round(sw.seconds, 1), load_after=load_avg())
         if proc.returncode:
             row["error"] = (proc.stderr or proc.stdout)[-600:]
         else:
@@ -192,6 +206,7 @@ def main(argv=None) -> None:
     with ThreadPoolExecutor(a.jobs) as pool:  # each job is its own subprocess with --threads t
         list(pool.map(run, todo))
     table([json.loads(x) for x in a.out.read_text().splitlines() if x.strip()])
+    harness.save(a.json)
 
 
 if __name__ == "__main__":

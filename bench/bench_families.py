@@ -13,21 +13,16 @@ least) and the load average before and after.
 
 from __future__ import annotations
 
-import argparse
+import harness
+
 import os
-import statistics
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
+import transformers
 
-import torch  # noqa: E402
-import transformers  # noqa: E402
-
-from bertcore.loading import sources  # noqa: E402
+from bertcore.loading import sources
 
 V = 5000
 SIZE = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
@@ -49,16 +44,16 @@ def configs() -> dict[str, tuple[str, object]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=30)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--tokens", type=int, default=128)
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--families", default="bert,roberta,distilbert,electra,modernbert",
-                    help="comma-separated families to run")
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; torch threads {args.threads}; "
+    def options(ap):
+        ap.add_argument("--reps", type=int, default=30)
+        ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
+        ap.add_argument("--tokens", type=int, default=128)
+        ap.add_argument("--batch", type=int, default=4)
+        ap.add_argument("--families", default="bert,roberta,distilbert,electra,modernbert",
+                        help="comma-separated families to run")
+
+    args = harness.parse(__doc__, options)  # applies --threads (default 2 here)
+    print(f"load average before: {harness.load_average():.2f} on {os.cpu_count()} CPUs; torch threads {args.threads}; "
           f"batch {args.batch} x {args.tokens} tokens, {args.reps} reps")
     root = Path(tempfile.mkdtemp())
     ids = torch.randint(5, V, (args.batch, args.tokens))
@@ -73,23 +68,17 @@ def main() -> None:
         hf.save_pretrained(root / family)
         ours = sources.HEAD_CLASSES["base"].from_pretrained(root / family).eval()
         kw = dict(input_ids=ids, attention_mask=mask, output_attentions=True, output_hidden_states=True)
-        times = {"bertcore": [], "transformers": []}
-        with torch.no_grad():
-            for _ in range(3):  # warm-up
-                ours(**kw), hf(**kw)
-            for _ in range(args.reps):
-                for name, model in (("bertcore", ours), ("transformers", hf)):
-                    t0 = time.perf_counter()
-                    model(**kw)
-                    times[name].append(time.perf_counter() - t0)
-        a, b = (statistics.median(times[k]) * 1000 for k in ("bertcore", "transformers"))
-        paired = statistics.median(x / y for x, y in zip(times["bertcore"], times["transformers"]))
+        with torch.no_grad():  # 3 warm-ups of each, then the two alternately
+            pair = harness.paired(f"{family}: bertcore", lambda: ours(**kw), "transformers eager", lambda: hf(**kw),
+                                  args.reps, warmup=3)
+        a, b, paired = pair.ms, pair.ref_ms, pair.ratio
         rows.append((family, a, b, paired))
         print(f"{family:11s} bertcore {a:8.1f} ms   transformers {b:8.1f} ms   ratio of medians {a / b:5.2f}   "
               f"median paired ratio {paired:5.2f}", flush=True)
-    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    print(f"load average after: {harness.load_average():.2f}")
     worst = max(paired for *_, paired in rows)
     print(f"worst ratio {worst:.2f} ({'within' if worst <= 1.1 else 'ABOVE'} 1.1)")
+    harness.save(args.json)
 
 
 if __name__ == "__main__":

@@ -11,35 +11,31 @@ Findings page costs beyond any page once its forward passes are cached (the targ
 
 from __future__ import annotations
 
-import argparse
-import os
+import harness
+
 import shutil
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import torch
+from streamlit.testing.v1 import AppTest
+
+from bertcore.modeling.config import BertConfig
+from bertcore.modeling.heads import BertForPreTraining
+from bertcore.modeling.model import BertModel
+from bertcore.loading.sources import PACKAGED, ModelSource, packaged_model_dir
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import torch  # noqa: E402
-from streamlit.testing.v1 import AppTest  # noqa: E402
-
-from bertcore.modeling.config import BertConfig  # noqa: E402
-from bertcore.modeling.heads import BertForPreTraining  # noqa: E402
-from bertcore.modeling.model import BertModel  # noqa: E402
-from bertcore.loading.sources import PACKAGED, ModelSource, packaged_model_dir  # noqa: E402
-
 PAGES = ROOT / "explorer" / "app_pages"
 
 
-def render(at: AppTest) -> float:
-    t0 = time.perf_counter()
-    at.run()
-    if at.exception:
-        raise RuntimeError([e.value for e in at.exception])
-    return time.perf_counter() - t0
+def render(at: AppTest, name: str) -> float:
+    """Seconds of one ``at.run()`` (kept as a harness timing named ``name``); raises if the page raised."""
+    with harness.stopwatch(name) as sw:
+        at.run()
+        if at.exception:
+            raise RuntimeError([e.value for e in at.exception])
+    return sw.seconds
 
 
 def tiny(folder: Path, cls) -> Path:
@@ -51,9 +47,7 @@ def tiny(folder: Path, cls) -> Path:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--segments", type=int, default=150)
-    args = ap.parse_args()
+    args = harness.parse(__doc__, lambda ap: ap.add_argument("--segments", type=int, default=150))
     tmp = Path(tempfile.mkdtemp())
     run_ckpt = tiny(tmp / "runs" / "bench" / "checkpoints" / "step-000000", BertForPreTraining)
     torch.save({"step": 0}, run_ckpt / "trainer_state.pt")
@@ -61,18 +55,19 @@ def main() -> None:
                "tiny random model": ModelSource("local", str(tiny(tmp / "tiny", BertModel)), "tiny"),
                "run checkpoint (step 0)": ModelSource("run", str(run_ckpt), "bench step 0")}
     overview = AppTest.from_file(str(PAGES / "overview.py"), default_timeout=600)
-    render(overview)
-    reference = min(render(overview) for _ in range(3))
+    render(overview, "Overview render (warm-up)")
+    reference = min(render(overview, "Overview render") for _ in range(3))
     print(f"reference: Overview page render {reference:.3f} s")
     for name, source in sources.items():
         at = AppTest.from_file(str(PAGES / "findings.py"), default_timeout=900)
         at.session_state["model_source"] = source
         at.session_state["find_segments"] = args.segments
-        first = render(at)
-        cached = min(render(at) for _ in range(3))
+        first = render(at, f"Findings, {name}: first render")
+        cached = min(render(at, f"Findings, {name}: cached render") for _ in range(3))
         print(f"{name:26s} first render {first:6.1f} s   cached render {cached:5.2f} s   "
               f"cached / Overview = {cached / reference:5.1f}x")
     shutil.rmtree(tmp, ignore_errors=True)
+    harness.save(args.json)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ the busy condition's loop).
 
 from __future__ import annotations
 
-import argparse
+import harness
+
 import json
 import statistics
 import subprocess
@@ -30,13 +31,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_demo_runs import ENV, launch, load_avg, parse_set
+from bertcore import runs as R
+from bertcore.runs.config import TrainConfig
 
-from bench_demo_runs import ENV, launch, load_avg, parse_set  # noqa: E402
-from bertcore import runs as R  # noqa: E402
-from bertcore.runs.config import TrainConfig  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 GOAL_POINTS = 3.0  # the goal: test macro F1 at least this many points above the TF-IDF baseline's
 
@@ -109,19 +108,26 @@ def table(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--n", type=int, default=3, help="seeds 0..N-1 per condition (default 3)")
-    p.add_argument("--seed-list", type=int, nargs="+", help="these seeds instead of 0..N-1")
-    p.add_argument("--condition", action="append", default=None, metavar="idle:MIN|busy:MIN",
-                   help="a load and a time budget (repeatable; default idle:5 and busy:10)")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch threads (default: not set, as the Train page launches it: the calibration chooses)")
-    p.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
-                   help="change one of the defaults (repeatable), e.g. --set lr=5e-5")
-    p.add_argument("--keep", type=Path, default=None, help="keep the run directories here (default: a temp folder)")
-    p.add_argument("--report", type=Path, action="append", default=None, metavar="LOG",
-                   help="print the table again from this command's saved output (its JSON lines; repeatable)")
-    a = p.parse_args()
+    p = None  # the parser, for its error messages
+
+    def options(ap):
+        nonlocal p
+        p = ap
+        ap.add_argument("--n", type=int, default=3, help="seeds 0..N-1 per condition (default 3)")
+        ap.add_argument("--seed-list", type=int, nargs="+", help="these seeds instead of 0..N-1")
+        ap.add_argument("--condition", action="append", default=None, metavar="idle:MIN|busy:MIN",
+                        help="a load and a time budget (repeatable; default idle:5 and busy:10)")
+        ap.add_argument("--threads", type=int, default=None,
+                        help="torch threads per run (default: not set, as the Train page launches it: the calibration "
+                             "chooses)")
+        ap.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
+                        help="change one of the defaults (repeatable), e.g. --set lr=5e-5")
+        ap.add_argument("--keep", type=Path, default=None,
+                        help="keep the run directories here (default: a temp folder)")
+        ap.add_argument("--report", type=Path, action="append", default=None, metavar="LOG",
+                        help="print the table again from this command's saved output (its JSON lines; repeatable)")
+
+    a = harness.parse(__doc__, options)
     if a.report is not None:
         print(table([json.loads(line) for log in a.report for line in log.read_text().splitlines()
                      if line.startswith("{")]))
@@ -144,6 +150,7 @@ def main() -> None:
             print(json.dumps(row), flush=True)
             rows.append(row)
     print(table(rows))
+    harness.save(a.json)
 
 
 if __name__ == "__main__":

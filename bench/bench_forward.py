@@ -11,26 +11,12 @@ Runs alternate between the two models so that machine noise hits both alike.
 
 from __future__ import annotations
 
-import argparse
-import os
-import statistics
-import sys
-import time
-from pathlib import Path
+import harness
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
+import transformers
 
-import torch  # noqa: E402
-import transformers  # noqa: E402
-
-from bertcore.loading import sources  # noqa: E402
-
-
-def time_once(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+from bertcore.loading import sources
 
 
 def linears_only(model, t: int):
@@ -41,12 +27,7 @@ def linears_only(model, t: int):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reps", type=int, default=200)
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
-    args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = harness.parse(__doc__, lambda ap: ap.add_argument("--reps", type=int, default=200))
     loaded = sources.load(sources.PACKAGED)
     ours = loaded.model.eval()
     hf = transformers.BertModel.from_pretrained(str(loaded.path), attn_implementation="eager").eval()
@@ -64,13 +45,12 @@ def main() -> None:
             for _ in range(10):
                 ours(ids, **kw), hf(ids, **kw)
             floor_fn = linears_only(hf, t)
-            mine, theirs, floor = [], [], []
-            for _ in range(args.reps):
-                mine.append(time_once(lambda: ours(ids, **kw)))
-                theirs.append(time_once(lambda: hf(ids, **kw)))
-                floor.append(time_once(floor_fn))
-        m, h, f = (statistics.median(x) * 1e3 for x in (mine, theirs, floor))
+            got = harness.interleaved({f"bertcore, 1x{t}": lambda: ours(ids, **kw),
+                                       f"transformers eager, 1x{t}": lambda: hf(ids, **kw),
+                                       f"matmul floor, 1x{t}": floor_fn}, args.reps, warmup=0)  # warmed up above
+        m, h, f = (b.median() * 1e3 for b in got.values())
         print(f"{'1x' + str(t):>8} {m:12.2f} {h:12.2f} {m / h:7.2f} {f:16.2f}   (max |attention diff| {err:.1e})")
+    harness.save(args.json)
 
 
 if __name__ == "__main__":

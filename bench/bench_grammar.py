@@ -11,24 +11,14 @@ suite's time (pairs/s), and the load average (time nothing else while this runs)
 
 from __future__ import annotations
 
-import argparse
+import harness
+
 import json
-import os
-import sys
-import time
 from pathlib import Path
 
-import torch
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from timing import median_ms  # noqa: E402
-
-from bertcore.loading import sources  # noqa: E402
-from bertcore.analysis.grammar import minimal_pairs as MP  # noqa: E402
-from bertcore.analysis.grammar.scoring import pseudo_log_likelihood  # noqa: E402
+from bertcore.loading import sources
+from bertcore.analysis.grammar import minimal_pairs as MP
+from bertcore.analysis.grammar.scoring import pseudo_log_likelihood
 
 SENTENCE = "The old farmer who lives near the river said that his two dogs were happy to run across the fields."
 
@@ -53,28 +43,30 @@ def minicons_scorer(folder: Path):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--reps", type=int, default=20)
-    p.add_argument("--suite-n", type=int, default=100, help="pairs per paradigm (the app's default is 40)")
-    a = p.parse_args()
-    torch.set_num_threads(a.threads)
+    def options(ap):
+        ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
+        ap.add_argument("--reps", type=int, default=20)
+        ap.add_argument("--suite-n", type=int, default=100, help="pairs per paradigm (the app's default is 40)")
+
+    a = harness.parse(__doc__, options)  # applies --threads (default 2 here)
     lm = sources.load(sources.PACKAGED_MLM)
     assert len(SENTENCE.split()) == 20
     n_tokens = len(lm.tokenizer(SENTENCE)["input_ids"])
-    ours = median_ms(lambda: pseudo_log_likelihood(lm.model, lm.tokenizer, SENTENCE, "within_word_l2r"), a.reps, 2)
+    ours = harness.median_ms(lambda: pseudo_log_likelihood(lm.model, lm.tokenizer, SENTENCE, "within_word_l2r"),
+                             a.reps, 2, name="PLL of a 20-word sentence: bertcore")
     ref = None
     mc = minicons_scorer(lm.path)
     if mc is not None:
-        ref = median_ms(lambda: mc.sequence_score([SENTENCE], reduction=lambda x: x.sum(0).item(),
-                                                  PLL_metric="within_word_l2r"), a.reps, 2)
+        ref = harness.median_ms(lambda: mc.sequence_score([SENTENCE], reduction=lambda x: x.sum(0).item(),
+                                                          PLL_metric="within_word_l2r"),
+                                a.reps, 2, name="PLL of a 20-word sentence: minicons")
     pairs = MP.generate(a.suite_n, MP.SUITE_SEED)
-    t0 = time.perf_counter()
-    results = list(MP.score(lm.model, lm.tokenizer, pairs))
-    suite_s = time.perf_counter() - t0
+    with harness.stopwatch(f"minimal-pair suite, {a.suite_n} per paradigm") as sw:
+        results = list(MP.score(lm.model, lm.tokenizer, pairs))
+    suite_s = sw.seconds
     acc = MP.accuracy_by_paradigm(results)
     out = {
-        "threads": a.threads, "load_average_1min": round(os.getloadavg()[0], 2),
+        "threads": a.threads, "load_average_1min": round(harness.load_average(), 2),
         "pll_20_words_ms": round(ours, 1), "tokens": n_tokens,
         "minicons_ms": None if ref is None else round(ref, 1),
         "ratio_bertcore_over_minicons": None if ref is None else round(ours / ref, 3),
@@ -82,6 +74,7 @@ def main() -> None:
         "suite_accuracy_pll": {k: round(v["pll"], 3) for k, v in acc.items()},
     }
     print(json.dumps(out, indent=1))
+    harness.save(a.json)
 
 
 if __name__ == "__main__":

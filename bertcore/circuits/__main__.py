@@ -1,8 +1,9 @@
 """The circuits command line.
 
     python -m bertcore.circuits check --transcoders DIR --sentences N --out FILE.json [--threads 1] [--seed 0]
+        [--device auto]
     python -m bertcore.circuits graph "text with one [MASK]" [--contrast are is] [--model DIR] [--transcoders DIR]
-        [--node-threshold 0.8] [--edge-threshold 0.98] [--threads N] [--no-features] --out DIR
+        [--node-threshold 0.8] [--edge-threshold 0.98] [--threads N] [--device auto] [--no-features] --out DIR
     python -m bertcore.circuits serve DIR [--port 8032]
 
 ``graph``: the attribution graph of the text's one [MASK] (the Circuits page's: the packaged MiniLM-MLM and its
@@ -29,22 +30,30 @@ import time
 from pathlib import Path
 
 
+def _model(args):
+    """The model ``--model`` names (default: the packaged MiniLM-MLM), on ``--device``."""
+    from ..loading import sources
+
+    source = sources.PACKAGED_MLM if args.model is None else sources.ModelSource("local", args.model,
+                                                                                  Path(args.model).name)
+    return sources.load(source, device=args.device)
+
+
 def _check(args) -> int:
     import torch
 
-    from ..loading import sources
     from .check import MAX_TOKENS, load_transcoders, markdown, run_check
 
     torch.set_num_threads(args.threads)
-    transcoders = load_transcoders(args.transcoders)
-    lm = sources.load(sources.PACKAGED_MLM) if args.model is None else \
-        sources.load(sources.ModelSource("local", args.model, Path(args.model).name))
+    lm = _model(args)
+    transcoders = {block: tc.to(lm.device) for block, tc in load_transcoders(args.transcoders).items()}
     start = time.monotonic()
     result = run_check(lm.model, lm.tokenizer, transcoders, args.sentences, seed=args.seed,
                        max_tokens=args.max_tokens or MAX_TOKENS, cloze_files=args.cloze, batch=args.batch,
                        log=lambda line: print(line, file=sys.stderr, flush=True))
     result["settings"] = {"transcoders": str(args.transcoders), "model": args.model or "packaged minilm-mlm",
                           "sentences": args.sentences, "seed": args.seed, "threads": args.threads,
+                          "device": str(lm.device),
                           "max_tokens": args.max_tokens or MAX_TOKENS, "wall_s": round(time.monotonic() - start, 1)}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -58,7 +67,6 @@ def _check(args) -> int:
 def _graph(args) -> int:
     import torch
 
-    from ..loading import sources
     from ..sae.catalog import shipped_transcoders
     from ..sae.io import SAEError
     from ..sae.report import set_label_texts
@@ -68,12 +76,12 @@ def _graph(args) -> int:
 
     torch.set_num_threads(args.threads)
     start = time.monotonic()
-    lm = sources.load(sources.PACKAGED_MLM) if args.model is None else \
-        sources.load(sources.ModelSource("local", args.model, Path(args.model).name))
+    lm = _model(args)
     folder = Path(args.transcoders) if args.transcoders else shipped_transcoders(lm.path)
     if folder is None:
         raise SAEError(f"the model at {lm.path} ships no transcoders (transcoders/): name a set with --transcoders")
-    tcs = load_set(folder, lm.config.hidden_size, lm.config.num_hidden_layers)
+    tcs = {block: tc.to(lm.device) for block, tc in load_set(folder, lm.config.hidden_size,
+                                                              lm.config.num_hidden_layers).items()}
     scan = export.scan_of(folder)
     contrast = tuple(args.contrast) if args.contrast else None
     g = attribution.build(lm.model, lm.tokenizer, args.text, tcs, contrast=contrast)
@@ -137,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     ck.add_argument("--seed", type=int, default=0)
     ck.add_argument("--batch", type=int, default=32, help="targets per backward pass")
     ck.add_argument("--threads", type=int, default=1)
+    ck.add_argument("--device", default="auto", help="where the model and the graphs compute (default auto: CUDA "
+                    "when there is one)")
     gr = sub.add_parser("graph", help="write one attribution graph (and its feature files) for circuit-tracer's "
                                       "viewer")
     gr.add_argument("text", help="the text, with exactly one [MASK]")
@@ -148,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     gr.add_argument("--node-threshold", type=float, default=0.8)
     gr.add_argument("--edge-threshold", type=float, default=0.98)
     gr.add_argument("--threads", type=int, default=2)
+    gr.add_argument("--device", default="auto", help="where the model and the graph compute (default auto: CUDA "
+                    "when there is one)")
     gr.add_argument("--no-features", action="store_true", help="write no feature files")
     gr.add_argument("--out", required=True, help="the folder to write (circuit-tracer's local server's data folder)")
     sv = sub.add_parser("serve", help="open a folder of graphs in circuit-tracer's viewer")
