@@ -12,43 +12,34 @@ The 32-token activation-patching time: bench/bench_patching.py.
 
 from __future__ import annotations
 
-import argparse
+import harness
+
 import json
-import os
-import sys
-import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from timing import median_ms  # noqa: E402
-
-from bertcore import encode  # noqa: E402
-from bertcore.loading import sources  # noqa: E402
-from bertcore.analysis.representations import corpus_search, logit_lens, probes, syntax  # noqa: E402
-from bertcore.analysis.papers import evalset, published  # noqa: E402
-from bertcore.analysis.causal import patching  # noqa: E402
-from bertcore.analysis.attention import query_key  # noqa: E402
+from bertcore import encode
+from bertcore.loading import sources
+from bertcore.analysis.representations import corpus_search, logit_lens, probes, syntax
+from bertcore.analysis.papers import evalset, published
+from bertcore.analysis.causal import patching
+from bertcore.analysis.attention import query_key
 
 
-def _timed(fn):
-    t0 = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t0
+def _timed(name: str, fn):
+    """``fn()`` run once as a stopwatch block (kept for ``--json``): its result and its seconds."""
+    with harness.stopwatch(name) as sw:
+        out = fn()
+    return out, sw.seconds
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--segments", type=int, default=100)
-    p.add_argument("--lens-steps", type=int, default=200)
-    a = p.parse_args()
-    torch.set_num_threads(a.threads)
+    def options(p):
+        p.add_argument("--segments", type=int, default=100)
+        p.add_argument("--lens-steps", type=int, default=200)
+
+    a = harness.parse(__doc__, options)
     lm = sources.load(sources.PACKAGED_MLM)
     tok, model, encoder = lm.tokenizer, lm.model, lm.encoder
     segments = evalset.build_segments(tok, evalset.heldout_documents(), a.segments, 128)
@@ -56,24 +47,26 @@ def main() -> None:
     enc = tok(long.text_a, long.text_b, return_tensors="pt")
     t_tokens = enc["input_ids"].shape[1]
     with torch.no_grad():
-        forward_ms = median_ms(lambda: encoder(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"]), 10, 2)
-    out: dict = {"threads": a.threads, "tokens": t_tokens, "forward_ms": round(forward_ms, 1)}
+        forward_ms = harness.median_ms(lambda: encoder(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"]),
+                                       10, 2, name=f"forward, {t_tokens} tokens")
+    out: dict = {"threads": torch.get_num_threads(), "tokens": t_tokens, "forward_ms": round(forward_ms, 1)}
 
     # logit lens on the 128-token input
-    lens_ms = median_ms(lambda: logit_lens.logit_lens(model, enc["input_ids"], enc["attention_mask"],
-                                                      enc["token_type_ids"]), 5, 1)
+    lens_ms = harness.median_ms(lambda: logit_lens.logit_lens(model, enc["input_ids"], enc["attention_mask"],
+                                                              enc["token_type_ids"]), 5, 1, name="logit lens")
     out["logit_lens"] = {"ms": round(lens_ms, 1), "x_forward": round(lens_ms / forward_ms, 2)}
 
     # tuned lens: fitted on the first half of the segments, KL measured on its held-out positions
     encs = [tok(s.text_a, s.text_b, return_tensors="pt") for s in segments[:40]]
-    tuned, fit_s = _timed(lambda: logit_lens.train_tuned_lens(model, encs, steps=a.lens_steps))
+    tuned, fit_s = _timed("tuned lens fit", lambda: logit_lens.train_tuned_lens(model, encs, steps=a.lens_steps))
     out["tuned_lens"] = {"fit_s": round(fit_s, 1), "kl_logit": [round(float(x), 3) for x in tuned.kl_logit],
                          "kl_tuned": [round(float(x), 3) for x in tuned.kl_tuned],
                          "tuned_le_logit_every_layer": bool((tuned.kl_tuned <= tuned.kl_logit + 1e-6).all())}
 
     # syntax heads
-    run, syn_s = _timed(lambda: syntax.run_syntax(encoder, tok, segments))
-    probe_run, probe_s = _timed(lambda: syntax.run_syntax(encoder, tok, segments, with_probe=True))
+    run, syn_s = _timed("syntax heads", lambda: syntax.run_syntax(encoder, tok, segments))
+    probe_run, probe_s = _timed("syntax heads + attention probe",
+                               lambda: syntax.run_syntax(encoder, tok, segments, with_probe=True))
     probe = probe_run.probe
     res = run.heads
     rows = {}
@@ -95,10 +88,10 @@ def main() -> None:
                             for d, layer, head in top]}
 
     # probes
-    feats, feat_s = _timed(lambda: probes.word_features(encoder, tok, run.segments))
+    feats, feat_s = _timed("probe word features", lambda: probes.word_features(encoder, tok, run.segments))
     out["probes"] = {"features_s": round(feat_s, 1)}
     for task in probes.TASKS:
-        r, s = _timed(lambda task=task: probes.probe(feats, task))
+        r, s = _timed(f"probe {task}", lambda task=task: probes.probe(feats, task))
         out["probes"][task] = {"s": round(s, 1), "accuracy": [round(float(x), 3) for x in r.accuracy],
                                "control": [round(float(x), 3) for x in r.control], "majority": round(r.majority, 3),
                                "expected_layer": round(r.expected_layer, 2), "n_test": r.n_test}
@@ -108,7 +101,8 @@ def main() -> None:
     corrupt = encode(tok, "The key to the cabinet [MASK] on the table.").tensors()
     pos = int((clean["input_ids"][0] == tok.mask_token_id).nonzero())
     are, is_ = tok.convert_tokens_to_ids(["are", "is"])
-    pres, pat_s = _timed(lambda: patching.scan(model, clean, corrupt, patching.logit_diff(pos, are, is_)))
+    pres, pat_s = _timed("activation patching scan",
+                          lambda: patching.scan(model, clean, corrupt, patching.logit_diff(pos, are, is_)))
     resid = pres.effects["resid"]
     out["patching"] = {"s": round(pat_s, 2), "clean": round(pres.clean, 3), "corrupted": round(pres.corrupted, 3),
                        "subject_position_restores_by_layer": [round(float(x), 3) for x in resid[:, 2]],
@@ -125,18 +119,19 @@ def main() -> None:
         qk = query_key.query_keys(encoder, tok, sents, 2, 0)  # block 2 (the page's default "Layer 3"), head 0
         return query_key.project(*query_key.normalize(qk.queries, qk.keys)[:2])
 
-    qk_ms = median_ms(qk_map, 3, 1)
+    qk_ms = harness.median_ms(qk_map, 3, 1, name="query-key map, uncached")
     out["query_key"] = {"tokens": n_tok, "sentences": len(sents), "ms_uncached": round(qk_ms, 1),
                         "x_forward": round(qk_ms / forward_ms, 2)}
 
     # corpus search: index then one query
     texts = [f"{s.text_a} {s.text_b}" for s in segments]
-    index, idx_s = _timed(lambda: corpus_search.build_index(encoder, tok, texts, 4))
+    index, idx_s = _timed("corpus search index", lambda: corpus_search.build_index(encoder, tok, texts, 4))
     q = index.vectors[0]
-    search_ms = median_ms(lambda: corpus_search.search(index, q, 20), 10, 1)
+    search_ms = harness.median_ms(lambda: corpus_search.search(index, q, 20), 10, 1, name="corpus search query")
     out["corpus_search"] = {"index_s": round(idx_s, 1), "tokens": len(index.tokens), "query_ms": round(search_ms, 2)}
-    out["load_average_1min"] = round(os.getloadavg()[0], 2)
+    out["load_average_1min"] = round(harness.load_average(), 2)
     print(json.dumps(out, indent=1, default=lambda x: float(x) if isinstance(x, np.floating) else str(x)))
+    harness.save(a.json)
 
 
 if __name__ == "__main__":

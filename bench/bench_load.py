@@ -28,22 +28,22 @@ server.
 
 from __future__ import annotations
 
-import argparse
+import harness
+
 import asyncio
 import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-from bench_page_load import SETTLED, WATCH  # noqa: E402
-from screenshot_pages import serve  # noqa: E402
+from bench_page_load import SETTLED, WATCH
+from screenshot_pages import serve
+
+ROOT = harness.ROOT
 
 # Also note when a script run starts (the app's script-state attribute is or was "running"), so that a step waits
 # for the run its action started, not for the quiet page before it.
@@ -223,13 +223,14 @@ async def classroom(n: int, port: int, timeout_s: float, client_cpus: str | None
         start = asyncio.Event()
         tasks = [asyncio.create_task(student(browser, port, timeout_s, results, start)) for _ in range(n)]
         await asyncio.sleep(1.0)
-        chromium_before, server_before, t0 = chromium_cpu(), process_cpu(server_pid), time.perf_counter()
-        class_start = time.monotonic()  # the server's run clock (bench/run_clock.py) reads the same clock
-        start.set()
-        await asyncio.gather(*tasks)
-        CPU["clients"] = chromium_cpu() - chromium_before
-        CPU["server"] = process_cpu(server_pid) - server_before
-        CPU["wall"] = time.perf_counter() - t0
+        chromium_before, server_before = chromium_cpu(), process_cpu(server_pid)
+        with harness.stopwatch(f"class of {n} students (wall)") as sw:
+            class_start = time.monotonic()  # the server's run clock (bench/run_clock.py) reads the same clock
+            start.set()
+            await asyncio.gather(*tasks)
+            CPU["clients"] = chromium_cpu() - chromium_before
+            CPU["server"] = process_cpu(server_pid) - server_before
+        CPU["wall"] = sw.seconds
         if client_cpus:
             pid_pin.cancel()
         await browser.close()
@@ -334,26 +335,28 @@ def summarise(n: int, results: list[dict], peak: int, load: tuple[float, float])
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--students", type=int, nargs="+", default=[1, 5, 10, 20])
-    ap.add_argument("--port", type=int, default=8799)
-    ap.add_argument("--timeout", type=float, default=180.0, help="seconds a step may take before it counts as a "
-                    "timeout (default 180)")
-    ap.add_argument("--warm", type=float, default=120.0, help="at most this many seconds between the teacher's "
-                    "first visit and the students': until the server's warm-up has finished (0: the students meet a "
-                    "cold server; default 120)")
-    ap.add_argument("--server-cpus", help="taskset CPU list for the server, e.g. 0")
-    ap.add_argument("--client-cpus", help="CPU list for Chromium, e.g. 1")
-    ap.add_argument("--client-nice", type=int, default=0, help="run Chromium at this niceness (19: the lowest CPU "
-                    "priority, so the numbers are the server's, as when each student's browser runs on their laptop)")
-    ap.add_argument("--root", type=Path, default=ROOT, help="the checkout whose app is served (a worktree of an "
-                    "older commit: the before of a before/after)")
-    ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server (repeatable)")
-    ap.add_argument("--out", type=Path, help="write every result as JSON here")
-    ap.add_argument("--shots", type=Path, help="save a screenshot of every step that timed out here")
-    ap.add_argument("--py-spy", type=Path, help="profile the server with py-spy (pip install py-spy) into this "
-                    "folder: one collapsed-stack file per N (flamegraph.pl / speedscope read it)")
-    a = ap.parse_args()
+    def options(ap):
+        ap.add_argument("--students", type=int, nargs="+", default=[1, 5, 10, 20])
+        ap.add_argument("--port", type=int, default=8799)
+        ap.add_argument("--timeout", type=float, default=180.0, help="seconds a step may take before it counts as a "
+                        "timeout (default 180)")
+        ap.add_argument("--warm", type=float, default=120.0, help="at most this many seconds between the teacher's "
+                        "first visit and the students': until the server's warm-up has finished (0: the students meet "
+                        "a cold server; default 120)")
+        ap.add_argument("--server-cpus", help="taskset CPU list for the server, e.g. 0")
+        ap.add_argument("--client-cpus", help="CPU list for Chromium, e.g. 1")
+        ap.add_argument("--client-nice", type=int, default=0, help="run Chromium at this niceness (19: the lowest "
+                        "CPU priority, so the numbers are the server's, as when each student's browser runs on their "
+                        "laptop)")
+        ap.add_argument("--root", type=Path, default=ROOT, help="the checkout whose app is served (a worktree of an "
+                        "older commit: the before of a before/after)")
+        ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server (repeatable)")
+        ap.add_argument("--out", type=Path, help="write every result as JSON here")
+        ap.add_argument("--shots", type=Path, help="save a screenshot of every step that timed out here")
+        ap.add_argument("--py-spy", type=Path, help="profile the server with py-spy (pip install py-spy) into this "
+                        "folder: one collapsed-stack file per N (flamegraph.pl / speedscope read it)")
+
+    a = harness.parse(__doc__, options)
     env_extra = dict(kv.split("=", 1) for kv in a.env)
     global SHOTS, CLIENT_NICE
     SHOTS, CLIENT_NICE = a.shots, a.client_nice
@@ -367,7 +370,7 @@ def main() -> None:
                    **env_extra}
         srv = serve(a.root, a.port, a.server_cpus, clocked, server_log(a.port), module="run_clock")
         mem = PeakMemory(srv.pid)
-        before = os.getloadavg()[0]
+        before = harness.load_average()
         spy = None
         if a.py_spy:
             a.py_spy.mkdir(parents=True, exist_ok=True)
@@ -385,7 +388,7 @@ def main() -> None:
             peak = mem.stop()
             srv.terminate()
             srv.wait(30)
-        s = summarise(n, results, peak, (before, os.getloadavg()[0]))
+        s = summarise(n, results, peak, (before, harness.load_average()))
         s["server_runs"] = summarise_runs(server_runs(clock, class_start))
         summaries.append(s)
         print(f"\nN = {n}: median {s['median_s']:.2f} s, p95 {s['p95_s']:.2f} s, exception boxes {s['exceptions']}, "
@@ -410,7 +413,8 @@ def main() -> None:
                   f"runs {st['runs']:4d}  CPU {st['cpu_s']:6.1f} s", flush=True)
         time.sleep(5)
     if a.out:
-        a.out.write_text(json.dumps(summaries, indent=1))
+        harness.write_json(a.out, summaries)
+    harness.save(a.json)
 
 
 if __name__ == "__main__":

@@ -12,18 +12,14 @@ Both run on the CPU with one thread set by ``--threads`` (default: torch's defau
 
 from __future__ import annotations
 
-import argparse
+import harness
+
 import random
 import statistics
-import sys
-import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bertcore.tokenization.masking import eligible_positions, mask_tokens  # noqa: E402
+from bertcore.tokenization.masking import eligible_positions, mask_tokens
 
 # ids of a bert-base-uncased-like vocabulary; the benchmark reads them from a tokenizer when one
 # loads (the packaged model's), and only falls back to these for a bare environment
@@ -107,16 +103,10 @@ def loop_reference_tensors(input_ids: torch.Tensor, attention_mask: torch.Tensor
     return out, labels
 
 
-def timed(fn, repeats: int, warmup: int = 3) -> list[float]:
-    """Wall times in seconds of ``repeats`` calls of ``fn`` after ``warmup`` calls."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return times
+def timed(name: str, fn, repeats: int, warmup: int = 3) -> list[float]:
+    """Wall times in seconds of ``repeats`` calls of ``fn`` after ``warmup`` calls (``harness.timed``, kept for
+    ``--json``)."""
+    return list(harness.timed(name, fn, repeats, warmup).get_values())
 
 
 def quantiles(times: list[float]) -> tuple[float, float, float]:
@@ -126,15 +116,13 @@ def quantiles(times: list[float]) -> tuple[float, float, float]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--seq", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=200, help="timed calls of bertcore masking")
-    ap.add_argument("--loop-repeats", type=int, default=20, help="timed calls of the Python loop (slow)")
-    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    args = ap.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    def options(ap):
+        ap.add_argument("--batch", type=int, default=128)
+        ap.add_argument("--seq", type=int, default=64)
+        ap.add_argument("--repeats", type=int, default=200, help="timed calls of bertcore masking")
+        ap.add_argument("--loop-repeats", type=int, default=20, help="timed calls of the Python loop (slow)")
+
+    args = harness.parse(__doc__, options, argv)
 
     ids = special_ids()
     input_ids, attention_mask = make_batch(args.batch, args.seq, ids)
@@ -154,11 +142,13 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         return mask_tokens(input_ids, elig, mask_token_id=ids["mask"], vocab_size=ids["vocab"], generator=g)
 
     rng = random.Random(0)
-    t_vec = timed(vectorised, args.repeats)
-    t_vec_e = timed(vectorised_with_eligibility, args.repeats)
-    t_loop = timed(lambda: loop_reference(input_ids, attention_mask, ids, rng=rng), args.loop_repeats, warmup=1)
+    t_vec = timed("bertcore mask_tokens", vectorised, args.repeats)
+    t_vec_e = timed("bertcore eligible_positions + mask_tokens", vectorised_with_eligibility, args.repeats)
+    t_loop = timed("per-position Python loop (lists)", lambda: loop_reference(input_ids, attention_mask, ids, rng=rng),
+                   args.loop_repeats, warmup=1)
     n_tensor_loop = max(2, args.loop_repeats // 4)
-    t_loop_t = timed(lambda: loop_reference_tensors(input_ids, attention_mask, ids, rng=rng), n_tensor_loop, warmup=0)
+    t_loop_t = timed("per-position Python loop (tensor indexing)",
+                     lambda: loop_reference_tensors(input_ids, attention_mask, ids, rng=rng), n_tensor_loop, warmup=0)
 
     # sanity: both select about 15% of the eligible positions
     frac_vec = float((vectorised().labels != -100).sum()) / float(eligible.sum())
@@ -179,6 +169,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     print(f"ratio loop (lists) / bertcore: {med_loop / med_vec:.0f}x (mask_tokens), "
           f"{med_loop / med_vec_e:.0f}x (with eligibility); "
           f"loop (tensor indexing) / bertcore: {med_loop_t / med_vec:.0f}x")
+    harness.save(args.json)
     return {"vectorised_ms": med_vec, "vectorised_eligibility_ms": med_vec_e, "loop_ms": med_loop,
             "loop_tensor_ms": med_loop_t}
 

@@ -1,6 +1,7 @@
 """Time a page in Chromium as a user meets it: the app is open, they click the page in the sidebar.
 
     python bench/bench_page_load.py findings          # needs /usr/bin/chromium (bash .ci/install-browser.sh)
+    python bench/bench_page_load.py findings --json out.json   # also save the app start's time (pyperf's JSON)
 
 Render time = from the click to the page's last DOM change (a MutationObserver's clock), read once
 Streamlit's run has ended, every chart has drawn and the page has been quiet for 0.5 s; the waits
@@ -11,17 +12,18 @@ in the same run, is the reference for a loaded machine.
 
 from __future__ import annotations
 
+import harness
+
 import os
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = harness.ROOT
 WATCH = """window.__lastMutation = performance.now();
 new MutationObserver(() => { window.__lastMutation = performance.now(); })
     .observe(document, {subtree: true, childList: true, attributes: true, characterData: true});"""
@@ -47,7 +49,10 @@ def switch(tab, slug: str) -> tuple[float, int]:
     return (tab.evaluate("() => window.__lastMutation") - t0) / 1000, charts
 
 
-def main(page_path: str, port: int = 8766) -> None:
+def main(argv: list[str] | None = None, port: int = 8766) -> None:
+    args = harness.parse(__doc__, lambda ap: ap.add_argument(
+        "page", nargs="?", default="findings", help="the page's URL path, as in the sidebar (default: findings)"), argv)
+    page_path = args.page
     env = {**os.environ, "BERT_EXPLORER_RUNS": tempfile.mkdtemp(), "HF_HUB_OFFLINE": "1"}
     srv = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
                             "--server.port", str(port), "--server.address", "127.0.0.1"], cwd=ROOT, env=env,
@@ -63,21 +68,22 @@ def main(page_path: str, port: int = 8766) -> None:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
             tab = browser.new_page(viewport={"width": 1400, "height": 1000})
             tab.add_init_script(WATCH)
-            t0 = time.perf_counter()
-            tab.goto(f"http://127.0.0.1:{port}/")
-            tab.wait_for_selector('[data-testid="stSidebarNavLink"]', timeout=300_000)
-            tab.wait_for_function(SETTLED, arg=500, timeout=300_000, polling=100)
-            print(f"app start (Overview in a new tab, incl. 0.5 s quiet wait): {time.perf_counter() - t0:.1f} s")
+            with harness.stopwatch("app start (Overview in a new tab, incl. 0.5 s quiet wait)") as sw:
+                tab.goto(f"http://127.0.0.1:{port}/")
+                tab.wait_for_selector('[data-testid="stSidebarNavLink"]', timeout=300_000)
+                tab.wait_for_function(SETTLED, arg=500, timeout=300_000, polling=100)
+            print(f"{sw.name}: {sw.seconds:.1f} s")
             for label in ("first (cold caches)", "cached", "cached again"):
                 seconds, charts = switch(tab, page_path)
                 print(f"{page_path}, {label}: {seconds:.2f} s ({charts} charts)", flush=True)
                 overview, _ = switch(tab, "")
                 print(f"  back to the Overview (reference): {overview:.2f} s", flush=True)
-            print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+            print(f"load average {harness.load_average():.1f} on {os.cpu_count()} CPUs")
             browser.close()
     finally:
         srv.terminate()
+    harness.save(args.json)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "findings")
+    main()

@@ -12,23 +12,15 @@ average (time nothing else while this runs).
 
 from __future__ import annotations
 
-import argparse
+import harness
+
 import json
-import os
-import sys
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from timing import median_ms  # noqa: E402
-
-from bertcore import encode  # noqa: E402
-from bertcore.loading import sources  # noqa: E402
-from bertcore.analysis.causal import patching  # noqa: E402
+from bertcore import encode
+from bertcore.loading import sources
+from bertcore.analysis.causal import patching
 
 CLEAN = ("The old keys that the tired farmer left near the red doors of the small white house on the hill last "
          "night [MASK] still on the wooden kitchen table .")
@@ -49,12 +41,8 @@ def one_site_at_a_time(model, clean, corrupt, metric) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--reps", type=int, default=5)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    load_before = os.getloadavg()[0]
+    args = harness.parse(__doc__, lambda ap: ap.add_argument("--reps", type=int, default=5))
+    load_before = harness.load_average()
 
     lm = sources.load(sources.PACKAGED_MLM)
     model, tok = lm.model, lm.tokenizer
@@ -63,21 +51,25 @@ def main() -> None:
     pos = int((clean["input_ids"][0] == tok.mask_token_id).nonzero())
     metric = patching.logit_diff(pos, *tok.convert_tokens_to_ids(["are", "is"]))
 
-    unit = median_ms(lambda: model(**corrupt), args.reps, warmup=2)
-    every = median_ms(lambda: patching.scan(model, clean, corrupt, metric), args.reps, warmup=1)
-    resid = median_ms(lambda: patching.scan(model, clean, corrupt, metric, kinds=("resid",)), args.reps, warmup=1)
-    sites = one_site_at_a_time(model, clean, corrupt, metric)
-    reference = median_ms(lambda: one_site_at_a_time(model, clean, corrupt, metric), max(1, args.reps // 3))
+    unit = harness.median_ms(lambda: model(**corrupt), args.reps, warmup=2, name="one forward")
+    every = harness.median_ms(lambda: patching.scan(model, clean, corrupt, metric), args.reps, warmup=1,
+                              name="scan, all four heatmaps")
+    resid = harness.median_ms(lambda: patching.scan(model, clean, corrupt, metric, kinds=("resid",)), args.reps,
+                              warmup=1, name="scan, residual stream only")
+    sites = one_site_at_a_time(model, clean, corrupt, metric)  # (also the reference's warm-up)
+    reference = harness.median_ms(lambda: one_site_at_a_time(model, clean, corrupt, metric), max(1, args.reps // 3),
+                                  name="reference: one forward per site")
     print(json.dumps({
-        "tokens": int(clean["input_ids"].shape[1]), "sites": sites, "threads": args.threads,
+        "tokens": int(clean["input_ids"].shape[1]), "sites": sites, "threads": torch.get_num_threads(),
         "one_forward_ms": round(unit, 1),
         "scan_all_four_heatmaps_s": round(every / 1000, 3), "per_heatmap_s": round(every / 4000, 3),
         "scan_resid_only_s": round(resid / 1000, 3),
         "reference_one_forward_per_site_s": round(reference / 1000, 2),
         "ratio_scan_to_one_forward": round(every / unit, 1),
         "ratio_scan_to_reference": round(every / reference, 3),
-        "load_average_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "load_average_before_after": [round(load_before, 2), round(harness.load_average(), 2)],
     }, indent=1))
+    harness.save(args.json)
 
 
 if __name__ == "__main__":

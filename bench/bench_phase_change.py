@@ -12,7 +12,8 @@ Also reports when the logged held-out loss first went 1 nat below the line (step
 
 from __future__ import annotations
 
-import argparse
+import harness
+
 import json
 import os
 import subprocess
@@ -20,17 +21,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bertcore import runs as R
+from bertcore.runs.config import TrainConfig
+from bertcore.training.recipes import RECIPES
 
-from bertcore import runs as R  # noqa: E402
-from bertcore.runs.config import TrainConfig  # noqa: E402
-from bertcore.training.recipes import RECIPES  # noqa: E402
+ROOT = harness.ROOT
 
 LOSS_MARGIN, ACC_FACTOR = 1.0, 3.0
 
 
-def run_seed(recipe: str, seed: int, threads: int, minutes: float | None, root: Path) -> dict:
+def run_seed(recipe: str, seed: int, threads: int | None, minutes: float | None, root: Path) -> dict:
     r = RECIPES[recipe]
     run_dir = root / f"{recipe}-seed{seed}"
     cfg = TrainConfig.create("pretrain", **r.options, max_time=minutes or r.minutes, threads=threads, lock="none",
@@ -55,21 +55,22 @@ def run_seed(recipe: str, seed: int, threads: int, minutes: float | None, root: 
             "first_below_step": below and below["step"], "first_below_s": below and below["time"],
             "tokens_per_s": round(sum(x["tokens_per_s"] for x in train) / max(1, len(train))),
             "probe": [[p[0] for p in preds[:3]] for preds in got["probe"]["predictions"]] if got.get("probe") else None,
-            "load_avg_1min_at_end": round(os.getloadavg()[0], 2)}
+            "load_avg_1min_at_end": round(harness.load_average(), 2)}
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--recipe", default="phase-change")
-    p.add_argument("--seeds", default="0,1,2,3,4")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--minutes", type=float, default=None, help="budget per run (default: the recipe's)")
-    p.add_argument("--keep", type=Path, default=None, help="keep the run directories here")
-    a = p.parse_args()
+    def options(p):
+        p.add_argument("--recipe", default="phase-change")
+        p.add_argument("--seeds", default="0,1,2,3,4")
+        p.add_argument("--minutes", type=float, default=None, help="budget per run (default: the recipe's)")
+        p.add_argument("--keep", type=Path, default=None, help="keep the run directories here")
+
+    a = harness.parse(__doc__, options)  # --threads: the training runs' torch threads (default: torch's)
     root = a.keep or Path(tempfile.mkdtemp(prefix="phase-"))
     rows = []
     for seed in (int(s) for s in a.seeds.split(",")):
-        row = run_seed(a.recipe, seed, a.threads, a.minutes, root)
+        with harness.stopwatch(f"{a.recipe}, seed {seed}: run and fresh evaluation (wall)"):
+            row = run_seed(a.recipe, seed, a.threads, a.minutes, root)
         print(json.dumps(row), flush=True)
         rows.append(row)
     print("\n| seed | steps | tok/s | held-out loss (unigram) | [MASK] acc (top-token rate) | 1 nat below the line at "
@@ -84,6 +85,7 @@ def main() -> None:
               f"{r['acc_mask']:.1%} ({r['top_rate']:.1%}) | {at} | {'yes' if r['left'] else 'no'} | {probe} | "
               f"{r['load_avg_1min_at_end']} |")
     print(f"\n{sum(bool(r.get('left')) for r in rows)} of {len(rows)} seeds left the plateau")
+    harness.save(a.json)
 
 
 if __name__ == "__main__":

@@ -3,30 +3,18 @@ yet): per task (pos, dep), layer (0, 3, 6) and target (the task, its control tas
 LogisticRegression as ``bertcore.analysis.representations.probes.probe`` fits it, at the default tol and at 1e-3:
 seconds, iterations, test accuracy.
 
-    python bench/bench_probe_tol.py [--segments 40] [--threads 1]
+    python bench/bench_probe_tol.py [--segments 40] [--threads 1]      # --threads left out: torch's default
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
-import time
-from pathlib import Path
+import harness
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--segments", type=int, default=40)
-    ap.add_argument("--threads", type=int, default=1)
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    args = harness.parse(__doc__, lambda ap: ap.add_argument("--segments", type=int, default=40))
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GroupShuffleSplit
     from sklearn.preprocessing import StandardScaler
@@ -38,7 +26,7 @@ def main() -> None:
     loaded = load(PACKAGED_MLM)
     parsed = shipped.syntax(loaded, args.segments).compute(None).segments
     feats = P.word_features(loaded.encoder, loaded.tokenizer, parsed)
-    print(f"load average {os.getloadavg()[0]:.2f}; {feats.vectors.shape[1]} words", flush=True)
+    print(f"load average {harness.load_average():.2f}; {feats.vectors.shape[1]} words", flush=True)
     for task in ("pos", "dep"):
         y = np.asarray(feats.labels[task])
         y_ctrl = np.asarray(P.control_labels(feats.types, list(y), 0))
@@ -48,11 +36,12 @@ def main() -> None:
             x = StandardScaler().fit(feats.vectors[layer][train]).transform(feats.vectors[layer])
             for name, target in (("task", y), ("control", y_ctrl)):
                 for kw in ({}, {"tol": 1e-3}):
-                    t0 = time.perf_counter()
-                    clf = LogisticRegression(max_iter=300, **kw).fit(x[train], target[train])
-                    acc = float((clf.predict(x[test]) == target[test]).mean())
-                    print(f"{task} layer {layer} {name} {kw or 'default tol'}: {time.perf_counter() - t0:.2f} s, "
-                          f"{int(clf.n_iter_[0])} iterations, accuracy {acc:.4f}", flush=True)
+                    with harness.stopwatch(f"{task} layer {layer} {name} {kw or 'default tol'}") as sw:
+                        clf = LogisticRegression(max_iter=300, **kw).fit(x[train], target[train])
+                        acc = float((clf.predict(x[test]) == target[test]).mean())
+                    print(f"{sw.name}: {sw.seconds:.2f} s, {int(clf.n_iter_[0])} iterations, accuracy {acc:.4f}",
+                          flush=True)
+    harness.save(args.json)
 
 
 if __name__ == "__main__":

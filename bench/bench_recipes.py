@@ -16,7 +16,8 @@ Runs one recipe at a time (timings are only comparable when nothing else trains)
 
 from __future__ import annotations
 
-import argparse
+import harness
+
 import json
 import os
 import subprocess
@@ -25,8 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = harness.ROOT
 
 # common options first: a recipe's own options (e.g. --eval-batches) win
 COMMON = ["--lock", "none", "--log-every", "10", "--eval-batches", "4", "--keep-checkpoints", "1"]
@@ -98,14 +98,14 @@ def read_jsonl(path: Path) -> list[dict]:
     return rows
 
 
-def run_recipe(name: str, options: list[str], minutes: float, threads: int, root: Path, label: str) -> dict:
+def run_recipe(name: str, options: list[str], minutes: float, threads: int | None, root: Path, label: str) -> dict:
     run_dir = root / label.replace(" ", "_").replace("(", "").replace(")", "")
     cmd = [sys.executable, "-m", "bertcore.training", "pretrain", *COMMON, *options, "--max-time", str(minutes),
-           "--threads", str(threads), "--run-dir", str(run_dir)]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
-    wall = time.perf_counter() - t0
+           *(["--threads", str(threads)] if threads else []), "--run-dir", str(run_dir)]
+    with harness.stopwatch(f"{label}: training run (wall)") as sw:
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
+                              env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    wall = sw.seconds
     metrics = read_jsonl(run_dir / "metrics.jsonl")
     val = [r for r in metrics if r.get("split") == "val"]
     train = [r for r in metrics if r.get("split") == "train" and r.get("tokens_per_s")]
@@ -119,7 +119,7 @@ def run_recipe(name: str, options: list[str], minutes: float, threads: int, root
            "steps": max((r["step"] for r in metrics), default=0), "marks": {},
            "probe": [[p[0] for p in preds[:3]] for preds in probes[-1]["predictions"]] if probes else None,
            "stderr_tail": proc.stderr[-800:] if proc.returncode else "",
-           "load_avg_1min_at_end": round(os.getloadavg()[0], 2)}
+           "load_avg_1min_at_end": round(harness.load_average(), 2)}
     res["fresh"] = fresh_evaluation(run_dir)
     for m in MARKS:
         before = [r for r in val if r.get("time", 0) <= m * 60 + 5]
@@ -163,7 +163,7 @@ def fresh_cell(f: dict | None) -> str:
     return f"{fmt(f['acc_mask'])} / {fmt(f['top5_mask'])} / {fmt(f['loss'], False)} (step {f['step']}; {content})"
 
 
-def table(results: list[dict], minutes: float, threads: int) -> str:
+def table(results: list[dict], minutes: float, threads: int | None) -> str:
     marks = [m for m in MARKS if m <= minutes]
     head = ("| recipe | tok/s | " + " | ".join(f"[MASK] acc / loss @{m} min" for m in marks)
             + " | top token rate | unigram loss | x top rate at end | probe top-3 at end "
@@ -182,19 +182,20 @@ def table(results: list[dict], minutes: float, threads: int) -> str:
                      + (f"{ratio:.1f}x" if ratio else "-") + f" | {probe} | {fresh_cell(r.get('fresh'))} "
                      f"| {r.get('load_avg_1min_at_end', '-')} |")
     legend = "\n".join(f"- **{n}**: {RECIPES[n][0]}" for n in dict.fromkeys(r["recipe"] for r in results))
-    return (f"{minutes:g}-minute runs, {threads} CPU thread(s), one at a time; held-out BBC documents "
+    threads_text = f"{threads} CPU thread(s)" if threads else "torch's default CPU threads"
+    return (f"{minutes:g}-minute runs, {threads_text}, one at a time; held-out BBC documents "
             f"(4 batches per evaluation).\n\n" + "\n".join(lines) + "\n\n" + legend + "\n")
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--minutes", type=float, default=10.0)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--only", default=None, help="comma-separated recipe names")
-    p.add_argument("--write", type=Path, default=None, help="also append the table to this Markdown file")
-    p.add_argument("--keep", type=Path, default=None, help="keep the run directories here")
-    p.add_argument("--seeds", default="0", help="comma-separated --seed values: each recipe once per seed")
-    a = p.parse_args()
+    def options(p):
+        p.add_argument("--minutes", type=float, default=10.0)
+        p.add_argument("--only", default=None, help="comma-separated recipe names")
+        p.add_argument("--write", type=Path, default=None, help="also append the table to this Markdown file")
+        p.add_argument("--keep", type=Path, default=None, help="keep the run directories here")
+        p.add_argument("--seeds", default="0", help="comma-separated --seed values: each recipe once per seed")
+
+    a = harness.parse(__doc__, options)  # --threads: the training runs' torch threads (default: torch's)
     names = a.only.split(",") if a.only else list(RECIPES)
     root = a.keep or Path(tempfile.mkdtemp(prefix="recipes-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -212,6 +213,7 @@ def main() -> None:
         with a.write.open("a", encoding="utf-8") as fh:
             fh.write(f"\n## {time.strftime('%Y-%m-%d %H:%M')} `python bench/bench_recipes.py "
                      f"{' '.join(sys.argv[1:])}`\n\n{out}")
+    harness.save(a.json)
 
 
 if __name__ == "__main__":

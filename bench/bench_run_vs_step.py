@@ -1,6 +1,6 @@
 """A real training run's speed against its step's own speed, in one process (docs/gpu.md).
 
-    python bench/bench_run_vs_step.py                      # the shipped model's shape, 2 threads, CPU
+    python bench/bench_run_vs_step.py --threads 2          # the shipped model's shape, 2 threads, CPU
     python bench/bench_run_vs_step.py --prefetch 0 2       # the serial data path against the prefetched one
     python bench/bench_run_vs_step.py --device cuda --batch-size 256 --precision bf16 --replay DIR   # on a GPU
     python bench/bench_run_vs_step.py ... --compile default      # the encoder under torch.compile, step and runs
@@ -21,28 +21,24 @@ bertcore FLOPs per token (``bench_train_step.flops_per_token``, MLM head on the 
 
 from __future__ import annotations
 
-import argparse
+import harness
+
 import contextlib
 import os
 import statistics
-import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import torch
 
-import torch  # noqa: E402
-
-from device_pretrain import replaying  # noqa: E402
-from bench_train_step import bench_bertcore, flops_per_token, make_batch, matmul_peak  # noqa: E402
-from bertcore import runs as R  # noqa: E402
-from bertcore.modeling.hf_format import read_config_file  # noqa: E402
-from bertcore.runs.config import COMPILE_MODES  # noqa: E402
-from bertcore.training import TrainConfig  # noqa: E402
-from bertcore.training.loop import Trainer  # noqa: E402
+from device_pretrain import replaying
+from bench_train_step import bench_bertcore, flops_per_token, make_batch, matmul_peak
+from bertcore import runs as R
+from bertcore.modeling.hf_format import read_config_file
+from bertcore.runs.config import COMPILE_MODES
+from bertcore.training import TrainConfig
+from bertcore.training.loop import Trainer
 
 
 def load_average() -> str:
@@ -59,7 +55,8 @@ def real_run(a, prefetch: int, root: Path) -> dict[str, float]:
                       max_seq_len=a.seq, log_every=a.log_every, eval_every=10 * a.steps, save_every=10 * a.steps,
                       eval_batches=1, dropout=0.0, lock="none", device=a.device, threads=a.threads,
                       precision=a.precision, prefetch=prefetch, compile=a.compile, run_dir=str(run_dir), seed=0)
-    with replaying(Path(a.replay)) if a.replay else contextlib.nullcontext():
+    with replaying(Path(a.replay)) if a.replay else contextlib.nullcontext(), \
+            harness.stopwatch(f"real run, --prefetch {prefetch} (wall, with its setup)"):
         state = Trainer(cfg, run_dir, install_signals=False).run()
     if state != "done":
         raise SystemExit(f"the run with --prefetch {prefetch} ended {state}: {R.read_status(run_dir).get('error')}")
@@ -68,29 +65,29 @@ def real_run(a, prefetch: int, root: Path) -> dict[str, float]:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", default="models/minilm-mlm", help="a model folder: its shape and weights")
-    p.add_argument("--corpus", default="bbc")
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--steps", type=int, default=60, help="steps of each real run (and timed step-only steps / 2)")
-    p.add_argument("--log-every", type=int, default=10)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"))
-    p.add_argument("--prefetch", type=int, nargs="+", default=[0, 2], help="prefetch depths of the real runs")
-    p.add_argument("--compile", default="none", choices=COMPILE_MODES,
-                   help="the encoder under torch.compile (the training loop's --compile), in the step and the runs")
-    p.add_argument("--replay", default=None, help="a folder of bench/device_pretrain.py pack: the runs' data")
-    a = p.parse_args(argv)
-    torch.set_num_threads(a.threads)
+    def options(p):
+        p.add_argument("--config", default="models/minilm-mlm", help="a model folder: its shape and weights")
+        p.add_argument("--corpus", default="bbc")
+        p.add_argument("--batch-size", type=int, default=16)
+        p.add_argument("--seq", type=int, default=128)
+        p.add_argument("--steps", type=int, default=60, help="steps of each real run (and timed step-only steps / 2)")
+        p.add_argument("--log-every", type=int, default=10)
+        p.add_argument("--device", default="cpu")
+        p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"))
+        p.add_argument("--prefetch", type=int, nargs="+", default=[0, 2], help="prefetch depths of the real runs")
+        p.add_argument("--compile", default="none", choices=COMPILE_MODES,
+                       help="the encoder under torch.compile (the training loop's --compile), in the step and the runs")
+        p.add_argument("--replay", default=None, help="a folder of bench/device_pretrain.py pack: the runs' data")
+
+    a = harness.parse(__doc__, options, argv)  # --threads: the step's and the runs' torch threads
     device = torch.device(a.device)
     cfg = read_config_file(Path(a.config) / "config.json")
     cfg = replace(cfg, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     bf16 = a.precision == "bf16" or (device.type == "cuda" and a.precision == "auto")
     print(f"torch {torch.__version__}, device {device}"
           + (f" ({torch.cuda.get_device_name(device)}, driver CUDA {torch.version.cuda})" if device.type == "cuda"
-             else "") + f", threads {a.threads}, cpu count {os.cpu_count()}, load average {load_average()}")
+             else "") + f", threads {torch.get_num_threads()}, cpu count {os.cpu_count()}, "
+          f"load average {load_average()}")
     n = 8192 if device.type == "cuda" else 2048
     peak = matmul_peak(device, n, dtype=torch.bfloat16 if bf16 else torch.float32)
     tokens = a.batch_size * a.seq
@@ -117,6 +114,7 @@ def main(argv=None) -> None:
         tps = r["padded_tokens_per_s"]
         print(f"{f'real run, --prefetch {d}':<28} {tps:10.0f} {r['tokens_per_s']:10.0f} {tps / step:6.2f} "
               f"{100 * tps * fpt / peak:5.1f}%")
+    harness.save(a.json)
 
 
 if __name__ == "__main__":

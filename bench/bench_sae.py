@@ -12,60 +12,55 @@ and the 1-minute load average before and after (the machine may be shared: compa
 
 from __future__ import annotations
 
-import argparse
+import harness
+
 import json
-import os
-import sys
-import time
-from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
 
-import torch  # noqa: E402
-
-from bertcore.sae.model import TopKSAE, aux_k_loss, mse  # noqa: E402
-from bertcore.sae.stream import ActivationStream, corpus_chunks  # noqa: E402
-from bertcore.sae.train import load_model  # noqa: E402
+from bertcore.sae.model import TopKSAE, aux_k_loss, mse
+from bertcore.sae.stream import ActivationStream, corpus_chunks
+from bertcore.sae.train import load_model
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--layers", type=int, nargs="+", default=[1, 3, 5],
-                    help="0-based blocks whose output the SAEs read (1 3 5: the shipped layer-2/4/6)")
-    ap.add_argument("--blocks", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--passes", type=int, default=3)
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    load_before = os.getloadavg()[0]
+    def options(ap):
+        ap.add_argument("--layers", type=int, nargs="+", default=[1, 3, 5],
+                        help="0-based blocks whose output the SAEs read (1 3 5: the shipped layer-2/4/6)")
+        ap.add_argument("--blocks", type=int, default=2)
+        ap.add_argument("--steps", type=int, default=8)
+        ap.add_argument("--passes", type=int, default=3)
+
+    args = harness.parse(__doc__, options)
+    load_before = harness.load_average()
     model, tok, _ = load_model("shipped")
     stream = ActivationStream(model, tok, corpus_chunks("everyday", tok), args.layers, block_size=128)
     stream.block(0)  # warm-up
-    t, n = time.perf_counter(), 0
-    for b in range(1, args.blocks + 1):
-        n += next(iter(stream.block(b).values())).shape[0]
-    forward = n / (time.perf_counter() - t)
+    n = 0
+    with harness.stopwatch(f"forward to block {max(args.layers)}, {args.blocks} blocks of 128") as sw:
+        for b in range(1, args.blocks + 1):
+            n += next(iter(stream.block(b).values())).shape[0]
+    forward = n / sw.seconds
     x = stream.block(0)[args.layers[0]][:1024]
     sae = TopKSAE(x.shape[1], 6144, 32)
     opt = torch.optim.Adam(sae.parameters(), lr=4e-4)
     dead = torch.arange(6144) % 10 == 0
-    t = time.perf_counter()
-    for _ in range(args.steps):
-        out = sae(x)
-        loss = mse(out.x, out.x_hat) + aux_k_loss(sae, out, dead, 256) / 32
-        opt.zero_grad()
-        loss.backward()
-        sae.remove_parallel_grad()
-        opt.step()
-        sae.normalise_decoder()
-    update = args.steps * x.shape[0] / (time.perf_counter() - t)
+    with harness.stopwatch(f"SAE updates, {args.steps} steps of {x.shape[0]} tokens") as sw:
+        for _ in range(args.steps):
+            out = sae(x)
+            loss = mse(out.x, out.x_hat) + aux_k_loss(sae, out, dead, 256) / 32
+            opt.zero_grad()
+            loss.backward()
+            sae.remove_parallel_grad()
+            opt.step()
+            sae.normalise_decoder()
+    update = args.steps * x.shape[0] / sw.seconds
     per_token = 1 / forward + args.passes * len(args.layers) / update
-    print(json.dumps({"threads": args.threads, "layers": args.layers, "forward_tokens_per_s": round(forward),
+    print(json.dumps({"threads": torch.get_num_threads(), "layers": args.layers, "forward_tokens_per_s": round(forward),
                       "sae_update_tokens_per_s_per_layer": round(update), "passes": args.passes,
                       "run_corpus_tokens_per_s": round(1 / per_token),
-                      "load_1min_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)]}))
+                      "load_1min_before_after": [round(load_before, 2), round(harness.load_average(), 2)]}))
+    harness.save(args.json)
 
 
 if __name__ == "__main__":

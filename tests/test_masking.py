@@ -222,11 +222,12 @@ def test_mask_tokens_has_no_python_loop():
     assert not loops, "mask_tokens must use tensor operations, not a loop over positions"
 
 
-def test_bench_script_runs_and_reports_the_ratio(capsys):
+def test_bench_script_runs_and_reports_the_ratio(capsys, monkeypatch):
     import importlib.util
     from pathlib import Path
 
     path = Path(__file__).resolve().parents[1] / "bench" / "bench_masking.py"
+    monkeypatch.syspath_prepend(str(path.parent))  # its first import is bench/harness.py, as when run as a script
     spec = importlib.util.spec_from_file_location("bench_masking", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
