@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..runs import RunDir, RunError, RunWriter, new_run_id, now_iso, runs_root
+from ..runs import RunDir, RunError, RunWriter, new_run_id, now_iso, resolve_device, runs_root
 from ..runs.process import _fix_pid, _spawn
 from .config import SAETrainConfig
 
@@ -30,7 +30,7 @@ def launch(cfg: SAETrainConfig, root: str | Path | None = None, run_id: str | No
     cmd = [sys.executable, "-m", "bertcore.sae", "train", "--run-dir", str(run_dir), *cfg.to_argv()]
     writer = RunWriter(run_dir)
     config = {"run_id": run_dir.name, "task": TASK, "created": now_iso(), "argv": cmd[1:], "args": cfg.to_dict(),
-              "model_config": None, "device": "cpu"}
+              "model_config": None, "device": resolve_device(cfg.device)}
     if owner is not None:
         config["owner"] = str(owner)
     writer.write_config(config)

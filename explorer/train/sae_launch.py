@@ -53,7 +53,8 @@ def form() -> None:
         if kind == "transcoder" else {"lr": 8e-4, "warmup_steps": 20}
     cfg = SAETrainConfig(model=str(lm.path), layers=blocks, d_sae=int(expansion) * lm.config.hidden_size,
                          k=int(k), max_time=float(minutes), batch_size=1024, passes=3, dead_tokens=300_000,
-                         eval_every=250, eval_tokens=16_384, save_every=100, log_every=20, **extra)
+                         eval_every=250, eval_tokens=16_384, save_every=100, log_every=20,
+                         device=str(lm.device), **extra)  # the app's device, where its model is
     st.caption(f"Model: `{lm.source.label}`. Command: `python -m bertcore.sae train --run-dir RUN "
                f"{' '.join(cfg.to_argv())}`")
     if st.button("Train the SAE" if kind == "sae" else "Train the transcoders", key="train_sae_go", type="primary"):
