@@ -126,7 +126,7 @@ def classify(loaded, texts: list[str], batch_size: int = 32) -> tuple[list[str],
     preds, conf = [], []
     for s in range(0, len(texts), batch_size):
         enc = loaded.tokenizer(texts[s:s + batch_size], return_tensors="pt", truncation=True, padding=True,
-                               max_length=min(MAX_TOKENS, loaded.max_length))
+                               max_length=min(MAX_TOKENS, loaded.max_length)).to(loaded.device)
         probs = loaded.model(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"]).logits.softmax(-1)
         top = probs.max(-1)
         preds += [str(names.get(int(i), int(i))) for i in top.indices]
@@ -188,7 +188,7 @@ def sae_values(loaded, proj: P.Projection, sae_folder: str | Path, feature: int)
         raise ValueError(f"this SAE has features 0..{sae.d_sae - 1}; got {feature}")
     pts = P.collect(loaded.encoder, loaded.tokenizer, proj.texts, proj.unit, [int(cfg["layer"]) + 1],  # block's output
                     max_length=min(MAX_TOKENS, loaded.max_length), max_points=len(proj.tokens))
-    acts = sae.encode(torch.from_numpy(pts.vectors[0]).to(sae.W_dec.dtype))[:, int(feature)]
+    acts = sae.encode(torch.from_numpy(pts.vectors[0]).to(sae.W_dec.device, sae.W_dec.dtype))[:, int(feature)]
     return acts.float().tolist()
 
 

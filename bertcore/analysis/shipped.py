@@ -185,10 +185,10 @@ def corpus_neighbours(loaded, texts: list[str], text: str, position: int, layer:
                 CS.save_index(index, path)
             except OSError:
                 pass  # the index on disk is an optimisation only
-    t = encode(loaded.tokenizer, text, max_length=limit).tensors()
+    t = encode(loaded.tokenizer, text, max_length=limit).tensors(loaded.device)
     with torch.no_grad():
         hidden = loaded.encoder(t["input_ids"], t["attention_mask"], t["token_type_ids"],
-                                output_hidden_states=True).hidden_states[layer][0, position].numpy()
+                                output_hidden_states=True).hidden_states[layer][0, position].cpu().numpy()
     hits = CS.search(index, hidden, k)
     try:
         labels = CS.hit_labels(index, hits, loaded.tokenizer)

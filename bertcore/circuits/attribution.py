@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..device import device_of
 from ..modeling.interventions import Interventions, layer_norm_scale_sites, missing_reason
 from ..readouts.fill_mask import mask_token_positions, mlm_head_of
 from ..sae.transcoder import Transcoder, sites
@@ -88,7 +89,7 @@ class Graph:
 
     @property
     def probabilities(self) -> torch.Tensor:
-        return torch.tensor([t.probability for t in self.targets], dtype=torch.float64)
+        return torch.tensor([t.probability for t in self.targets], dtype=torch.float64, device=self.adjacency.device)
 
 
 # ----------------------------------------------------------------------------- the frozen replacement model
@@ -117,7 +118,9 @@ class Replacement:
         self.model = copy.deepcopy(model).double().eval().requires_grad_(False)
         self.encoder, self.head = mlm_head_of(self.model)
         self.cfg, self.inputs = cfg, inputs
-        self.tcs = {layer: copy.deepcopy(tc).double().eval().requires_grad_(False) for layer, tc in transcoders.items()}
+        device = device_of(self.model)  # the transcoders' copies go where the model computes
+        self.tcs = {layer: copy.deepcopy(tc).double().to(device).eval().requires_grad_(False)
+                    for layer, tc in transcoders.items()}
         self.n = cfg.num_hidden_layers
         # what each block's attention reads: post-LN the block's input; pre-LN its ln1 output (none in ModernBERT's
         # block 0, whose input the embedding norm has normed)
@@ -247,7 +250,7 @@ def targets_at(logits: torch.Tensor, tokenizer, contrast: tuple[int, int] | None
     vocab = logits.shape[-1]
     if contrast is not None:
         a, b = contrast
-        vector = torch.zeros(vocab, dtype=torch.float64)
+        vector = torch.zeros(vocab, dtype=torch.float64, device=logits.device)
         vector[a], vector[b] = 1.0, -1.0
         label = f"{tokenizer.convert_ids_to_tokens(a)} - {tokenizer.convert_ids_to_tokens(b)}"
         return [Target((a, b), label, 1.0, vector)]
@@ -256,7 +259,7 @@ def targets_at(logits: torch.Tensor, tokenizer, contrast: tuple[int, int] | None
     n = min(max_targets, int((torch.cumsum(top_p, 0) < cumulative).sum()) + 1)
     out = []
     for p, i in zip(top_p[:n].tolist(), top_i[:n].tolist()):
-        vector = torch.full((vocab,), -1.0 / vocab, dtype=torch.float64)
+        vector = torch.full((vocab,), -1.0 / vocab, dtype=torch.float64, device=logits.device)
         vector[i] += 1.0  # logit i minus the mean logit
         out.append(Target((i,), tokenizer.convert_ids_to_tokens(i), p, vector))
     return out
@@ -278,15 +281,15 @@ def contrast_ids(tokenizer, contrast: tuple[str, str] | None) -> tuple[int, int]
     return ids[0][0], ids[1][0]
 
 
-def one_mask(tokenizer, text: str, max_length: int | None = None):
+def one_mask(tokenizer, text: str, max_length: int | None = None, device: torch.device | str | None = None):
     """``(encoding, inputs, position)``: ``text`` encoded (:func:`bertcore.tokenization.tokenizer.encode`), its
-    tensors (``input_ids`` etc., ``(1, T)`` long) and the position of its one [MASK].
+    tensors (``input_ids`` etc., ``(1, T)`` long, on ``device``: the model's) and the position of its one [MASK].
 
     Raises:
         CircuitError: no [MASK] or more than one; the tokenizer's errors for bad text.
     """
     enc = encode(tokenizer, text, max_length=max_length)
-    inputs = enc.tensors()
+    inputs = enc.tensors(device)
     positions = mask_token_positions(tokenizer, inputs["input_ids"])
     if len(positions) != 1:
         raise CircuitError(f"write exactly one [MASK] where the model should guess a word; the text has "
@@ -308,18 +311,20 @@ def build(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, T
         CircuitError: no [MASK] or more than one, a contrast word that is not one token, missing or misfitting
             transcoders; bertcore.readouts.fill_mask.FillMaskError: no MLM head; the tokenizer's errors for bad text.
     """
-    enc, inputs, m = one_mask(tokenizer, text, max_length)
+    device = device_of(model)
+    enc, inputs, m = one_mask(tokenizer, text, max_length, device)
     pair = contrast_ids(tokenizer, contrast)
     rm = Replacement(model, transcoders, inputs)
     targets = targets_at(rm.logits[m], tokenizer, pair)
-    feats = torch.cat([torch.cat([torch.full((len(p), 1), layer), p], 1) for layer in range(rm.n)
-                       for p in [rm.codes[layer].nonzero()]]) if rm.n else torch.zeros(0, 3, dtype=torch.long)
+    feats = torch.cat([torch.cat([torch.full((len(p), 1), layer, device=device), p], 1) for layer in range(rm.n)
+                       for p in [rm.codes[layer].nonzero()]]) if rm.n else \
+        torch.zeros(0, 3, dtype=torch.long, device=device)
     acts = torch.cat([rm.codes[layer][rm.codes[layer] != 0] for layer in range(rm.n)]) if rm.n else \
-        torch.zeros(0, dtype=torch.float64)  # (n_f,) in the order of feats (nonzero's row-major order)
+        torch.zeros(0, dtype=torch.float64, device=device)  # (n_f,) in the order of feats (nonzero's row-major order)
     t = inputs["input_ids"].shape[1]
     layout = Layout(len(feats), rm.n * t, t, len(targets))
-    adjacency = torch.zeros(layout.size, layout.size, dtype=torch.float64)
-    values = torch.zeros(layout.size, dtype=torch.float64)
+    adjacency = torch.zeros(layout.size, layout.size, dtype=torch.float64, device=device)
+    values = torch.zeros(layout.size, dtype=torch.float64, device=device)
     # the sources' vectors: per block and position, (position, columns, a W_dec / c_out of each (k, H))
     writers: dict[int, list] = {}
     for layer in range(rm.n):
@@ -338,24 +343,26 @@ def build(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, T
     b = max([len(c[2]) for c in chunks], default=1)
     # one forward pass of the frozen model on b copies of the input; one backward pass per chunk, copy r of the
     # input carrying the chunk's target r
-    deltas = {"embed": torch.zeros(b, t, rm.embedding.shape[-1], dtype=torch.float64, requires_grad=True)}
-    deltas.update({layer: torch.zeros(b, t, rm.cfg.hidden_size, dtype=torch.float64, requires_grad=True)
+    deltas = {"embed": torch.zeros(b, t, rm.embedding.shape[-1], dtype=torch.float64, device=device,
+                                   requires_grad=True)}
+    deltas.update({layer: torch.zeros(b, t, rm.cfg.hidden_size, dtype=torch.float64, device=device,
+                                      requires_grad=True)
                    for layer in range(rm.n)})
     wrt = [deltas["embed"]] + [deltas[k] for k in range(rm.n)]
     ffn_inputs, logits = rm.run(b, deltas, positions=[m])  # logits (b, 1, V)
     errors_start, done = layout.part("errors").start, 0
     for kind, layer, idx in chunks:
         k = len(idx)
-        copies = torch.arange(k)
+        copies = torch.arange(k, device=device)
         if kind == "feature":
             tc = rm.tcs[layer]
             ps, fs = feats[idx, 1], feats[idx, 2]
             x = ffn_inputs[layer][copies, ps] * tc.in_scale  # (k, H)
             total = (x * tc.W_enc.T[fs]).sum(-1) + tc.b_enc[fs]  # (k,) the pre-activations
-            rows = torch.tensor(idx)
+            rows = torch.tensor(idx, device=device)
         else:
             total = torch.stack([logits[r, 0] @ targets[j].vector for r, j in enumerate(idx)])
-            rows = layout.part("logits").start + torch.tensor(idx)
+            rows = layout.part("logits").start + torch.tensor(idx, device=device)
         grads = torch.autograd.grad(total.sum(), wrt, retain_graph=True, allow_unused=True)  # None: no path
         values[rows] = total.detach()
         if grads[0] is not None:
@@ -382,7 +389,7 @@ def build(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, T
 def _constants(rm: Replacement, feats: torch.Tensor, targets: list[Target], m: int, layout: Layout) -> torch.Tensor:
     """Each target's value with every source at 0 (the frozen model's biases alone)."""
     ffn_inputs, logits = rm.run(1, parts={"embed": False, "features": False, "errors": False}, positions=[m])
-    out = torch.zeros(layout.size, dtype=torch.float64)
+    out = torch.zeros(layout.size, dtype=torch.float64, device=rm.embedding.device)
     for layer in range(rm.n):
         here = (feats[:, 0] == layer).nonzero().flatten()
         if len(here):

@@ -139,7 +139,7 @@ def sentences(tokenizer, n: int, seed: int = 0, max_tokens: int = MAX_TOKENS, cl
 def target_influence(graph: Graph, target: int = 0) -> torch.Tensor:
     """``(n,)`` every node's influence on logit target ``target`` (circuit-tracer's ``compute_influence`` on the
     row-normalised absolute adjacency, with weight 1 on that target's node)."""
-    w = torch.zeros(graph.layout.size, dtype=torch.float64)
+    w = torch.zeros(graph.layout.size, dtype=torch.float64, device=graph.adjacency.device)
     w[graph.layout.part("logits").start + target] = 1.0
     return compute_influence(normalize_matrix(graph.adjacency), w)
 

@@ -69,7 +69,8 @@ def threshold_for(scores: torch.Tensor, share: float) -> torch.Tensor:
     the cumulative share reaches ``share``; the last one for ``share`` 1)."""
     ranked = torch.sort(scores.flatten(), descending=True).values
     cumulative = torch.cumsum(ranked, 0) / ranked.sum()
-    rank = min(int(torch.searchsorted(cumulative, torch.tensor(share, dtype=cumulative.dtype))), len(ranked) - 1)
+    at = torch.tensor(share, dtype=cumulative.dtype, device=cumulative.device)
+    rank = min(int(torch.searchsorted(cumulative, at)), len(ranked) - 1)
     return ranked[rank]
 
 

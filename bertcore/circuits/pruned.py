@@ -82,14 +82,16 @@ def circuit(g: Graph, node_threshold: float = 0.8, edge_threshold: float = 0.98)
         acts.append(act), labels.append(label)
     where = {node: k for k, node in enumerate(index)}
     dst, src = kept.edges.nonzero(as_tuple=True)  # adjacency is [target, source]
-    edges = np.array([[where[int(s)], where[int(d)], float(g.adjacency[d, s])] for d, s in zip(dst, src)],
+    weights = g.adjacency[dst, src].tolist()  # one read, wherever the graph is
+    edges = np.array([[where[s], where[d], w] for d, s, w in zip(dst.tolist(), src.tolist(), weights)],
                      dtype=np.float64).reshape(-1, 3)
     return Circuit(tokens=list(g.tokens), mask_position=int(g.mask_position), targets=[t.label for t in g.targets],
                    target_probs=[float(p) for p in probs], node_ids=ids, kinds=kinds, layers=np.array(layers),
                    positions=np.array(positions), features=np.array(features), activations=np.array(acts),
-                   influence=node_influence[index].numpy(), logit_effect=direct[index].numpy(), labels=labels,
-                   edges=edges, scores={"replacement": rep, "completeness": comp, "replacement_pruned": rep_p,
-                                        "completeness_pruned": comp_p}, n_nodes=lay.size)
+                   influence=node_influence[index].cpu().numpy(), logit_effect=direct[index].cpu().numpy(),
+                   labels=labels, edges=edges, scores={"replacement": rep, "completeness": comp,
+                                                       "replacement_pruned": rep_p, "completeness_pruned": comp_p},
+                   n_nodes=lay.size)
 
 
 def labelled(c: Circuit, names: Mapping[int, Sequence[str]]) -> Circuit:

@@ -209,7 +209,8 @@ def steer(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, T
     factor = _factor(factor)
     encoder, head = mlm_head_of(model)
     cfg = encoder.config
-    _, inputs, m = one_mask(tokenizer, text, max_length)
+    param = next(model.parameters())
+    _, inputs, m = one_mask(tokenizer, text, max_length, param.device)
     length = inputs["input_ids"].shape[1]
     if graph is not None and graph.input_ids.tolist() != inputs["input_ids"][0].tolist():
         raise CircuitError("the graph was built from another text (its tokens differ from this text's)")
@@ -222,8 +223,6 @@ def steer(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, T
             raise CircuitError(f"the transcoder of block {block} reads {tc.d_in} and writes {tc.d_out} values; "
                                f"this model's hidden size is {cfg.hidden_size}: it was trained on another model")
     predicted = None if graph is None else predicted_change(graph, steered, factor, target)
-    param = next(model.parameters())
-    inputs = {k: v.to(param.device) for k, v in inputs.items()}
     blocks = sorted({b for b, _, _ in steered})
     frozen = [f"blocks.{i}.attn.hook_pattern" for i in range(cfg.num_hidden_layers)] if freeze_attention else []
     frozen += layer_norm_scale_sites(cfg) if freeze_layer_norms else []
@@ -249,6 +248,7 @@ def steer(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, T
         goal: Target = graph.targets[target]  # checked by predicted_change
     else:
         goal = targets_at(logits_before, tokenizer, contrast_ids(tokenizer, contrast))[0]
+    vector = goal.vector.to(logits_before.device)  # the graph's target vector is where the graph was built
     return Steering(tuple(steered), tuple(activations), factor, freeze_attention, freeze_layer_norms, goal.label,
-                    float(logits_before @ goal.vector), float(logits_after @ goal.vector),
+                    float(logits_before @ vector), float(logits_after @ vector),
                     _top(logits_before, tokenizer, top_k), _top(logits_after, tokenizer, top_k), predicted)

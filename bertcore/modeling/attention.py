@@ -59,12 +59,14 @@ def sliding_window_mask(length: int, half_window: int, dtype: torch.dtype,
 
 
 def get_head_mask(head_mask: torch.Tensor | None, num_layers: int, num_heads: int,
-                  dtype: torch.dtype = torch.float32) -> list[torch.Tensor | None]:
+                  dtype: torch.dtype = torch.float32,
+                  device: torch.device | str | None = None) -> list[torch.Tensor | None]:
     """One ``(heads,)`` mask per layer from a user head mask, as HF 4.x ``get_head_mask``.
 
     Args:
         head_mask: ``(heads,)`` (the same for every layer) or ``(layers, heads)``; 1.0 keeps a
             head, 0.0 switches it off (multiplied into its attention probabilities); None: keep all.
+        device: where the masks go (the model's); None: where ``head_mask`` is.
     Returns:
         ``num_layers`` entries, each a ``(heads,)`` tensor of ``dtype`` or None (no mask given).
     Raises:
@@ -74,7 +76,7 @@ def get_head_mask(head_mask: torch.Tensor | None, num_layers: int, num_heads: in
     """
     if head_mask is None:
         return [None] * num_layers
-    head_mask = torch.as_tensor(head_mask)
+    head_mask = torch.as_tensor(head_mask, device=device)
     if head_mask.dim() == 1:
         head_mask = head_mask.unsqueeze(0).expand(num_layers, -1)  # (L, heads)
     if tuple(head_mask.shape) != (num_layers, num_heads):

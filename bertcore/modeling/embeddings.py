@@ -83,7 +83,8 @@ class BertEmbeddings(nn.Module):
             if inputs_embeds.dim() != 3 or inputs_embeds.size(-1) != cfg.embedding_width:
                 raise InputError(f"inputs_embeds must have shape (batch, seq_len, {cfg.embedding_width}), "
                                  f"got {tuple(inputs_embeds.shape)}")
-            input_ids = torch.zeros(inputs_embeds.shape[:2], dtype=torch.long)  # only its shape is checked
+            input_ids = torch.zeros(inputs_embeds.shape[:2], dtype=torch.long,
+                                    device=inputs_embeds.device)  # only its shape is checked
         if input_ids.dim() != 2 or input_ids.size(1) == 0:
             raise InputError("input_ids must have shape (batch, seq_len) with seq_len >= 1, "
                              f"got {tuple(input_ids.shape)}")

@@ -225,7 +225,8 @@ class BertModel(BertPreTrainedModel):
         self.embeddings.check_inputs(input_ids, token_type_ids, inputs_embeds)
         if head_mask is not None:
             cfg = self.config
-            masks = get_head_mask(head_mask, cfg.num_hidden_layers, cfg.num_attention_heads, torch.float64)
+            masks = get_head_mask(head_mask, cfg.num_hidden_layers, cfg.num_attention_heads, torch.float64,
+                                  self.device)  # a mask made elsewhere goes where the model computes
             edits = head_mask_edits(masks, head_ablation, need_probs=output_attentions)
             interventions = Interventions(edits) if interventions is None else interventions.after(edits)
         if interventions is not None:

@@ -30,7 +30,9 @@ def inverse_frequencies(head_size: int, base: float) -> torch.Tensor:
         raise ValueError(f"rotary positions rotate pairs of dimensions: the head size must be even, got {head_size}")
     if base <= 0:
         raise ValueError(f"the RoPE base must be > 0, got {base}")
-    return 1.0 / (base ** (torch.arange(0, head_size, 2, dtype=torch.float) / head_size))
+    # on the CPU on purpose, as HF's buffer (computed at init, then moved with the model): the same float32
+    # frequencies on every device; callers move them to where they compute
+    return 1.0 / (base ** (torch.arange(0, head_size, 2, dtype=torch.float, device="cpu") / head_size))
 
 
 def cos_sin(position_ids: torch.Tensor, inv_freq: torch.Tensor,
@@ -61,7 +63,7 @@ def apply_rotary(query: torch.Tensor, key: torch.Tensor, cos: torch.Tensor,
 def rotate(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:
     """One vector ``x (d,)`` rotated to each of ``positions (P,)``: ``(P, d)`` in ``x``'s dtype (float64 on the
     page, so the relative property is checked to float64 rounding, not float32's)."""
-    freqs = positions.to(x.dtype)[:, None] * inverse_frequencies(x.shape[-1], base).to(x.dtype)  # (P, d/2)
+    freqs = positions.to(x.dtype)[:, None] * inverse_frequencies(x.shape[-1], base).to(x.device, x.dtype)  # (P, d/2)
     emb = torch.cat((freqs, freqs), dim=-1)  # (P, d)
     return x * emb.cos() + rotate_half(x.expand(len(positions), -1)) * emb.sin()
 
@@ -69,7 +71,7 @@ def rotate(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tenso
 def score_grid(q: torch.Tensor, k: torch.Tensor, positions: int, base: float) -> torch.Tensor:
     """``S[m, n] = q(m) . k(n)`` for m, n < ``positions``: ``(P, P)``. Constant along each diagonal (m - n fixed)
     by the relative property (Su et al. 2021, equation 16)."""
-    pos = torch.arange(positions)
+    pos = torch.arange(positions, device=q.device)
     return rotate(q, pos, base) @ rotate(k, pos, base).T
 
 
@@ -80,7 +82,7 @@ def shift_error(q: torch.Tensor, k: torch.Tensor, base: float, pairs: list[tuple
     worst = 0.0
     for m, n in pairs:
         for s in shifts:
-            pos = torch.tensor([m, n, m + s, n + s])
+            pos = torch.tensor([m, n, m + s, n + s], device=q.device)
             rq, rk = rotate(q, pos, base), rotate(k, pos, base)
             worst = max(worst, abs(float(rq[0] @ rk[1] - rq[2] @ rk[3])))
     return worst
@@ -90,7 +92,7 @@ def long_range_decay(head_size: int, base: float, distances: torch.Tensor) -> to
     """Su et al. 2021, section 3.4.3: the bound on ``|q(m) . k(n)|`` shrinks with the distance r = m - n as
     ``(1 / (d/2)) * sum_j |S_j(r)|``, ``S_j(r) = sum_{i<j} exp(i r theta_i)`` (their figure 2). ``distances (R,)``
     -> ``(R,)`` float64."""
-    theta = inverse_frequencies(head_size, base).double()  # (d/2,)
+    theta = inverse_frequencies(head_size, base).to(distances.device, torch.float64)  # (d/2,)
     angles = distances.double()[:, None] * theta  # (R, d/2)
     partial = torch.cumsum(torch.polar(torch.ones_like(angles), angles), dim=-1)  # (R, d/2) complex: S_1 .. S_{d/2}
     return partial.abs().mean(dim=-1)

@@ -157,7 +157,7 @@ def decoded_probs(logits: torch.Tensor, decoding: Decoding | None = None) -> tor
         warpers.append(TopKLogitsWarper(int(d.top_k)))
     if d.top_p < 1.0:
         warpers.append(TopPLogitsWarper(d.top_p))
-    scores = warpers(torch.zeros((rows.size(0), 0), dtype=torch.long), rows)  # (N, V)
+    scores = warpers(torch.zeros((rows.size(0), 0), dtype=torch.long, device=rows.device), rows)  # (N, V)
     return scores.softmax(-1).reshape(logits.shape)
 
 
@@ -171,8 +171,9 @@ def sample(logits: torch.Tensor, decoding: Decoding | None = None, seed: int = 0
     if not 0 <= int(seed) < 2**63:
         raise FillMaskError(f"the seed must lie in [0, 2**63), got {seed}")
     probs = decoded_probs(logits, decoding).reshape(-1, logits.size(-1))  # (N, V)
+    # drawn on the CPU on purpose: a CPU generator gives the same ids for a seed on every device
     generator = torch.Generator().manual_seed(int(seed))
-    return torch.multinomial(probs, 1, generator=generator).reshape(-1).tolist()
+    return torch.multinomial(probs.cpu(), 1, generator=generator).reshape(-1).tolist()
 
 
 def predict(
@@ -206,7 +207,7 @@ def predict(
         raise FillMaskError(f"k must be at least 1, got {k}")
     if input_ids.dim() == 1:
         input_ids = input_ids[None]
-    pos = torch.as_tensor(positions, dtype=torch.long).reshape(-1)  # (N,)
+    pos = torch.as_tensor(positions, dtype=torch.long, device=input_ids.device).reshape(-1)  # (N,)
     if pos.numel() == 0:
         mlm_head_of(model)  # still say so when the model cannot predict at all
         return []
@@ -230,7 +231,7 @@ def predictions_from_logits(tokenizer, input_ids: torch.Tensor, positions: torch
         raise FillMaskError(f"k must be at least 1, got {k}")
     if input_ids.dim() == 1:
         input_ids = input_ids[None]
-    pos = torch.as_tensor(positions, dtype=torch.long).reshape(-1)  # (N,)
+    pos = torch.as_tensor(positions, dtype=torch.long, device=input_ids.device).reshape(-1)  # (N,)
     if logits.dim() != 2 or logits.size(0) != pos.numel():
         raise FillMaskError(f"need logits (N, V) for N = {pos.numel()} positions, got {tuple(logits.shape)}")
     probs = decoded_probs(logits, decoding)  # (N, V)
@@ -238,7 +239,7 @@ def predictions_from_logits(tokenizer, input_ids: torch.Tensor, positions: torch
     top_p, top_i = probs.topk(min(k, probs.size(-1)), dim=-1)  # (N, k)
     originals: list[int | None] = [None] * pos.numel()
     if labels is not None:
-        lab = labels.reshape(-1)[pos]  # (N,)
+        lab = labels.reshape(-1).to(pos.device)[pos]  # (N,)
         originals = [None if int(x) == IGNORE_INDEX else int(x) for x in lab]
     results = []
     for i, p in enumerate(pos.tolist()):  # N rows for display, not a loop over the sequence

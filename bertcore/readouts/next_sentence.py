@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..device import device_of
 from ..tokenization.tokenizer import Encoding, encode
 
 
@@ -81,7 +82,7 @@ def predict(model: torch.nn.Module, tokenizer, sentence_a: str, sentence_b: str,
     if not has_nsp_head(model):
         raise NextSentenceError(NO_NSP_HEAD)
     enc = encode(tokenizer, sentence_a, sentence_b, max_length=max_length)
-    out = model.base_model(**enc.tensors(), output_attentions=True)
+    out = model.base_model(**enc.tensors(device_of(model)), output_attentions=True)
     logits = model.cls.seq_relationship(out.pooler_output)[0].float()  # (2,)
-    attn = torch.stack([a[0, :, 0, :] for a in out.attentions]).float().numpy()  # (L, heads, T)
+    attn = torch.stack([a[0, :, 0, :] for a in out.attentions]).float().cpu().numpy()  # (L, heads, T)
     return NextSentencePrediction(float(logits.softmax(-1)[0]), logits.tolist(), enc, attn)

@@ -44,7 +44,8 @@ def ablate(source, text: str, text_pair: str | None, mode: str, off: tuple[tuple
     cfg = lm.config
     enc = encoded(source, text, text_pair)
     # 1 keep / 0 off per (layer, head)
-    mask = ablation.make_head_mask(cfg.num_hidden_layers, cfg.num_attention_heads, heads=off)  # (L, heads)
+    mask = ablation.make_head_mask(cfg.num_hidden_layers, cfg.num_attention_heads, heads=off,
+                                   device=lm.device)  # (L, heads)
     before = ablation.readout(lm.model, lm.head, lm.tokenizer, enc, None, mode)
     after = ablation.readout(lm.model, lm.head, lm.tokenizer, enc, mask, mode)
     mv = ablation.movement(before, after)  # cosine to the unablated run, 1 = unchanged
@@ -61,7 +62,8 @@ def mlm_loss(source, mode: str, off: tuple[tuple[int, int], ...]) -> float:
     cfg = lm.config
     batch = ablation.heldout_batch(lm.tokenizer, ablation.heldout_texts(),
                                    max_length=min(ablation.HELDOUT_TOKENS, lm.max_length))
-    mask = ablation.make_head_mask(cfg.num_hidden_layers, cfg.num_attention_heads, heads=off) if off else None
+    mask = ablation.make_head_mask(cfg.num_hidden_layers, cfg.num_attention_heads, heads=off,
+                                   device=lm.device) if off else None
     loss = ablation.mlm_loss(lm.model, batch, mask, mode)
     return loss
 

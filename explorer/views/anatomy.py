@@ -54,13 +54,13 @@ def pooler(source, text: str) -> Pooler:
     Raises ``TextError`` (an empty or unreadable text) and ``InputError``."""
     lm = load(source)
     enc = encode(lm.tokenizer, text, max_length=lm.max_length)
-    t = enc.tensors()  # (1, T) each
+    t = enc.tensors(lm.device)  # (1, T) each
     # the pooler: tanh(W h_[CLS] + b); None when the model has none (BertForMaskedLM drops it)
     steps = anatomy.pooler_steps(lm.model, t["input_ids"], t["attention_mask"], t["token_type_ids"])
     dense = pooled = None
     matches = False
     if steps is not None:  # (H,) each
-        dense, pooled, matches = steps.dense.numpy(), steps.pooled.numpy(), steps.matches_model
+        dense, pooled, matches = steps.dense.cpu().numpy(), steps.pooled.cpu().numpy(), steps.matches_model
     return Pooler(dense, pooled, matches, len(enc), enc.num_truncated)
 
 

@@ -158,7 +158,7 @@ def mixing_maps(source, text: str, text_pair: str | None, method: str) -> np.nda
     ``(L, T, T)`` float64. Raises ``ValueError`` for a post-LN-only method on a pre-LN model."""
     lm = load(source)
     enc = forward(source, text, text_pair).encoding
-    return mixing.mixing(lm.model, enc.tensors(), method)
+    return mixing.mixing(lm.model, enc.tensors(lm.device), method)
 
 
 @dataclass

@@ -29,7 +29,7 @@ def guesses(source, text: str, position: int) -> fill_mask.Prediction:
     """The MLM head's top 5 guesses at the [MASK] at ``position`` of ``text``. Raises ``TextError``."""
     lm = load(source)
     enc = encode(lm.tokenizer, fill_mask.normalise_mask_markers(text, lm.tokenizer), max_length=lm.max_length)
-    t = enc.tensors()
+    t = enc.tensors(lm.device)
     top = fill_mask.predict(lm.model, lm.tokenizer, t["input_ids"], [position], k=5,
                             attention_mask=t["attention_mask"], token_type_ids=t["token_type_ids"])[0]
     return top

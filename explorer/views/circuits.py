@@ -109,14 +109,15 @@ def contexts(source, transcoders: Path, layer: int, feature: int, n_sentences: i
     ``feature`` of block ``layer`` fires most: each sentence's feed-forward input through the transcoder's encoder
     (:meth:`bertcore.sae.transcoder.Transcoder.encode`). Raises ``SAEError`` for an unreadable set."""
     lm = load(source)
-    tc = load_set(transcoders, lm.config.hidden_size, lm.config.num_hidden_layers)[layer]
+    tc = load_set(transcoders, lm.config.hidden_size, lm.config.num_hidden_layers)[layer].to(lm.device)
     sentences = heldout_sentences(n_sentences)
-    enc = lm.tokenizer(sentences, padding=True, truncation=True, max_length=64, return_tensors="pt")
+    enc = lm.tokenizer(sentences, padding=True, truncation=True, max_length=64, return_tensors="pt").to(lm.device)
     pairs = feed_forward_pairs(lm.model, dict(enc), [layer])[layer]  # (B, T, d_in + d_out)
     acts = tc.encode(pairs[..., :tc.d_in])[..., feature].detach() * enc["attention_mask"]  # (B, T)
     peak, where = acts.max(dim=1)
     order = peak.argsort(descending=True)[:top].tolist()
-    tokens = [lm.tokenizer.convert_ids_to_tokens(enc["input_ids"][i][enc["attention_mask"][i].bool()]) for i in order]
+    tokens = [lm.tokenizer.convert_ids_to_tokens(enc["input_ids"][i][enc["attention_mask"][i].bool()].tolist())
+              for i in order]
     density = float((acts > 0).sum() / enc["attention_mask"].sum())
     return Contexts(tokens, [int(where[i]) for i in order], [float(peak[i]) for i in order], density)
 

@@ -43,17 +43,17 @@ def parts(source, text: str, text_pair: str | None) -> Parts:
     Raises ``TextError`` (an empty or unreadable text) and ``InputError`` (ids the model cannot embed)."""
     lm = load(source)
     enc = encode(lm.tokenizer, text, text_pair, max_length=lm.max_length)
-    t = enc.tensors()  # (1, T) each
+    t = enc.tensors(lm.device)  # (1, T) each
     # token + position + segment, then LayerNorm, written out from the weights (Devlin et al. 2019, section 3.2)
     breakdown = anatomy.embedding_breakdown(lm.model, t["input_ids"], t["token_type_ids"])
     steps = {"token": breakdown.word, "position": breakdown.position, "segment": breakdown.segment,
              "sum": breakdown.total, "normalised": breakdown.normalised, "output": breakdown.output}  # (T, H) each
-    norms = {name: norm.numpy() for name, norm in breakdown.norms.items() if name != "normalised"}  # (T,) each
+    norms = {name: norm.cpu().numpy() for name, norm in breakdown.norms.items() if name != "normalised"}  # (T,) each
     # rotary models have no position table, some families no segment table: those parts are zeros
     missing = [name for name, table in (("position", lm.encoder.embeddings.position_embeddings),
                                         ("segment", lm.encoder.embeddings.token_type_embeddings)) if table is None]
-    return Parts(enc.tokens, enc.input_ids, enc.token_type_ids, {k: v.numpy() for k, v in steps.items()}, norms,
-                 breakdown.max_abs_diff, breakdown.matches(), enc.num_truncated, missing)
+    return Parts(enc.tokens, enc.input_ids, enc.token_type_ids, {k: v.cpu().numpy() for k, v in steps.items()},
+                 norms, breakdown.max_abs_diff, breakdown.matches(), enc.num_truncated, missing)
 
 
 def norms_figure(result: Parts):

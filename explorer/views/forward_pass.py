@@ -48,8 +48,8 @@ def trace(source, text: str, text_pair: str | None, token: int, layer: int, head
     lm = load(source)
     enc = encoding(source, text, text_pair)
     # every step of the chosen block read at the model's named sites, each checked against its formula
-    tr = forward_pass.trace(lm.model, torch.tensor([enc.input_ids]), token, layer, head,
-                            torch.tensor([enc.token_type_ids]))
+    t = enc.tensors(lm.device)  # (1, T) each
+    tr = forward_pass.trace(lm.model, t["input_ids"], token, layer, head, t["token_type_ids"])
     top_words = [] if tr.mlm is None else lm.tokenizer.convert_ids_to_tokens(tr.mlm.top_ids)
     return Trace(enc, tr, top_words, lm.config)
 
@@ -58,7 +58,7 @@ def layers_figure(result: Trace, rows: list[str]):
     """The followed token's vector after each layer (row 0: the embeddings), the chosen block outlined; ``rows``:
     the rows' labels."""
     tr, word = result.trace, result.encoding.tokens[result.trace.token]
-    states = tr.hidden_states[:, tr.token].double().numpy()  # (L + 1, H)
+    states = tr.hidden_states[:, tr.token].double().cpu().numpy()  # (L + 1, H)
     return figs.strips_figure([figs.Strip(f"'{word}' after each layer", states,
                                           f"(L + 1, T, H) = ({states.shape[0]}, {len(result.encoding)}, "
                                           f"{states.shape[1]})", "hidden_states[ℓ][i]", rows=rows,

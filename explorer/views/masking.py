@@ -66,10 +66,13 @@ def draw(source, text: str, text_pair: str | None, rate: float, whole_word: bool
     lm = load(source)
     tok = lm.tokenizer
     enc = encoding(source, text, text_pair)
-    t = enc.tensors()
+    # on the CPU on purpose: a CPU generator gives the same draw for a seed on every device (the views that run
+    # the model move what it is fed there)
+    t = enc.tensors("cpu")
     # which tokens may be selected, then BERT's 15% / 80-10-10 draw (Devlin et al. 2019, section 3.1)
-    eligible = masking.eligible_positions(tok, t["input_ids"], t["attention_mask"])  # (1, T) bool
-    word_ids = masking.whole_word_ids(tok, t["input_ids"], eligible) if whole_word else None
+    with torch.device("cpu"):  # the tokenizer's special-id and continuation tables, on the CPU as the draw
+        eligible = masking.eligible_positions(tok, t["input_ids"], t["attention_mask"])  # (1, T) bool
+        word_ids = masking.whole_word_ids(tok, t["input_ids"], eligible) if whole_word else None
     drawn = masking.mask_tokens(t["input_ids"], eligible, mask_token_id=tok.mask_token_id, vocab_size=len(tok),
                                 mlm_probability=rate, mask_replace_prob=mask_replace_prob,
                                 random_replace_prob=random_replace_prob, word_ids=word_ids,
@@ -105,13 +108,15 @@ def guesses(source, text: str, text_pair: str | None, rate: float, whole_word: b
     Raises what :func:`draw` raises, and ``FillMaskError`` for a model without an MLM head or nothing to ask."""
     lm = load(source)
     d = draw(source, text, text_pair, rate, whole_word, mask_replace_prob, random_replace_prob, seed)
-    input_ids = torch.tensor(d.input_ids)[None]
-    logits = fill_mask.mlm_logits_at(lm.model, input_ids, d.positions, torch.tensor(d.attention_mask)[None],
-                                     torch.tensor(d.token_type_ids)[None])  # (N, V)
+    device = lm.device
+    input_ids = torch.tensor(d.input_ids, device=device)[None]
+    logits = fill_mask.mlm_logits_at(lm.model, input_ids, d.positions,
+                                     torch.tensor(d.attention_mask, device=device)[None],
+                                     torch.tensor(d.token_type_ids, device=device)[None])  # (N, V)
     decoding = fill_mask.Decoding(temperature, top_k, top_p)  # softmax(logits / T), then top-k, then top-p
     preds = fill_mask.predictions_from_logits(lm.tokenizer, input_ids, d.positions, logits,
-                                              torch.tensor(d.labels)[None], k, decoding)
-    return Guesses(d, preds, np.array([p.probs for p in preds]), logits.numpy())
+                                              torch.tensor(d.labels, device=device)[None], k, decoding)
+    return Guesses(d, preds, np.array([p.probs for p in preds]), logits.cpu().numpy())
 
 
 @view
@@ -122,7 +127,9 @@ def sampled(source, text: str, text_pair: str | None, rate: float, whole_word: b
     a ``torch.Generator`` seeded with ``sample_seed`` (:func:`bertcore.readouts.fill_mask.sample`)."""
     g = guesses(source, text, text_pair, rate, whole_word, mask_replace_prob, random_replace_prob, seed,
                 temperature, top_k, top_p, k)
-    ids = fill_mask.sample(torch.tensor(g.logits), fill_mask.Decoding(temperature, top_k, top_p), sample_seed)
+    # on the CPU on purpose: the draw uses a CPU generator, the same ids for a seed on every device
+    ids = fill_mask.sample(torch.tensor(g.logits, device="cpu"), fill_mask.Decoding(temperature, top_k, top_p),
+                           sample_seed)
     return load(source).tokenizer.convert_ids_to_tokens(ids)
 
 
@@ -168,9 +175,9 @@ def lens(source, text: str, text_pair: str | None, rate: float, whole_word: bool
     without an MLM head."""
     lm = load(source)
     d = draw(source, text, text_pair, rate, whole_word, mask_replace_prob, random_replace_prob, seed)
-    tuned_lens = None if tuned is None else logit_lens.load_tuned_lens(tuned)
-    ll = logit_lens.logit_lens(lm.model, torch.tensor(d.input_ids)[None], None, torch.tensor(d.token_type_ids)[None],
-                               k=5, tuned=tuned_lens)
+    tuned_lens = None if tuned is None else logit_lens.load_tuned_lens(tuned).to(lm.device)  # read here: ours
+    ll = logit_lens.logit_lens(lm.model, torch.tensor(d.input_ids, device=lm.device)[None], None,
+                               torch.tensor(d.token_type_ids, device=lm.device)[None], k=5, tuned=tuned_lens)
     top_tokens = [[lm.tokenizer.convert_ids_to_tokens(row) for row in layer] for layer in ll.top_ids.tolist()]
     return Lens(ll, top_tokens, d.fed_tokens)
 
@@ -178,8 +185,8 @@ def lens(source, text: str, text_pair: str | None, rate: float, whole_word: bool
 def lens_figure(result: Lens, positions: list[int] | None = None,
                 title: str = "Logit lens: each layer's best guess at each position"):
     """The lens grid: each layer's top guess at each position (or only at ``positions``)."""
-    return lens_figures.lens_grid(result.fed_tokens, result.top_tokens, result.lens.top_probs.numpy(),
-                                  result.lens.final_rank.numpy(), title=title, positions=positions)
+    return lens_figures.lens_grid(result.fed_tokens, result.top_tokens, result.lens.top_probs.cpu().numpy(),
+                                  result.lens.final_rank.cpu().numpy(), title=title, positions=positions)
 
 
 @dataclass
@@ -199,7 +206,7 @@ def candidates(source, text: str, text_pair: str | None, position: int, k: int =
     lm = load(source)
     tok = lm.tokenizer
     enc = encoding(source, text, text_pair)
-    t = enc.tensors()
+    t = enc.tensors(lm.device)
     logits = fill_mask.mlm_logits_at(lm.model, t["input_ids"], [position], t["attention_mask"],
                                      t["token_type_ids"])[0]  # (V,)
     ids = logits.topk(k).indices.tolist()
@@ -229,7 +236,7 @@ def explanations(source, text: str, text_pair: str | None, position: int, token_
     lm = load(source)
     tok = lm.tokenizer
     enc = encoding(source, text, text_pair)
-    inputs = enc.tensors()
+    inputs = enc.tensors(lm.device)
     special = np.array(enc.special_tokens_mask, dtype=bool)
     dx, dx_error = None, None
     try:  # DecompX decomposes post-LN BERT only: a pre-LN model says why
@@ -253,5 +260,5 @@ def faithfulness_table(source, text: str, text_pair: str | None, position: int,
     lm = load(source)
     tok = lm.tokenizer
     enc = encoding(source, text, text_pair)
-    return faithfulness.measure(lm.model, enc.tensors(), position, token_id, tok.mask_token_id, tok.pad_token_id,
-                                np.array(enc.special_tokens_mask, dtype=bool))
+    return faithfulness.measure(lm.model, enc.tensors(lm.device), position, token_id, tok.mask_token_id,
+                                tok.pad_token_id, np.array(enc.special_tokens_mask, dtype=bool))

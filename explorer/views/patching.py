@@ -48,7 +48,7 @@ def pair(source, clean: str, corrupt: str, good: str, bad: str) -> Pair:
     tok = lm.tokenizer
     e_clean = encode(tok, clean, max_length=min(lm.max_length, MAX_TOKENS))
     e_corr = encode(tok, corrupt, max_length=min(lm.max_length, MAX_TOKENS))
-    masks = mask_token_positions(tok, e_clean.tensors()["input_ids"])
+    masks = mask_token_positions(tok, e_clean.tensors(lm.device)["input_ids"])
     ids = [tok.convert_tokens_to_ids(t) for t in (good, bad)]
     ids = [None if i is None or i == tok.unk_token_id else int(i) for i in ids]  # not one WordPiece: None
     problems = []
@@ -93,8 +93,8 @@ def scan(source, clean: str, corrupt: str, good: str, bad: str, kinds: tuple[str
     if not kinds:
         raise P.PatchingError("pick at least one kind of site")
     tok = lm.tokenizer
-    e_clean = encode(tok, clean, max_length=min(lm.max_length, MAX_TOKENS)).tensors()  # (1, T) each
-    e_corr = encode(tok, corrupt, max_length=min(lm.max_length, MAX_TOKENS)).tensors()
+    e_clean = encode(tok, clean, max_length=min(lm.max_length, MAX_TOKENS)).tensors(lm.device)  # (1, T) each
+    e_corr = encode(tok, corrupt, max_length=min(lm.max_length, MAX_TOKENS)).tensors(lm.device)
     # the metric: logit(good) - logit(bad) at the clean input's one [MASK]
     metric = P.logit_diff(p.position, p.good_id, p.bad_id)
     # one run per site: the corrupted input with that one activation taken from the clean run

@@ -31,17 +31,18 @@ assert set(MODES) == set(HEAD_ABLATIONS)
 
 
 def make_head_mask(num_layers: int, num_heads: int, heads: Iterable[tuple[int, int]] = (),
-                   layers: Iterable[int] = ()) -> torch.Tensor:
+                   layers: Iterable[int] = (), device: torch.device | str | None = None) -> torch.Tensor:
     """A ``(num_layers, num_heads)`` float head mask, 1 keep / 0 off.
 
     Args:
         heads: ``(layer, head)`` pairs to switch off: block ``0..num_layers-1`` (as ``encoder.layer[i]``), head
             ``0..num_heads-1``.
         layers: whole blocks (``0..num_layers-1``) to switch off.
+        device: where the mask goes: the model's (``bertcore.device.device_of(model)``); None: torch's default.
     Raises:
         ValueError: a layer or head outside the model (the message names the valid ranges).
     """
-    mask = torch.ones(num_layers, num_heads)
+    mask = torch.ones(num_layers, num_heads, device=device)
     for layer, head in heads:
         if not (0 <= layer < num_layers and 0 <= head < num_heads):
             raise ValueError(f"head ({layer}, {head}) does not exist: layers 0..{num_layers - 1}, "
@@ -171,13 +172,15 @@ def heldout_batch(tokenizer, texts: list[str], max_length: int = HELDOUT_TOKENS,
 
     Returns:
         ``input_ids``, ``token_type_ids``, ``attention_mask``, ``labels`` (-100 where not selected),
-        each ``(N, T)`` long.
+        each ``(N, T)`` long, on the CPU (:func:`mlm_loss` moves them to the model's device).
     """
     from ...tokenization.masking import mask_for_tokenizer
 
     enc = tokenizer(texts, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
     gen = torch.Generator().manual_seed(seed)
-    masked = mask_for_tokenizer(tokenizer, enc["input_ids"], enc["attention_mask"], generator=gen)
+    # on the CPU on purpose: a CPU generator draws the same masks on every machine; mlm_loss moves the batch
+    with torch.device("cpu"):
+        masked = mask_for_tokenizer(tokenizer, enc["input_ids"], enc["attention_mask"], generator=gen)
     return {"input_ids": masked.input_ids, "token_type_ids": enc["token_type_ids"],
             "attention_mask": enc["attention_mask"], "labels": masked.labels}
 

@@ -147,7 +147,8 @@ def _propagate(model, inputs: dict, layer: int = -1, row: int | None = None,
     rec = {name: value[0].to(work) for name, value in iv.recorded.items()}
     x = rec["blocks.0.hook_resid_pre"]  # (T, H) the embedding output
     d = torch.zeros(t, t + 1, x.shape[1], dtype=work, device=x.device)
-    d[torch.arange(t), torch.arange(t)] = x
+    diag = torch.arange(t, device=x.device)
+    d[diag, diag] = x
     with torch.no_grad():
         for n, m in enumerate(maths):
             last = n == len(maths) - 1 and row is not None

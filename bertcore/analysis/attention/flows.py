@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...device import device_of
 from .activations import is_punctuation
 from .decompose import LayerMath, base_model, record_block
 from .mixing import normalize_rows
@@ -147,11 +148,11 @@ def value_norms(model, hidden: np.ndarray, layer: int) -> np.ndarray:
     layers = base.encoder.layer
     if not 0 <= layer < len(layers):
         raise ValueError(f"layer must lie in 0..{len(layers) - 1}; got {layer}")
-    x = torch.tensor(np.asarray(hidden))  # a copy: the cached hidden states are read-only arrays
+    x = torch.tensor(np.asarray(hidden), device=device_of(base))  # a copy: the cached hidden states are read-only
     if x.ndim != 2 or x.shape[1] != base.config.hidden_size:
         raise ValueError(f"hidden must have shape (T, {base.config.hidden_size}); got {tuple(x.shape)}")
     math = LayerMath(layers[layer], base.config)  # raises for a layer that is not BERT's
     v = record_block(base, x, layer, ["attn.hook_v"])["attn.hook_v"]  # (T, heads, d) the block's values
     with torch.no_grad():
         f = math.head_vectors(v)  # (heads, T, H)
-    return torch.linalg.vector_norm(f, dim=-1).numpy()
+    return torch.linalg.vector_norm(f, dim=-1).cpu().numpy()

@@ -72,8 +72,8 @@ def _norms(model, inputs, stage: str) -> torch.Tensor:
     rec = record(model, inputs, sites)
     work = work_dtype(model)
     t = rec[0]["attn.hook_pattern"].shape[-1]
-    out = torch.empty(len(rec), t, t, dtype=F64)
-    diag = torch.arange(t)
+    out = torch.empty(len(rec), t, t, dtype=F64, device="cpu")  # on the CPU: each layer's map goes to numpy
+    diag = torch.arange(t, device=rec[0]["attn.hook_pattern"].device)
     with torch.no_grad():
         for layer, module in enumerate(base.encoder.layer):
             mw = LayerMath(module, base.config, work)
@@ -152,8 +152,8 @@ def alti(model, inputs: dict) -> np.ndarray:
                                  "ln1.hook_out"))
     work = work_dtype(model)
     t, hid = rec[0]["hook_resid_pre"].shape
-    out = torch.empty(len(rec), t, t, dtype=F64)
-    diag = torch.arange(t)
+    out = torch.empty(len(rec), t, t, dtype=F64, device="cpu")  # on the CPU: each layer's map goes to numpy
+    diag = torch.arange(t, device=rec[0]["hook_resid_pre"].device)
     with torch.no_grad():
         for layer, module in enumerate(base.encoder.layer):
             mw = LayerMath(module, base.config, work)
@@ -214,7 +214,7 @@ def aggregate(matrices: np.ndarray, method: str) -> np.ndarray:
     a = torch.from_numpy(normalize_rows(m))
     if method in WITHOUT_RESIDUAL:  # as rollout.residual_attention
         w = _rollout.RESIDUAL_WEIGHT
-        a = (1.0 - w) * a + w * torch.eye(a.shape[-1], dtype=a.dtype)
+        a = (1.0 - w) * a + w * torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
         a = a / a.sum(-1, keepdim=True)
     out = torch.empty_like(a)
     out[0] = a[0]

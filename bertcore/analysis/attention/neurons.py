@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ...device import device_of
 from ...modeling.model import BertModel
 from .decompose import record_block
 
@@ -78,7 +79,8 @@ def neuron_view(model: BertModel, layer_input: np.ndarray, layer: int, head: int
     rot = "rot_" if cfg.position_embedding_type == "rotary" else ""
     q_site, k_site = f"attn.hook_{rot}q", f"attn.hook_{rot}k"
     # one forward pass from the block's input, stopped once its pattern is recorded; a copy (the array is read-only)
-    sites = record_block(model, torch.tensor(x), layer, [q_site, k_site, "attn.hook_attn_scores", "attn.hook_pattern"])
+    sites = record_block(model, torch.tensor(x, device=device_of(model)), layer,
+                         [q_site, k_site, "attn.hook_attn_scores", "attn.hook_pattern"])
     q = sites[q_site][query, head]  # (d,)
     k = sites[k_site][:, head]  # (T, d)
     product = q[None, :] * k  # (T, d)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ...device import device_of
 from ...modeling.interventions import Interventions
 
 
@@ -58,16 +59,17 @@ def query_keys(encoder, tokenizer, sentences: list[str], layer: int, head: int, 
     rot = "rot_" if cfg.position_embedding_type == "rotary" else ""
     q_site, k_site = f"blocks.{layer}.attn.hook_{rot}q", f"blocks.{layer}.attn.hook_{rot}k"
     qs, ks, sent, pos, toks, lengths = [], [], [], [], [], []
+    device = device_of(encoder)
     for i, s in enumerate(sentences):
-        enc = tokenizer(s, return_tensors="pt", truncation=True, max_length=max_length)
+        enc = tokenizer(s, return_tensors="pt", truncation=True, max_length=max_length).to(device)
         iv = Interventions(record=[q_site, k_site])  # this call's own, never a hook
         encoder(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"], interventions=iv)
         t = enc["input_ids"].shape[1]
-        qs.append(iv.recorded[q_site][0, :, head].float().numpy())  # (T, d)
-        ks.append(iv.recorded[k_site][0, :, head].float().numpy())
+        qs.append(iv.recorded[q_site][0, :, head].float().cpu().numpy())  # (T, d)
+        ks.append(iv.recorded[k_site][0, :, head].float().cpu().numpy())
         sent += [i] * t
         pos += list(range(t))
-        toks += tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
+        toks += tokenizer.convert_ids_to_tokens(enc["input_ids"][0].tolist())
         lengths.append(t)
     return QueryKeys(np.concatenate(qs), np.concatenate(ks), np.array(sent), np.array(pos), toks, lengths)
 

@@ -56,7 +56,7 @@ def value_zeroing(model, inputs: dict) -> np.ndarray:
     rec = record(model, inputs, SITES)
     work = work_dtype(model)
     t = rec[0]["attn.hook_pattern"].shape[-1]
-    out = torch.empty(len(rec), t, t, dtype=F64)
+    out = torch.empty(len(rec), t, t, dtype=F64, device="cpu")  # on the CPU: each layer's map goes to numpy
     with torch.no_grad():
         for layer, module in enumerate(base.encoder.layer):
             m, mw = LayerMath(module, base.config), LayerMath(module, base.config, work)
@@ -173,7 +173,7 @@ def every_layer(model, inputs: dict, position: int, token_id: int, tokens: list[
         for start in range(0, len(tokens), batch):
             js = tokens[start:start + batch]
             keep = torch.ones(len(js), t, 1, 1, dtype=base.dtype, device=device)  # (B, T, heads, d) broadcast
-            keep[torch.arange(len(js)), torch.tensor(js)] = 0
+            keep[torch.arange(len(js), device=device), torch.tensor(js, device=device)] = 0
 
             def zero(v: torch.Tensor, keep: torch.Tensor = keep) -> torch.Tensor:
                 return v * keep.to(v.dtype)

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from transformers import BertTokenizerFast
 
+from ...device import device_of
 from ...readouts.fill_mask import FillMaskError, mlm_head_of, normalise_mask_markers
 from ...modeling.model import BertModel
 from ...tokenization.tokenizer import Encoding, encode
@@ -142,8 +143,8 @@ def _encode(tokenizer: BertTokenizerFast, model: torch.nn.Module, text: str, tex
     return encode(tokenizer, text, text_pair, max_length=limit)
 
 
-def _special(enc: Encoding) -> torch.Tensor:
-    return torch.tensor([enc.special_tokens_mask], dtype=torch.bool)  # (1, T)
+def _special(enc: Encoding, device: torch.device) -> torch.Tensor:
+    return torch.tensor([enc.special_tokens_mask], dtype=torch.bool, device=device)  # (1, T)
 
 
 def explain_class(model: torch.nn.Module, tokenizer: BertTokenizerFast, text: str, text_pair: str | None = None,
@@ -160,7 +161,8 @@ def explain_class(model: torch.nn.Module, tokenizer: BertTokenizerFast, text: st
     if not hasattr(model, "classifier"):
         raise AttributionError(NO_CLASSIFIER)
     enc = _encode(tokenizer, model, text, text_pair)
-    inputs = enc.tensors()
+    device = device_of(model)
+    inputs = enc.tensors(device)
     with torch.no_grad():
         logits = model(inputs["input_ids"], inputs["attention_mask"], inputs["token_type_ids"]).logits[0]
     n = logits.numel()
@@ -173,7 +175,7 @@ def explain_class(model: torch.nn.Module, tokenizer: BertTokenizerFast, text: st
     def forward(embeds, tt, am):
         return model(None, am, tt, inputs_embeds=embeds).logits.softmax(-1)[:, target]  # (B,)
 
-    scores, fx, fb, delta = integrated_gradients(forward, _encoder(model), inputs, _special(enc),
+    scores, fx, fb, delta = integrated_gradients(forward, _encoder(model), inputs, _special(enc, device),
                                                  tokenizer.pad_token_id, n_steps)
     return Attribution(enc, scores, fx, fb, delta, n_steps, f"P(class = {names.get(target, target)})")
 
@@ -207,7 +209,8 @@ def explain_fill_mask(model: torch.nn.Module, tokenizer: BertTokenizerFast, text
         position = masks[0]
     if not 0 <= position < len(enc):
         raise AttributionError(f"position {position} is outside the {len(enc)} tokens")
-    inputs = enc.tensors()
+    device = device_of(model)
+    inputs = enc.tensors(device)
 
     def forward(embeds, tt, am):
         hidden = encoder(None, am, tt, inputs_embeds=embeds).last_hidden_state[:, position]  # (B, H)
@@ -220,7 +223,7 @@ def explain_fill_mask(model: torch.nn.Module, tokenizer: BertTokenizerFast, text
     vocab = encoder.config.vocab_size
     if not 0 <= token_id < vocab:
         raise AttributionError(f"token id {token_id} is outside the vocabulary (0..{vocab - 1})")
-    keep = _special(enc)
+    keep = _special(enc, device)
     keep[0, position] = True  # the [MASK] being predicted stays in the baseline
     scores, fx, fb, delta = integrated_gradients(forward, encoder, inputs, keep, tokenizer.pad_token_id, n_steps)
     word = tokenizer.convert_ids_to_tokens(token_id)
@@ -244,7 +247,8 @@ def explain_similarity(model: torch.nn.Module, tokenizer: BertTokenizerFast, tex
     encoder = _encoder(model)
     enc = _encode(tokenizer, model, text)
     enc_b = _encode(tokenizer, model, other)
-    b = enc_b.tensors()
+    device = device_of(model)
+    b = enc_b.tensors(device)
     with torch.no_grad():
         pooled_b = mean_pool(encoder(b["input_ids"], b["attention_mask"], b["token_type_ids"]).last_hidden_state,
                              b["attention_mask"])  # (1, H)
@@ -253,7 +257,7 @@ def explain_similarity(model: torch.nn.Module, tokenizer: BertTokenizerFast, tex
         pooled = mean_pool(encoder(None, am, tt, inputs_embeds=embeds).last_hidden_state, am)  # (B, H)
         return torch.nn.functional.cosine_similarity(pooled, pooled_b, dim=-1)  # (B,)
 
-    scores, fx, fb, delta = integrated_gradients(forward, encoder, enc.tensors(), _special(enc),
+    scores, fx, fb, delta = integrated_gradients(forward, encoder, enc.tensors(device), _special(enc, device),
                                                  tokenizer.pad_token_id, n_steps)
     return Attribution(enc, scores, fx, fb, delta, n_steps, "cosine(sentence A, sentence B)")
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ...device import device_of
 from ...readouts.fill_mask import FillMaskError, mlm_head_of
 from ..attention import decompx
 from ..attention import mixing as mixing_mod
@@ -110,9 +111,9 @@ def occlusion(model, inputs: dict, position: int, token_id: int, mask_id: int, t
     with torch.no_grad():
         real = float(_read(head(encoder(**kw).last_hidden_state[:, position]), token_id, bad_id)[0])
         for start in range(0, len(tokens), batch):
-            js = torch.tensor(tokens[start:start + batch], dtype=torch.long)
+            js = torch.tensor(tokens[start:start + batch], dtype=torch.long, device=device)
             copies = {k: v.expand(len(js), -1).clone() for k, v in kw.items()}
-            copies["input_ids"][torch.arange(len(js)), js.to(device)] = mask_id
+            copies["input_ids"][torch.arange(len(js), device=device), js] = mask_id
             logits = _read(head(encoder(**copies).last_hidden_state[:, position]), token_id, bad_id)
             out[start:start + len(js)] = real - logits.double().cpu().numpy()
     return out
@@ -124,7 +125,9 @@ def ig_scores(model, inputs: dict, position: int, token_id: int, pad_id: int, sp
     difference) over the word embeddings (:func:`.attribution.integrated_gradients`: Captum, no hook; baseline
     [PAD] with the special tokens and the [MASK] kept, as the Attribution page): ``(T,)`` float64."""
     encoder, head = mlm_head_of(model)
-    keep = torch.as_tensor(np.asarray(special, dtype=bool))[None].clone()
+    device = device_of(encoder)
+    inputs = {k: v.to(device) for k, v in inputs.items()}
+    keep = torch.as_tensor(np.asarray(special, dtype=bool), device=device)[None].clone()
     keep[0, position] = True
 
     def forward(embeds, tt, am):
@@ -154,6 +157,7 @@ def measure(model, inputs: dict, position: int, token_id: int, mask_id: int, pad
         encoder, head = mlm_head_of(model)
     except FillMaskError as exc:
         raise ValueError(str(exc)) from exc
+    inputs = {k: v.to(device_of(encoder)) for k, v in inputs.items()}
     special = np.asarray(special, dtype=bool)
     t = special.size
     if not 0 <= position < t:
@@ -248,7 +252,7 @@ def over_sentences(model, tokenizer, sentences: list[str], seed: int = 0, ig_ste
         if len(choices) < 1 or len(enc) < 5:
             continue
         position = int(rng.choice(choices))
-        inputs = enc.tensors()
+        inputs = enc.tensors(device_of(model))
         inputs["input_ids"][0, position] = tokenizer.mask_token_id
         with torch.no_grad():
             token_id = int(head(encoder(**inputs).last_hidden_state[:, position]).argmax(-1)[0])

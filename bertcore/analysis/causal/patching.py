@@ -115,7 +115,8 @@ def patch(model: torch.nn.Module, kind: str, layer: int, clean: torch.Tensor, po
     if kind == "head" and (isinstance(head, bool) or not isinstance(head, int)
                            or not 0 <= head < cfg.num_attention_heads):
         raise PatchingError(f"head must be in 0..{cfg.num_attention_heads - 1}; got {head!r}")
-    idx = slice(None) if positions is None else torch.as_tensor(list(positions), dtype=torch.long)
+    idx = slice(None) if positions is None else torch.as_tensor(list(positions), dtype=torch.long,
+                                                                device=clean.device)
 
     def edit(x: torch.Tensor) -> torch.Tensor:
         if x.shape != clean.shape:
@@ -182,7 +183,7 @@ class PatchingResult:
 def _row_patch(kind: str, clean: torch.Tensor, first: int, n: int):
     """The edit that patches, in rows ``first .. first + n - 1`` of a batch, site ``b`` of ``kind`` in row
     ``first + b``: position b (attn / mlp) or head b (head); other rows pass unchanged."""
-    rows, sites_ = torch.arange(first, first + n), torch.arange(n)
+    rows, sites_ = torch.arange(first, first + n, device=clean.device), torch.arange(n, device=clean.device)
     if kind == "head":
         def edit_head(x):  # (B, T, heads, d)
             x = x.clone()
@@ -203,7 +204,8 @@ def _patched_resid(corrupted: torch.Tensor, clean: torch.Tensor) -> torch.Tensor
     """``(T, T, H)``: T copies of the corrupted ``(1, T, H)`` residual stream, row b with position b clean."""
     t = corrupted.shape[1]
     x = corrupted.expand(t, -1, -1).clone()
-    x[torch.arange(t), torch.arange(t)] = clean[0]
+    diag = torch.arange(t, device=x.device)
+    x[diag, diag] = clean[0]
     return x
 
 
@@ -248,7 +250,7 @@ def scan(model: torch.nn.Module, clean_inputs: dict[str, torch.Tensor], corrupte
     mask = additive_mask(corrupted_inputs.get("attention_mask"), out_corr.last_hidden_state.dtype)
 
     def normalise(values: torch.Tensor) -> np.ndarray:
-        return ((values.float() - m_corr) / (m_clean - m_corr)).numpy()
+        return ((values.float() - m_corr) / (m_clean - m_corr)).cpu().numpy()
 
     effects = {k: np.zeros((n + 1 if k == "resid" else n, heads if k == "head" else t)) for k in kinds}
     for layer in range(n):  # the sites of block `layer` and the residual stream entering it

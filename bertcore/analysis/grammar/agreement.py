@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...data import synthetic
+from ...device import device_of
 from ...tokenization.tokenizer import encode, is_wordpiece
 from ..attention.activations import run_encoding
 
@@ -136,7 +137,7 @@ def check_verb(model, tokenizer, text: str, verb: str, other_verb: str, subject:
     if tokenizer.unk_token_id in ids:
         raise ValueError(f"{verb!r} and {other_verb!r} must each be one token of this model's vocabulary")
     v, s, a = at(verb), at(subject), at(attractor)
-    masked = torch.tensor([enc.input_ids])
+    masked = torch.tensor([enc.input_ids], device=device_of(model))
     masked[0, v] = tokenizer.mask_token_id
     probs = torch.softmax(mlm_logits_at(model, masked, [v])[0], -1)
     attn = run_encoding(model.base_model, enc).attentions  # (L, heads, T, T)

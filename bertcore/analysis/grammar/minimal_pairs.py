@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ...device import device_of
 from ...readouts.fill_mask import mlm_logits_at
 from .scoring import pseudo_log_likelihood
 
@@ -185,7 +186,7 @@ def critical_logit_diff(model, tokenizer, masked: str, good: str, bad: str) -> f
     ids = [tokenizer.convert_tokens_to_ids(w) for w in (good, bad)]
     if any(i is None or i == tokenizer.unk_token_id for i in ids):
         return None
-    enc = tokenizer(masked.replace("[MASK]", tokenizer.mask_token), return_tensors="pt")
+    enc = tokenizer(masked.replace("[MASK]", tokenizer.mask_token), return_tensors="pt").to(device_of(model))
     pos = (enc["input_ids"][0] == tokenizer.mask_token_id).nonzero().flatten()
     if pos.numel() != 1:
         return None

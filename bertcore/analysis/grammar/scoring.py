@@ -89,16 +89,17 @@ def pseudo_log_likelihood(model, tokenizer, text: str, metric: str = "original",
     masks = _mask_sets(word_ids, targets, metric)
     encoder, head = mlm_head_of(model)
     device = next(model.parameters()).device
+    ids = ids.to(device)
     out = np.empty(len(targets), dtype=np.float64)
     for start in range(0, len(targets), batch_size):
         chunk = masks[start:start + batch_size]
         batch = ids.repeat(len(chunk), 1)  # (b, T + 2)
         for row, positions in enumerate(chunk):
             batch[row, positions] = tokenizer.mask_token_id
-        pos = torch.tensor(targets[start:start + batch_size])  # (b,)
-        hidden = encoder(batch.to(device)).last_hidden_state  # (b, T + 2, H)
-        rows = torch.arange(len(chunk))
-        log_probs = head(hidden[rows, pos.to(device)]).float().log_softmax(-1)  # (b, V): the head on targets only
-        out[start:start + len(chunk)] = log_probs[rows, ids[pos].to(device)].double().cpu().numpy()
+        pos = torch.tensor(targets[start:start + batch_size], device=device)  # (b,)
+        hidden = encoder(batch).last_hidden_state  # (b, T + 2, H)
+        rows = torch.arange(len(chunk), device=device)
+        log_probs = head(hidden[rows, pos]).float().log_softmax(-1)  # (b, V): the head on targets only
+        out[start:start + len(chunk)] = log_probs[rows, ids[pos]].double().cpu().numpy()
     return SentenceScore(text, tokenizer.convert_ids_to_tokens(ids[targets].tolist()), out,
                          [word_ids[t] for t in targets], metric)

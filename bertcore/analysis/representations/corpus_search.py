@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ...device import device_of
+
 MAX_TOKENS = 128  # tokens of one corpus segment, [CLS]/[SEP] included (and of the query sentence)
 
 
@@ -58,15 +60,17 @@ def build_index(encoder, tokenizer, texts: list[str], layer: int, max_length: in
         raise ValueError(f"layer must be a hidden_states index in 0..{encoder.config.num_hidden_layers} "
                          f"(0 = embeddings); got {layer}")
     special = set(tokenizer.all_special_ids)
+    device = device_of(encoder)
     max_length = min(max_length, int(encoder.config.max_sequence_length))  # a model with fewer positions
     vecs, toks, seg, pos = [], [], [], []
     for start in range(0, len(texts), batch_size):
         batch = texts[start:start + batch_size]
         enc = tokenizer(batch, return_tensors="pt", truncation=True, max_length=max_length, padding=True)
         types = enc.get("token_type_ids")  # byte-level BPE tokenizers of one-segment models have none
-        out = encoder(enc["input_ids"], enc["attention_mask"],
-                      types if types is not None else torch.zeros_like(enc["input_ids"]), output_hidden_states=True)
-        hs = out.hidden_states[layer].float().numpy()
+        types = types if types is not None else torch.zeros_like(enc["input_ids"])
+        out = encoder(enc["input_ids"].to(device), enc["attention_mask"].to(device), types.to(device),
+                      output_hidden_states=True)
+        hs = out.hidden_states[layer].float().cpu().numpy()
         for b in range(len(batch)):
             real = enc["attention_mask"][b].bool().numpy()  # the text's tokens, whichever side the padding is
             ids, h = enc["input_ids"][b][real].tolist(), hs[b][real]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ...device import device_of
 from ...readouts.fill_mask import mlm_head_of
 
 #: longest input the lens decodes at every position ((L+1) x T x V logits are kept in memory)
@@ -168,13 +169,15 @@ def train_tuned_lens(model: torch.nn.Module, encodings: list[dict[str, torch.Ten
     """
     encoder, head = mlm_head_of(model)
     cfg = encoder.config
+    device = device_of(encoder)
     with torch.no_grad():
         states = []
         for enc in encodings:
+            enc = {k: v.to(device) for k, v in enc.items() if v is not None}
             out = encoder(enc["input_ids"], enc.get("attention_mask"), enc.get("token_type_ids"),
                           output_hidden_states=True)
             keep = (enc["attention_mask"][0].bool() if enc.get("attention_mask") is not None
-                    else torch.ones(enc["input_ids"].size(1), dtype=torch.bool))
+                    else torch.ones(enc["input_ids"].size(1), dtype=torch.bool, device=device))
             states.append(torch.stack([h[0][keep] for h in out.hidden_states]))  # (L+1, T_i, H)
     if not states:
         raise ValueError("no text to fit the tuned lens on")
@@ -182,17 +185,19 @@ def train_tuned_lens(model: torch.nn.Module, encodings: list[dict[str, torch.Ten
     n = hidden.size(1)
     if n < 10:
         raise ValueError(f"{n} token positions are too few to fit a tuned lens")
+    # the draws on the CPU on purpose: a CPU generator picks the same positions on every device
     gen = torch.Generator().manual_seed(seed)
-    order = torch.randperm(n, generator=gen)
+    order = torch.randperm(n, generator=gen, device="cpu")
     n_held = max(1, int(n * heldout_fraction))
     held, train = order[:n_held], order[n_held:]
-    lens = TunedLens(cfg.num_hidden_layers, cfg.hidden_size)
+    lens = TunedLens(cfg.num_hidden_layers, cfg.hidden_size).to(device)
     opt = torch.optim.Adam(lens.parameters(), lr=lr)
     # The head is shared with every other session: its flags stay as they are and no gradient is written into it;
     # torch.autograd.grad computes the lens's gradients only (loss.backward() would fill the head's .grad too).
     params = list(lens.parameters())
     for step in range(steps):
-        idx = train[torch.randint(len(train), (min(positions_per_step, len(train)),), generator=gen)]
+        idx = train[torch.randint(len(train), (min(positions_per_step, len(train)),), generator=gen,
+                                  device="cpu")].to(device)
         with torch.no_grad():
             target = torch.log_softmax(head(hidden[-1, idx]).float(), -1)
         loss = sum(_kl(target, torch.log_softmax(head(lens.translate(k, hidden[k, idx])).float(), -1))
@@ -206,15 +211,15 @@ def train_tuned_lens(model: torch.nn.Module, encodings: list[dict[str, torch.Ten
         kl_logit, kl_tuned = [], []
         for k in range(cfg.num_hidden_layers + 1):
             a, b = [], []
-            for chunk in held.split(256):
+            for chunk in held.to(device).split(256):
                 target = torch.log_softmax(head(hidden[-1, chunk]).float(), -1)
                 a.append(_kl(target, torch.log_softmax(head(hidden[k, chunk]).float(), -1)) * len(chunk))
                 b.append(_kl(target, torch.log_softmax(head(lens.translate(k, hidden[k, chunk])).float(), -1))
                          * len(chunk))
             kl_logit.append(float(sum(a)) / len(held))
             kl_tuned.append(float(sum(b)) / len(held))
-        lens.kl_logit = torch.tensor(kl_logit)
-        lens.kl_tuned = torch.tensor(kl_tuned)
+        lens.kl_logit = torch.tensor(kl_logit, device=device)
+        lens.kl_tuned = torch.tensor(kl_tuned, device=device)
     return lens.eval()
 
 

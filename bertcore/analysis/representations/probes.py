@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ...device import device_of
+
 TASKS = ("pos", "dep")
 
 
@@ -44,10 +46,11 @@ def word_features(encoder, tokenizer, parsed_segments, progress=None) -> WordFea
         ValueError: no word.
     """
     vecs, pos, dep, types, groups = [], [], [], [], []
+    device = device_of(encoder)
     for s, seg in enumerate(parsed_segments):
-        enc = tokenizer(seg.text_a, seg.text_b or None, return_tensors="pt")
+        enc = tokenizer(seg.text_a, seg.text_b or None, return_tensors="pt").to(device)
         out = encoder(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"], output_hidden_states=True)
-        hs = torch.stack([h[0] for h in out.hidden_states]).float().numpy()  # (L+1, T, H)
+        hs = torch.stack([h[0] for h in out.hidden_states]).float().cpu().numpy()  # (L+1, T, H)
         pieces: dict[int, list[int]] = {}
         for t, w in enumerate(seg.word_ids[:hs.shape[1]]):
             if w is not None:

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ...device import device_of
 from ...vectors import pca_2d
 
 UNITS = ("token", "cls", "mean")
@@ -83,13 +84,14 @@ def collect(encoder, tokenizer, texts: list[str], unit: str = "token", layers: l
     layers = list(range(n_layers + 1)) if layers is None else [int(x) for x in layers]
     if not layers or any(not 0 <= x <= n_layers for x in layers):
         raise ValueError(f"layers must be in 0..{n_layers}; got {layers}")
-    special = torch.tensor(sorted(tokenizer.all_special_ids))
+    device = device_of(encoder)
+    special = torch.tensor(sorted(tokenizer.all_special_ids), device=device)
     chunks: list[np.ndarray] = []
     sentence, position, tokens = [], [], []
     total = 0
     for start in range(0, len(texts), batch_size):
         batch = texts[start:start + batch_size]
-        enc = tokenizer(batch, return_tensors="pt", truncation=True, max_length=max_length, padding=True)
+        enc = tokenizer(batch, return_tensors="pt", truncation=True, max_length=max_length, padding=True).to(device)
         hidden = encoder(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"],
                          output_hidden_states=True).hidden_states
         stack = torch.stack([hidden[x] for x in layers]).float()  # (F, B, T, H)
@@ -97,7 +99,7 @@ def collect(encoder, tokenizer, texts: list[str], unit: str = "token", layers: l
         for b in range(len(batch)):
             if unit == "token":
                 keep = ordinary[b].nonzero().flatten()
-                chunks.append(stack[:, b, keep].numpy())
+                chunks.append(stack[:, b, keep].cpu().numpy())
                 ids = enc["input_ids"][b, keep].tolist()
                 tokens += tokenizer.convert_ids_to_tokens(ids)
                 position += keep.tolist()
@@ -109,7 +111,7 @@ def collect(encoder, tokenizer, texts: list[str], unit: str = "token", layers: l
                 else:
                     w = ordinary[b].float()
                     vec = (stack[:, b] * w[None, :, None]).sum(1) / w.sum().clamp(min=1.0)
-                chunks.append(vec[:, None].numpy())
+                chunks.append(vec[:, None].cpu().numpy())
                 tokens.append(batch[b])
                 position.append(-1)
                 sentence.append(start + b)
@@ -323,13 +325,13 @@ def word_vectors(encoder, tokenizer, points: PointSet, word: str) -> np.ndarray:
         hits = [i for i, t in enumerate(points.tokens) if t == word.lower() or t == word]
         if hits:
             return points.vectors[:, hits].mean(1).astype(np.float32)
-    enc = tokenizer(word, return_tensors="pt")
+    enc = tokenizer(word, return_tensors="pt").to(device_of(encoder))
     hidden = encoder(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"],
                      output_hidden_states=True).hidden_states
     stack = torch.stack([hidden[x][0] for x in points.layers]).float()  # (F, T, H)
     if points.unit == "cls":
-        return stack[:, 0].numpy()
-    return stack[:, 1:-1].mean(1).numpy()
+        return stack[:, 0].cpu().numpy()
+    return stack[:, 1:-1].mean(1).cpu().numpy()
 
 
 def token_labels(tokenizer, points: PointSet, max_length: int = 128) -> tuple[list[str], list[str]]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...device import device_of
 from ..attention.words import word_groups
 from .parses import (  # noqa: F401 - re-exported: the parse a syntax-head view draws beside its scores
     INSTALL,
@@ -154,11 +155,11 @@ def run_syntax(encoder, tokenizer, segments, progress=None, min_count: int = MIN
     parsed, maps = [], []
     for i, seg in enumerate(segments):
         p = parse_segment(tokenizer, seg.text_a, seg.text_b)
-        enc = tokenizer(seg.text_a, seg.text_b, return_tensors="pt")
+        enc = tokenizer(seg.text_a, seg.text_b, return_tensors="pt").to(device_of(encoder))
         with torch.no_grad():
             out = encoder(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"], output_attentions=True)
         parsed.append(p)
-        maps.append(torch.stack([a[0] for a in out.attentions]).float().numpy())
+        maps.append(torch.stack([a[0] for a in out.attentions]).float().cpu().numpy())
         if progress is not None:
             progress(i + 1, len(segments))
     probe = None

@@ -101,25 +101,27 @@ def dependents(attentions: np.ndarray, seg: ParsedSegment, segment: int = 0) -> 
 
 def _stack(deps: list[Dependent]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Flat candidate features ``(N_c, F)``, each candidate's dependent ``(N_c,)``, and each dependent's gold row
-    in the flat array ``(N,)``."""
+    in the flat array ``(N,)``, on the CPU: the features are numpy arrays and the fit is SciPy's."""
     x = torch.from_numpy(np.concatenate([d.features for d in deps]))
-    sizes = torch.tensor([len(d.candidates) for d in deps])
-    owner = torch.repeat_interleave(torch.arange(len(deps)), sizes)
+    sizes = torch.tensor([len(d.candidates) for d in deps], device=x.device)
+    owner = torch.repeat_interleave(torch.arange(len(deps), device=x.device), sizes)
     first = torch.cumsum(sizes, 0) - sizes
-    gold = first + torch.tensor([d.gold for d in deps])
+    gold = first + torch.tensor([d.gold for d in deps], device=x.device)
     return x, owner, gold
 
 
 def _log_softmax_by_owner(scores: torch.Tensor, owner: torch.Tensor, n: int) -> torch.Tensor:
     """Log-softmax of ``scores (N_c,)`` within each dependent's candidates."""
-    top = torch.full((n,), -torch.inf, dtype=scores.dtype).scatter_reduce(0, owner, scores, "amax")
-    z = torch.zeros(n, dtype=scores.dtype).index_add(0, owner, torch.exp(scores - top[owner]))
+    top = torch.full((n,), -torch.inf, dtype=scores.dtype, device=scores.device).scatter_reduce(0, owner, scores,
+                                                                                               "amax")
+    z = torch.zeros(n, dtype=scores.dtype, device=scores.device).index_add(0, owner, torch.exp(scores - top[owner]))
     return scores - top[owner] - torch.log(z)[owner]
 
 
 def _uas(scores: torch.Tensor, owner: torch.Tensor, gold: torch.Tensor, n: int) -> float:
     """Share of dependents whose best-scored candidate is the gold one (ties: the first)."""
-    best = torch.full((n,), -torch.inf, dtype=scores.dtype).scatter_reduce(0, owner, scores, "amax")
+    best = torch.full((n,), -torch.inf, dtype=scores.dtype, device=scores.device).scatter_reduce(0, owner, scores,
+                                                                                                "amax")
     return float((scores[gold] >= best).double().mean())
 
 
@@ -149,7 +151,7 @@ def fit(deps: list[Dependent], l2: float = 1e-3, steps: int = 200) -> torch.Tens
         return float(loss), grad.double().numpy()
 
     res = minimize(loss_and_grad, np.zeros(x.shape[1]), jac=True, method="L-BFGS-B", options={"maxiter": steps})
-    return torch.tensor(res.x, dtype=torch.float32)
+    return torch.tensor(res.x, dtype=torch.float32, device=x.device)  # SciPy's result, where the features are
 
 
 def score(deps: list[Dependent], weights: torch.Tensor) -> float:

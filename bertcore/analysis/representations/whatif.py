@@ -174,7 +174,7 @@ def mask_comparisons(tokenizer, logits_a: torch.Tensor, logits_b: torch.Tensor, 
         out.append(MaskComparison(
             positions_a[i], positions_b[i], tokenizer.convert_ids_to_tokens(ia.tolist()), pa.tolist(),
             tokenizer.convert_ids_to_tokens(ib.tolist()), pb.tolist(), tokenizer.convert_ids_to_tokens(ids),
-            probs_a[i, ids].numpy(), probs_b[i, ids].numpy()))
+            probs_a[i, ids].cpu().numpy(), probs_b[i, ids].cpu().numpy()))
     return out
 
 
