@@ -3,6 +3,7 @@
     python -m bertcore.sae train --run-dir RUN --layers 1,3,5 --max-time 45 [--model FOLDER] [--corpus everyday]
     python -m bertcore.sae train --kind transcoder --run-dir RUN --layers 0,1,2,3,4,5 --k 32 --max-time 600
     python -m bertcore.sae resume --run-dir RUN
+    torchrun --nproc_per_node 2 -m bertcore.sae train --run-dir RUN ...   # each rank its shard, DDP (resume too)
     python -m bertcore.sae replacement --transcoders RUN/checkpoints/step-N [--chunks 48]
     python -m bertcore.sae transcoders --transcoders RUN/checkpoints/step-N --out FOLDER [--prune-tokens 1000000]
     python -m bertcore.sae evaluate --sae RUN/sae/layer-2 [--sae ...] [--out FOLDER --dtype float16]
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -205,7 +207,9 @@ def main(argv: list[str] | None = None) -> int:
             if problems:
                 print("error: " + "; ".join(problems), file=sys.stderr)
                 return 2
-            if Path(args.run_dir).exists() and any(Path(args.run_dir).iterdir()):
+            # under torchrun rank 0 alone asks (the others would see the folder it has just begun to write)
+            first = int(os.environ.get("RANK", "0")) == 0
+            if first and Path(args.run_dir).exists() and any(Path(args.run_dir).iterdir()):
                 print(f"error: {args.run_dir} exists already; use resume to continue it", file=sys.stderr)
                 return 2
         else:

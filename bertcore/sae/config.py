@@ -59,6 +59,11 @@ class SAETrainConfig:
     #: where the model's forward passes and the SAEs' steps run (:func:`bertcore.device.resolve`: auto takes CUDA
     #: when there is one); tokenisation and masking stay on the CPU
     device: str = "auto"
+    #: the corpus's blocks are dealt into this many shards, each read by its own stream, all of them side by side in
+    #: every step (a global batch of ``shards x batch_size`` tokens); under ``torchrun`` each rank reads its share of
+    #: them and DDP averages the gradients. 0: one shard per rank. One process with ``shards=N`` computes what N
+    #: ranks do.
+    shards: int = 0
     #: start from the SAEs in this folder (``layer-<l>/`` SAELens folders, e.g. ``models/minilm-mlm/sae``) instead
     #: of the data initialisation: their weights and input scale, this run's ``k`` and a fresh optimizer; with fewer
     #: latents than ``d_sae`` they are widened (:meth:`bertcore.sae.model.TopKSAE.widened`, the new latents resampled)
@@ -75,6 +80,8 @@ class SAETrainConfig:
                             f"got {list(self.layers)}")
         if self.kind not in KINDS:
             problems.append(f"kind must be one of {', '.join(KINDS)}; got {self.kind!r}")
+        if self.shards < 0:
+            problems.append(f"shards must be 0 (one per rank) or more; got {self.shards}")
         if not 1 <= self.k <= self.d_sae:
             problems.append(f"k must be between 1 and d_sae ({self.d_sae}); got {self.k}")
         if self.batch_size < 1 or self.seq_len < 8 or self.block_size < 1:

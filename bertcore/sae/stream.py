@@ -186,11 +186,14 @@ class ActivationStream:
             forward pass, the costly part on a CPU, then feeds several SAE updates: Gao et al. 2024 train on each
             token once; 2 passes trade a little of that for half the forward passes).
         kind: ``"sae"`` (each block's output) or ``"transcoder"`` (its feed-forward input and output).
+        shard, shards: this stream reads the corpus's blocks ``shard, shard + shards, shard + 2 shards ...`` (its
+            block ``b`` is the corpus's block ``b * shards + shard``, seeded as that block): ``shards`` streams
+            together read every block once (a DDP run's ranks, :class:`bertcore.sae.train.Trainer`).
     """
 
     def __init__(self, model, tokenizer, chunks: Sequence[np.ndarray], layers: Sequence[int], batch_size: int = 4096,
                  block_size: int = 64, seed: int = 0, mlm_probability: float = 0.15, passes: int = 1,
-                 kind: str = "sae") -> None:
+                 kind: str = "sae", shard: int = 0, shards: int = 1) -> None:
         if not chunks:
             raise CorpusError("no text to stream")
         config = getattr(model, "base_model", model).config
@@ -202,10 +205,14 @@ class ActivationStream:
         self.read = READERS[kind]
         self.blocks_per_epoch = max(1, len(self.chunks) // block_size)
         self.tokens_seen = 0
+        if not 0 <= shard < shards:
+            raise ValueError(f"shard {shard} of {shards}: shards count from 0")
+        self.shard, self.shards = shard, shards
 
     def block(self, b: int) -> dict[int, torch.Tensor]:
         """Block ``b``'s hidden states, ``{layer: (passes * n, H)}``: its n non-padding tokens in ``passes``
         shuffled orders, one after the other."""
+        b = b * self.shards + self.shard  # the corpus's block
         epoch, i = divmod(b, self.blocks_per_epoch)
         order = np.random.default_rng([self.seed, epoch]).permutation(len(self.chunks))
         picked = [self.chunks[j] for j in order[i * self.block_size:(i + 1) * self.block_size]]

@@ -25,6 +25,7 @@ import os
 import shutil
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ import torch
 from ..device import resolve as resolve_device
 from ..loading.shipped_file import model_hash
 from ..runs import RunDir, RunWriter, now_iso
+from ..runs.distributed import Dist, init_distributed
 from . import io as sae_io
 from .config import SAETrainConfig
 from . import transcoder
@@ -99,28 +101,48 @@ class Trainer:
         if problems:
             raise ValueError("; ".join(problems))
         self.cfg, self.rundir = cfg, RunDir(run_dir)
-        self.writer = RunWriter(run_dir)
+        self.writer: RunWriter | None = None  # made by _join: under torchrun only rank 0 writes
         self.stop_requested = False
+        self.dist = Dist()
+
+    def _join(self) -> None:
+        """Under ``torchrun``: join the process group (rank 0 alone writes the run's files)."""
+        self.dist = init_distributed(self.cfg.device)
+        self.writer = RunWriter(self.rundir.path, enabled=self.dist.main)
 
     # -- setup
     def _setup(self) -> None:
         cfg = self.cfg
         torch.set_num_threads(max(1, cfg.threads))
         self.device = resolve_device(cfg.device)
+        if self.device.type == "cuda" and self.dist.enabled:  # one GPU per rank (more ranks than GPUs share them)
+            self.device = torch.device("cuda", self.dist.local_rank % torch.cuda.device_count())
         self.model, self.tokenizer, self.folder = load_model(cfg.model, self.device)
         cfg_model = self.model.config
         check_layers(cfg.layers, cfg_model.num_hidden_layers)
+        world = self.dist.world_size
+        self.shards = cfg.shards or world
+        if self.shards % world:
+            raise ValueError(f"--shards {self.shards} cannot be dealt evenly to {world} processes")
+        per_rank = self.shards // world
+        self.own = list(range(self.dist.rank * per_rank, (self.dist.rank + 1) * per_rank))  # this rank's shards
         self.chunks = corpus_chunks(cfg.corpus, self.tokenizer, cfg.seq_len)
-        self.stream = ActivationStream(self.model, self.tokenizer, self.chunks, cfg.layers, cfg.batch_size,
-                                       cfg.block_size, cfg.seed, cfg.mlm_probability, cfg.passes, kind=cfg.kind)
+        self.streams = [self._stream(shard) for shard in self.own]
         self.transcoders = cfg.kind == "transcoder"
         if self.transcoders and cfg.init_from:
             raise ValueError("--init-from starts SAEs only; a transcoder run starts from the data")
         self.heldout = corpus_chunks(cfg.heldout, self.tokenizer, cfg.seq_len, allow_held_out=True)
 
+    def _stream(self, shard: int) -> ActivationStream:
+        cfg = self.cfg
+        return ActivationStream(self.model, self.tokenizer, self.chunks, cfg.layers, cfg.batch_size, cfg.block_size,
+                                cfg.seed, cfg.mlm_probability, cfg.passes, kind=cfg.kind, shard=shard,
+                                shards=self.shards)
+
     def _fresh(self) -> None:
         cfg = self.cfg
-        first = self.stream.block(0)
+        # every rank starts from shard 0's first block: the same dictionaries everywhere
+        first = (self.streams[0] if self.own[0] == 0 else self._stream(0)).block(0)
         self.saes: dict[int, TopKSAE] = {}
         for layer in cfg.layers:
             x = first[layer]
@@ -157,7 +179,8 @@ class Trainer:
                     sae.W_enc.copy_(sae.W_dec.T / cfg.k)  # k latents add up: each gets 1/k of the norm
             self.saes[layer] = sae
         self._optimizers()
-        self.step, self.position, self.tokens, self.elapsed = 0, Position(), 0, 0.0
+        self.step, self.tokens, self.elapsed = 0, 0, 0.0
+        self.positions = [Position() for _ in self.own]
         self.last_fired = {layer: torch.zeros(cfg.d_sae, dtype=torch.long, device=self.device)
                            for layer in cfg.layers}
         self.resampled = {layer: 0 for layer in cfg.layers}
@@ -191,15 +214,68 @@ class Trainer:
         else:
             sae_io.save(module, folder, layer, num_layers=self.model.config.num_hidden_layers, **kw)
 
-    def _forward(self, module, acts: torch.Tensor):
-        """One training forward pass: an SAE on the hidden states, a transcoder on its ``(input, output)`` pairs."""
+    def _forward(self, layer: int, acts: torch.Tensor):
+        """One training forward pass (through DDP under ``torchrun``): an SAE on the hidden states, a transcoder on
+        its ``(input, output)`` pairs."""
+        module, d_in = self.modules[layer], self.saes[layer].d_in
         if self.transcoders:
-            return module(acts[:, :module.d_in], acts[:, module.d_in:])
+            if self.dist.enabled:
+                return module(acts[:, :d_in], acts[:, d_in:], batch_topk=GlobalBatchTopK(self.dist))
+            return module(acts[:, :d_in], acts[:, d_in:])
         return module(acts)
 
     def _optimizers(self) -> None:
         self.optimizers = {layer: torch.optim.Adam(sae.parameters(), lr=self.cfg.lr, betas=(0.9, 0.999),
                                                    eps=6.25e-10) for layer, sae in self.saes.items()}
+        self.modules = {layer: self._ddp(sae) for layer, sae in self.saes.items()}
+
+    def _ddp(self, sae):
+        """``sae`` itself in one process; under ``torchrun`` wrapped in DDP, which averages the gradients."""
+        if not self.dist.enabled:
+            return sae
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        return DDP(sae, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                   broadcast_buffers=False)
+
+    def _sum(self, value: int) -> int:
+        """``value`` summed over the ranks."""
+        if not self.dist.enabled:
+            return value
+        t = torch.tensor([value], dtype=torch.long, device=self.device if self.device.type == "cuda" else "cpu")
+        return int(self.dist.all_reduce_sum(t).item())
+
+    def _fired_anywhere(self, out, d_sae: int) -> torch.Tensor:
+        """The latents active on some token of the global batch, ``(M,)`` long."""
+        fired = out.fired()
+        if not self.dist.enabled:
+            return fired
+        seen = torch.zeros(d_sae, dtype=torch.long, device=fired.device)
+        seen[fired] = 1
+        return self.dist.all_reduce_sum(seen).nonzero().flatten()
+
+    def _global_out(self, out):
+        """What resampling reads of one forward pass (``x``, ``x_hat``, ``target``), every rank's rows in shard
+        order: each rank then resamples the same latents the same way (what one process reading the global batch
+        does)."""
+        if not self.dist.enabled:
+            return out
+        import torch.distributed as tdist
+
+        n = torch.tensor([out.x_hat.shape[0]], device=out.x_hat.device)
+        sizes = [torch.zeros_like(n) for _ in range(self.dist.world_size)]
+        tdist.all_gather(sizes, n)
+        width = int(max(s.item() for s in sizes))
+
+        def gather(t: torch.Tensor) -> torch.Tensor:
+            padded = torch.zeros(width, *t.shape[1:], dtype=t.dtype, device=t.device)
+            padded[:t.shape[0]] = t.detach()
+            parts = [torch.zeros_like(padded) for _ in sizes]
+            tdist.all_gather(parts, padded)
+            return torch.cat([p[:int(s.item())] for p, s in zip(parts, sizes)])
+
+        x = gather(out.x)
+        return _Rows(x, gather(out.x_hat), x if out.target is out.x else gather(out.target))
 
     def _restore(self, folder: Path) -> None:
         state = torch.load(folder / STATE_FILE, map_location="cpu", weights_only=True)
@@ -212,12 +288,25 @@ class Trainer:
         for layer, opt in self.optimizers.items():
             opt.load_state_dict(state["optimizers"][_key(layer)])
         self.step, self.tokens, self.elapsed = state["step"], state["tokens"], state["elapsed"]
-        self.position = Position(*state["position"])
+        saved = state.get("positions") or [state["position"]]  # one per shard (older checkpoints: one)
+        if len(saved) != self.shards:
+            raise ValueError(f"{folder} was written by a run of {len(saved)} shard(s): resume it with --shards "
+                             f"{len(saved)} or as many torchrun processes")
+        self.positions = [Position(*saved[shard]) for shard in self.own]
         self.last_fired = {layer: state["last_fired"][_key(layer)].to(self.device) for layer in self.cfg.layers}
         self.resampled = {layer: int(state.get("resampled", {}).get(_key(layer), 0)) for layer in self.cfg.layers}
 
     # -- checkpoints
-    def _save(self) -> Path:
+    def _all_positions(self) -> list[list[int]]:
+        """Every shard's stream position, in shard order (gathered from the ranks)."""
+        mine = [[p.block, p.offset] for p in self.positions]
+        if not self.dist.enabled:
+            return mine
+        every: list = [None] * self.dist.world_size
+        torch.distributed.all_gather_object(every, mine)
+        return [p for rank in every for p in rank]
+
+    def _save(self, positions: list[list[int]]) -> Path:
         final = self.rundir.checkpoint_dir(self.step)
         if final.is_dir():
             return final
@@ -227,7 +316,7 @@ class Trainer:
         for layer, sae in self.saes.items():
             self._save_one(sae, tmp / sae_io.folder_name(layer), layer, model_name=self.folder.name)
         state = {"step": self.step, "tokens": self.tokens, "elapsed": self.elapsed,
-                 "position": [self.position.block, self.position.offset],
+                 "position": positions[0], "positions": positions,
                  "optimizers": {_key(layer): opt.state_dict() for layer, opt in self.optimizers.items()},
                  "last_fired": {_key(layer): t for layer, t in self.last_fired.items()},
                  "resampled": {_key(layer): n for layer, n in self.resampled.items()}}
@@ -240,29 +329,33 @@ class Trainer:
     # -- one step
     def _train_step(self, batch: dict[int, torch.Tensor]) -> dict[str, Any]:
         cfg = self.cfg
-        n = next(iter(batch.values())).shape[0]
+        local = next(iter(batch.values())).shape[0]
+        n = self._sum(local)  # the global batch's tokens
+        # both losses are means over this rank's tokens; DDP averages the ranks' gradients: weighted so, they are
+        # the gradient of the mean over the global batch (ranks' batches may differ by a few tokens)
+        weight = local * self.dist.world_size / n
         lr = lr_at(cfg, self.step, self._used())
         record: dict[str, Any] = {"step": self.step + 1, "split": "train", "lr": lr, "tokens": self.tokens + n}
         for layer, sae in self.saes.items():
             opt = self.optimizers[layer]
             for group in opt.param_groups:
                 group["lr"] = lr
-            out = self._forward(sae, batch[layer])
+            out = self._forward(layer, batch[layer])
             dead = (self.tokens - self.last_fired[layer]) >= cfg.dead_tokens
             main = mse(out.target, out.x_hat)
             aux = (transcoder.aux_k_loss if self.transcoders else aux_k_loss)(sae, out, dead, cfg.k_aux)
-            loss = main + cfg.aux_coef * aux
+            loss = (main + cfg.aux_coef * aux) * weight if self.dist.enabled else main + cfg.aux_coef * aux
             opt.zero_grad(set_to_none=True)
             loss.backward()
             sae.remove_parallel_grad()
             opt.step()
             sae.normalise_decoder()
             with torch.no_grad():
-                self.last_fired[layer][out.fired()] = self.tokens + n
+                self.last_fired[layer][self._fired_anywhere(out, sae.d_sae)] = self.tokens + n
                 every = cfg.resample_every
                 if every and (self.tokens + n) // every > self.tokens // every:
                     gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.step * 31 + sae_io.label(layer))
-                    self.resampled[layer] += resample(sae, dead, out, opt, gen)
+                    self.resampled[layer] += resample(sae, dead, self._global_out(out), opt, gen)
                     self.last_fired[layer][dead] = self.tokens + n  # a new latent gets dead_tokens to find its use
                 total = (out.target - out.target.mean(0)).pow(2).sum(-1).mean()
                 name = f"L{_key(layer)}"
@@ -295,16 +388,20 @@ class Trainer:
         return self.elapsed + time.monotonic() - self._clock
 
     def _done(self) -> bool:
+        """The step budget spent, the time budget spent or a stop asked for (under ``torchrun``: on any rank, so
+        every rank stops after the same step)."""
         cfg = self.cfg
         if cfg.max_steps is not None and self.step >= cfg.max_steps:
             return True
-        return cfg.max_time is not None and self._used() >= cfg.max_time * 60
+        over = self.stop_requested or (cfg.max_time is not None and self._used() >= cfg.max_time * 60)
+        return self.dist.any_flag(over, self.device)
 
     def run(self) -> int:
         cfg = self.cfg
         previous = signal.signal(signal.SIGTERM, self._on_sigterm)
         threads = torch.get_num_threads()  # _setup sets the run's own; the caller's process gets its own back
         try:
+            self._join()
             self.writer.set_status(state="running", started=now_iso(), error=None)
             self._setup()
             last = checkpoints(self.rundir)
@@ -317,14 +414,18 @@ class Trainer:
                 self.writer.write_config({**(self.rundir.read_config() or {}), "task": "sae", "args": cfg.to_dict(),
                                           "model_folder": str(self.folder), "created": now_iso(),
                                           "chunks": len(self.chunks)})
-            self.rundir.remove_litter()
+            if self.dist.main:
+                self.rundir.remove_litter()
             for sae in self.saes.values():
                 sae.train()
             self._clock = time.monotonic()
             window = (self._clock, self.tokens)
-            batches = self.stream.batches(self.position)
-            while not self._done() and not self.stop_requested:
-                batch, self.position = next(batches)
+            streams = [s.batches(p) for s, p in zip(self.streams, self.positions)]
+            while not self._done():
+                parts = [next(it) for it in streams]  # this rank's shards, side by side
+                self.positions = [position for _, position in parts]
+                batch = parts[0][0] if len(parts) == 1 else {
+                    layer: torch.cat([b[layer] for b, _ in parts]) for layer in cfg.layers}
                 record = self._train_step(batch)
                 if self.step % cfg.log_every == 0:
                     now = time.monotonic()
@@ -334,28 +435,37 @@ class Trainer:
                     self.writer.set_status(step=self.step, total_steps=cfg.max_steps, tokens=self.tokens,
                                            tokens_per_s=record["tokens_per_s"],
                                            elapsed_s=self._used())
-                if cfg.eval_every and self.step % cfg.eval_every == 0:
+                if cfg.eval_every and self.step % cfg.eval_every == 0 and self.dist.main:
                     self.writer.log_metrics(self._evaluate())
                 if cfg.save_every and self.step % cfg.save_every == 0:
                     self._snapshot()
             self._snapshot()
+            self.stop_requested = self.dist.any_flag(self.stop_requested, self.device)
             if self.stop_requested:
                 self.writer.set_status(state="cancelled", step=self.step)
                 return 143
-            self._finish()
+            if self.dist.main:
+                self._finish()
+            self.dist.barrier()
             self.writer.set_status(state="done", step=self.step, ended=now_iso())
             return 0
         except Exception as exc:
-            self.writer.set_status(state="failed", error=f"{type(exc).__name__}: {exc}")
+            if self.writer is not None:
+                self.writer.set_status(state="failed", error=f"{type(exc).__name__}: {exc}")
             raise
         finally:
             signal.signal(signal.SIGTERM, previous)
             torch.set_num_threads(threads)
+            if self.dist.enabled and torch.distributed.is_initialized():
+                torch.distributed.destroy_process_group()
 
     def _snapshot(self) -> None:
         now = time.monotonic()
         self.elapsed, self._clock = self.elapsed + now - self._clock, now
-        self._save()
+        positions = self._all_positions()
+        if self.dist.main:
+            self._save(positions)
+        self.dist.barrier()
 
     def _finish(self) -> None:
         final = self._evaluate()
@@ -373,6 +483,44 @@ class Trainer:
 
     def _on_sigterm(self, signum, frame) -> None:  # noqa: ARG002 - signal handler signature
         self.stop_requested = True
+
+
+class GlobalBatchTopK(transcoder.BatchTopK):
+    """BatchTopK over the global batch of a ``torchrun`` run: the ``k x N`` largest activations of every rank's rows
+    together (``N`` all of them), so each rank keeps what one process reading the global batch keeps. Each rank
+    sends its own ``k x N`` largest (the global ones are among them), every rank finds the same cut."""
+
+    def __init__(self, dist: Dist) -> None:
+        self.dist = dist
+
+    def select(self, activations: torch.Tensor, k: int, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch.distributed as tdist
+
+        total = k * int(self.dist.all_reduce_sum(torch.tensor([rows], device=activations.device)).item())
+        mine = activations.detach().topk(min(total, activations.numel()), sorted=False).values
+        padded = torch.full((total,), -1.0, dtype=mine.dtype, device=mine.device)
+        padded[:len(mine)] = mine
+        every = [torch.empty_like(padded) for _ in range(self.dist.world_size)]
+        tdist.all_gather(every, padded)
+        cut = torch.cat(every).topk(total, sorted=False).values.min()  # the total-th largest of the global batch
+        return self.above(activations, cut)
+
+    def lowest(self, values: torch.Tensor) -> torch.Tensor | None:
+        import torch.distributed as tdist
+
+        low = values.min() if len(values) else values.new_tensor(float("inf"))
+        low = low.reshape(1).clone()
+        tdist.all_reduce(low, op=tdist.ReduceOp.MIN)
+        return None if torch.isinf(low).item() else low[0]
+
+
+@dataclass
+class _Rows:
+    """The rows resampling reads of a forward pass (:func:`bertcore.sae.model.resample`)."""
+
+    x: torch.Tensor
+    x_hat: torch.Tensor
+    target: torch.Tensor
 
 
 def start_from(folder: Path, layer: int, d_in: int, cfg: SAETrainConfig) -> TopKSAE:

@@ -83,6 +83,28 @@ class TranscoderOutput:
         return len(self.values) / max(1, self.x.shape[0])
 
 
+class BatchTopK:
+    """How a training batch's latents are chosen (Bussmann et al. 2024, BatchTopK): the ``k x N`` largest positive
+    activations of the batch's ``N`` rows together, and the lowest of them (the threshold's running mean follows
+    it). This one sees the rows of one process."""
+
+    def select(self, activations: torch.Tensor, k: int, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(values, flat indices)`` of the chosen entries of ``activations (N * d_sae,)`` (after the ReLU): every
+        positive one at least the ``k x N``-th largest (ties at that cut all kept: a token served twice in a batch
+        gives equal values, and a choice among them would depend on how the batch is split)."""
+        cut = activations.detach().topk(min(k * rows, activations.numel()), sorted=False).values.min()
+        return self.above(activations, cut)
+
+    @staticmethod
+    def above(activations: torch.Tensor, cut: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        flat = ((activations >= cut) & (activations > 0)).nonzero().flatten()
+        return activations[flat], flat
+
+    def lowest(self, values: torch.Tensor) -> torch.Tensor | None:
+        """The smallest chosen value, ``()``; None when nothing was chosen."""
+        return values.min() if len(values) else None
+
+
 class Transcoder(nn.Module):
     """A JumpReLU skip transcoder trained by BatchTopK (module docstring), float32 parameters.
 
@@ -127,19 +149,20 @@ class Transcoder(nn.Module):
         out = x_scaled @ self.W_skip.T + self.b_dec  # (N, d_out)
         return out.index_add(0, rows, values[:, None] * self.W_dec[cols])
 
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> TranscoderOutput:
+    def forward(self, x: torch.Tensor, y: torch.Tensor, batch_topk: "BatchTopK | None" = None) -> TranscoderOutput:
         """``x (N, d_in)``, ``y (N, d_out)`` in the model's units -> :class:`TranscoderOutput`. In training mode the
-        latents are chosen by BatchTopK and the threshold's running mean moves; in eval mode by the threshold."""
+        latents are chosen by BatchTopK over the batch (``batch_topk``: over this process's rows, the default, or
+        over every rank's, :class:`bertcore.sae.train.GlobalBatchTopK`) and the threshold's running mean moves; in
+        eval mode by the threshold."""
         xs, ys = x * self.in_scale, y * self.out_scale
         pre = self.pre_acts(xs)  # (N, d_sae)
         if self.training:
-            values, flat = pre.relu().flatten().topk(min(self.k * len(x), pre.numel()), sorted=False)
-            keep = values > 0
-            values, flat = values[keep], flat[keep]
+            choose = batch_topk or BatchTopK()
+            values, flat = choose.select(pre.relu().flatten(), self.k, len(x))
             rows, cols = flat // self.d_sae, flat % self.d_sae
-            if len(values):
+            low = choose.lowest(values.detach())
+            if low is not None:
                 with torch.no_grad():
-                    low = values.min().detach()
                     first = float(self.threshold) == 0.0
                     self.threshold.copy_(low if first else THRESHOLD_MOMENTUM * self.threshold
                                          + (1 - THRESHOLD_MOMENTUM) * low)
