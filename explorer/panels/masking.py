@@ -162,7 +162,7 @@ def lens(lm: LoadedModel, draw_args: tuple, d: views.Draw) -> None:
     final_words = lm.tokenizer.convert_ids_to_tokens(ll.final_ids[cols].tolist())
     widgets.plotly_chart(lens_figures.final_guess_by_layer(
         [f"pos {c}: {d.fed_tokens[c]} → {w}" for c, w in zip(cols, final_words)],
-        ll.final_prob[:, cols].numpy(), ll.final_rank[:, cols].numpy()), key="msk_lens_lines")
+        ll.final_prob[:, cols].cpu().numpy(), ll.final_rank[:, cols].cpu().numpy()), key="msk_lens_lines")
     if tuned is not None:
         fitted = logit_lens.load_tuned_lens(tuned)
         widgets.plotly_chart(lens_figures.kl_by_layer(fitted.kl_logit.numpy(), fitted.kl_tuned.numpy()),

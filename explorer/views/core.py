@@ -40,6 +40,7 @@ from typing import Any, Generic, ParamSpec, TypeVar
 
 import cachetools
 import numpy as np
+import torch
 
 from bertcore.device import memory_error, out_of_memory
 from bertcore.device import resolve as resolve_device
@@ -81,9 +82,17 @@ def nbytes(value: Any, _seen: set[int] | None = None) -> int:
     return 1
 
 
+def _host(value: Any) -> Any:
+    """A tensor on an accelerator copied to the CPU (a kept result holds no GPU memory and reads as numpy); anything
+    else as it is."""
+    if isinstance(value, torch.Tensor) and value.device.type != "cpu":
+        return value.detach().cpu()
+    return value
+
+
 def freeze(value: Any, _seen: set[int] | None = None) -> Any:
-    """Make every numpy array in ``value`` read-only (through dataclasses, lists, tuples and dict values); returns
-    ``value``."""
+    """Make every numpy array in ``value`` read-only and bring every tensor on an accelerator to the CPU (through
+    dataclasses, lists, dict values; tuples' tensors stay where they are); returns ``value``."""
     seen = set() if _seen is None else _seen
     if id(value) in seen:
         return value
@@ -92,13 +101,22 @@ def freeze(value: Any, _seen: set[int] | None = None) -> Any:
         value.flags.writeable = False
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         for f in dataclasses.fields(value):
-            freeze(getattr(value, f.name), seen)
-    elif isinstance(value, (list, tuple)):
+            v = getattr(value, f.name)
+            on_host = _host(v)
+            if on_host is not v:
+                object.__setattr__(value, f.name, on_host)
+            freeze(on_host, seen)
+    elif isinstance(value, list):
+        value[:] = [_host(v) for v in value]
+        for v in value:
+            freeze(v, seen)
+    elif isinstance(value, tuple):
         for v in value:
             freeze(v, seen)
     elif isinstance(value, dict):
-        for v in value.values():
-            freeze(v, seen)
+        for k, v in value.items():
+            value[k] = _host(v)
+            freeze(value[k], seen)
     return value
 
 
