@@ -57,15 +57,13 @@ with c3:
 with c4:
     by_word = widgets.words_toggle("att")
 shown = views.maps(lm.source, text, text_pair, bool(hide), bool(by_word))  # (L, heads, U, U) as shown
-labels, members = list(shown.labels), shown.members
-if st.toggle("Part of speech on the tokens (spaCy)", key="att_pos", persist_state="session",
-             help="Each token (or word) label gets its word's part of speech and dependency label, e.g. "
-                  "'keys · NOUN nsubj', from spaCy's English parser: see which heads link which word classes."):
-    pos = views.parts_of_speech(lm.source, text, text_pair)
-    if pos.note is not None:
-        st.caption(widgets.escape_md(pos.note))
-    elif len(pos.labels) == len(enc.tokens):
-        labels = [f"{lab} · {pos.labels[m[0]]}" if pos.labels[m[0]] else lab for lab, m in zip(labels, members)]
+pos = st.toggle("Part of speech on the tokens (spaCy)", key="att_pos", persist_state="session",
+                help="Each token (or word) label gets its word's part of speech and dependency label, e.g. "
+                     "'keys · NOUN nsubj', from spaCy's English parser: see which heads link which word classes.")
+tagged = views.token_labels(lm.source, text, text_pair, bool(hide), bool(by_word), bool(pos))
+labels = tagged.labels
+if tagged.note is not None:
+    st.caption(widgets.escape_md(tagged.note))
 t = len(labels)
 notes = []
 if hide:

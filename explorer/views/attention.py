@@ -103,6 +103,31 @@ def parts_of_speech(source, text: str, text_pair: str | None) -> PartsOfSpeech:
     return PartsOfSpeech(labels, note)
 
 
+@dataclass
+class TokenLabels:
+    """The maps' axis labels as the page shows them: one per token (or word), with its word's part of speech and
+    dependency appended when asked (``"keys · NOUN nsubj"``); ``note`` says why they are missing, else None."""
+
+    labels: list[str]
+    note: str | None
+
+
+@view
+def token_labels(source, text: str, text_pair: str | None, hide: bool, words: bool,
+                 part_of_speech: bool) -> TokenLabels:
+    """The labels of :func:`maps` (tokens, or words with ``words``), each with the part of speech of the word its
+    first piece belongs to when ``part_of_speech`` (:func:`parts_of_speech`)."""
+    shown = maps(source, text, text_pair, hide, words)
+    labels = list(shown.labels)
+    if not part_of_speech:
+        return TokenLabels(labels, None)
+    pos = parts_of_speech(source, text, text_pair)
+    if pos.note is not None or len(pos.labels) != len(forward(source, text, text_pair).tokens):
+        return TokenLabels(labels, pos.note)
+    return TokenLabels([f"{lab} · {pos.labels[m[0]]}" if pos.labels[m[0]] else lab
+                        for lab, m in zip(labels, shown.members)], None)
+
+
 @view
 def head_stats(source, text: str, text_pair: str | None) -> activations.HeadStats:
     """Per layer and head, on the full attention: entropy, distance, share on [CLS] / [SEP] / itself and the

@@ -89,6 +89,7 @@ CALLS: dict[str, tuple[tuple, dict]] = {
     "attention.neuron_view": ((S, SHORT, None, 2, 3, 4), {}),
     "attention.one_head": ((S, SHORT, None, 2, 3, True, True), {}),
     "attention.parts_of_speech": ((S, SHORT, None), {}),
+    "attention.token_labels": ((S, SHORT, None, False, True, True), {}),
     "attention.rolled_out": ((S, SHORT, None, True, True), {}),
     # Attribution
     "attribution.class_probs": ((S, SHORT, None), {}),
