@@ -118,14 +118,14 @@ def token_labels(source, text: str, text_pair: str | None, hide: bool, words: bo
     """The labels of :func:`maps` (tokens, or words with ``words``), each with the part of speech of the word its
     first piece belongs to when ``part_of_speech`` (:func:`parts_of_speech`)."""
     shown = maps(source, text, text_pair, hide, words)
-    labels = list(shown.labels)
-    if not part_of_speech:
-        return TokenLabels(labels, None)
-    pos = parts_of_speech(source, text, text_pair)
-    if pos.note is not None or len(pos.labels) != len(forward(source, text, text_pair).tokens):
-        return TokenLabels(labels, pos.note)
-    return TokenLabels([f"{lab} · {pos.labels[m[0]]}" if pos.labels[m[0]] else lab
-                        for lab, m in zip(labels, shown.members)], None)
+    labels, note = list(shown.labels), None
+    if part_of_speech:
+        pos = parts_of_speech(source, text, text_pair)
+        note = pos.note
+        if note is None and len(pos.labels) == len(forward(source, text, text_pair).tokens):
+            labels = [f"{lab} · {pos.labels[m[0]]}" if pos.labels[m[0]] else lab
+                      for lab, m in zip(labels, shown.members)]
+    return TokenLabels(labels, note)
 
 
 @view
