@@ -77,7 +77,8 @@ def describe(device) -> str:
         props = torch.cuda.get_device_properties(index)
         return f"cuda:{index} ({props.name}, {props.total_memory / 2**30:.0f} GiB)"
     if device.type == "cpu":
-        return f"cpu ({torch.get_num_threads()} threads)"
+        n = torch.get_num_threads()
+        return f"cpu ({n} thread{'s' if n != 1 else ''})"
     return str(device)
 
 
