@@ -25,7 +25,6 @@ import os
 import shutil
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from ..loading.shipped_file import model_hash
 from ..runs import RunDir, RunWriter, now_iso
 from ..runs.distributed import Dist, init_distributed
 from . import io as sae_io
+from . import distributed as ranks
 from .config import SAETrainConfig
 from . import transcoder
 from .metrics import reconstruction
@@ -220,62 +220,14 @@ class Trainer:
         module, d_in = self.modules[layer], self.saes[layer].d_in
         if self.transcoders:
             if self.dist.enabled:
-                return module(acts[:, :d_in], acts[:, d_in:], batch_topk=GlobalBatchTopK(self.dist))
+                return module(acts[:, :d_in], acts[:, d_in:], batch_topk=ranks.GlobalBatchTopK(self.dist))
             return module(acts[:, :d_in], acts[:, d_in:])
         return module(acts)
 
     def _optimizers(self) -> None:
         self.optimizers = {layer: torch.optim.Adam(sae.parameters(), lr=self.cfg.lr, betas=(0.9, 0.999),
                                                    eps=6.25e-10) for layer, sae in self.saes.items()}
-        self.modules = {layer: self._ddp(sae) for layer, sae in self.saes.items()}
-
-    def _ddp(self, sae):
-        """``sae`` itself in one process; under ``torchrun`` wrapped in DDP, which averages the gradients."""
-        if not self.dist.enabled:
-            return sae
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
-        return DDP(sae, device_ids=[self.device.index] if self.device.type == "cuda" else None,
-                   broadcast_buffers=False)
-
-    def _sum(self, value: int) -> int:
-        """``value`` summed over the ranks."""
-        if not self.dist.enabled:
-            return value
-        t = torch.tensor([value], dtype=torch.long, device=self.device if self.device.type == "cuda" else "cpu")
-        return int(self.dist.all_reduce_sum(t).item())
-
-    def _fired_anywhere(self, out, d_sae: int) -> torch.Tensor:
-        """The latents active on some token of the global batch, ``(M,)`` long."""
-        fired = out.fired()
-        if not self.dist.enabled:
-            return fired
-        seen = torch.zeros(d_sae, dtype=torch.long, device=fired.device)
-        seen[fired] = 1
-        return self.dist.all_reduce_sum(seen).nonzero().flatten()
-
-    def _global_out(self, out):
-        """What resampling reads of one forward pass (``x``, ``x_hat``, ``target``), every rank's rows in shard
-        order: each rank then resamples the same latents the same way (what one process reading the global batch
-        does)."""
-        if not self.dist.enabled:
-            return out
-        import torch.distributed as tdist
-
-        n = torch.tensor([out.x_hat.shape[0]], device=out.x_hat.device)
-        sizes = [torch.zeros_like(n) for _ in range(self.dist.world_size)]
-        tdist.all_gather(sizes, n)
-        width = int(max(s.item() for s in sizes))
-
-        def gather(t: torch.Tensor) -> torch.Tensor:
-            padded = torch.zeros(width, *t.shape[1:], dtype=t.dtype, device=t.device)
-            padded[:t.shape[0]] = t.detach()
-            parts = [torch.zeros_like(padded) for _ in sizes]
-            tdist.all_gather(parts, padded)
-            return torch.cat([p[:int(s.item())] for p, s in zip(parts, sizes)])
-
-        x = gather(out.x)
-        return _Rows(x, gather(out.x_hat), x if out.target is out.x else gather(out.target))
+        self.modules = {layer: ranks.wrap(sae, self.dist, self.device) for layer, sae in self.saes.items()}
 
     def _restore(self, folder: Path) -> None:
         state = torch.load(folder / STATE_FILE, map_location="cpu", weights_only=True)
@@ -297,15 +249,6 @@ class Trainer:
         self.resampled = {layer: int(state.get("resampled", {}).get(_key(layer), 0)) for layer in self.cfg.layers}
 
     # -- checkpoints
-    def _all_positions(self) -> list[list[int]]:
-        """Every shard's stream position, in shard order (gathered from the ranks)."""
-        mine = [[p.block, p.offset] for p in self.positions]
-        if not self.dist.enabled:
-            return mine
-        every: list = [None] * self.dist.world_size
-        torch.distributed.all_gather_object(every, mine)
-        return [p for rank in every for p in rank]
-
     def _save(self, positions: list[list[int]]) -> Path:
         final = self.rundir.checkpoint_dir(self.step)
         if final.is_dir():
@@ -330,7 +273,7 @@ class Trainer:
     def _train_step(self, batch: dict[int, torch.Tensor]) -> dict[str, Any]:
         cfg = self.cfg
         local = next(iter(batch.values())).shape[0]
-        n = self._sum(local)  # the global batch's tokens
+        n = ranks.total(local, self.dist, self.device)  # the global batch's tokens
         # both losses are means over this rank's tokens; DDP averages the ranks' gradients: weighted so, they are
         # the gradient of the mean over the global batch (ranks' batches may differ by a few tokens)
         weight = local * self.dist.world_size / n
@@ -351,11 +294,11 @@ class Trainer:
             opt.step()
             sae.normalise_decoder()
             with torch.no_grad():
-                self.last_fired[layer][self._fired_anywhere(out, sae.d_sae)] = self.tokens + n
+                self.last_fired[layer][ranks.fired_anywhere(out, sae.d_sae, self.dist)] = self.tokens + n
                 every = cfg.resample_every
                 if every and (self.tokens + n) // every > self.tokens // every:
                     gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.step * 31 + sae_io.label(layer))
-                    self.resampled[layer] += resample(sae, dead, self._global_out(out), opt, gen)
+                    self.resampled[layer] += resample(sae, dead, ranks.global_rows(out, self.dist), opt, gen)
                     self.last_fired[layer][dead] = self.tokens + n  # a new latent gets dead_tokens to find its use
                 total = (out.target - out.target.mean(0)).pow(2).sum(-1).mean()
                 name = f"L{_key(layer)}"
@@ -462,7 +405,7 @@ class Trainer:
     def _snapshot(self) -> None:
         now = time.monotonic()
         self.elapsed, self._clock = self.elapsed + now - self._clock, now
-        positions = self._all_positions()
+        positions = ranks.all_positions([[p.block, p.offset] for p in self.positions], self.dist)
         if self.dist.main:
             self._save(positions)
         self.dist.barrier()
@@ -483,44 +426,6 @@ class Trainer:
 
     def _on_sigterm(self, signum, frame) -> None:  # noqa: ARG002 - signal handler signature
         self.stop_requested = True
-
-
-class GlobalBatchTopK(transcoder.BatchTopK):
-    """BatchTopK over the global batch of a ``torchrun`` run: the ``k x N`` largest activations of every rank's rows
-    together (``N`` all of them), so each rank keeps what one process reading the global batch keeps. Each rank
-    sends its own ``k x N`` largest (the global ones are among them), every rank finds the same cut."""
-
-    def __init__(self, dist: Dist) -> None:
-        self.dist = dist
-
-    def select(self, activations: torch.Tensor, k: int, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
-        import torch.distributed as tdist
-
-        total = k * int(self.dist.all_reduce_sum(torch.tensor([rows], device=activations.device)).item())
-        mine = activations.detach().topk(min(total, activations.numel()), sorted=False).values
-        padded = torch.full((total,), -1.0, dtype=mine.dtype, device=mine.device)
-        padded[:len(mine)] = mine
-        every = [torch.empty_like(padded) for _ in range(self.dist.world_size)]
-        tdist.all_gather(every, padded)
-        cut = torch.cat(every).topk(total, sorted=False).values.min()  # the total-th largest of the global batch
-        return self.above(activations, cut)
-
-    def lowest(self, values: torch.Tensor) -> torch.Tensor | None:
-        import torch.distributed as tdist
-
-        low = values.min() if len(values) else values.new_tensor(float("inf"))
-        low = low.reshape(1).clone()
-        tdist.all_reduce(low, op=tdist.ReduceOp.MIN)
-        return None if torch.isinf(low).item() else low[0]
-
-
-@dataclass
-class _Rows:
-    """The rows resampling reads of a forward pass (:func:`bertcore.sae.model.resample`)."""
-
-    x: torch.Tensor
-    x_hat: torch.Tensor
-    target: torch.Tensor
 
 
 def start_from(folder: Path, layer: int, d_in: int, cfg: SAETrainConfig) -> TopKSAE:

@@ -152,7 +152,7 @@ class Transcoder(nn.Module):
     def forward(self, x: torch.Tensor, y: torch.Tensor, batch_topk: "BatchTopK | None" = None) -> TranscoderOutput:
         """``x (N, d_in)``, ``y (N, d_out)`` in the model's units -> :class:`TranscoderOutput`. In training mode the
         latents are chosen by BatchTopK over the batch (``batch_topk``: over this process's rows, the default, or
-        over every rank's, :class:`bertcore.sae.train.GlobalBatchTopK`) and the threshold's running mean moves; in
+        over every rank's, :class:`bertcore.sae.distributed.GlobalBatchTopK`) and the threshold's running mean moves; in
         eval mode by the threshold."""
         xs, ys = x * self.in_scale, y * self.out_scale
         pre = self.pre_acts(xs)  # (N, d_sae)
