@@ -41,7 +41,7 @@ def one_graph(model, tokenizer, text: str, transcoders, label: str = "graph") ->
     with harness.stopwatch(f"{label}: build") as built_in:
         graph = build(model, tokenizer, text, transcoders, contrast=("are", "is"))
     with harness.stopwatch(f"{label}: prune") as pruned_in:
-        pruned = prune_graph(graph.adjacency, graph.layout, graph.probabilities)
+        pruned = prune_graph(graph.edges, graph.layout, graph.probabilities)
     with harness.stopwatch(f"{label}: export") as exported_in:
         built = neuronpedia_json(graph, pruned, "minilm-mlm", "bench", text)
         doc = dumps(built)
@@ -52,7 +52,7 @@ def one_graph(model, tokenizer, text: str, transcoders, label: str = "graph") ->
                for digits in (5, 4, 3)}  # what fewer significant digits would save
     fewer_edges = {}  # what a lower edge threshold would keep (nodes, edges, MB)
     for threshold in (0.975, 0.97):
-        kept = prune_graph(graph.adjacency, graph.layout, graph.probabilities, edge_threshold=threshold)
+        kept = prune_graph(graph.edges, graph.layout, graph.probabilities, edge_threshold=threshold)
         fewer = neuronpedia_json(graph, kept, "minilm-mlm", "bench", text, edge_threshold=threshold)
         fewer_edges[threshold] = [len(fewer["nodes"]), len(fewer["links"]), round(mb(dumps(fewer)), 3)]
     return {"tokens": len(graph.tokens), "features": graph.layout.features, "nodes": graph.layout.size,

@@ -196,7 +196,7 @@ def graphs(device: torch.device, quick: bool) -> dict:
             g = attribution.build(lm.model, lm.tokenizer, text, tcs, max_length=tokens)
             _sync(device)
         out[f"{tokens}_tokens"] = {"seconds": round(sw.seconds, 2), "peak_mib": round(_peak_mib(device, start), 1),
-                                   "nodes": int(g.adjacency.shape[0])}
+                                   "nodes": int(g.layout.size)}
     return out
 
 

@@ -86,7 +86,7 @@ def _graph(args) -> int:
     contrast = tuple(args.contrast) if args.contrast else None
     g = attribution.build(lm.model, lm.tokenizer, args.text, tcs, contrast=contrast)
     built = time.monotonic()
-    kept = prune_graph(g.adjacency, g.layout, g.probabilities, args.node_threshold, args.edge_threshold)
+    kept = prune_graph(g.edges, g.layout, g.probabilities, args.node_threshold, args.edge_threshold)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     dirs, written, unindexed = None, 0, []

@@ -35,7 +35,7 @@ from ..modeling.interventions import Interventions, layer_norm_scale_sites, miss
 from ..readouts.fill_mask import mask_token_positions, mlm_head_of
 from ..sae.transcoder import Transcoder, sites
 from ..tokenization.tokenizer import encode
-from .graph import Layout
+from .graph import Layout, compute_influence, normalize_matrix
 
 CUMULATIVE = 0.95
 MAX_TARGETS = 10
@@ -58,21 +58,26 @@ class Target:
 
 @dataclass
 class Graph:
-    """The graph of one input.
+    """The graph of one input, on the CPU (wherever the model computes).
 
     Attributes:
         tokens, input_ids: the input (``input_ids (T,)`` long); mask_position: the [MASK]'s position.
-        features: ``(n_f, 3)`` long ``(block, position, latent)`` of the active features, sorted.
+        features: ``(n_f, 3)`` long ``(block, position, latent)`` of the feature nodes (every active feature, or the
+            ``max_feature_nodes`` kept), sorted.
         activations: ``(n_f,)`` float64, their activations.
         targets: the logit targets, in the order of the last ``len(targets)`` nodes.
-        adjacency: ``(n, n)`` float64, ``[target, source]`` direct effects; nodes ``[features, errors (block-major,
-            then position), embeddings (per position), logits]``.
+        edges: ``(R, n)`` float64, the adjacency's target rows (:meth:`~.graph.Layout.rows`: the feature nodes, then
+            the logits), ``[target, source]`` direct effects; nodes ``[features, errors (block-major, then
+            position), embeddings (per position), logits]``. The rows of errors and embeddings are zero and not held.
         layout: the counts of each kind of node.
-        constants: ``(n,)`` float64, what each target computes with every source at 0 (biases through the frozen
-            model): a target's value is its row's sum plus this.
-        values: ``(n,)`` float64, each target's value in the real forward (features: pre-activation; logits: the
-            demeaned logit or the contrast's difference).
+        constants: ``(R,)`` float64, what each target computes with every source at 0 (biases through the frozen
+            model).
+        values: ``(R,)`` float64, each target's value in the real forward (features: pre-activation; logits: the
+            demeaned logit or the contrast's difference): its row's sum plus its constant plus ``dropped``.
         error_norms: ``(L, T)`` float64, the error vectors' norms.
+        dropped: ``(R,)`` float64, what the active features the graph leaves out (``max_feature_nodes``) give each
+            target; 0 for a whole graph.
+        n_active: how many features are active on the input (``n_f`` for a whole graph).
     """
 
     tokens: list[str]
@@ -81,15 +86,17 @@ class Graph:
     features: torch.Tensor
     activations: torch.Tensor
     targets: list[Target]
-    adjacency: torch.Tensor
+    edges: torch.Tensor
     layout: Layout
     constants: torch.Tensor
     values: torch.Tensor
     error_norms: torch.Tensor
+    dropped: torch.Tensor
+    n_active: int
 
     @property
     def probabilities(self) -> torch.Tensor:
-        return torch.tensor([t.probability for t in self.targets], dtype=torch.float64, device=self.adjacency.device)
+        return torch.tensor([t.probability for t in self.targets], dtype=torch.float64, device=self.edges.device)
 
 
 # ----------------------------------------------------------------------------- the frozen replacement model
@@ -171,7 +178,7 @@ class Replacement:
         head_rows = slice(None) if positions is None else list(positions)
         for name in self.frozen_sites:
             v = rec[name][head_rows] if name.startswith("mlm_head.") else rec[name]
-            edits[name] = lambda x, v=v: v.expand_as(x).clone()
+            edits[name] = lambda x, v=v: v.expand_as(x)  # a view: one copy of a (heads, T, T) pattern, not B
         emb = self.embedding if parts["embed"] else torch.zeros_like(self.embedding)
 
         def embed(x, emb=emb):  # the summed embedding, in place of the word embedding; the other summands removed
@@ -297,92 +304,164 @@ def one_mask(tokenizer, text: str, max_length: int | None = None, device: torch.
     return enc, inputs, positions[0]
 
 
+SOURCE_CHUNK = 1 << 24  # gradient values gathered at once for one chunk's feature columns: 128 MiB in float64
+
+
+def active_features(rm: Replacement) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(features (n_f, 3) long (block, position, latent), activations (n_f,) float64)``: every active feature of the
+    input, block-major, then position, then latent (``nonzero``'s row-major order), on the model's device."""
+    device = rm.embedding.device
+    if not rm.n:
+        return torch.zeros(0, 3, dtype=torch.long, device=device), torch.zeros(0, dtype=torch.float64, device=device)
+    feats = torch.cat([torch.cat([torch.full((len(p), 1), layer, device=device), p], 1) for layer in range(rm.n)
+                       for p in [rm.codes[layer].nonzero()]])
+    acts = torch.cat([rm.codes[layer][rm.codes[layer] != 0] for layer in range(rm.n)])
+    return feats, acts
+
+
+class _Rows:
+    """Computes target rows of the graph over every source of the input (the module docstring's backward passes): one
+    forward pass of the frozen model on ``batch`` copies, kept, then one backward pass per chunk of at most ``batch``
+    targets of one kind and block."""
+
+    def __init__(self, rm: Replacement, feats: torch.Tensor, acts: torch.Tensor, targets: list[Target], m: int,
+                 layout: Layout, batch: int) -> None:
+        self.rm, self.feats, self.targets, self.layout = rm, feats, targets, layout
+        device, t = rm.embedding.device, layout.embeddings
+        # the sources' vectors: per block, the columns of its features, their positions and a W_dec / c_out (k, H)
+        self.writers = {}
+        for layer in range(rm.n):
+            tc, cols = rm.tcs[layer], (feats[:, 0] == layer).nonzero().flatten()
+            self.writers[layer] = (cols, feats[cols, 1], (tc.W_dec[feats[cols, 2]] / tc.out_scale) * acts[cols, None])
+        self.deltas = {"embed": torch.zeros(batch, t, rm.embedding.shape[-1], dtype=torch.float64, device=device,
+                                            requires_grad=True)}
+        self.deltas.update({layer: torch.zeros(batch, t, rm.cfg.hidden_size, dtype=torch.float64, device=device,
+                                               requires_grad=True) for layer in range(rm.n)})
+        self.wrt = [self.deltas["embed"]] + [self.deltas[k] for k in range(rm.n)]
+        self.ffn_inputs, self.logits = rm.run(batch, self.deltas, positions=[m])  # logits (batch, 1, V)
+
+    def chunk(self, kind: str, idx: torch.Tensor, last: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(rows (k, n) float64, values (k,) float64)`` on the model's device: the direct effects on ``k`` targets
+        (``kind`` "feature": indices into the active features, all of one block; "logit": indices into the targets)
+        from every source, and the targets' values. ``last``: free the kept forward pass after it."""
+        rm, lay, device = self.rm, self.layout, self.rm.embedding.device
+        k, t = len(idx), lay.embeddings
+        copies = torch.arange(k, device=device)
+        if kind == "feature":
+            layer = int(self.feats[idx[0], 0])
+            tc = rm.tcs[layer]
+            ps, fs = self.feats[idx, 1], self.feats[idx, 2]
+            x = self.ffn_inputs[layer][copies, ps] * tc.in_scale  # (k, H)
+            total = (x * tc.W_enc.T[fs]).sum(-1) + tc.b_enc[fs]  # (k,) the pre-activations
+        else:
+            total = torch.stack([self.logits[r, 0] @ self.targets[j].vector for r, j in enumerate(idx.tolist())])
+        grads = torch.autograd.grad(total.sum(), self.wrt, retain_graph=not last, allow_unused=True)  # None: no path
+        out = torch.zeros(k, lay.size, dtype=torch.float64, device=device)
+        if grads[0] is not None:
+            out[:, lay.part("embeddings")] = (grads[0][:k] * rm.embedding).sum(-1)
+        errors = lay.part("errors").start
+        for source in range(rm.n):
+            g = grads[1 + source]
+            if g is None:
+                continue
+            g = g[:k]  # (k, T, H)
+            out[:, errors + source * t:errors + (source + 1) * t] = (g * rm.errors[source]).sum(-1)
+            cols, positions, vectors = self.writers[source]
+            step = max(1, SOURCE_CHUNK // max(1, k * g.shape[-1]))  # the sources in chunks: bounded memory
+            for i in range(0, len(cols), step):
+                c = slice(i, i + step)
+                out[:, cols[c]] = (g[:, positions[c]] * vectors[c]).sum(-1)  # (k, |c|)
+        if last:
+            self.ffn_inputs = self.logits = None
+        return out, total.detach()
+
+
 def build(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, Transcoder],
           contrast: tuple[str, str] | None = None, batch: int = 32, max_length: int | None = None,
-          progress=None) -> Graph:
+          progress=None, max_feature_nodes: int | None = None, update_interval: int = 4) -> Graph:
     """The attribution graph of ``text``'s one [MASK] (module docstring).
+
+    With ``max_feature_nodes`` below the number of active features, the graph keeps that many, chosen as
+    circuit-tracer's ``attribute`` does: the logit rows first, then, ``update_interval`` chunks at a time, the
+    not yet computed features of largest influence on the logits through the rows computed so far
+    (:func:`~.graph.compute_influence` on them). The rows are kept on the CPU, so the device holds the model, one
+    forward pass on ``batch`` copies and one chunk's gradients: ``(max_feature_nodes + logits) x (active features +
+    (L + 1) T)`` float64 values on the CPU, ``batch x (T x H x (L + 1) + heads x T x T x L)`` on the device.
+    The features left out are in :attr:`Graph.dropped`.
 
     Args:
         model: a bertcore model with an MLM head (only read); tokenizer: its tokenizer.
         transcoders: ``{block: Transcoder}`` for every block (:mod:`bertcore.sae.transcoder`).
         contrast: two words, each one token (``("are", "is")``): the target is their logit difference.
         batch: targets per backward pass; progress: ``callable(done, total)``.
+        max_feature_nodes: the most feature nodes to keep (None: every active feature, the whole graph);
+        update_interval: chunks computed between two rankings.
     Raises:
         CircuitError: no [MASK] or more than one, a contrast word that is not one token, missing or misfitting
-            transcoders; bertcore.readouts.fill_mask.FillMaskError: no MLM head; the tokenizer's errors for bad text.
+            transcoders, a ``batch``, ``max_feature_nodes`` or ``update_interval`` that is not a positive integer
+            (``max_feature_nodes`` may be 0); bertcore.readouts.fill_mask.FillMaskError: no MLM head; the
+            tokenizer's errors for bad text.
     """
+    for name, value, least in (("batch", batch, 1), ("update_interval", update_interval, 1),
+                               ("max_feature_nodes", 0 if max_feature_nodes is None else max_feature_nodes, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise CircuitError(f"{name} must be an integer of at least {least}; got {value!r}")
     device = device_of(model)
     enc, inputs, m = one_mask(tokenizer, text, max_length, device)
     pair = contrast_ids(tokenizer, contrast)
     rm = Replacement(model, transcoders, inputs)
     targets = targets_at(rm.logits[m], tokenizer, pair)
-    feats = torch.cat([torch.cat([torch.full((len(p), 1), layer, device=device), p], 1) for layer in range(rm.n)
-                       for p in [rm.codes[layer].nonzero()]]) if rm.n else \
-        torch.zeros(0, 3, dtype=torch.long, device=device)
-    acts = torch.cat([rm.codes[layer][rm.codes[layer] != 0] for layer in range(rm.n)]) if rm.n else \
-        torch.zeros(0, dtype=torch.float64, device=device)  # (n_f,) in the order of feats (nonzero's row-major order)
-    t = inputs["input_ids"].shape[1]
-    layout = Layout(len(feats), rm.n * t, t, len(targets))
-    adjacency = torch.zeros(layout.size, layout.size, dtype=torch.float64, device=device)
-    values = torch.zeros(layout.size, dtype=torch.float64, device=device)
-    # the sources' vectors: per block and position, (position, columns, a W_dec / c_out of each (k, H))
-    writers: dict[int, list] = {}
-    for layer in range(rm.n):
-        tc, here = rm.tcs[layer], (feats[:, 0] == layer).nonzero().flatten()
-        writers[layer] = []
-        for p in feats[here, 1].unique().tolist():
-            cols = here[feats[here, 1] == p]
-            writers[layer].append((p, cols, (tc.W_dec[feats[cols, 2]] / tc.out_scale) * acts[cols, None]))
-    # chunks of at most `batch` targets of one kind and block: a feature of block l is fed by blocks < l only, so
-    # its backward pass stops there
-    chunks = []
-    for layer in range(rm.n):
-        here = (feats[:, 0] == layer).nonzero().flatten().tolist()
-        chunks += [("feature", layer, here[i:i + batch]) for i in range(0, len(here), batch)]
-    chunks += [("logit", rm.n, list(range(j, min(j + batch, len(targets))))) for j in range(0, len(targets), batch)]
-    b = max([len(c[2]) for c in chunks], default=1)
-    # one forward pass of the frozen model on b copies of the input; one backward pass per chunk, copy r of the
-    # input carrying the chunk's target r
-    deltas = {"embed": torch.zeros(b, t, rm.embedding.shape[-1], dtype=torch.float64, device=device,
-                                   requires_grad=True)}
-    deltas.update({layer: torch.zeros(b, t, rm.cfg.hidden_size, dtype=torch.float64, device=device,
-                                      requires_grad=True)
-                   for layer in range(rm.n)})
-    wrt = [deltas["embed"]] + [deltas[k] for k in range(rm.n)]
-    ffn_inputs, logits = rm.run(b, deltas, positions=[m])  # logits (b, 1, V)
-    errors_start, done = layout.part("errors").start, 0
-    for kind, layer, idx in chunks:
-        k = len(idx)
-        copies = torch.arange(k, device=device)
-        if kind == "feature":
-            tc = rm.tcs[layer]
-            ps, fs = feats[idx, 1], feats[idx, 2]
-            x = ffn_inputs[layer][copies, ps] * tc.in_scale  # (k, H)
-            total = (x * tc.W_enc.T[fs]).sum(-1) + tc.b_enc[fs]  # (k,) the pre-activations
-            rows = torch.tensor(idx, device=device)
-        else:
-            total = torch.stack([logits[r, 0] @ targets[j].vector for r, j in enumerate(idx)])
-            rows = layout.part("logits").start + torch.tensor(idx, device=device)
-        grads = torch.autograd.grad(total.sum(), wrt, retain_graph=True, allow_unused=True)  # None: no path
-        values[rows] = total.detach()
-        if grads[0] is not None:
-            adjacency[rows, layout.part("embeddings")] = (grads[0][:k] * rm.embedding).sum(-1)
-        for source in range(rm.n):
-            g = grads[1 + source]
-            if g is None:
-                continue
-            g = g[:k]  # (k, T, H)
-            adjacency[rows, errors_start + source * t:errors_start + (source + 1) * t] = \
-                (g * rm.errors[source]).sum(-1)
-            for p, cols, vectors in writers[source]:
-                adjacency[rows[:, None], cols[None, :]] = g[:, p] @ vectors.T  # (k, n_cols)
-        done += k
+    feats, acts = active_features(rm)
+    n_f, n_t, t = len(feats), len(targets), inputs["input_ids"].shape[1]
+    full = Layout(n_f, rm.n * t, t, n_t)
+    keep = n_f if max_feature_nodes is None else min(max_feature_nodes, n_f)
+    rows_of = _Rows(rm, feats, acts, targets, m, full, min(batch, max(keep, n_t, 1)))
+    work = torch.zeros(keep + n_t, full.size, dtype=torch.float64)  # the rows computed, on the CPU
+    node_of = torch.zeros(keep + n_t, dtype=torch.long)  # each row's node in ``full``
+    values = torch.zeros(keep + n_t, dtype=torch.float64)
+    done, total = 0, keep + n_t
+    weights = torch.zeros(full.size, dtype=torch.float64)
+    weights[full.part("logits")] = torch.tensor([x.probability for x in targets], dtype=torch.float64)
+
+    def compute(kind: str, idx: torch.Tensor, nodes: torch.Tensor) -> None:
+        nonlocal done
+        rows, value = rows_of.chunk(kind, idx.to(device), last=done + len(idx) == total)
+        work[done:done + len(idx)], values[done:done + len(idx)], node_of[done:done + len(idx)] = \
+            rows.cpu(), value.cpu(), nodes
+        done += len(idx)
         if progress is not None:
-            progress(done, layout.features + layout.logits)
-    constants = _constants(rm, feats, targets, m, layout)
-    error_norms = torch.stack([rm.errors[layer].norm(dim=-1) for layer in range(rm.n)])
-    return Graph(enc.tokens, inputs["input_ids"][0], m, feats, acts.detach(), targets, adjacency,
-                            layout, constants, values, error_norms)
+            progress(done, total)
+
+    for j in range(0, n_t, batch):
+        idx = torch.arange(j, min(j + batch, n_t))
+        compute("logit", idx, full.part("logits").start + idx)
+    visited = torch.zeros(n_f, dtype=torch.bool)
+    while int(visited.sum()) < keep:
+        if keep == n_f:  # the whole graph: every feature, block by block
+            pending = torch.arange(n_f)
+        else:
+            influence = compute_influence(normalize_matrix(work[:done]), weights, node_of[:done])[:n_f]
+            ranked = torch.argsort(influence, descending=True, stable=True)
+            pending = ranked[~visited[ranked]][:min(update_interval * batch, keep - int(visited.sum()))]
+        blocks = feats[pending.to(device), 0].cpu()
+        for layer in blocks.unique().tolist():  # a chunk holds features of one block: its pass stops below it
+            here = pending[blocks == layer]
+            for i in range(0, len(here), batch):
+                compute("feature", here[i:i + batch], here[i:i + batch])
+        visited[pending] = True
+    # the kept graph: its features in their order (block, position, latent), then the logits
+    selected = visited.nonzero().flatten()
+    order = torch.argsort(node_of)
+    columns = torch.cat([selected, torch.arange(n_f, full.size)])
+    edges = work[order[:, None], columns[None, :]]
+    dropped = (work[:, :n_f] @ (~visited).double())[order]  # what the features left out give each target
+    del work
+    layout = Layout(len(selected), rm.n * t, t, n_t)
+    constants = _constants(rm, feats, targets, m, full)[node_of[order].to(device)].cpu()
+    error_norms = torch.stack([rm.errors[layer].norm(dim=-1) for layer in range(rm.n)]).cpu()
+    return Graph(enc.tokens, inputs["input_ids"][0].cpu(), m, feats[selected.to(device)].cpu(),
+                 acts[selected.to(device)].detach().cpu(), targets, edges, layout, constants, values[order],
+                 error_norms, dropped, n_f)
 
 
 @torch.no_grad()

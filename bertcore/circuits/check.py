@@ -139,9 +139,9 @@ def sentences(tokenizer, n: int, seed: int = 0, max_tokens: int = MAX_TOKENS, cl
 def target_influence(graph: Graph, target: int = 0) -> torch.Tensor:
     """``(n,)`` every node's influence on logit target ``target`` (circuit-tracer's ``compute_influence`` on the
     row-normalised absolute adjacency, with weight 1 on that target's node)."""
-    w = torch.zeros(graph.layout.size, dtype=torch.float64, device=graph.adjacency.device)
+    w = torch.zeros(graph.layout.size, dtype=torch.float64, device=graph.edges.device)
     w[graph.layout.part("logits").start + target] = 1.0
-    return compute_influence(normalize_matrix(graph.adjacency), w)
+    return compute_influence(normalize_matrix(graph.edges), w, graph.layout.rows(graph.edges.device))
 
 
 def top_nodes(graph: Graph, target: int = 0, size: int = SUPERNODE) -> tuple[Node, list[Node]]:

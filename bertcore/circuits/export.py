@@ -169,8 +169,9 @@ def neuronpedia_json(graph: Graph, pruned: Pruned, scan: str, slug: str, prompt:
                     "activation": None, "token_prob": target.probability, "is_target_logit": j == 0}
         ids[i] = node["node_id"]
         nodes.append(node)
-    links = [{"source": ids[s], "target": ids[tg], "weight": num(graph.adjacency[tg, s])}
-             for tg, s in pruned.edges.nonzero().tolist() if s in ids and tg in ids]
+    rows = lay.rows().tolist()
+    links = [{"source": ids[s], "target": ids[rows[r]], "weight": num(graph.edges[r, s])}
+             for r, s in pruned.edges.nonzero().tolist() if s in ids and rows[r] in ids]
     scan = safe_name(scan)
     if feature_dirs is not None:
         if len(feature_dirs) != n_blocks:

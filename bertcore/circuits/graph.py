@@ -3,9 +3,12 @@ completeness scores, with the definitions of circuit-tracer's ``graph.py`` (Amei
 tracing", sections 3-4; ``normalize_matrix``, ``compute_influence``, ``prune_graph``, ``compute_graph_scores``).
 
 Nodes are ordered ``[features, errors, embeddings, logits]``. ``A[t, s]`` is the direct effect of source ``s`` on
-target ``t`` (rows: targets, columns: sources); error and embedding rows are zero (nothing feeds them). The
-graph is acyclic (a node is fed only by nodes of lower blocks, embeddings, or errors), so the influence series
-``w Â + w Â² + ...`` ends after at most L + 2 terms.
+target ``t`` (rows: targets, columns: sources). Nothing feeds an error or an embedding, so their rows of the square
+``(n, n)`` matrix are zero, and a graph holds only its **target rows** (``edges``, ``(R, n)``: the feature nodes'
+rows, then the logits', :meth:`Layout.rows`), as circuit-tracer's ``attribute`` fills its ``edge_matrix``: with one
+error node per block and position, the square would grow with the square of the input. The graph is acyclic (a node
+is fed only by nodes of lower blocks, embeddings, or errors), so the influence series ``w Â + w Â² + ...`` ends after
+at most L + 2 terms.
 """
 
 from __future__ import annotations
@@ -34,25 +37,45 @@ class Layout:
         start = sum(getattr(self, k) for k in order[:order.index(kind)])
         return slice(start, start + getattr(self, kind))
 
+    def rows(self, device: torch.device | str | None = None) -> torch.Tensor:
+        """``(features + logits,)`` long: the node of each row of a graph's ``edges`` (the feature nodes, then the
+        logit nodes), on ``device`` (None: the CPU)."""
+        logits = self.part("logits")
+        return torch.cat([torch.arange(self.features, device=device),
+                          torch.arange(logits.start, logits.stop, device=device)])
+
+
+def square(edges: torch.Tensor, layout: Layout) -> torch.Tensor:
+    """The ``(n, n)`` adjacency of a graph's target rows ``edges (R, n)`` (zero rows for errors and embeddings), for
+    small graphs and comparisons."""
+    out = torch.zeros(layout.size, layout.size, dtype=edges.dtype, device=edges.device)
+    out[layout.rows(edges.device)] = edges
+    return out
+
 
 def normalize_matrix(adjacency: torch.Tensor) -> torch.Tensor:
-    """``Â``: the absolute adjacency with every row scaled to sum to 1 (a zero row stays zero)."""
+    """``Â``: the absolute adjacency (or any of its rows, ``(R, n)``) with every row scaled to sum to 1 (a zero row
+    stays zero)."""
     weights = adjacency.abs()
     return weights / weights.sum(dim=1, keepdim=True).clamp(min=1e-10)
 
 
-def compute_influence(a_hat: torch.Tensor, weights: torch.Tensor, max_terms: int = 1000) -> torch.Tensor:
-    """``w ((I - Â)^-1 - I) = w Â + w Â² + ...``: each node's total influence on the weighted targets ``w (n,)``.
+def compute_influence(a_hat: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor,
+                      max_terms: int = 1000) -> torch.Tensor:
+    """``w ((I - Â)^-1 - I) = w Â + w Â² + ...``: each node's total influence ``(n,)`` on the weighted targets
+    ``w (n,)``, from the rows ``a_hat (R, n)`` of the normalised matrix that are not zero, ``rows (R,)`` long naming
+    each one's node (:meth:`Layout.rows` for a whole graph; the rows computed so far while a graph is built, as
+    circuit-tracer's ``compute_partial_influences``).
 
     Raises:
         RuntimeError: the series does not end (a cycle in the graph).
     """
-    term = weights @ a_hat
+    term = weights[rows] @ a_hat
     total = term.clone()
     for _ in range(max_terms):
         if not bool(term.any()):
             return total
-        term = term @ a_hat
+        term = term[rows] @ a_hat
         total += term
     raise RuntimeError(f"the influence series did not end after {max_terms} terms: the graph has a cycle")
 
@@ -76,17 +99,18 @@ def threshold_for(scores: torch.Tensor, share: float) -> torch.Tensor:
 
 @dataclass
 class Pruned:
-    """``nodes (n,)`` and ``edges (n, n)`` bool: what a pruned graph keeps; ``cumulative (n,)``: each node's rank
-    as the cumulative share of node influence up to it (the viewer's threshold slider)."""
+    """``nodes (n,)`` and ``edges (R, n)`` bool (the graph's target rows, :meth:`Layout.rows`): what a pruned graph
+    keeps; ``cumulative (n,)``: each node's rank as the cumulative share of node influence up to it (the viewer's
+    threshold slider)."""
 
     nodes: torch.Tensor
     edges: torch.Tensor
     cumulative: torch.Tensor
 
 
-def prune_graph(adjacency: torch.Tensor, layout: Layout, probabilities: torch.Tensor, node_threshold: float = 0.8,
+def prune_graph(edges: torch.Tensor, layout: Layout, probabilities: torch.Tensor, node_threshold: float = 0.8,
           edge_threshold: float = 0.98) -> Pruned:
-    """Keep the nodes that make up ``node_threshold`` of the total influence on the logits (embeddings and logits
+    """Of a graph's target rows ``edges (R, n)`` (module docstring), keep the nodes that make up ``node_threshold`` of the total influence on the logits (embeddings and logits
     always), then the edges that make up ``edge_threshold`` of the edge influence among them, then drop feature and
     error nodes left without an outgoing edge and feature nodes without an incoming one, until nothing changes.
 
@@ -96,50 +120,55 @@ def prune_graph(adjacency: torch.Tensor, layout: Layout, probabilities: torch.Te
     for name, value in (("node_threshold", node_threshold), ("edge_threshold", edge_threshold)):
         if not 0.0 <= value <= 1.0:
             raise ValueError(f"{name} must lie in 0..1; got {value}")
-    w = logit_weights(layout, probabilities)
-    node_influence = compute_influence(normalize_matrix(adjacency), w)
+    w, rows = logit_weights(layout, probabilities), layout.rows(edges.device)
+    node_influence = compute_influence(normalize_matrix(edges), w, rows)
     nodes = node_influence >= threshold_for(node_influence, node_threshold)
     fixed = slice(layout.part("embeddings").start, layout.size)
     nodes[fixed] = True
-    kept = adjacency.clone()
-    kept[~nodes] = 0
+    kept = edges.clone()
+    kept[~nodes[rows]] = 0
     kept[:, ~nodes] = 0
     a_hat = normalize_matrix(kept)
-    edge_scores = a_hat * (compute_influence(a_hat, w) + w)[:, None]  # an edge's share of its target's influence
-    edges = edge_scores >= threshold_for(edge_scores, edge_threshold)
+    del kept
+    edge_scores = a_hat * (compute_influence(a_hat, w, rows) + w)[rows, None]  # an edge's share of its target's
+    # influence
+    kept_edges = edge_scores >= threshold_for(edge_scores, edge_threshold)
+    del edge_scores, a_hat
     sources = slice(0, layout.part("embeddings").start)  # features and errors must feed something
-    feats = layout.part("features")  # and features must be fed
+    feats = slice(0, layout.features)  # and features must be fed (their rows come first)
     while True:
         before = nodes.clone()
-        edges[~nodes] = False
-        edges[:, ~nodes] = False
-        nodes[sources] &= edges[:, sources].any(0)
-        nodes[feats] &= edges[feats].any(1)
+        kept_edges[~nodes[rows]] = False
+        kept_edges[:, ~nodes] = False
+        nodes[sources] &= kept_edges[:, sources].any(0)
+        nodes[feats] &= kept_edges[feats].any(1)
         if torch.equal(nodes, before):
             break
-    edges[~nodes] = False
-    edges[:, ~nodes] = False
+    kept_edges[~nodes[rows]] = False
+    kept_edges[:, ~nodes] = False
     ranked, order = torch.sort(node_influence, descending=True)
     cumulative = torch.zeros_like(node_influence)
     cumulative[order] = torch.cumsum(ranked, 0) / ranked.sum()
-    return Pruned(nodes, edges, cumulative)
+    return Pruned(nodes, kept_edges, cumulative)
 
 
-def compute_graph_scores(adjacency: torch.Tensor, layout: Layout, probabilities: torch.Tensor) -> tuple[float, float]:
-    """``(replacement, completeness)`` (circuit-tracer's ``compute_graph_scores``):
+def compute_graph_scores(edges: torch.Tensor, layout: Layout, probabilities: torch.Tensor) -> tuple[float, float]:
+    """``(replacement, completeness)`` of a graph's target rows ``edges (R, n)`` (circuit-tracer's
+    ``compute_graph_scores``):
 
     - replacement: of the influence that reaches the logits from the embeddings and the error nodes (the graph's
       inputs), the embeddings' share: 1 when every path runs through features;
     - completeness: over every node weighted by its influence on the logits (plus the logits' own weight), the share of
       its incoming (normalised) edges that do not come from error nodes.
     """
-    w = logit_weights(layout, probabilities)
-    a_hat = normalize_matrix(adjacency)
-    node_influence = compute_influence(a_hat, w)
+    w, rows = logit_weights(layout, probabilities), layout.rows(edges.device)
+    a_hat = normalize_matrix(edges)
+    node_influence = compute_influence(a_hat, w, rows)
     from_embeddings = node_influence[layout.part("embeddings")].sum()
     from_errors = node_influence[layout.part("errors")].sum()
     replacement = from_embeddings / (from_embeddings + from_errors)
-    explained = 1 - a_hat[:, layout.part("errors")].sum(dim=-1)
+    explained = torch.ones_like(w)  # a node nothing feeds (an error, an embedding) has no incoming error share
+    explained[rows] = 1 - a_hat[:, layout.part("errors")].sum(dim=-1)
     weight = node_influence + w
     completeness = (explained * weight).sum() / weight.sum()
     return float(replacement), float(completeness)

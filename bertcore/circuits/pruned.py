@@ -54,13 +54,13 @@ def circuit(g: Graph, node_threshold: float = 0.8, edge_threshold: float = 0.98)
         ValueError: a threshold outside 0..1.
     """
     lay, probs, n_t = g.layout, g.probabilities, len(g.tokens)
-    kept = prune_graph(g.adjacency, lay, probs, node_threshold, edge_threshold)
-    pruned_adjacency = g.adjacency * kept.edges  # the edges pruning keeps
-    rep, comp = compute_graph_scores(g.adjacency, lay, probs)
-    rep_p, comp_p = compute_graph_scores(pruned_adjacency, lay, probs)
-    node_influence = compute_influence(normalize_matrix(g.adjacency), logit_weights(lay, probs))  # (n,)
+    kept = prune_graph(g.edges, lay, probs, node_threshold, edge_threshold)
+    rep, comp = compute_graph_scores(g.edges, lay, probs)
+    rep_p, comp_p = compute_graph_scores(g.edges * kept.edges, lay, probs)  # the edges pruning keeps
+    rows = lay.rows(g.edges.device)
+    node_influence = compute_influence(normalize_matrix(g.edges), logit_weights(lay, probs), rows)  # (n,)
     logits = lay.part("logits")
-    direct = (probs[:, None] * g.adjacency[logits]).sum(0)  # (n,): each node's direct effect on the targets
+    direct = (probs[:, None] * g.edges[lay.features:]).sum(0)  # (n,): each node's direct effect on the targets
     index = kept.nodes.nonzero().flatten().tolist()
     kinds, layers, positions, features, acts, labels, ids = [], [], [], [], [], [], []
     for i in index:
@@ -81,8 +81,9 @@ def circuit(g: Graph, node_threshold: float = 0.8, edge_threshold: float = 0.98)
         kinds.append(kind), layers.append(block), positions.append(pos), features.append(latent)
         acts.append(act), labels.append(label)
     where = {node: k for k, node in enumerate(index)}
-    dst, src = kept.edges.nonzero(as_tuple=True)  # adjacency is [target, source]
-    weights = g.adjacency[dst, src].tolist()  # one read, wherever the graph is
+    row, src = kept.edges.nonzero(as_tuple=True)  # edges are [target row, source]
+    weights = g.edges[row, src].tolist()  # one read, wherever the graph is
+    dst = rows[row]
     edges = np.array([[where[s], where[d], w] for d, s, w in zip(dst.tolist(), src.tolist(), weights)],
                      dtype=np.float64).reshape(-1, 3)
     return Circuit(tokens=list(g.tokens), mask_position=int(g.mask_position), targets=[t.label for t in g.targets],

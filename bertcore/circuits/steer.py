@@ -143,9 +143,8 @@ def total_effects(graph: Graph, target: int = 0, max_terms: int = 1000) -> torch
         raise CircuitError(f"target must be one of the graph's {len(graph.targets)} logit targets "
                            f"(0..{len(graph.targets) - 1}); got {target!r}")
     nf = graph.layout.features
-    row = graph.layout.part("logits").start + target
-    feature_block = graph.adjacency[:nf, :nf]  # (n_f, n_f) [target feature, source feature]
-    term = graph.adjacency[row, :nf].clone()  # paths of length 1: the direct effects
+    feature_block = graph.edges[:nf, :nf]  # (n_f, n_f) [target feature, source feature]
+    term = graph.edges[nf + target, :nf].clone()  # paths of length 1: the direct effects (the logits' rows follow)
     total = term.clone()
     for _ in range(max_terms):
         if not bool(term.any()):

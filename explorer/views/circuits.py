@@ -16,7 +16,7 @@ from bertcore.sae.transcoder import load_set
 from explorer.figures import circuits as circuit_figures
 from explorer.views.core import load, progress, view
 
-MAX_TOKENS = 64  # the page's limit: a graph's adjacency grows as the square of its nodes
+MAX_TOKENS = 64  # the page's limit: a whole graph's rows grow as the square of the input's active features
 AT_A_GLANCE = 20  # nodes the page opens on (besides the logits), the most influential, each with its label
 
 
@@ -74,7 +74,7 @@ def neuronpedia(source, text: str, contrast: tuple[str, str] | None, transcoders
     feature's clerp its label (:func:`feature_names`). ``scan`` (Neuronpedia's model id): by default the model the
     transcoders were trained on, as their files name it (:func:`bertcore.circuits.export.scan_of`)."""
     g = graph(source, text, contrast, transcoders)
-    kept = prune_graph(g.adjacency, g.layout, g.probabilities, node_threshold, edge_threshold)
+    kept = prune_graph(g.edges, g.layout, g.probabilities, node_threshold, edge_threshold)
     return export.neuronpedia_json(g, kept, scan or export.scan_of(transcoders), export.slug_of(text), text,
                                    node_threshold, edge_threshold, names=feature_names(source, transcoders))
 

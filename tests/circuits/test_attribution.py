@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from bertcore.circuits import attribution as A
-from bertcore.circuits.graph import compute_graph_scores, prune_graph
+from bertcore.circuits.graph import compute_graph_scores, prune_graph, square
 from bertcore.loading import sources
 from bertcore.modeling.heads import BertForMaskedLM
 from bertcore.sae.transcoder import Transcoder
@@ -58,16 +58,11 @@ def _targets(rm: A.Replacement, graph: A.Graph, **run) -> torch.Tensor:
     return torch.stack(feats + logit)
 
 
-def _target_rows(graph) -> torch.Tensor:
-    lay = graph.layout
-    return torch.cat([torch.arange(lay.features), torch.arange(lay.part("logits").start, lay.size)])
-
-
 def test_incoming_edges_and_the_constant_rebuild_every_target(case):
     model, tok, tcs, graph = case
-    rows = _target_rows(graph)
-    rebuilt = graph.adjacency[rows].sum(1) + graph.constants[rows]
-    torch.testing.assert_close(rebuilt, graph.values[rows], atol=1e-8, rtol=0)
+    rebuilt = graph.edges.sum(1) + graph.constants
+    torch.testing.assert_close(rebuilt, graph.values, atol=1e-8, rtol=0)
+    assert not graph.dropped.any() and graph.n_active == graph.layout.features  # a whole graph
     assert graph.layout.features > 10 and len(graph.targets) >= 1
 
 
@@ -75,31 +70,31 @@ def test_scaling_a_feature_error_or_embedding_moves_every_target_by_its_column(c
     model, tok, tcs, graph = case
     rm = A.Replacement(model, tcs, A.encode(tok, TEXT).tensors())
     base = _targets(rm, graph)
-    rows, lay, t = _target_rows(graph), graph.layout, len(graph.tokens)
-    s = int(graph.adjacency[:, :lay.features].abs().sum(0).argmax())  # the feature with the largest effects, doubled
+    lay, t = graph.layout, len(graph.tokens)
+    s = int(graph.edges[:, :lay.features].abs().sum(0).argmax())  # the feature with the largest effects, doubled
     layer, p, f = (int(v) for v in graph.features[s])
     scale = torch.ones(1, t, tcs[layer].d_sae, dtype=torch.float64)
     scale[0, p, f] = 2.0
     moved = _targets(rm, graph, scale_features={layer: scale}) - base
-    torch.testing.assert_close(moved, graph.adjacency[rows, s], atol=1e-6, rtol=0)
+    torch.testing.assert_close(moved, graph.edges[:, s], atol=1e-6, rtol=0)
     assert moved.abs().max() > 1e-6  # the feature does move something
     delta = torch.zeros(1, t, model.config.hidden_size, dtype=torch.float64)
     block = min(2, model.config.num_hidden_layers - 1)
     error = lay.part("errors").start + block * t + 3
     delta[0, 3] = rm.errors[block][3]  # block 0 or 2, position 3: its error added once more
     moved = _targets(rm, graph, deltas={block: delta}) - base
-    torch.testing.assert_close(moved, graph.adjacency[rows, error], atol=1e-6, rtol=0)
+    torch.testing.assert_close(moved, graph.edges[:, error], atol=1e-6, rtol=0)
     emb = torch.zeros(1, t, rm.embedding.shape[-1], dtype=torch.float64)
     emb[0, 1] = rm.embedding[1]  # the first word's embedding node
     moved = _targets(rm, graph, deltas={"embed": emb}) - base
-    torch.testing.assert_close(moved, graph.adjacency[rows, lay.part("embeddings").start + 1], atol=1e-6, rtol=0)
+    torch.testing.assert_close(moved, graph.edges[:, lay.part("embeddings").start + 1], atol=1e-6, rtol=0)
 
 
 def test_pruning_and_scores_read_the_graph(case):
     model, tok, tcs, graph = case
-    replacement, completeness = compute_graph_scores(graph.adjacency, graph.layout, graph.probabilities)
+    replacement, completeness = compute_graph_scores(graph.edges, graph.layout, graph.probabilities)
     assert 0 <= replacement <= 1 and 0 <= completeness <= 1
-    pruned = prune_graph(graph.adjacency, graph.layout, graph.probabilities)
+    pruned = prune_graph(graph.edges, graph.layout, graph.probabilities)
     lay = graph.layout
     assert pruned.nodes[lay.part("embeddings")].all() and pruned.nodes[lay.part("logits")].all()
     kept = pruned.nodes[lay.part("features")]
@@ -126,7 +121,7 @@ def test_the_neuronpedia_json_holds_the_pruned_graph(case):
     from bertcore.circuits.export import dumps, neuronpedia_json
 
     model, tok, tcs, graph = case
-    pruned = prune_graph(graph.adjacency, graph.layout, graph.probabilities)
+    pruned = prune_graph(graph.edges, graph.layout, graph.probabilities)
     built = neuronpedia_json(graph, pruned, "tiny-bert", "keys-cabinet", TEXT)
     text = dumps(built)  # what the page's download writes
     doc = json.loads(text)
@@ -148,7 +143,7 @@ def test_the_neuronpedia_json_holds_the_pruned_graph(case):
     kept = pruned.nodes.nonzero().flatten().tolist()
     for link in doc["links"][:50]:
         s, t = kept[index[link["source"]]], kept[index[link["target"]]]
-        assert link["weight"] == pytest.approx(float(graph.adjacency[t, s]), rel=1e-5)  # 6 significant digits
+        assert link["weight"] == pytest.approx(float(square(graph.edges, graph.layout)[t, s]), rel=1e-5)  # 6 significant digits
     short = neuronpedia_json(graph, pruned, "tiny-bert", "keys-cabinet", TEXT, digits=3)["links"]
     assert [k["weight"] for k in short] == [float(f"{k['weight']:.3g}") for k in doc["links"]]
     assert len(dumps(short)) < len(dumps(doc["links"]))
@@ -165,12 +160,12 @@ def test_building_a_graph_beside_plain_forwards_on_one_model_leaves_both_exact()
     ids = A.encode(tok, TEXT).tensors()
     with torch.no_grad():
         plain_alone = model(**ids).logits
-    alone = A.build(model, tok, TEXT, tcs, batch=64).adjacency
+    alone = A.build(model, tok, TEXT, tcs, batch=64).edges
     grads = [p.requires_grad for p in model.parameters()]
     got, errors = {}, []
 
     def builder():
-        got["adjacency"] = A.build(model, tok, TEXT, tcs, batch=64).adjacency
+        got["adjacency"] = A.build(model, tok, TEXT, tcs, batch=64).edges
 
     def plain():
         for _ in range(40):

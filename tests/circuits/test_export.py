@@ -60,7 +60,7 @@ def exported(request):
         model, tok = lm.model, lm.tokenizer
     contrast = ("are", "is") if request.param.endswith("contrast") else None
     graph = A.build(model, tok, TEXT, random_transcoders(model.config), contrast=contrast, batch=64)
-    pruned = prune_graph(graph.adjacency, graph.layout, graph.probabilities)
+    pruned = prune_graph(graph.edges, graph.layout, graph.probabilities)
     n = model.config.num_hidden_layers
     plain = export.neuronpedia_json(graph, pruned, "tiny-bert", export.slug_of(TEXT), TEXT)
     local = export.neuronpedia_json(graph, pruned, "tiny-bert", export.slug_of(TEXT), TEXT,

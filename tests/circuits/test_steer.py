@@ -33,7 +33,7 @@ def case():
 def _node(graph, block: int | None = None) -> tuple[int, int, int]:
     """The feature with the largest absolute effect on the first logit target (of ``block``, if given)."""
     lay = graph.layout
-    effects = graph.adjacency[lay.part("logits").start, :lay.features].abs()
+    effects = graph.edges[lay.features, :lay.features].abs()
     if block is not None:
         effects = effects.where(graph.features[:, 0] == block, torch.zeros(()))
     return tuple(int(v) for v in graph.features[int(effects.argmax())])
@@ -88,7 +88,7 @@ def test_the_prediction_is_the_change_in_the_frozen_replacement(case, factor):
     predicted = S.predicted_change(graph, [node], factor)
     assert predicted == pytest.approx(measured, abs=1e-6)
     index = graph.features.tolist().index(list(node))
-    direct = (factor - 1.0) * float(graph.adjacency[graph.layout.part("logits").start, index])
+    direct = (factor - 1.0) * float(graph.edges[graph.layout.features, index])
     assert abs(measured - direct) > 1e-3 and abs(measured) > 1e-3
     supernode = [node, _node(graph, 1), _node(graph, 2)]
     measured = _measured_in_replacement(rm, graph, supernode, factor)

@@ -68,7 +68,7 @@ def test_the_download_is_the_pruned_graph_named_after_the_transcoders_model(runs
     assert doc["metadata"]["scan"] == "my-bert" and doc["metadata"]["slug"] == export.slug_of(text)
     lm = sources.load(sources.PACKAGED_MLM)
     g = attribution.build(lm.model, lm.tokenizer, text, T.load_set(folder), contrast=("are", "is"))
-    kept = prune_graph(g.adjacency, g.layout, g.probabilities, 0.5, 0.98)
+    kept = prune_graph(g.edges, g.layout, g.probabilities, 0.5, 0.98)
     want = export.neuronpedia_json(g, kept, "my-bert", doc["metadata"]["slug"], text, 0.5, 0.98)
     assert doc["nodes"] == want["nodes"] and doc["links"] == want["links"]
 
