@@ -13,8 +13,9 @@ Steps (``--steps`` picks some; each writes its figures to ``OUT/<step>.json`` an
   the models on the device and on the CPU: the largest difference of each view's numbers (goal <= 1e-4).
 - ``sae``: SAE and transcoder training tokens/s on the device (``python -m bertcore.sae train``'s trainer, the
   shipped model, two layers; a fixed number of steps after a warm-up).
-- ``graphs``: attribution graphs (``bertcore.circuits.attribution.build``) of a 64- and a 512-token input on the
-  shipped model and its transcoders: seconds and peak memory (CUDA: ``max_memory_allocated``; CPU: the process's
+- ``graphs``: attribution graphs (``bertcore.circuits.attribution.build``) of a 64-token input (the whole graph) and
+  a 512-token one (the 4,096 most influential features) on the shipped model and its transcoders: seconds and peak
+  memory (CUDA: ``max_memory_allocated``; CPU: the process's
   peak RSS growth).
 - ``pretrain``: bench/bench_train_step.py (the shipped shape and BERT-base, MFU against the bf16 matmul peak measured
   in the same run) and bench/bench_run_vs_step.py (a real run against its own step), as subprocesses.
@@ -193,10 +194,12 @@ def graphs(device: torch.device, quick: bool) -> dict:
         text = lm.tokenizer.decode(ids[: len(ids) // 2]) + " [MASK] " + lm.tokenizer.decode(ids[len(ids) // 2:])
         start = _peak_start(device)
         with harness.stopwatch(f"graph, {tokens} tokens") as sw:
-            g = attribution.build(lm.model, lm.tokenizer, text, tcs, max_length=tokens)
+            g = attribution.build(lm.model, lm.tokenizer, text, tcs, max_length=tokens,
+                                  max_feature_nodes=None if tokens <= 64 else 4096)
             _sync(device)
         out[f"{tokens}_tokens"] = {"seconds": round(sw.seconds, 2), "peak_mib": round(_peak_mib(device, start), 1),
-                                   "nodes": int(g.layout.size)}
+                                   "nodes": int(g.layout.size),
+                                   "active_features": g.n_active}
     return out
 
 

@@ -84,7 +84,8 @@ def _graph(args) -> int:
                                                               lm.config.num_hidden_layers).items()}
     scan = export.scan_of(folder)
     contrast = tuple(args.contrast) if args.contrast else None
-    g = attribution.build(lm.model, lm.tokenizer, args.text, tcs, contrast=contrast)
+    g = attribution.build(lm.model, lm.tokenizer, args.text, tcs, contrast=contrast, batch=args.batch,
+                          max_feature_nodes=args.max_feature_nodes)
     built = time.monotonic()
     kept = prune_graph(g.edges, g.layout, g.probabilities, args.node_threshold, args.edge_threshold)
     out = Path(args.out)
@@ -155,6 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     gr.add_argument("--model", default=None, help="a model folder (default: the packaged MiniLM-MLM)")
     gr.add_argument("--transcoders", default=None,
                     help="a folder of transcoder folders (layer-<n>/) (default: the ones shipped with the model)")
+    gr.add_argument("--max-feature-nodes", type=int, default=None,
+                    help="keep at most this many features, the most influential (circuit-tracer's max_feature_nodes; "
+                         "default: every active feature). Long inputs need it: memory grows with it times the "
+                         "active features")
+    gr.add_argument("--batch", type=int, default=32, help="targets per backward pass (default 32; fewer for long "
+                                                          "inputs: each holds a copy of the attention patterns)")
     gr.add_argument("--node-threshold", type=float, default=0.8)
     gr.add_argument("--edge-threshold", type=float, default=0.98)
     gr.add_argument("--threads", type=int, default=2)

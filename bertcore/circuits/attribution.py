@@ -35,7 +35,7 @@ from ..modeling.interventions import Interventions, layer_norm_scale_sites, miss
 from ..readouts.fill_mask import mask_token_positions, mlm_head_of
 from ..sae.transcoder import Transcoder, sites
 from ..tokenization.tokenizer import encode
-from .graph import Layout, compute_influence, normalize_matrix
+from .graph import Layout, compute_influence
 
 CUMULATIVE = 0.95
 MAX_TARGETS = 10
@@ -440,7 +440,7 @@ def build(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, T
         if keep == n_f:  # the whole graph: every feature, block by block
             pending = torch.arange(n_f)
         else:
-            influence = compute_influence(normalize_matrix(work[:done]), weights, node_of[:done])[:n_f]
+            influence = compute_influence(work[:done], weights, node_of[:done])[:n_f]
             ranked = torch.argsort(influence, descending=True, stable=True)
             pending = ranked[~visited[ranked]][:min(update_interval * batch, keep - int(visited.sum()))]
         blocks = feats[pending.to(device), 0].cpu()

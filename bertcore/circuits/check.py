@@ -42,7 +42,7 @@ import torch
 from ..sae.transcoder import Transcoder
 from ..sae.transcoder import load as load_transcoder
 from .attribution import CircuitError, Graph, build
-from .graph import compute_influence, normalize_matrix
+from .graph import compute_influence
 from .steer import Node, steer
 
 FACTORS = (-1.0, 2.0)
@@ -141,7 +141,7 @@ def target_influence(graph: Graph, target: int = 0) -> torch.Tensor:
     row-normalised absolute adjacency, with weight 1 on that target's node)."""
     w = torch.zeros(graph.layout.size, dtype=torch.float64, device=graph.edges.device)
     w[graph.layout.part("logits").start + target] = 1.0
-    return compute_influence(normalize_matrix(graph.edges), w, graph.layout.rows(graph.edges.device))
+    return compute_influence(graph.edges, w, graph.layout.rows(graph.edges.device))
 
 
 def top_nodes(graph: Graph, target: int = 0, size: int = SUPERNODE) -> tuple[Node, list[Node]]:

@@ -60,24 +60,39 @@ def normalize_matrix(adjacency: torch.Tensor) -> torch.Tensor:
     return weights / weights.sum(dim=1, keepdim=True).clamp(min=1e-10)
 
 
-def compute_influence(a_hat: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor,
-                      max_terms: int = 1000) -> torch.Tensor:
+def compute_influence(edges: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor, max_terms: int = 1000,
+                      chunk: int = 1 << 22) -> torch.Tensor:
     """``w ((I - Â)^-1 - I) = w Â + w Â² + ...``: each node's total influence ``(n,)`` on the weighted targets
-    ``w (n,)``, from the rows ``a_hat (R, n)`` of the normalised matrix that are not zero, ``rows (R,)`` long naming
-    each one's node (:meth:`Layout.rows` for a whole graph; the rows computed so far while a graph is built, as
-    circuit-tracer's ``compute_partial_influences``).
+    ``w (n,)``, ``Â`` the row-normalised absolute adjacency (circuit-tracer's ``compute_influence`` on
+    ``normalize_matrix``). From the rows that are not zero, ``edges (R, n)`` (raw or already normalised: normalising
+    is idempotent), ``rows (R,)`` long naming each one's node (:meth:`Layout.rows` for a whole graph; the rows computed
+    so far while a graph is built, as circuit-tracer's ``compute_partial_influences``).
+
+    Without a normalised copy of ``edges``: the series runs on the rows' own ``(R, R)`` block (a path's inner nodes
+    are targets), then one product with ``Â`` reads ``edges`` ``chunk`` values at a time.
 
     Raises:
         RuntimeError: the series does not end (a cycle in the graph).
     """
-    term = weights[rows] @ a_hat
-    total = term.clone()
+    step = max(1, chunk // max(1, edges.shape[1]))
+    sums = torch.cat([edges[i:i + step].abs().sum(1) for i in range(0, len(edges), step)]) if len(edges) else \
+        edges.new_zeros(0)
+    scale = 1 / sums.clamp(min=1e-10)  # Â = |edges| * scale[:, None]
+    inner = edges[:, rows].abs() * scale[:, None]  # (R, R): Â among the rows' nodes
+    term = weights[rows] @ inner  # the series at the rows' nodes
+    at_rows = term.clone()
     for _ in range(max_terms):
         if not bool(term.any()):
-            return total
-        term = term[rows] @ a_hat
-        total += term
-    raise RuntimeError(f"the influence series did not end after {max_terms} terms: the graph has a cycle")
+            break
+        term = term @ inner
+        at_rows += term
+    else:
+        raise RuntimeError(f"the influence series did not end after {max_terms} terms: the graph has a cycle")
+    coef = (weights[rows] + at_rows) * scale  # every node: (w + influence) at the rows, times Â
+    total = torch.zeros_like(weights)
+    for i in range(0, len(edges), step):
+        total += coef[i:i + step] @ edges[i:i + step].abs()
+    return total
 
 
 def logit_weights(layout: Layout, probabilities: torch.Tensor) -> torch.Tensor:
@@ -121,7 +136,7 @@ def prune_graph(edges: torch.Tensor, layout: Layout, probabilities: torch.Tensor
         if not 0.0 <= value <= 1.0:
             raise ValueError(f"{name} must lie in 0..1; got {value}")
     w, rows = logit_weights(layout, probabilities), layout.rows(edges.device)
-    node_influence = compute_influence(normalize_matrix(edges), w, rows)
+    node_influence = compute_influence(edges, w, rows)
     nodes = node_influence >= threshold_for(node_influence, node_threshold)
     fixed = slice(layout.part("embeddings").start, layout.size)
     nodes[fixed] = True

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .attribution import Graph
-from .graph import compute_graph_scores, compute_influence, logit_weights, normalize_matrix, prune_graph
+from .graph import compute_graph_scores, compute_influence, logit_weights, prune_graph
 
 
 @dataclass
@@ -58,7 +58,7 @@ def circuit(g: Graph, node_threshold: float = 0.8, edge_threshold: float = 0.98)
     rep, comp = compute_graph_scores(g.edges, lay, probs)
     rep_p, comp_p = compute_graph_scores(g.edges * kept.edges, lay, probs)  # the edges pruning keeps
     rows = lay.rows(g.edges.device)
-    node_influence = compute_influence(normalize_matrix(g.edges), logit_weights(lay, probs), rows)  # (n,)
+    node_influence = compute_influence(g.edges, logit_weights(lay, probs), rows)  # (n,)
     logits = lay.part("logits")
     direct = (probs[:, None] * g.edges[lay.features:]).sum(0)  # (n,): each node's direct effect on the targets
     index = kept.nodes.nonzero().flatten().tolist()

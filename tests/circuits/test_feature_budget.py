@@ -9,7 +9,7 @@ import torch
 from circuit_tracer.graph import compute_partial_influences
 
 from bertcore.circuits import attribution as A
-from bertcore.circuits.graph import compute_influence, normalize_matrix, prune_graph
+from bertcore.circuits.graph import compute_influence, normalize_matrix, prune_graph, square
 from bertcore.loading import sources
 from bertcore.modeling.heads import BertForMaskedLM
 from bertcore.tokenization.tokenizer import load_tokenizer
@@ -56,6 +56,15 @@ def test_a_budgeted_graph_keeps_exact_rows_and_says_what_it_left_out(setup):
                                rtol=0)
     pruned = prune_graph(g.edges, g.layout, g.probabilities)
     assert pruned.nodes[g.layout.part("logits")].all()
+    # the influence through a whole graph's rows, without the normalised copy, is the series on the square matrix
+    square_hat = normalize_matrix(square(whole.edges, whole.layout))
+    w = torch.zeros(whole.layout.size, dtype=torch.float64)
+    w[whole.layout.part("logits")] = whole.probabilities
+    term, series = w @ square_hat, torch.zeros_like(w)
+    while term.any():
+        series, term = series + term, term @ square_hat
+    torch.testing.assert_close(compute_influence(whole.edges, w, whole.layout.rows(), chunk=999), series, rtol=1e-10,
+                               atol=1e-15)
 
 
 def test_the_first_features_kept_are_circuit_tracers_ranking_through_the_logit_rows(setup):
@@ -68,8 +77,10 @@ def test_the_first_features_kept_are_circuit_tracers_ranking_through_the_logit_r
     theirs = compute_partial_influences(logit_rows.float(), whole.probabilities.float(), nodes.int(), device="cpu")
     weights = torch.zeros(lay.size, dtype=torch.float64)
     weights[lay.part("logits")] = whole.probabilities
-    ours = compute_influence(normalize_matrix(logit_rows), weights, nodes)
+    ours = compute_influence(logit_rows, weights, nodes, chunk=50)  # a few values at a time
     torch.testing.assert_close(ours.float(), theirs, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(compute_influence(normalize_matrix(logit_rows), weights, nodes), ours, rtol=1e-12,
+                               atol=1e-15)  # raw or normalised rows alike
     keep = 6
     g = A.build(model, tok, TEXT, tcs, batch=keep, max_feature_nodes=keep, update_interval=1)
     top = torch.argsort(theirs[:lay.features].double(), descending=True)[:keep]
