@@ -304,9 +304,6 @@ def one_mask(tokenizer, text: str, max_length: int | None = None, device: torch.
     return enc, inputs, positions[0]
 
 
-SOURCE_CHUNK = 1 << 24  # gradient values gathered at once for one chunk's feature columns: 128 MiB in float64
-
-
 def active_features(rm: Replacement) -> tuple[torch.Tensor, torch.Tensor]:
     """``(features (n_f, 3) long (block, position, latent), activations (n_f,) float64)``: every active feature of the
     input, block-major, then position, then latent (``nonzero``'s row-major order), on the model's device."""
@@ -328,11 +325,15 @@ class _Rows:
                  layout: Layout, batch: int) -> None:
         self.rm, self.feats, self.targets, self.layout = rm, feats, targets, layout
         device, t = rm.embedding.device, layout.embeddings
-        # the sources' vectors: per block, the columns of its features, their positions and a W_dec / c_out (k, H)
-        self.writers = {}
+        # the sources' vectors: per block and position, (position, columns, a W_dec / c_out of each (k, H)); a
+        # chunk's feature columns are one product per place, (targets, H) x (H, features there)
+        self.writers: dict[int, list] = {}
         for layer in range(rm.n):
-            tc, cols = rm.tcs[layer], (feats[:, 0] == layer).nonzero().flatten()
-            self.writers[layer] = (cols, feats[cols, 1], (tc.W_dec[feats[cols, 2]] / tc.out_scale) * acts[cols, None])
+            tc, here = rm.tcs[layer], (feats[:, 0] == layer).nonzero().flatten()
+            self.writers[layer] = []
+            for p in feats[here, 1].unique().tolist():
+                cols = here[feats[here, 1] == p]
+                self.writers[layer].append((p, cols, (tc.W_dec[feats[cols, 2]] / tc.out_scale) * acts[cols, None]))
         self.deltas = {"embed": torch.zeros(batch, t, rm.embedding.shape[-1], dtype=torch.float64, device=device,
                                             requires_grad=True)}
         self.deltas.update({layer: torch.zeros(batch, t, rm.cfg.hidden_size, dtype=torch.float64, device=device,
@@ -366,11 +367,8 @@ class _Rows:
                 continue
             g = g[:k]  # (k, T, H)
             out[:, errors + source * t:errors + (source + 1) * t] = (g * rm.errors[source]).sum(-1)
-            cols, positions, vectors = self.writers[source]
-            step = max(1, SOURCE_CHUNK // max(1, k * g.shape[-1]))  # the sources in chunks: bounded memory
-            for i in range(0, len(cols), step):
-                c = slice(i, i + step)
-                out[:, cols[c]] = (g[:, positions[c]] * vectors[c]).sum(-1)  # (k, |c|)
+            for p, cols, vectors in self.writers[source]:
+                out[:, cols] = g[:, p] @ vectors.T  # (k, features at p)
         if last:
             self.ffn_inputs = self.logits = None
         return out, total.detach()

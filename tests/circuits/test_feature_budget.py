@@ -25,9 +25,8 @@ def setup():
     return model, tok, tcs, A.build(model, tok, TEXT, tcs, batch=64)
 
 
-def test_chunks_of_targets_and_sources_change_nothing(setup, monkeypatch):
+def test_chunks_of_targets_change_nothing(setup):
     model, tok, tcs, whole = setup
-    monkeypatch.setattr(A, "SOURCE_CHUNK", 7)  # a few sources a chunk
     chunked = A.build(model, tok, TEXT, tcs, batch=3)
     torch.testing.assert_close(chunked.edges, whole.edges, atol=1e-12, rtol=0)
     torch.testing.assert_close(chunked.values, whole.values, atol=1e-12, rtol=0)
