@@ -13,6 +13,8 @@ from typing import Any
 
 DEFAULT_CORPUS = "everyday"
 KINDS = ("sae", "transcoder")
+#: what ``autocast`` may name: no autocast, or a torch dtype
+AUTOCAST = ("none", "bfloat16")
 #: written beside ``layers`` by :meth:`SAETrainConfig.to_dict`: a run.json without it counted layers from 1
 LAYERS_ARE_BLOCKS = "layers_are_blocks"
 
@@ -64,6 +66,11 @@ class SAETrainConfig:
     #: them and DDP averages the gradients. 0: one shard per rank. One process with ``shards=N`` computes what N
     #: ranks do.
     shards: int = 0
+    #: the frozen model's forward passes that make the training activations under ``torch.autocast`` in this dtype
+    #: ("bfloat16"), or "none" (the model's float32); the held-out measures always run in float32
+    autocast: str = field(default="none", metadata={
+        "choices": AUTOCAST, "help": "the frozen model's forward passes for the training activations under "
+                                     "torch.autocast in this dtype (default none: float32)"})
     #: start from the SAEs in this folder (``layer-<l>/`` SAELens folders, e.g. ``models/minilm-mlm/sae``) instead
     #: of the data initialisation: their weights and input scale, this run's ``k`` and a fresh optimizer; with fewer
     #: latents than ``d_sae`` they are widened (:meth:`bertcore.sae.model.TopKSAE.widened`, the new latents resampled)
@@ -80,6 +87,8 @@ class SAETrainConfig:
                             f"got {list(self.layers)}")
         if self.kind not in KINDS:
             problems.append(f"kind must be one of {', '.join(KINDS)}; got {self.kind!r}")
+        if self.autocast not in AUTOCAST:
+            problems.append(f"autocast must be one of {', '.join(AUTOCAST)}; got {self.autocast!r}")
         if self.shards < 0:
             problems.append(f"shards must be 0 (one per rank) or more; got {self.shards}")
         if not 1 <= self.k <= self.d_sae:

@@ -106,11 +106,14 @@ def pad(chunks: Sequence[np.ndarray], pad_id: int) -> dict[str, torch.Tensor]:
 
 
 @torch.no_grad()
-def record_sites(model, batch: dict[str, torch.Tensor], names: Sequence[str], last: str) -> dict[str, torch.Tensor]:
+def record_sites(model, batch: dict[str, torch.Tensor], names: Sequence[str], last: str,
+                 autocast: torch.dtype | None = None) -> dict[str, torch.Tensor]:
     """``{name: tensor}``: the sites ``names`` of :mod:`bertcore.modeling.interventions` on ``batch``, one forward pass
     that stops right after ``last`` (the deepest of them). ``model`` is any bertcore model (a head model's encoder is
     used); it is only read (no hook; a shared model stays untouched). The batch goes to the model's device; the
-    recorded tensors are there."""
+    recorded tensors are there. ``autocast``: run the forward pass under ``torch.autocast`` in this dtype (e.g.
+    ``torch.bfloat16``; None: the model's own dtype); the recorded tensors are then in the dtype autocast gives each
+    site."""
     encoder = getattr(model, "base_model", model)
     device = device_of(encoder)
     batch = {name: t.to(device, non_blocking=True) for name, t in batch.items()}
@@ -120,7 +123,8 @@ def record_sites(model, batch: dict[str, torch.Tensor], names: Sequence[str], la
         raise _Stop
 
     iv = Interventions({last: stop}, record=names)
-    with eval_mode(encoder):
+    with eval_mode(encoder), torch.autocast(device.type, dtype=autocast or torch.bfloat16,
+                                            enabled=autocast is not None):
         try:
             encoder(**batch, interventions=iv)
         except _Stop:
@@ -128,24 +132,26 @@ def record_sites(model, batch: dict[str, torch.Tensor], names: Sequence[str], la
     return {name: iv.recorded[name] for name in names}
 
 
-def hidden_states(model, batch: dict[str, torch.Tensor], layers: Sequence[int]) -> dict[int, torch.Tensor]:
+def hidden_states(model, batch: dict[str, torch.Tensor], layers: Sequence[int],
+                  autocast: torch.dtype | None = None) -> dict[int, torch.Tensor]:
     """``{layer: (B, T, H)}``: the output of block ``layer`` (0-based, ``0..L-1``; ``hidden_states[layer + 1]``, the
     site :func:`bertcore.sae.io.site` names) for each of ``layers``, one forward pass that stops after the deepest
-    one (:func:`record_sites`).
+    one (:func:`record_sites`, ``autocast`` as there).
 
     Raises:
         bertcore.sae.io.SAEError: a block outside ``0..L-1`` (a ``ValueError``; the message names the range).
     """
     config = getattr(model, "base_model", model).config
     names = {layer: site(config, layer) for layer in layers}
-    recorded = record_sites(model, batch, list(names.values()), names[max(layers)])
+    recorded = record_sites(model, batch, list(names.values()), names[max(layers)], autocast)
     return {layer: recorded[name] for layer, name in names.items()}
 
 
-def feed_forward_pairs(model, batch: dict[str, torch.Tensor], layers: Sequence[int]) -> dict[int, torch.Tensor]:
+def feed_forward_pairs(model, batch: dict[str, torch.Tensor], layers: Sequence[int],
+                       autocast: torch.dtype | None = None) -> dict[int, torch.Tensor]:
     """``{layer: (B, T, d_in + d_out)}``: what block ``layer``'s feed-forward sub-layer reads and writes
     (:func:`bertcore.sae.transcoder.sites`), side by side on the last axis, one forward pass that stops after the
-    deepest one: a transcoder's training pairs.
+    deepest one (``autocast`` as :func:`record_sites`): a transcoder's training pairs.
 
     Raises:
         ValueError: a block outside ``0..L-1``.
@@ -154,8 +160,9 @@ def feed_forward_pairs(model, batch: dict[str, torch.Tensor], layers: Sequence[i
 
     config = getattr(model, "base_model", model).config
     pairs = {layer: sites(config, layer) for layer in layers}
-    recorded = record_sites(model, batch, [n for pair in pairs.values() for n in pair], pairs[max(layers)][1])
-    return {layer: torch.cat([recorded[a], recorded[b]], dim=-1) for layer, (a, b) in pairs.items()}
+    recorded = record_sites(model, batch, [n for pair in pairs.values() for n in pair], pairs[max(layers)][1],
+                            autocast)
+    return {layer: torch.cat([recorded[a].float(), recorded[b].float()], dim=-1) for layer, (a, b) in pairs.items()}
 
 
 #: what each kind of dictionary reads, ``(model, batch, layers) -> {layer: (B, T, ·)}``
@@ -189,11 +196,13 @@ class ActivationStream:
         shard, shards: this stream reads the corpus's blocks ``shard, shard + shards, shard + 2 shards ...`` (its
             block ``b`` is the corpus's block ``b * shards + shard``, seeded as that block): ``shards`` streams
             together read every block once (a DDP run's ranks, :class:`bertcore.sae.train.Trainer`).
+        autocast: the model's forward passes under ``torch.autocast`` in this dtype (None: the model's dtype); the
+            batches are float32 either way.
     """
 
     def __init__(self, model, tokenizer, chunks: Sequence[np.ndarray], layers: Sequence[int], batch_size: int = 4096,
                  block_size: int = 64, seed: int = 0, mlm_probability: float = 0.15, passes: int = 1,
-                 kind: str = "sae", shard: int = 0, shards: int = 1) -> None:
+                 kind: str = "sae", shard: int = 0, shards: int = 1, autocast: torch.dtype | None = None) -> None:
         if not chunks:
             raise CorpusError("no text to stream")
         config = getattr(model, "base_model", model).config
@@ -207,7 +216,7 @@ class ActivationStream:
         self.tokens_seen = 0
         if not 0 <= shard < shards:
             raise ValueError(f"shard {shard} of {shards}: shards count from 0")
-        self.shard, self.shards = shard, shards
+        self.shard, self.shards, self.autocast = shard, shards, autocast
 
     def block(self, b: int) -> dict[int, torch.Tensor]:
         """Block ``b``'s hidden states, ``{layer: (passes * n, H)}``: its n non-padding tokens in ``passes``
@@ -221,7 +230,7 @@ class ActivationStream:
         if self.mlm_probability > 0:
             batch["input_ids"] = mask_for_tokenizer(self.tokenizer, batch["input_ids"], batch["attention_mask"],
                                                     mlm_probability=self.mlm_probability, generator=gen).input_ids
-        hidden = self.read(self.model, batch, self.layers)
+        hidden = self.read(self.model, batch, self.layers, autocast=self.autocast)
         device = next(iter(hidden.values())).device
         keep = batch["attention_mask"].to(device).bool()
         n = int(keep.sum())

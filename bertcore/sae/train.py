@@ -137,7 +137,8 @@ class Trainer:
         cfg = self.cfg
         return ActivationStream(self.model, self.tokenizer, self.chunks, cfg.layers, cfg.batch_size, cfg.block_size,
                                 cfg.seed, cfg.mlm_probability, cfg.passes, kind=cfg.kind, shard=shard,
-                                shards=self.shards)
+                                shards=self.shards,
+                                autocast=None if cfg.autocast == "none" else getattr(torch, cfg.autocast))
 
     def _fresh(self) -> None:
         cfg = self.cfg

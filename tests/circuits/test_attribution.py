@@ -1,7 +1,7 @@
-"""Attribution graphs (bertcore.circuits): exact in float64, as circuit-tracer tests its own. On a tiny random BERT
-and on the shipped MiniLM-MLM, with random transcoders (exactness holds for any weights): each target's incoming
-edges plus its constant rebuild its value, and scaling one feature, error or embedding node by 2 in the frozen model
-changes every target by that node's adjacency column."""
+"""Attribution graphs (bertcore.circuits): exact in float64, as circuit-tracer tests its own. On a tiny random BERT, a
+tiny random ModernBERT and on the shipped MiniLM-MLM, with random transcoders (exactness holds for any weights): each
+target's incoming edges plus its constant rebuild its value, and scaling one feature, error or embedding node by 2 in
+the frozen model changes every target by that node's adjacency column."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ import torch
 from bertcore.circuits import attribution as A
 from bertcore.circuits.graph import compute_graph_scores, prune_graph, square
 from bertcore.loading import sources
+from bertcore.modeling.config import BertConfig
 from bertcore.modeling.heads import BertForMaskedLM
 from bertcore.sae.transcoder import Transcoder
 from bertcore.tokenization.tokenizer import load_tokenizer
+from bertcore.training.models import MODERN_FIELDS
 from tests.conftest import tiny_bert
 
 TEXT = "The keys to the cabinet [MASK] on the table."
@@ -37,11 +39,17 @@ def random_transcoders(config, d_sae: int = 32, seed: int = 0) -> dict[int, Tran
     return out
 
 
-@pytest.fixture(scope="module", params=["tiny", "shipped"])
+@pytest.fixture(scope="module", params=["tiny", "modernbert", "shipped"])
 def case(request):
     if request.param == "tiny":
         model = tiny_bert(BertForMaskedLM, seed=3)
         tok = load_tokenizer(sources.packaged_model_dir())
+    elif request.param == "modernbert":  # pre-LN, rotary, gated, local attention (a 4-token window) in blocks 1-2
+        tok = load_tokenizer(sources.packaged_model_dir())
+        torch.manual_seed(3)
+        model = BertForMaskedLM(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=3,
+                                           num_attention_heads=2, intermediate_size=48, max_position_embeddings=64,
+                                           local_attention=4, **MODERN_FIELDS)).eval()
     else:
         lm = sources.load(sources.PACKAGED_MLM)
         model, tok = lm.model, lm.tokenizer

@@ -211,3 +211,23 @@ def test_a_transcoder_run_resumes_exactly_and_its_files_give_its_numbers(tiny_fo
 
     assert main(["replacement", "--transcoders", str(tmp_path / "straight" / "sae"), "--model", str(tiny_folder),
                  "--heldout", str(TINY_CORPUS), "--chunks", "4"]) == 0
+
+
+def test_bf16_autocast_makes_the_activations_in_bf16_and_the_run_stays_close(tiny_folder, tmp_path):
+    from bertcore.sae.stream import ActivationStream, corpus_chunks
+    from bertcore.sae.train import load_model
+
+    model, tokenizer, _ = load_model(str(tiny_folder))
+    chunks = corpus_chunks(str(TINY_CORPUS), tokenizer, 32)
+    plain = ActivationStream(model, tokenizer, chunks, [1], block_size=4).block(0)[1]
+    bf16 = ActivationStream(model, tokenizer, chunks, [1], block_size=4, autocast=torch.bfloat16).block(0)[1]
+    assert bf16.dtype == plain.dtype == torch.float32 and bf16.shape == plain.shape
+    difference = (bf16 - plain).norm() / plain.norm()
+    assert 1e-6 < difference < 5e-2  # bf16 rounding in the linear layers (float32: exactly 0), no more
+    assert SAETrainConfig(autocast="float8").check() and not options(tiny_folder, autocast="bfloat16").check()
+    a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    assert Trainer(options(tiny_folder, max_steps=20), a_dir).run() == 0
+    assert Trainer(options(tiny_folder, max_steps=20, autocast="bfloat16"), b_dir).run() == 0
+    a, _ = sae_io.load(final_saes(a_dir)[0])
+    b, _ = sae_io.load(final_saes(b_dir)[0])
+    assert not torch.equal(a.W_dec, b.W_dec) and torch.allclose(a.W_dec, b.W_dec, atol=0.1)
