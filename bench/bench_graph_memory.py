@@ -98,7 +98,8 @@ def run_case(name: str) -> dict:
 def main() -> None:
     args = harness.parse(__doc__, lambda ap: (
         ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES)),
-        ap.add_argument("--case", default=None, help=argparse_hidden)))
+        ap.add_argument("--case", default=None,
+                       help="run one case in this process (the parent's way of measuring each case alone)")))
     if args.case:
         print(json.dumps(run_case(args.case)))
         return
@@ -111,7 +112,8 @@ def main() -> None:
         else:
             rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(json.dumps(rows[-1]), flush=True)
-    print("\n| case | tokens | active features | kept | nodes | seconds | peak RSS (MiB) |\n|---|---:|---:|---:|---:|---:|---:|")
+    print("\n| case | tokens | active features | kept | nodes | seconds | peak RSS (MiB) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         if "error" not in r:
             print(f"| {r['case']} | {r['tokens']} | {r['active_features']:,} | {r['max_feature_nodes']} | "
@@ -119,8 +121,6 @@ def main() -> None:
     if args.json:
         harness.write_json(args.json, rows)
 
-
-argparse_hidden = "run one case in this process (the parent's way of measuring each case alone)"
 
 if __name__ == "__main__":
     main()

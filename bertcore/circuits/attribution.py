@@ -414,12 +414,13 @@ def build(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, T
     full = Layout(n_f, rm.n * t, t, n_t)
     keep = n_f if max_feature_nodes is None else min(max_feature_nodes, n_f)
     rows_of = _Rows(rm, feats, acts, targets, m, full, min(batch, max(keep, n_t, 1)))
-    work = torch.zeros(keep + n_t, full.size, dtype=torch.float64)  # the rows computed, on the CPU
-    node_of = torch.zeros(keep + n_t, dtype=torch.long)  # each row's node in ``full``
-    values = torch.zeros(keep + n_t, dtype=torch.float64)
+    host = torch.device("cpu")  # the graph's rows live in the host's memory, wherever the model computes
+    work = torch.zeros(keep + n_t, full.size, dtype=torch.float64, device=host)  # the rows computed, on the CPU
+    node_of = torch.zeros(keep + n_t, dtype=torch.long, device=host)  # each row's node in ``full``
+    values = torch.zeros(keep + n_t, dtype=torch.float64, device=host)
     done, total = 0, keep + n_t
-    weights = torch.zeros(full.size, dtype=torch.float64)
-    weights[full.part("logits")] = torch.tensor([x.probability for x in targets], dtype=torch.float64)
+    weights = torch.zeros(full.size, dtype=torch.float64, device=host)
+    weights[full.part("logits")] = torch.tensor([x.probability for x in targets], dtype=torch.float64, device=host)
 
     def compute(kind: str, idx: torch.Tensor, nodes: torch.Tensor) -> None:
         nonlocal done
@@ -431,12 +432,12 @@ def build(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, T
             progress(done, total)
 
     for j in range(0, n_t, batch):
-        idx = torch.arange(j, min(j + batch, n_t))
+        idx = torch.arange(j, min(j + batch, n_t), device=host)
         compute("logit", idx, full.part("logits").start + idx)
-    visited = torch.zeros(n_f, dtype=torch.bool)
+    visited = torch.zeros(n_f, dtype=torch.bool, device=host)
     while int(visited.sum()) < keep:
         if keep == n_f:  # the whole graph: every feature, block by block
-            pending = torch.arange(n_f)
+            pending = torch.arange(n_f, device=host)
         else:
             influence = compute_influence(work[:done], weights, node_of[:done])[:n_f]
             ranked = torch.argsort(influence, descending=True, stable=True)
@@ -450,10 +451,9 @@ def build(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, T
     # the kept graph: its features in their order (block, position, latent), then the logits
     selected = visited.nonzero().flatten()
     order = torch.argsort(node_of)
-    columns = torch.cat([selected, torch.arange(n_f, full.size)])
+    columns = torch.cat([selected, torch.arange(n_f, full.size, device=host)])
     edges = work[order[:, None], columns[None, :]]
     dropped = (work[:, :n_f] @ (~visited).double())[order]  # what the features left out give each target
-    del work
     layout = Layout(len(selected), rm.n * t, t, n_t)
     constants = _constants(rm, feats, targets, m, full)[node_of[order].to(device)].cpu()
     error_norms = torch.stack([rm.errors[layer].norm(dim=-1) for layer in range(rm.n)]).cpu()

@@ -40,7 +40,7 @@ class Layout:
     def rows(self, device: torch.device | str | None = None) -> torch.Tensor:
         """``(features + logits,)`` long: the node of each row of a graph's ``edges`` (the feature nodes, then the
         logit nodes), on ``device`` (None: the CPU)."""
-        logits = self.part("logits")
+        device, logits = device or "cpu", self.part("logits")
         return torch.cat([torch.arange(self.features, device=device),
                           torch.arange(logits.start, logits.stop, device=device)])
 
@@ -125,9 +125,10 @@ class Pruned:
 
 def prune_graph(edges: torch.Tensor, layout: Layout, probabilities: torch.Tensor, node_threshold: float = 0.8,
           edge_threshold: float = 0.98) -> Pruned:
-    """Of a graph's target rows ``edges (R, n)`` (module docstring), keep the nodes that make up ``node_threshold`` of the total influence on the logits (embeddings and logits
-    always), then the edges that make up ``edge_threshold`` of the edge influence among them, then drop feature and
-    error nodes left without an outgoing edge and feature nodes without an incoming one, until nothing changes.
+    """Of a graph's target rows ``edges (R, n)`` (module docstring), keep the nodes that make up ``node_threshold``
+    of the total influence on the logits (embeddings and logits always), then the edges that make up
+    ``edge_threshold`` of the edge influence among them, then drop feature and error nodes left without an outgoing
+    edge and feature nodes without an incoming one, until nothing changes.
 
     Raises:
         ValueError: a threshold outside 0..1.

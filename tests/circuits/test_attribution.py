@@ -149,9 +149,10 @@ def test_the_neuronpedia_json_holds_the_pruned_graph(case):
     assert len(doc["links"]) == int(pruned.edges.sum()) > 0
     index = {name: i for i, name in enumerate(ids)}
     kept = pruned.nodes.nonzero().flatten().tolist()
+    adjacency = square(graph.edges, graph.layout)
     for link in doc["links"][:50]:
         s, t = kept[index[link["source"]]], kept[index[link["target"]]]
-        assert link["weight"] == pytest.approx(float(square(graph.edges, graph.layout)[t, s]), rel=1e-5)  # 6 significant digits
+        assert link["weight"] == pytest.approx(float(adjacency[t, s]), rel=1e-5)  # 6 significant digits
     short = neuronpedia_json(graph, pruned, "tiny-bert", "keys-cabinet", TEXT, digits=3)["links"]
     assert [k["weight"] for k in short] == [float(f"{k['weight']:.3g}") for k in doc["links"]]
     assert len(dumps(short)) < len(dumps(doc["links"]))
