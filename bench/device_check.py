@@ -12,7 +12,8 @@ Steps (``--steps`` picks some; each writes its figures to ``OUT/<step>.json`` an
 - ``views``: every view of the app (the concurrency suite's calls, ``tests/concurrency/test_views.py``) computed with
   the models on the device and on the CPU: the largest difference of each view's numbers (goal <= 1e-4).
 - ``sae``: SAE and transcoder training tokens/s on the device (``python -m bertcore.sae train``'s trainer, the
-  shipped model, two layers; a fixed number of steps after a warm-up).
+  shipped model, two layers, the packaged BBC corpus; a fixed number of steps after a warm-up), and the SAE's with
+  the frozen model's forward passes under bf16 autocast.
 - ``graphs``: attribution graphs (``bertcore.circuits.attribution.build``) of a 64-token input (the whole graph) and
   a 512-token one (the 4,096 most influential features) on the shipped model and its transcoders: seconds and peak
   memory (CUDA: ``max_memory_allocated``; CPU: the process's
@@ -157,20 +158,21 @@ def sae(device: torch.device, quick: bool) -> dict:
     from bertcore.sae.train import Trainer
 
     out = {}
-    for kind in ("sae", "transcoder"):
+    for name, kind, autocast in (("sae", "sae", "none"), ("transcoder", "transcoder", "none"),
+                                 ("sae_bf16_autocast", "sae", "bfloat16")):
         steps = 2 if quick else 60
-        corpus = str(QUICK_CORPUS) if quick else "everyday"
-        cfg = SAETrainConfig(model="shipped", kind=kind, layers=(1, 3), corpus=corpus,
+        corpus = str(QUICK_CORPUS) if quick else "bbc"  # packaged: the GPU machine has no Debian corpora
+        cfg = SAETrainConfig(model="shipped", kind=kind, layers=(1, 3), corpus=corpus, autocast=autocast,
                              heldout=corpus if quick else "sotu", d_sae=512 if quick else 6144,
                              k=32, batch_size=512 if quick else 4096, block_size=8 if quick else 128,
                              max_steps=steps, warmup_steps=2, log_every=2, eval_every=0, save_every=10_000,
                              threads=torch.get_num_threads(), device=str(device), eval_tokens=1024)
-        run = Path(tempfile.mkdtemp(prefix=f"device-check-{kind}-"))
-        with harness.stopwatch(f"{kind} training, {steps} steps") as sw:
+        run = Path(tempfile.mkdtemp(prefix=f"device-check-{name}-"))
+        with harness.stopwatch(f"{name} training, {steps} steps") as sw:
             Trainer(cfg, run).run()
         records = [r for r in RunDir(run).read_metrics() if r.get("split") == "train"]
         tokens = records[-1]["tokens"] if records else 0
-        out[kind] = {"steps": steps, "tokens": tokens, "seconds": round(sw.seconds, 2),
+        out[name] = {"steps": steps, "tokens": tokens, "seconds": round(sw.seconds, 2),
                      "tokens_per_s": round(tokens / sw.seconds), "layers": list(cfg.layers), "d_sae": cfg.d_sae}
     return out
 
