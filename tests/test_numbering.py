@@ -136,7 +136,7 @@ def _recording(c: Ctx) -> dict:
 def _replacement(c: Ctx):
     """The local replacement model of the context's sentence, with random transcoders (built once)."""
     if not hasattr(c, "_rm"):
-        from bertcore.circuits.attribution import Replacement
+        from bertcore.circuits.replacement import Replacement
         from bertcore.sae.transcoder import Transcoder
 
         h = c.lm.config.hidden_size
@@ -317,7 +317,7 @@ TABLE: dict[str, list[Check | Exempt]] = {
     "bertcore.sae.stream:ActivationStream": [
         Check("layers", BLOCK, lambda c, v: _imp("bertcore.sae.stream").ActivationStream(
             c.model, c.tok, [np.array(c.enc.input_ids)], [v]))],
-    "bertcore.circuits.attribution:Replacement.pre_activations": [
+    "bertcore.circuits.replacement:Replacement.pre_activations": [
         Check("layer", BLOCK, lambda c, v: _replacement(c).pre_activations(_replacement(c).run(1)[0], v, [0], [0]))],
     "bertcore.sae.stream:feed_forward_pairs": [
         Check("layers", BLOCK, lambda c, v: _imp("bertcore.sae.stream").feed_forward_pairs(c.model, c.inputs, [v]))],
