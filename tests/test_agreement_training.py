@@ -118,6 +118,28 @@ def test_margin_loss_picks_the_verb_rows_of_the_masked_only_logits(tok, pair_row
     assert margin_loss(d_full, 1.0) == pytest.approx(float(torch.clamp(1.0 - expect, min=0).mean()))
 
 
+def test_the_verbs_rows_found_on_the_host_give_the_margin_the_device_finds(tok, pair_rows):
+    """The collator's ``agreement_rows`` / ``agreement_logit_rows`` (a row without a verb among them) pick what the
+    device's ``nonzero`` picks, for masked-only and full logits; without them the loss finds them itself."""
+    model = tiny_bert(BertForPreTraining, seed=1)
+    plain = {k: v for k, v in pair_rows[0].items() if k not in D.AGREEMENT_COLUMNS}
+    rows = [pair_rows[0], {**plain, **dict.fromkeys(D.AGREEMENT_COLUMNS, -1)}] + pair_rows[1:]
+    batch = D.PretrainCollator(tok)(rows, D.batch_generator(0, 3))
+    assert batch["agreement_rows"].tolist() == [0] + list(range(2, len(rows)))
+    with torch.no_grad():
+        sel = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], labels=batch["labels"],
+                    masked_only=True).prediction_logits  # (N, V)
+        full = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).prediction_logits
+    args = [batch[k] for k in D.AGREEMENT_COLUMNS]
+    host = [batch[k] for k in D.AGREEMENT_ROWS]
+    for logits in (sel, full):
+        assert torch.equal(verb_logit_diff(logits, batch["labels"], *args, *host),
+                           verb_logit_diff(logits, batch["labels"], *args))
+    task = task_of(agreement_pairs=10, agreement_margin_weight=2.0)
+    without = {k: v for k, v in batch.items() if k not in D.AGREEMENT_ROWS}
+    assert torch.equal(task.forward(model, batch).loss, task.forward(model, without).loss)
+
+
 def test_weight_zero_gives_exactly_the_loss_of_before(tok, pair_rows):
     model = tiny_bert(BertForPreTraining, seed=1)
     batch = D.PretrainCollator(tok)(pair_rows, D.batch_generator(0, 3))

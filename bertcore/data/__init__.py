@@ -19,6 +19,7 @@
 
 from .batching import (
                        AGREEMENT_COLUMNS,
+                       AGREEMENT_ROWS,
                        ClassificationCollator,
                        PretrainCollator,
                        batch_generator,
@@ -66,7 +67,7 @@ __all__ = [
     "split_sentences", "tokenize_documents", "tokenized_corpus", "tweets_csv", "MIN_LABELLED", "TWEETS_LABELS",
     "ClassificationData", "build_classification_data", "load_labelled", "split_indices", "tokenize_classification",
     "PretrainData", "build_pretraining_data", "create_nsp_pairs", "shorten_pair", "split_documents", "truncate_pair",
-    "unigram_reference", "weighted_rounds", "AGREEMENT_COLUMNS", "AgreementItem", "Version", "mine",
+    "unigram_reference", "weighted_rounds", "AGREEMENT_COLUMNS", "AGREEMENT_ROWS", "AgreementItem", "Version", "mine",
     "add_agreement_rows",
     "NaturalResult", "build_natural_set", "score_natural", "ClassificationCollator",
     "PretrainCollator", "batch_generator", "epoch_batches", "epoch_order", "eval_batches", "iterate_batches",

@@ -14,11 +14,13 @@ import numpy as np
 import torch
 
 from ..tokenization.masking import (IGNORE_INDEX, MASKED, continuation_table, eligible_positions, mask_tokens,
-    selected_positions, special_ids, word_ids_from_pieces)
+    selected_positions, special_ids, verb_rows, word_ids_from_pieces)
 from .corpora import DataError
 
 #: per-row columns of counterfactual agreement rows: the verb's position (-1: none), correct and other-number ids
 AGREEMENT_COLUMNS = ("agreement_position", "agreement_good", "agreement_bad")
+#: what the collator adds to them, found on the host (:func:`~bertcore.tokenization.masking.verb_rows`)
+AGREEMENT_ROWS = ("agreement_rows", "agreement_logit_rows")
 
 
 def batch_generator(seed: int, step: int, rank: int = 0, device: str | torch.device = "cpu") -> torch.Generator:
@@ -62,7 +64,9 @@ class PretrainCollator:
     Rows of counterfactual agreement pairs (:mod:`bertcore.data.agreement_training`) carry
     ``agreement_position`` (the verb's index, -1 in other rows), ``agreement_good`` and ``agreement_bad`` (ids of
     the correct and the other-number verb): the verb is always [MASK]ed (``mask_tokens(force=...)``) and the three
-    come back as ``(B,)`` long tensors.
+    come back as ``(B,)`` long tensors, with :data:`AGREEMENT_ROWS` ``(n,)``
+    (:func:`~bertcore.tokenization.masking.verb_rows`: the rows that have a verb and each verb's row in the
+    masked-only logits, found on the host).
     Eligibility and whole words come from :mod:`bertcore.tokenization.masking` (the Masking page uses the same
     functions); special ids and the vocabulary size from the tokenizer.
     """
@@ -107,6 +111,11 @@ class PretrainCollator:
         batch["labels"] = labels
         batch["decision"] = decision
         batch["mlm_positions"] = selected_positions(labels)  # (N,) on the host
+        if AGREEMENT_COLUMNS[0] in batch:  # the verbs' rows, on the host too
+            rows, logit_rows = verb_rows(batch[AGREEMENT_COLUMNS[0]], labels)
+            if bool((logit_rows < 0).any()):
+                raise DataError("a verb position is not selected for MLM: the collator must force-mask it")
+            batch.update(zip(AGREEMENT_ROWS, (rows, logit_rows)))
         return batch
 
 

@@ -127,6 +127,17 @@ def selected_positions(labels: torch.Tensor) -> torch.Tensor:
     return (labels.reshape(-1) != IGNORE_INDEX).nonzero().squeeze(1)
 
 
+def verb_rows(position: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(rows (n,), logit_rows (n,))`` long: the sequences whose ``position (B,)`` names a verb (>= 0), in batch
+    order, and the row of each verb in masked-only MLM logits (the selected positions of ``labels (B, T)``,
+    row-major), or -1 for a verb that is not selected. Found on the host by the collator, so that the agreement loss
+    needs no ``nonzero`` on the device (which waits for it)."""
+    rows = (position >= 0).nonzero().flatten()
+    selected = labels.reshape(-1) != IGNORE_INDEX
+    index = torch.where(selected, torch.cumsum(selected.long(), 0) - 1, -1)  # (B*T,)
+    return rows, index[rows * labels.size(1) + position[rows]]
+
+
 def special_ids(tokenizer) -> torch.Tensor:
     """``(S,)`` long: ids that are never selected, the tokenizer's special tokens ([CLS], [SEP], [PAD],
     [MASK]); [UNK] stays eligible, as HF ``DataCollatorForLanguageModeling``."""

@@ -20,7 +20,8 @@ class AgreementLossError(ValueError):
 
 
 def verb_logit_diff(prediction_logits: torch.Tensor, labels: torch.Tensor, position: torch.Tensor,
-                    good: torch.Tensor, bad: torch.Tensor) -> torch.Tensor:
+                    good: torch.Tensor, bad: torch.Tensor, rows: torch.Tensor | None = None,
+                    logit_rows: torch.Tensor | None = None) -> torch.Tensor:
     """``logit(good) - logit(bad)`` at each sequence's verb, for the sequences that have one.
 
     Args:
@@ -29,15 +30,21 @@ def verb_logit_diff(prediction_logits: torch.Tensor, labels: torch.Tensor, posit
         labels: ``(B, T)`` long MLM labels (-100 where not selected); the verb positions must be selected.
         position: ``(B,)`` long index of the verb in each sequence, -1 for sequences without one.
         good / bad: ``(B,)`` long ids of the correct and the other-number verb.
+        rows, logit_rows: ``(n,)`` long, the sequences with a verb and each verb's row in the masked-only logits, as
+            the collator finds them on the host (:func:`bertcore.tokenization.masking.verb_rows`); given, nothing
+            waits for the device (no ``nonzero``, no check: the collator force-masks the verbs).
     Returns:
         ``(n,)`` float32, n = sequences with ``position >= 0`` (in batch order); differentiable.
     Raises:
         AgreementLossError: a verb position that is not selected (the masked-only logits have no row for it).
     """
-    rows = (position >= 0).nonzero().flatten()  # (n,)
+    if rows is None:
+        rows = (position >= 0).nonzero().flatten()  # (n,)
     pos = position[rows]  # (n,)
     if prediction_logits.dim() == 3:
         logits = prediction_logits[rows, pos]  # (n, V)
+    elif logit_rows is not None:
+        logits = prediction_logits[logit_rows]  # (n, V)
     else:
         selected = (labels != IGNORE_INDEX).reshape(-1)  # (B*T,)
         flat = rows * labels.size(1) + pos  # (n,)

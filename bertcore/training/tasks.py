@@ -30,7 +30,7 @@ from ..tokenization.masking import MASKED, RANDOM, UNCHANGED, special_ids
 from .baseline import macro_f1, tfidf_baseline
 from ..runs.config import PROBE_AUTO, PROBE_SEP, TrainConfig
 from ..data.agreement_training import add_agreement_rows
-from ..data.batching import AGREEMENT_COLUMNS
+from ..data.batching import AGREEMENT_COLUMNS, AGREEMENT_ROWS
 from .dist import autocast
 from .losses import margin_loss, verb_logit_diff
 from .models import data_tokenizer, pretraining_class
@@ -39,6 +39,12 @@ from .probe_choice import choose_probes, mask_labels
 AGREE = AGREEMENT_COLUMNS[0]
 
 Log = Callable[[str], None]
+
+
+def _host_rows(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The verbs' rows the collator found on the host (:data:`~bertcore.data.batching.AGREEMENT_ROWS`), or Nones for
+    a batch collated without them (the loss then finds them on the device)."""
+    return tuple(batch.get(k) for k in AGREEMENT_ROWS)
 
 
 def _sums(values: list, device: torch.device) -> torch.Tensor:
@@ -150,8 +156,8 @@ class PretrainTask:
             rows = [D.shorten_pair(r, max_len) for r in rows]
         batch = self.collate(rows, generator)
         if AGREE in batch and not bool((batch[AGREE] >= 0).any()):  # on the host: the step need not ask the device
-            for k in AGREEMENT_COLUMNS:
-                del batch[k]
+            for k in AGREEMENT_COLUMNS + AGREEMENT_ROWS:
+                batch.pop(k, None)
         return batch
 
     def forward(self, model, batch: dict[str, torch.Tensor]):
@@ -165,7 +171,8 @@ class PretrainTask:
                                         masked_positions=batch.get("mlm_positions"), **nsp))
         out.loss = out.mlm_loss + c.nsp_weight * out.nsp_loss if c.nsp else out.mlm_loss
         if c.agreement_margin_weight > 0 and AGREE in batch:  # (collate_train drops them when no row has a verb)
-            diff = verb_logit_diff(out.prediction_logits, batch["labels"], *(batch[k] for k in AGREEMENT_COLUMNS))
+            diff = verb_logit_diff(out.prediction_logits, batch["labels"], *(batch[k] for k in AGREEMENT_COLUMNS),
+                                   *_host_rows(batch))
             out.loss = out.loss + c.agreement_margin_weight * margin_loss(diff, c.agreement_margin)
         return out
 
@@ -189,7 +196,8 @@ class PretrainTask:
             b = 0
         agree = [0, 0.0, 0, 0.0]
         if AGREE in batch:  # counterfactual rows: the margin at their verbs, logged whatever its weight
-            diff = verb_logit_diff(logits, batch["labels"], *(batch[k] for k in AGREEMENT_COLUMNS))  # (n,)
+            diff = verb_logit_diff(logits, batch["labels"], *(batch[k] for k in AGREEMENT_COLUMNS),
+                                   *_host_rows(batch))  # (n,)
             hinge = torch.clamp(self.cfg.agreement_margin - diff, min=0)
             agree = [diff.numel(), hinge.sum(), (diff > 0).sum(), diff.sum()]
         return _sums([out.mlm_loss.float() * n, n, hit.sum(), nsp_loss, b, nsp_hit,
