@@ -20,7 +20,7 @@ import torch
 
 from bertcore.sae.model import TopKSAE, aux_k_loss, mse
 from bertcore.sae.stream import ActivationStream, corpus_chunks
-from bertcore.sae.train import load_model
+from bertcore.sae.start import load_model
 
 
 def main() -> None:

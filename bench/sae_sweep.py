@@ -33,7 +33,8 @@ from bertcore.sae.transcoder import Transcoder
 from bertcore.sae.transcoder import aux_k_loss as batch_aux_k_loss
 from bertcore.sae.stream import ActivationStream, corpus_chunks, hidden_states, pad
 from bertcore.sae.config import SAETrainConfig
-from bertcore.sae.train import load_model, lr_at
+from bertcore.sae.start import load_model
+from bertcore.sae.train import lr_at
 
 SHIPPED = Path(__file__).resolve().parents[1] / "models" / "minilm-mlm" / "sae"
 

@@ -146,10 +146,10 @@ def _replacement(c: Ctx):
 
 
 def _init_from(c: Ctx, layer: int):
-    """:func:`bertcore.sae.train.start_from` on a folder holding an SAE of the last block only."""
+    """:func:`bertcore.sae.start.start_from` on a folder holding an SAE of the last block only."""
     from bertcore.sae import io as sae_io
     from bertcore.sae.config import SAETrainConfig
-    from bertcore.sae.train import start_from
+    from bertcore.sae.start import start_from
 
     folder = c.tmp / "init"
     if not (folder / sae_io.folder_name(c.L - 1)).is_dir():
@@ -326,9 +326,9 @@ TABLE: dict[str, list[Check | Exempt]] = {
     "bertcore.sae.transcoder:hook_names": [Exempt("layer", "names block l's modules for the file; no model at hand "
                                                            "(sites() checks the block against the model)")],
     "bertcore.sae.transcoder:save": [Exempt("layer", "writes the block's names (hook_names); no model at hand")],
-    "bertcore.sae.train:check_layers": [
-        Check("layers", BLOCK, lambda c, v: _imp("bertcore.sae.train").check_layers([v], c.L))],
-    "bertcore.sae.train:start_from": [  # one past the last block has no folder: the error names the folder
+    "bertcore.sae.start:check_layers": [
+        Check("layers", BLOCK, lambda c, v: _imp("bertcore.sae.start").check_layers([v], c.L))],
+    "bertcore.sae.start:start_from": [  # one past the last block has no folder: the error names the folder
         Check("layer", BLOCK, _init_from, names_range=False)],
 }
 

@@ -280,6 +280,7 @@ def build(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, T
         idx = torch.arange(j, min(j + batch, n_t), device=host)
         compute("logit", idx, full.part("logits").start + idx)
     visited = torch.zeros(n_f, dtype=torch.bool, device=host)
+    feat_blocks = feats[:, 0].to(host)  # each feature's block, read where the ranking runs
     while int(visited.sum()) < keep:
         if keep == n_f:  # the whole graph: every feature, block by block
             pending = torch.arange(n_f, device=host)
@@ -287,7 +288,7 @@ def build(model: torch.nn.Module, tokenizer, text: str, transcoders: dict[int, T
             influence = compute_influence(work[:done], weights, node_of[:done])[:n_f]
             ranked = torch.argsort(influence, descending=True, stable=True)
             pending = ranked[~visited[ranked]][:min(update_interval * batch, keep - int(visited.sum()))]
-        blocks = feats[pending.to(device), 0].cpu()
+        blocks = feat_blocks[pending]
         for layer in blocks.unique().tolist():  # a chunk holds features of one block: its pass stops below it
             here = pending[blocks == layer]
             for i in range(0, len(here), batch):

@@ -54,7 +54,7 @@ def _replacement(args) -> int:
 
     from . import replacement, transcoder
     from .stream import corpus_chunks
-    from .train import load_model
+    from .start import load_model
 
     model, tokenizer, _ = load_model(args.model)
     folders = sorted(Path(args.transcoders).glob("layer-*"))
@@ -93,7 +93,7 @@ def _transcoders(args) -> int:
 
 def _features(args) -> int:
     from .report import index_features
-    from .train import load_model
+    from .start import load_model
 
     from .features import heldout_sentences, labelled_text
 
@@ -108,7 +108,7 @@ def _features(args) -> int:
 def _labels(args) -> int:
     from .features import heldout_sentences, labelled_text
     from .report import SHIPPED_SENTENCES, label_features
-    from .train import load_model
+    from .start import load_model
 
     model, tokenizer, folder = load_model(args.model)
     score_text = None
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             return _transcoders(args)
         if args.command == "card":
             from .report import card
-            from .train import model_folder
+            from .start import model_folder
 
             text = card([Path(f) for f in args.sae], model_folder(args.model), args.commands, args.tried)
             Path(args.out).write_text(text, encoding="utf-8")

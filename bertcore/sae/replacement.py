@@ -143,7 +143,7 @@ def evaluate_set(folder: str | Path, model_spec: str = "shipped", out: str | Pat
     from .io import folder_name, write_metrics
     from .metrics import reconstruction
     from .stream import corpus_chunks, shuffled_heldout_chunks
-    from .train import load_model
+    from .start import load_model
     from . import transcoder as tc_io
 
     say = progress or (lambda s: None)

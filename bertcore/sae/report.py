@@ -46,7 +46,7 @@ def evaluate_folders(folders: Sequence[Path], model_spec: str = "shipped", n_tok
     Raises:
         bertcore.sae.io.SAEError: a folder that cannot be read or does not fit the model.
     """
-    from .train import load_model
+    from .start import load_model
 
     say = progress or (lambda s: None)
     torch.set_num_threads(max(1, threads))

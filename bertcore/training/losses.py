@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from ..tokenization.masking import IGNORE_INDEX
+from ..tokenization.masking import verb_rows
 
 
 class AgreementLossError(ValueError):
@@ -38,20 +38,14 @@ def verb_logit_diff(prediction_logits: torch.Tensor, labels: torch.Tensor, posit
     Raises:
         AgreementLossError: a verb position that is not selected (the masked-only logits have no row for it).
     """
-    if rows is None:
-        rows = (position >= 0).nonzero().flatten()  # (n,)
-    pos = position[rows]  # (n,)
-    if prediction_logits.dim() == 3:
-        logits = prediction_logits[rows, pos]  # (n, V)
-    elif logit_rows is not None:
-        logits = prediction_logits[logit_rows]  # (n, V)
-    else:
-        selected = (labels != IGNORE_INDEX).reshape(-1)  # (B*T,)
-        flat = rows * labels.size(1) + pos  # (n,)
-        if rows.numel() and not bool(selected[flat].all()):
+    if rows is None:  # found here, on the logits' device (a nonzero: the step waits for it)
+        rows, logit_rows = verb_rows(position, labels)
+        if prediction_logits.dim() == 2 and bool((logit_rows < 0).any()):
             raise AgreementLossError("a verb position is not selected for MLM: the collator must force-mask it")
-        index = torch.cumsum(selected.long(), 0) - 1  # (B*T,) row of each selected position in the logits
-        logits = prediction_logits[index[flat]]  # (n, V)
+    if prediction_logits.dim() == 3:
+        logits = prediction_logits[rows, position[rows]]  # (n, V)
+    else:
+        logits = prediction_logits[logit_rows]  # (n, V)
     logits = logits.float()
     return logits.gather(1, good[rows, None]).squeeze(1) - logits.gather(1, bad[rows, None]).squeeze(1)  # (n,)
 

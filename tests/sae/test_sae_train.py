@@ -184,7 +184,7 @@ def test_a_transcoder_run_resumes_exactly_and_its_files_give_its_numbers(tiny_fo
     from bertcore.sae import transcoder
     from bertcore.sae.metrics import reconstruction
     from bertcore.sae.stream import corpus_chunks
-    from bertcore.sae.train import load_model
+    from bertcore.sae.start import load_model
 
     cfg = options(tiny_folder, kind="transcoder", max_steps=20, save_every=10, keep_checkpoints=3, d_sae=96, k=6,
                   resample_every=480, dead_tokens=200)
@@ -215,7 +215,7 @@ def test_a_transcoder_run_resumes_exactly_and_its_files_give_its_numbers(tiny_fo
 
 def test_bf16_autocast_makes_the_activations_in_bf16_and_the_run_stays_close(tiny_folder, tmp_path):
     from bertcore.sae.stream import ActivationStream, corpus_chunks
-    from bertcore.sae.train import load_model
+    from bertcore.sae.start import load_model
 
     model, tokenizer, _ = load_model(str(tiny_folder))
     chunks = corpus_chunks(str(TINY_CORPUS), tokenizer, 32)
